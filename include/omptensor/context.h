@@ -1,0 +1,71 @@
+/* context.h — the omptensor context: devices, budgets, backend, allocators.
+ *
+ *     ot_ctx_opts o = ot_ctx_opts_default();
+ *     o.budget_bytes = 3ull << 30;      // 3 GiB on the chosen device
+ *     ot_ctx *ctx;
+ *     if (ot_ctx_create(&o, &ctx) != OT_OK) ... ot_last_error() ...
+ *     ...
+ *     ot_ctx_destroy(ctx);
+ *
+ * Device numbers are OpenMP device numbers (0 .. n-1). The host device (the
+ * OpenMP initial device) is OT_DEVICE_HOST.
+ */
+#ifndef OMPTENSOR_CONTEXT_H
+#define OMPTENSOR_CONTEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define OT_DEVICE_HOST (-1)
+#define OT_MAX_DEVICES 16 /* OpenMP devices one context may use */
+
+typedef enum ot_backend {
+  OT_BACKEND_AUTO = 0, /* the fastest available: usm or map on a GPU, host otherwise */
+  OT_BACKEND_MAP,      /* pinned host homes, target data maps/updates */
+  OT_BACKEND_USM,      /* managed homes, prefetch/advise/discard */
+  OT_BACKEND_HOST,     /* no device: kernels on host threads, moves are no-ops */
+  OT_BACKEND_COUNT
+} ot_backend;
+
+const char *ot_backend_name(ot_backend b);
+ot_status ot_backend_parse(const char *s, ot_backend *out);
+
+typedef struct ot_ctx_opts {
+  ot_backend backend;
+  int device;            /* first device to use; -1: device 0 if any, else host */
+  int n_devices;         /* how many consecutive devices from `device`; 0 or 1: one */
+  uint64_t budget_bytes; /* per device; 0: all the device memory the runtime reports (or 1 GiB for emulated devices) */
+  uint64_t budgets[OT_MAX_DEVICES]; /* per-device override when non-zero (index = device - `device`) */
+  int verbose;           /* print what was chosen on stderr */
+} ot_ctx_opts;
+
+ot_ctx_opts ot_ctx_opts_default(void);
+
+typedef struct ot_ctx ot_ctx;
+
+ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out);
+void ot_ctx_destroy(ot_ctx *ctx); /* NULL is fine */
+
+ot_backend ot_ctx_backend(const ot_ctx *ctx);  /* the resolved backend (never AUTO) */
+int ot_ctx_num_devices(const ot_ctx *ctx);     /* devices in use (>= 1; the host counts as one) */
+int ot_ctx_device(const ot_ctx *ctx, int i);   /* OpenMP number of the i-th device in use */
+uint64_t ot_ctx_budget(const ot_ctx *ctx, int i);
+
+/* Device bytes free/total as the runtime reports them (0/0 when unknown). */
+void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
+/* Prints the devices and backends found and the budget that would apply
+ * (what `omptensor info` shows). */
+void ot_info_print(FILE *f, const ot_ctx_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

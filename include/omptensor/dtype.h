@@ -1,0 +1,64 @@
+/* dtype.h — element types and exact half-precision conversion.
+ *
+ * f16 and bf16 conversion rounds to nearest, ties to even, exactly as IEEE
+ * 754 requires; NaN stays NaN (quiet), infinities and signed zeros are kept,
+ * f16 subnormals are produced and read.
+ *
+ * OT_Q8B is the block-quantized int8: blocks of OT_Q8B_BLOCK consecutive
+ * values along the last dimension share one f32 scale, value = scale * q.
+ * A block is stored as {float scale; int8_t q[32]} (36 bytes), so the bytes
+ * that cross PCIe are ~1.125 per weight.
+ */
+#ifndef OMPTENSOR_DTYPE_H
+#define OMPTENSOR_DTYPE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_dtype {
+  OT_F32 = 0,
+  OT_F16,
+  OT_BF16,
+  OT_I32,
+  OT_I8,
+  OT_Q8B,
+  OT_DTYPE_COUNT
+} ot_dtype;
+
+#define OT_Q8B_BLOCK 32
+
+typedef struct ot_q8b_block {
+  float scale;
+  int8_t q[OT_Q8B_BLOCK];
+} ot_q8b_block;
+
+/* "f32", "f16", "bf16", "i32", "i8", "q8b"; "?" for an invalid value. */
+const char *ot_dtype_name(ot_dtype t);
+
+/* Parses a name above (also "float32", "float16", "bfloat16", "F32", "BF16"
+ * ...). Returns OT_ERR_DTYPE for anything else. */
+ot_status ot_dtype_parse(const char *name, ot_dtype *out);
+
+/* Bytes needed for n elements (for OT_Q8B, n must be a multiple of the
+ * block; returns 0 otherwise). */
+size_t ot_dtype_bytes(ot_dtype t, int64_t n);
+
+uint16_t ot_f32_to_f16(float f);
+float ot_f16_to_f32(uint16_t h);
+uint16_t ot_f32_to_bf16(float f);
+float ot_bf16_to_f32(uint16_t h);
+
+/* Converts n elements between any two of f32, f16, bf16 (and q8b to/from
+ * f32, quantizing with scale = max|x| / 127 per block). */
+ot_status ot_convert(ot_dtype dst_t, void *dst, ot_dtype src_t, const void *src, int64_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

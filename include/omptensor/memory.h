@@ -1,0 +1,89 @@
+/* memory.h — memory spaces, one allocator interface, and the device arena.
+ *
+ * Three levels, as in ggml: memory space -> buffer (an arena) -> tensor (an
+ * offset in it).
+ *
+ *   OT_MEM_HOST     pageable malloc memory
+ *   OT_MEM_PINNED   page-locked host memory (cuMemAllocHost through
+ *                   libomptarget); needed for asynchronous, full-speed copies
+ *   OT_MEM_MANAGED  CUDA managed ("unified") memory, reachable from host and
+ *                   GPU; what `requires unified_shared_memory` needs
+ *   OT_MEM_DEVICE   device memory; tensors get it from the context's arena,
+ *                   which is sized by the budget
+ *
+ * On a machine without a CUDA device, PINNED and MANAGED fall back to host
+ * memory; the first such allocation says so once on stderr.
+ */
+#ifndef OMPTENSOR_MEMORY_H
+#define OMPTENSOR_MEMORY_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_mem_space {
+  OT_MEM_HOST = 0,
+  OT_MEM_PINNED,
+  OT_MEM_MANAGED,
+  OT_MEM_DEVICE,
+  OT_MEM_SPACE_COUNT
+} ot_mem_space;
+
+const char *ot_mem_space_name(ot_mem_space s);
+
+/* Allocates `bytes` (aligned to 256) in space `s` on device `dev` (ignored
+ * for HOST; for PINNED/MANAGED the device whose runtime allocates). Zero
+ * bytes gives a NULL pointer and OT_OK. Failure gives OT_ERR_OUT_OF_MEMORY
+ * or OT_ERR_DEVICE_OOM with the bytes asked in the message. */
+ot_status ot_mem_alloc(ot_mem_space s, int dev, size_t bytes, void **out);
+
+/* Frees what ot_mem_alloc gave for the same space and device; NULL is fine. */
+void ot_mem_free(ot_mem_space s, int dev, void *p);
+
+/* True if `s` really is what it says on this machine (false when PINNED or
+ * MANAGED fall back to pageable host memory). */
+int ot_mem_space_native(ot_mem_space s, int dev);
+
+/* ---- arena: best-fit sub-allocation of one range, with coalescing frees ----
+ *
+ * Pure bookkeeping over offsets [0, capacity): the planner runs it on paper
+ * to find placements before anything is allocated, the executor runs it on
+ * the real device range. Every block is aligned to `align` (a power of two). */
+typedef struct ot_arena ot_arena;
+
+typedef struct ot_arena_stats {
+  size_t capacity;
+  size_t used;          /* bytes in live blocks (after alignment) */
+  size_t peak;          /* highest `used` seen */
+  size_t largest_free;  /* the biggest request that would succeed now */
+  int n_free_blocks;
+  int n_live_blocks;
+} ot_arena_stats;
+
+ot_status ot_arena_create(size_t capacity, size_t align, ot_arena **out);
+void ot_arena_destroy(ot_arena *a);
+
+/* Best fit: the smallest free block that holds `bytes`; ties go to the lowest
+ * offset. OT_ERR_DEVICE_OOM if none does; the message gives the bytes asked,
+ * the bytes free and the largest free block. */
+ot_status ot_arena_alloc(ot_arena *a, size_t bytes, size_t *offset);
+
+/* Frees the block at `offset`, merging it with free neighbours.
+ * OT_ERR_INVALID_ARG if no live block starts there. */
+ot_status ot_arena_free(ot_arena *a, size_t offset);
+
+/* Size (after alignment) of the live block at offset, or 0. */
+size_t ot_arena_block_size(const ot_arena *a, size_t offset);
+
+void ot_arena_reset(ot_arena *a);
+ot_arena_stats ot_arena_get_stats(const ot_arena *a);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

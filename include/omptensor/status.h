@@ -1,0 +1,49 @@
+/* status.h — every fallible omptensor call returns an ot_status.
+ *
+ * The library never exits or aborts on bad input or a resource failure: it
+ * returns a status, and records a message saying what was wrong, with which
+ * file / tensor / op, and what to do. Read it with ot_last_error() on the
+ * same thread, before the next failing call overwrites it.
+ *
+ *     ot_status s = ot_tensor_create(ctx, &desc, &t);
+ *     if (s != OT_OK) fprintf(stderr, "error: %s\n", ot_last_error());
+ */
+#ifndef OMPTENSOR_STATUS_H
+#define OMPTENSOR_STATUS_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_status {
+  OT_OK = 0,
+  OT_ERR_INVALID_ARG,   /* a caller passed something the contract forbids */
+  OT_ERR_OUT_OF_MEMORY, /* host or pinned/managed allocation failed */
+  OT_ERR_DEVICE_OOM,    /* the device arena cannot hold the request */
+  OT_ERR_BUDGET,        /* the plan cannot fit in the device budget */
+  OT_ERR_SHAPE,         /* shapes or strides do not agree */
+  OT_ERR_DTYPE,         /* a dtype not supported here */
+  OT_ERR_IO,            /* open/read/write failed */
+  OT_ERR_FORMAT,        /* a file is malformed (safetensors, JSON, YAML, npy) */
+  OT_ERR_NOT_FOUND,     /* a named file, tensor or key is missing */
+  OT_ERR_UNSUPPORTED,   /* valid, but this build or device cannot do it */
+  OT_ERR_DEVICE,        /* the offload runtime or driver reported a failure */
+  OT_ERR_STATE,         /* the call is not valid in the object's current state */
+  OT_ERR_INTEGRITY,     /* a checksum did not match (OMPTENSOR_VERIFY) */
+  OT_STATUS_COUNT
+} ot_status;
+
+/* A short, static description of the status kind ("device out of memory"). */
+const char *ot_status_str(ot_status s);
+
+/* The detailed message of the last failure recorded on this thread, or "" if
+ * none. The pointer stays valid until the next failing call on this thread. */
+const char *ot_last_error(void);
+
+/* Clears this thread's message. */
+void ot_clear_error(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

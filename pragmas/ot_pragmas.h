@@ -1,0 +1,73 @@
+/* ot_pragmas.h — the only place omptensor spells OpenMP directives.
+ *
+ * Kernels are written once against these macros and build unchanged for
+ *   - a GPU offload target (nvptx64, amdgcn),
+ *   - the x86_64 host-offload plugin (an emulated device whose maps copy),
+ *   - plain -fopenmp, where target regions run on the host.
+ *
+ * Every kernel receives the device number it runs on (`dev`) and raw device
+ * pointers, listed in OT_DEVPTR(...). The device may be the initial (host)
+ * device: then the same region runs on host threads, which is how the `host`
+ * backend executes a plan without moving data.
+ *
+ * Build switches (set by CMake, never by hand in a kernel):
+ *   OT_USM      every TU with target code carries
+ *               `#pragma omp requires unified_shared_memory` (GPU.md: it must
+ *               be all or none, or libomptarget aborts at start-up).
+ *   OT_OFFLOAD  defined when an offload target is compiled in.
+ */
+#ifndef OT_PRAGMAS_H
+#define OT_PRAGMAS_H
+
+#include <omp.h>
+
+#define OT_PRAGMA(x) _Pragma(#x)
+
+#ifdef OT_USM
+#pragma omp requires unified_shared_memory
+#endif
+
+/* Threads per team. Without thread_limit LLVM 19 compiles kernels for at
+ * most 128 threads per block (GPU.md); 256 is a good default for streaming
+ * kernels on sm_90. */
+#ifndef OT_TEAM_THREADS
+#define OT_TEAM_THREADS 256
+#endif
+
+/* Pointers the kernel dereferences that are already device addresses. */
+#define OT_DEVPTR(...) is_device_ptr(__VA_ARGS__)
+
+/* A 1-D data-parallel loop on device `dev`:
+ *     OT_PARFOR(dev, OT_DEVPTR(x, y))
+ *     for (int64_t i = 0; i < n; i++) y[i] += a * x[i];
+ * Compiles to SPMD mode (combined construct), synchronous. */
+#define OT_PARFOR(dev, ...)                                                      \
+  OT_PRAGMA(omp target teams distribute parallel for device(dev)                 \
+            thread_limit(OT_TEAM_THREADS) __VA_ARGS__)
+
+/* Same over a collapsed 2-D loop nest. */
+#define OT_PARFOR2(dev, ...)                                                     \
+  OT_PRAGMA(omp target teams distribute parallel for collapse(2) device(dev)     \
+            thread_limit(OT_TEAM_THREADS) __VA_ARGS__)
+
+/* Same over a collapsed 3-D loop nest. */
+#define OT_PARFOR3(dev, ...)                                                     \
+  OT_PRAGMA(omp target teams distribute parallel for collapse(3) device(dev)     \
+            thread_limit(OT_TEAM_THREADS) __VA_ARGS__)
+
+/* One team per outer index with a parallel inner loop (row-wise kernels:
+ * norms, softmax). Use with OT_TEAM_FOR / OT_TEAM_REDUCE inside. */
+#define OT_TEAMS(dev, nteams, ...)                                               \
+  OT_PRAGMA(omp target teams distribute device(dev) num_teams(nteams)            \
+            thread_limit(OT_TEAM_THREADS) __VA_ARGS__)
+#define OT_TEAM_FOR OT_PRAGMA(omp parallel for)
+#define OT_TEAM_REDUCE(...) OT_PRAGMA(omp parallel for reduction(__VA_ARGS__))
+
+/* Host-side parallel loop (references, conversion of large host buffers). */
+#define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
+
+/* Functions called from target regions. */
+#define OT_DECLARE_TARGET_BEGIN OT_PRAGMA(omp declare target)
+#define OT_DECLARE_TARGET_END OT_PRAGMA(omp end declare target)
+
+#endif /* OT_PRAGMAS_H */

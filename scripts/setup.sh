@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# setup.sh [--gpu] — install what omptensor needs on Debian 12 (bookworm), as root.
+#
+#   scripts/setup.sh          clang-19 + OpenMP offload runtime, cmake, ninja,
+#                             cmocka, jansson (JSON), libyaml
+#   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
+#                             into toolchain/cuda-11.8 (see ../shared/GPU.md:
+#                             LLVM 19 cannot load cubins from CUDA 13's ptxas)
+#
+# Idempotent: packages already installed and a toolchain folder already
+# complete are left alone, so a second run takes a second or two.
+set -euo pipefail
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+want_gpu=0
+for a in "$@"; do
+  case "$a" in
+    --gpu) want_gpu=1 ;;
+    -h|--help) sed -n '2,12p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$a' (use --gpu or --help)" >&2; exit 2 ;;
+  esac
+done
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then
+  command -v sudo >/dev/null || { echo "setup.sh: run as root (or install sudo)" >&2; exit 1; }
+  SUDO=sudo
+fi
+
+pkgs=(clang-19 clang-tools-19 llvm-19 libomp-19-dev libclang-rt-19-dev lld-19 cmake ninja-build pkg-config
+      libcmocka-dev libjansson-dev libyaml-dev)
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup.sh: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  echo "setup.sh: Debian packages already installed"
+fi
+
+[ "$want_gpu" -eq 1 ] || exit 0
+
+# --- CUDA 11.8 device tools from Debian non-free, without its dependencies ---
+tc="$here/toolchain/cuda-11.8"
+if [ -x "$tc/bin/ptxas" ] && [ -x "$tc/bin/nvlink" ] && [ -f "$tc/nvvm/libdevice/libdevice.10.bc" ] \
+   && [ -f "$tc/include/cuda.h" ]; then
+  echo "setup.sh: $tc already complete"
+  exit 0
+fi
+src=/etc/apt/sources.list.d/omptensor-non-free.sources
+if [ ! -f "$src" ]; then
+  # Same mirror and keyring as the main entry; only the non-free component.
+  uri=$(awk '/^URIs:/ {print $2; exit}' /etc/apt/sources.list.d/debian.sources 2>/dev/null || true)
+  [ -n "$uri" ] || uri=http://deb.debian.org/debian
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm\nComponents: non-free\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$uri" | $SUDO tee "$src" >/dev/null
+  $SUDO apt-get update -qq
+fi
+work=$(mktemp -d); chmod 755 "$work"   # apt-get download runs as _apt
+trap 'rm -rf "$work"' EXIT
+( cd "$work" && apt-get download -qq nvidia-cuda-toolkit )
+deb=$(ls "$work"/nvidia-cuda-toolkit_*.deb)
+dpkg -x "$deb" "$work/x"
+mkdir -p "$tc/bin" "$tc/nvvm/libdevice" "$tc/include"
+cp "$work/x/usr/bin/ptxas" "$work/x/usr/bin/nvlink" "$tc/bin/"
+cp "$work/x/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc" "$tc/nvvm/libdevice/"
+# clang reads the CUDA version from include/cuda.h; without it clang emits a
+# PTX version that ptxas 11.8 rejects.
+echo '#define CUDA_VERSION 11080' > "$tc/include/cuda.h"
+echo "setup.sh: CUDA 11.8 ptxas/nvlink/libdevice in $tc ($(basename "$deb"))"

@@ -1,0 +1,31 @@
+/* main.c — the `omptensor` command: dispatch to subcommands. */
+#include <stdio.h>
+#include <string.h>
+
+#include "cli/cli.h"
+
+static const ot_cli_cmd commands[] = {
+    {"info", "devices, backends and the budget that would apply", ot_cli_info},
+};
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: omptensor COMMAND [options]   (omptensor COMMAND --help for its options)\n\ncommands:\n");
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    usage(stderr);
+    return 2;
+  }
+  if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
+    usage(stdout);
+    return 0;
+  }
+  for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
+    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+  fprintf(stderr, "omptensor: unknown command '%s'\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

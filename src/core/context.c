@@ -1,0 +1,215 @@
+/* context.c — choosing devices, backend and budgets. */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "memory/device.h"
+
+#ifdef OT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+/* Budget when the caller gives none and the runtime cannot report device
+ * memory (the host-offload plugin's emulated devices). */
+#define OT_EMULATED_DEVICE_BYTES (1ull << 30)
+
+static const char *const backend_names[OT_BACKEND_COUNT] = {"auto", "map", "usm", "host"};
+
+const char *ot_backend_name(ot_backend b) {
+  return (unsigned)b < OT_BACKEND_COUNT ? backend_names[b] : "?";
+}
+
+ot_status ot_backend_parse(const char *s, ot_backend *out) {
+  for (int i = 0; s && i < OT_BACKEND_COUNT; i++)
+    if (strcasecmp(s, backend_names[i]) == 0) {
+      *out = (ot_backend)i;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "unknown backend '%s' (use auto, map, usm or host)", s ? s : "(null)");
+}
+
+ot_ctx_opts ot_ctx_opts_default(void) {
+  ot_ctx_opts o;
+  memset(&o, 0, sizeof o);
+  o.backend = OT_BACKEND_AUTO;
+  o.device = -1;
+  o.n_devices = 1;
+  return o;
+}
+
+void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+  uint64_t f = 0, t = 0;
+#ifdef OT_HAVE_CUDA
+  if (ot_dev_is_gpu(dev)) {
+    size_t cf = 0, ct = 0;
+    int old = 0;
+    cudaGetDevice(&old);
+    if (cudaSetDevice(dev) == cudaSuccess && cudaMemGetInfo(&cf, &ct) == cudaSuccess) {
+      f = cf;
+      t = ct;
+    }
+    cudaSetDevice(old);
+  }
+#else
+  (void)dev;
+#endif
+  if (free_bytes) *free_bytes = f;
+  if (total_bytes) *total_bytes = t;
+}
+
+static int offload_mandatory(void) {
+  const char *e = getenv("OMP_TARGET_OFFLOAD");
+  return e && strcasecmp(e, "MANDATORY") == 0;
+}
+
+static uint64_t default_budget(int dev) {
+  if (ot_dev_is_host(dev)) return UINT64_MAX; /* no device memory to protect */
+  uint64_t f, t;
+  ot_device_memory(dev, &f, &t);
+  /* Leave 5 % of what is free for the CUDA context, kernels' stacks and
+   * other processes: the budget is a promise we must keep. */
+  if (f) return f / 20 * 19;
+  return OT_EMULATED_DEVICE_BYTES;
+}
+
+static ot_status resolve_backend(ot_backend want, int have_dev, ot_backend *out) {
+  int have_gpu = have_dev && ot_dev_is_gpu(0);
+  switch (want) {
+  case OT_BACKEND_AUTO:
+    /* map reached the PCIe bound in GPU.md's measurements; managed prefetch
+     * device->host is 4x slower, so map is the default where both exist. */
+    *out = have_dev ? OT_BACKEND_MAP : OT_BACKEND_HOST;
+    return OT_OK;
+  case OT_BACKEND_MAP:
+  case OT_BACKEND_USM:
+    if (!have_dev)
+      return ot_fail(OT_ERR_UNSUPPORTED,
+                     "backend '%s' needs an offload device, and none is available (this build: %s). "
+                     "Use --backend host, or a build with an offload target (cmake --preset offload-host or nvptx)",
+                     ot_backend_name(want),
+#ifdef OT_OFFLOAD
+                     "offload target compiled in, but the runtime found 0 devices"
+#else
+                     "no offload target"
+#endif
+      );
+    if (want == OT_BACKEND_USM && !have_gpu)
+      ot_warn_once("usm-emulated", "backend usm on an emulated device: homes are host memory and prefetches are no-ops");
+    *out = want;
+    return OT_OK;
+  case OT_BACKEND_HOST: *out = OT_BACKEND_HOST; return OT_OK;
+  default: return ot_fail(OT_ERR_INVALID_ARG, "unknown backend %d", (int)want);
+  }
+}
+
+ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_ctx_create: out is NULL");
+  *out = NULL;
+  ot_ctx_opts o = opts ? *opts : ot_ctx_opts_default();
+  int ndev = ot_num_devices();
+  if (ndev == 0 && offload_mandatory())
+    return ot_fail(OT_ERR_DEVICE,
+                   "OMP_TARGET_OFFLOAD=MANDATORY but the OpenMP runtime found no offload device. "
+                   "On a GPU machine check the driver and that the binary was built with the CUDA <= 12 ptxas "
+                   "(GPU.md); otherwise unset OMP_TARGET_OFFLOAD or use --backend host");
+  ot_backend b;
+  OT_TRY(resolve_backend(o.backend, ndev > 0 && (o.device < ndev), &b));
+
+  int n = o.n_devices < 1 ? 1 : o.n_devices;
+  if (n > OT_MAX_DEVICES)
+    return ot_fail(OT_ERR_INVALID_ARG, "%d devices asked; at most %d", n, OT_MAX_DEVICES);
+  int first = o.device;
+  if (b == OT_BACKEND_HOST) {
+    first = OT_DEVICE_HOST;
+    n = 1;
+  } else {
+    if (first < 0) first = 0;
+    if (first + n > ndev)
+      return ot_fail(OT_ERR_INVALID_ARG, "devices %d..%d asked, but the runtime has %d (0..%d)", first,
+                     first + n - 1, ndev, ndev - 1);
+  }
+
+  ot_ctx *c = calloc(1, sizeof *c);
+  if (!c) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_ctx_create: no memory");
+  c->backend = b;
+  c->n_dev = n;
+  c->verbose = o.verbose;
+  for (int i = 0; i < n; i++) {
+    c->dev[i] = b == OT_BACKEND_HOST ? OT_DEVICE_HOST : first + i;
+    uint64_t want = o.budgets[i] ? o.budgets[i] : o.budget_bytes;
+    c->budget[i] = want ? want : default_budget(c->dev[i]);
+  }
+  c->home_space = b == OT_BACKEND_MAP ? OT_MEM_PINNED : b == OT_BACKEND_USM ? OT_MEM_MANAGED : OT_MEM_HOST;
+  *out = c;
+  return OT_OK;
+}
+
+void ot_ctx_destroy(ot_ctx *ctx) { free(ctx); }
+
+ot_backend ot_ctx_backend(const ot_ctx *ctx) { return ctx->backend; }
+int ot_ctx_num_devices(const ot_ctx *ctx) { return ctx->n_dev; }
+int ot_ctx_device(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? ctx->dev[i] : OT_DEVICE_HOST; }
+uint64_t ot_ctx_budget(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? ctx->budget[i] : 0; }
+
+static void print_bytes(FILE *f, uint64_t b) {
+  if (b == UINT64_MAX) { fputs("unlimited", f); return; }
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int i = 0;
+  while (v >= 1024 && i < 4) { v /= 1024; i++; }
+  fprintf(f, "%.2f %s (%llu bytes)", v, u[i], (unsigned long long)b);
+}
+
+void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
+  int ndev = ot_num_devices();
+  fprintf(f, "omptensor %s\n", OT_VERSION_STRING);
+  fprintf(f, "build:      offload target %s%s, CUDA runtime %s\n",
+#if defined(OT_OFFLOAD)
+          OT_OFFLOAD_NAME,
+#else
+          "none (target regions run on the host)",
+#endif
+#ifdef OT_USM
+          ", requires unified_shared_memory",
+#else
+          "",
+#endif
+#ifdef OT_HAVE_CUDA
+          "linked"
+#else
+          "not linked"
+#endif
+  );
+  const char *mand = getenv("OMP_TARGET_OFFLOAD");
+  fprintf(f, "OpenMP:     %d offload device(s), initial device %d, OMP_TARGET_OFFLOAD=%s, %d host threads\n", ndev,
+          omp_get_initial_device(), mand ? mand : "(unset)", omp_get_max_threads());
+  for (int d = 0; d < ndev; d++) {
+    uint64_t fr, tot;
+    ot_device_memory(d, &fr, &tot);
+    fprintf(f, "device %d:   %s", d, ot_dev_is_gpu(d) ? "GPU" : "emulated (host-offload plugin: separate buffers, real copies)");
+    if (tot) {
+      fputs(", memory ", f);
+      print_bytes(f, tot);
+      fputs(", free ", f);
+      print_bytes(f, fr);
+    }
+    fputc('\n', f);
+  }
+  fprintf(f, "backends:   host yes, map %s, usm %s\n", ndev ? "yes" : "no (no offload device)",
+          ndev ? (ot_dev_is_gpu(0) ? "yes" : "emulated (no prefetch)") : "no (no offload device)");
+  ot_ctx *ctx = NULL;
+  if (ot_ctx_create(opts, &ctx) == OT_OK) {
+    fprintf(f, "selected:   backend %s, %d device(s)\n", ot_backend_name(ctx->backend), ctx->n_dev);
+    for (int i = 0; i < ctx->n_dev; i++) {
+      fprintf(f, "budget:     device %s%d: ", ctx->dev[i] == OT_DEVICE_HOST ? "host " : "", ctx->dev[i]);
+      print_bytes(f, ctx->budget[i]);
+      fputc('\n', f);
+    }
+    ot_ctx_destroy(ctx);
+  } else {
+    fprintf(f, "selected:   none: %s\n", ot_last_error());
+  }
+}

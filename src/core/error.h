@@ -1,0 +1,35 @@
+/* error.h (internal) — record a failure message and return its status.
+ *
+ *     if (!f) return ot_fail(OT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+ *
+ * Messages say what was wrong, with which file/tensor/op, and what to do.
+ */
+#ifndef OT_CORE_ERROR_H
+#define OT_CORE_ERROR_H
+
+#include "omptensor/status.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define OT_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define OT_PRINTF(a, b)
+#endif
+
+ot_status ot_fail(ot_status s, const char *fmt, ...) OT_PRINTF(2, 3);
+
+/* Prefixes the current message with "context: " (e.g. the file being read),
+ * keeping the status. */
+ot_status ot_fail_context(ot_status s, const char *fmt, ...) OT_PRINTF(2, 3);
+
+/* Says something to stderr once per process per key (e.g. the fallback of
+ * pinned memory to pageable host memory on a machine without CUDA). */
+void ot_warn_once(const char *key, const char *fmt, ...) OT_PRINTF(2, 3);
+
+#define OT_TRY(expr)                \
+  do {                              \
+    ot_status ot_try_s_ = (expr);   \
+    if (ot_try_s_ != OT_OK)         \
+      return ot_try_s_;             \
+  } while (0)
+
+#endif

@@ -1,0 +1,28 @@
+/* device.c — device numbering and kinds. */
+#include <omp.h>
+
+#include "memory/device.h"
+#include "omptensor/context.h"
+
+int ot_num_devices(void) {
+#ifdef OT_OFFLOAD
+  return omp_get_num_devices();
+#else
+  return 0;
+#endif
+}
+
+int ot_omp_device(int dev) { return dev < 0 ? omp_get_initial_device() : dev; }
+
+int ot_dev_is_host(int dev) {
+  return dev < 0 || dev >= ot_num_devices() || dev == omp_get_initial_device();
+}
+
+int ot_dev_is_gpu(int dev) {
+#ifdef OT_HAVE_CUDA
+  return !ot_dev_is_host(dev);
+#else
+  (void)dev;
+  return 0;
+#endif
+}
