@@ -45,6 +45,12 @@ ot_status ot_mem_alloc(ot_mem_space s, int dev, size_t bytes, void **out);
 /* Frees what ot_mem_alloc gave for the same space and device; NULL is fine. */
 void ot_mem_free(ot_mem_space s, int dev, void *p);
 
+/* Copies `bytes` between host memory (dev = OT_DEVICE_HOST, or the OpenMP
+ * initial device) and device memory of an OpenMP device, in any direction.
+ * Synchronous. In a build without offload targets every device is the host
+ * and this is memcpy. */
+ot_status ot_mem_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t bytes);
+
 /* True if `s` really is what it says on this machine (false when PINNED or
  * MANAGED fall back to pageable host memory). */
 int ot_mem_space_native(ot_mem_space s, int dev);
