@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# test.sh — set up, build and run every test: the README's test command and CI's.
+#
+# Builds and runs the cmocka suite for the presets host (target regions on the
+# host), offload-host (x86_64 host-offload plugin: maps really copy) and asan
+# (offload-host under AddressSanitizer + UBSan + LeakSanitizer), then compiles
+# (does not run) the nvptx GPU build with the CUDA 11.8 device tools.
+#
+#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+presets=("$@")
+[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx)
+
+gpu_flag=""
+for p in "${presets[@]}"; do case "$p" in nvptx*) gpu_flag=--gpu ;; esac; done
+scripts/setup.sh $gpu_flag
+
+jobs=$(nproc 2>/dev/null || echo 2)
+failed=()
+for p in "${presets[@]}"; do
+  echo "=== preset $p: configure + build"
+  cmake --preset "$p" >/dev/null
+  cmake --build "build/$p" -j"$jobs"
+  case "$p" in
+    nvptx*) echo "=== preset $p: compiled (GPU binaries are run on the GPU machine, not here)" ;;
+    *)
+      echo "=== preset $p: tests"
+      if ! ctest --test-dir "build/$p" -j"$jobs" --output-on-failure 2>&1; then failed+=("$p"); fi
+      ;;
+  esac
+done
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "test.sh: FAILED in preset(s): ${failed[*]}" >&2
+  exit 1
+fi
+echo "test.sh: all presets passed (${presets[*]})"
