@@ -40,6 +40,15 @@ const char *ot_status_str(ot_status s);
  * none. The pointer stays valid until the next failing call on this thread. */
 const char *ot_last_error(void);
 
+/* Records a failure message (printf-style) for this thread and returns `s`:
+ * for code built on omptensor (models, tools) to report errors the same way
+ * the library does. */
+ot_status ot_set_error(ot_status s, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Clears this thread's message. */
 void ot_clear_error(void);
 

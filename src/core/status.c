@@ -32,10 +32,23 @@ const char *ot_last_error(void) { return last_msg; }
 
 void ot_clear_error(void) { last_msg[0] = '\0'; }
 
+static ot_status vset(ot_status s, const char *fmt, va_list ap) {
+  vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  return s;
+}
+
 ot_status ot_fail(ot_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  vset(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+ot_status ot_set_error(ot_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  vset(s, fmt, ap);
   va_end(ap);
   return s;
 }

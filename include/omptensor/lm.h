@@ -1,0 +1,122 @@
+/* lm.h — causal language models: the contract a model implements, weight
+ * loading from Hugging Face checkpoints, and generation.
+ *
+ * A model (samples/llama, samples/gpt2, or your own) records its forward pass
+ * for T tokens at a run-time position into a program (ops.h). Generation
+ * records two steps — the prompt (prefill, T = prompt length) and one token
+ * (decode, T = 1, replayed for every new token) — plans each under the budget
+ * once, and replays.
+ *
+ *     ot_lm *m;   // from ot_llama_load / ot_gpt2_load / your own
+ *     ot_gen_opts g = ot_gen_opts_default();
+ *     g.max_new_tokens = 32;
+ *     ot_gen_result r;
+ *     ot_generate(m, prompt, n_prompt, &g, &r);
+ *     ... r.tokens[0 .. r.n_tokens-1], r.decode_tokens_per_second ...
+ *     ot_gen_result_free(&r);
+ *     ot_lm_destroy(m);
+ */
+#ifndef OMPTENSOR_LM_H
+#define OMPTENSOR_LM_H
+
+#include <stdint.h>
+
+#include "omptensor/context.h"
+#include "omptensor/program.h"
+#include "omptensor/safetensors.h"
+#include "omptensor/sched.h"
+#include "omptensor/tensor.h"
+#include "omptensor/trace.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* One recorded step of a model. */
+typedef struct ot_lm_step {
+  ot_program *prog;
+  ot_tensor *ids;    /* i32 [T], an input the caller writes before each run */
+  ot_tensor *logits; /* f32 [T, vocab] (all_logits) or [1, vocab] (last row), an output */
+  int pos_slot;      /* run-time scalar: position of ids[0] */
+  int T;
+  /* activations and caches the step owns (destroyed with it) */
+  ot_tensor **owned;
+  int n_owned, cap_owned;
+} ot_lm_step;
+
+typedef struct ot_lm ot_lm;
+typedef struct ot_lm_vtable {
+  const char *arch; /* "llama", "gpt2", ... */
+  /* Records the forward pass of T tokens. all_logits: logits for every row
+   * (else the last row only). */
+  ot_status (*build)(ot_lm *m, int T, int all_logits, ot_lm_step *out);
+  void (*destroy)(ot_lm *m);
+} ot_lm_vtable;
+
+struct ot_lm {
+  const ot_lm_vtable *vt;
+  ot_ctx *ctx;
+  int64_t vocab, max_seq;
+  uint64_t weight_bytes; /* bytes of all weight homes */
+  int n_weights;
+  void *impl;
+};
+
+void ot_lm_destroy(ot_lm *m); /* NULL is fine */
+
+/* Adds a tensor to the step's owned list (destroyed with the step); on
+ * failure the tensor is destroyed and the status returned. */
+ot_status ot_lm_step_own(ot_lm_step *s, ot_tensor *t);
+/* Creates an f32 (or dt) activation owned by the step. */
+ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
+                            const int64_t *shape, ot_tensor **out);
+void ot_lm_step_destroy(ot_lm_step *s);
+
+/* ---- weights -------------------------------------------------------------
+ * Progress of long loads: called after each tensor with the bytes done and
+ * the total (may be NULL). */
+typedef void (*ot_progress_fn)(void *user, const char *what, uint64_t done, uint64_t total);
+
+/* Reads tensor `name` of the checkpoint into a new tensor of dtype `dt` in the
+ * context's home space, checking its shape against `shape` (the model's
+ * config); converts dtypes (f32/f16/bf16 -> f32/f16/bf16/q8b). Errors name
+ * the checkpoint, the tensor and both shapes. */
+ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
+                            const int64_t *shape, ot_tensor **out);
+
+/* ---- generation ----------------------------------------------------------- */
+typedef struct ot_gen_opts {
+  int max_new_tokens;
+  int greedy;            /* 1: argmax; 0: sample with temperature/top_k/top_p */
+  float temperature;
+  int top_k;             /* 0: off */
+  float top_p;           /* 1: off */
+  uint64_t seed;
+  int stop_at_eos;       /* stop when eos_token is produced */
+  int64_t eos_token;
+  ot_sched_opts sched;   /* strategy, device, budget */
+  ot_trace *trace;       /* may be NULL */
+  const char *logits_out;/* .npy path: f32 [prompt_len, vocab] logits of the prompt, or NULL */
+  ot_progress_fn progress;
+  void *progress_user;
+} ot_gen_opts;
+
+ot_gen_opts ot_gen_opts_default(void);
+
+typedef struct ot_gen_result {
+  int32_t *tokens;       /* generated ids (malloc'd) */
+  int n_tokens;
+  double prefill_ms;     /* the prompt step */
+  double decode_ms;      /* all decode steps */
+  double decode_tokens_per_second;
+  double logits_checksum;/* sum over the prompt's last-row logits and every decode step's logits */
+  ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
+} ot_gen_result;
+
+ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
+void ot_gen_result_free(ot_gen_result *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,19 @@
+/* models.c — choose the architecture from config.json. */
+#include <stdio.h>
+
+#include "models.h"
+
+ot_status ot_model_load(ot_ctx *ctx, const char *dir, ot_dtype wdtype, ot_progress_fn progress, void *user,
+                        ot_lm **out) {
+  *out = NULL;
+  ot_hf_config cfg;
+  ot_status s = ot_hf_config_load(dir, &cfg);
+  if (s != OT_OK) return s;
+  ot_ckpt *ck;
+  s = ot_ckpt_open(dir, &ck);
+  if (s != OT_OK) return s;
+  s = cfg.arch == OT_ARCH_GPT2 ? ot_gpt2_load(ctx, &cfg, ck, wdtype, progress, user, out)
+                               : ot_llama_load(ctx, &cfg, ck, wdtype, progress, user, out);
+  ot_ckpt_close(ck);
+  return s;
+}

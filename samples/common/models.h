@@ -1,0 +1,35 @@
+/* models.h — the sample models: Llama-family and GPT-2 inference, written on
+ * omptensor's public API only (ops.h, program.h, lm.h) to show how to write a
+ * model of your own.
+ *
+ *     ot_lm *m;
+ *     ot_model_load(ctx, "path/to/hf_model_dir", OT_DTYPE_KEEP, progress, user, &m);
+ *     ... ot_generate(m, ...) ...
+ *     ot_lm_destroy(m);
+ */
+#ifndef OT_SAMPLES_MODELS_H
+#define OT_SAMPLES_MODELS_H
+
+#include "omptensor/hfconfig.h"
+#include "omptensor/lm.h"
+
+/* Pass as the weight dtype to keep each tensor's checkpoint dtype. */
+#define OT_DTYPE_KEEP ((ot_dtype)-1)
+
+/* Loads a Hugging Face model directory (config.json + safetensors), choosing
+ * the architecture from config.json. Matmul weights become `wdtype` (f32,
+ * f16, bf16, q8b or OT_DTYPE_KEEP); norms and biases are kept in f32. */
+ot_status ot_model_load(ot_ctx *ctx, const char *dir, ot_dtype wdtype, ot_progress_fn progress, void *user,
+                        ot_lm **out);
+
+ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
+                        ot_progress_fn progress, void *user, ot_lm **out);
+ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
+                       ot_progress_fn progress, void *user, ot_lm **out);
+
+/* A deterministic synthetic Llama (no checkpoint): weights drawn from `seed`,
+ * scaled like a trained model's so activations stay in range. The demo's model. */
+ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
+                             ot_progress_fn progress, void *user, ot_lm **out);
+
+#endif

@@ -1,0 +1,220 @@
+/* gpt2.c — GPT-2 inference (GPT2LMHeadModel) on omptensor's public API:
+ * LayerNorm, learned positions, the fused c_attn projection, GELU (tanh
+ * form, "gelu_new"), lm_head tied to the token embedding.
+ *
+ * GPT-2 stores its projections as Conv1D weights [in, out] (y = x W + b),
+ * not Linear [out, in]: its matmuls are not transposed. c_attn [D, 3D] is
+ * read as three column slices (q, k, v), views of one weight storage.
+ *
+ *   h = wte[ids] + wpe[pos ..]                      // [T, D]
+ *   for each layer:
+ *     x = ln_1(h) ; q,k,v = x W_attn[:, 0:D|D:2D|2D:3D] + b
+ *     h += attention(q, cache) W_proj + b
+ *     x = ln_2(h) ; h += gelu(x W_fc + b) W_proj2 + b
+ *   logits = ln_f(h) wte^T */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "omptensor/ops.h"
+#include "../common/models.h"
+#include "../common/weightset.h"
+
+typedef struct layer {
+  ot_tensor *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fc2_w, *fc2_b;
+  ot_tensor *wq, *wk, *wv, *bq, *bk, *bv; /* column views of attn_w / slices of attn_b */
+  ot_tensor *k_cache, *v_cache;
+} layer;
+
+typedef struct gpt2 {
+  ot_hf_config cfg;
+  ot_wset w;
+  ot_tensor *wte, *wpe, *lnf_w, *lnf_b;
+  layer *L;
+  ot_tensor **extra; /* views and caches we own beside the weights */
+  int n_extra;
+} gpt2;
+
+static void gpt2_destroy(ot_lm *m) {
+  gpt2 *g = m->impl;
+  if (g) {
+    for (int i = g->n_extra - 1; i >= 0; i--) ot_tensor_destroy(g->extra[i]);
+    free(g->extra);
+    ot_wset_destroy(&g->w);
+    free(g->L);
+    free(g);
+  }
+  free(m);
+}
+
+#define TRY(x)                       \
+  do {                               \
+    ot_status s_ = (x);              \
+    if (s_ != OT_OK) return s_;      \
+  } while (0)
+
+static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
+  gpt2 *g = m->impl;
+  const ot_hf_config *c = &g->cfg;
+  ot_ctx *ctx = m->ctx;
+  int64_t D = c->hidden_size, H = c->num_heads, hd = c->head_dim, F = c->intermediate_size, V = c->vocab_size;
+  memset(st, 0, sizeof *st);
+  st->T = T;
+  TRY(ot_program_create(ctx, &st->prog));
+  ot_program *p = st->prog;
+  TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
+  int pos = st->pos_slot;
+
+  ot_tensor *h, *x, *q, *k, *v, *att, *f, *q3, *k3, *v3, *att3;
+  int64_t sT[1] = {T}, sTD[2] = {T, D}, sTF[2] = {T, F}, s3[3] = {T, H, hd};
+  TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
+  TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));
+  TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));
+  TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTD, &q));
+  TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTD, &k));
+  TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTD, &v));
+  TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTD, &att));
+  TRY(ot_lm_step_tensor(st, ctx, "fc", OT_F32, 2, sTF, &f));
+  ot_tensor *src[4] = {q, k, v, att}, **dst[4] = {&q3, &k3, &v3, &att3};
+  for (int i = 0; i < 4; i++) {
+    TRY(ot_tensor_reshape(src[i], 3, s3, dst[i]));
+    TRY(ot_lm_step_own(st, *dst[i]));
+  }
+
+  float eps = (float)c->norm_eps;
+  TRY(ot_op_embedding(p, h, g->wte, st->ids));
+  TRY(ot_op_add_positions(p, h, g->wpe, pos));
+  for (int64_t i = 0; i < c->num_layers; i++) {
+    layer *y = &g->L[i];
+    TRY(ot_op_layernorm(p, x, h, y->ln1_w, y->ln1_b, eps));
+    TRY(ot_op_matmul(p, q, x, y->wq, 0, 0));
+    TRY(ot_op_add(p, q, q, y->bq));
+    TRY(ot_op_matmul(p, k, x, y->wk, 0, 0));
+    TRY(ot_op_add(p, k, k, y->bk));
+    TRY(ot_op_matmul(p, v, x, y->wv, 0, 0));
+    TRY(ot_op_add(p, v, v, y->bv));
+    TRY(ot_op_attention(p, att3, q3, k3, v3, y->k_cache, y->v_cache, pos));
+    TRY(ot_op_matmul(p, h, att, y->proj_w, 0, 1));
+    TRY(ot_op_add(p, h, h, y->proj_b));
+    TRY(ot_op_layernorm(p, x, h, y->ln2_w, y->ln2_b, eps));
+    TRY(ot_op_matmul(p, f, x, y->fc_w, 0, 0));
+    TRY(ot_op_add(p, f, f, y->fc_b));
+    TRY(ot_op_gelu(p, f, f));
+    TRY(ot_op_matmul(p, h, f, y->fc2_w, 0, 1));
+    TRY(ot_op_add(p, h, h, y->fc2_b));
+  }
+  ot_tensor *hl = h, *xl = x;
+  int64_t rows = all_logits ? T : 1;
+  if (!all_logits) {
+    TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
+    TRY(ot_lm_step_own(st, hl));
+    TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
+    TRY(ot_lm_step_own(st, xl));
+  }
+  int64_t sL[2] = {rows, V};
+  TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  TRY(ot_op_layernorm(p, xl, hl, g->lnf_w, g->lnf_b, eps));
+  TRY(ot_op_matmul(p, st->logits, xl, g->wte, 1, 0)); /* tied: wte [V, D] as a Linear */
+
+  TRY(ot_program_mark_input(p, st->ids));
+  TRY(ot_program_mark_output(p, st->logits));
+  for (int64_t i = 0; i < c->num_layers; i++) {
+    TRY(ot_program_mark_persistent(p, g->L[i].k_cache));
+    TRY(ot_program_mark_persistent(p, g->L[i].v_cache));
+  }
+  return OT_OK;
+}
+
+static const ot_lm_vtable gpt2_vt = {"gpt2", build, gpt2_destroy};
+
+static ot_status keep(gpt2 *g, ot_tensor *t) {
+  g->extra[g->n_extra++] = t; /* sized for every view and cache up front */
+  return OT_OK;
+}
+
+ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
+                       ot_progress_fn progress, void *user, ot_lm **out) {
+  *out = NULL;
+  if (cfg->arch != OT_ARCH_GPT2)
+    return ot_set_error(OT_ERR_INVALID_ARG, "gpt2: config is for '%s', not gpt2", ot_arch_name(cfg->arch));
+  if (cfg->act != OT_ACT_GELU_TANH)
+    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2 with an activation other than gelu_new is not supported",
+                        ot_ckpt_dir(ck));
+  ot_lm *m = calloc(1, sizeof *m);
+  gpt2 *g = calloc(1, sizeof *g);
+  layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
+  ot_tensor **extra = calloc((size_t)cfg->num_layers * 8, sizeof *extra);
+  if (!m || !g || !L || !extra) {
+    free(m);
+    free(g);
+    free(L);
+    free(extra);
+    return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2: no host memory for the model");
+  }
+  m->vt = &gpt2_vt;
+  m->ctx = ctx;
+  m->impl = g;
+  m->vocab = cfg->vocab_size;
+  m->max_seq = cfg->max_position_embeddings;
+  g->cfg = *cfg;
+  g->L = L;
+  g->extra = extra;
+  g->w = (ot_wset){.ctx = ctx, .ck = ck, .progress = progress, .user = user};
+  ot_wset *w = &g->w;
+  int64_t D = cfg->hidden_size, F = cfg->intermediate_size, V = cfg->vocab_size, P = cfg->max_position_embeddings;
+  int64_t KV = cfg->num_heads, hd = cfg->head_dim;
+  ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "transformer.h.0.mlp.c_fc.weight");
+  /* wte is both the embedding table (rows) and the tied head: no q8b */
+  ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
+  /* c_attn is sliced by columns: q8b blocks run along rows of [D, 3D], and a
+   * column slice of D would cut them only if D % 32 != 0 */
+  ot_dtype at = wt == OT_Q8B && D % OT_Q8B_BLOCK ? OT_BF16 : wt;
+
+  int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
+  int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D}, sC[3] = {m->max_seq, KV, hd};
+  ot_status s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
+  if (s == OT_OK) s = ot_wset_add(w, OT_F32, 2, sPD, 0.1f, &g->wpe, "transformer.wpe.weight");
+  for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
+    layer *y = &L[i];
+    long long li = (long long)i;
+    const float sw = 1.0f / sqrtf((float)D);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln1_w, "transformer.h.%lld.ln_1.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &y->ln1_b, "transformer.h.%lld.ln_1.bias", li);
+    if (s == OT_OK) s = ot_wset_add(w, at, 2, sD3, sw, &y->attn_w, "transformer.h.%lld.attn.c_attn.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, s3, 0.1f, &y->attn_b, "transformer.h.%lld.attn.c_attn.bias", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDD, sw, &y->proj_w, "transformer.h.%lld.attn.c_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &y->proj_b, "transformer.h.%lld.attn.c_proj.bias", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln2_w, "transformer.h.%lld.ln_2.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &y->ln2_b, "transformer.h.%lld.ln_2.bias", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDF, sw, &y->fc_w, "transformer.h.%lld.mlp.c_fc.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sF, 0.1f, &y->fc_b, "transformer.h.%lld.mlp.c_fc.bias", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, 1.0f / sqrtf((float)F), &y->fc2_w, "transformer.h.%lld.mlp.c_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &y->fc2_b, "transformer.h.%lld.mlp.c_proj.bias", li);
+    /* q, k, v: column slices of c_attn, and slices of its bias */
+    ot_tensor **wv[3] = {&y->wq, &y->wk, &y->wv}, **bv[3] = {&y->bq, &y->bk, &y->bv};
+    for (int j = 0; s == OT_OK && j < 3; j++) {
+      s = ot_tensor_slice(y->attn_w, 1, j * D, D, wv[j]);
+      if (s == OT_OK) s = keep(g, *wv[j]);
+      if (s == OT_OK) s = ot_tensor_slice(y->attn_b, 0, j * D, D, bv[j]);
+      if (s == OT_OK) s = keep(g, *bv[j]);
+    }
+    char name[64];
+    snprintf(name, sizeof name, "h.%lld.k_cache", li);
+    if (s == OT_OK) s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &y->k_cache);
+    if (s == OT_OK) s = keep(g, y->k_cache);
+    snprintf(name, sizeof name, "h.%lld.v_cache", li);
+    if (s == OT_OK) s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &y->v_cache);
+    if (s == OT_OK) s = keep(g, y->v_cache);
+  }
+  if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
+  if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");
+  m->weight_bytes = w->bytes;
+  m->n_weights = w->n;
+  if (s != OT_OK) {
+    gpt2_destroy(m);
+    return s;
+  }
+  *out = m;
+  return OT_OK;
+}

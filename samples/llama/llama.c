@@ -1,0 +1,227 @@
+/* llama.c — Llama-family inference (LlamaForCausalLM) on omptensor's public
+ * API: RMSNorm, RoPE (rotate-half, rope_theta), SwiGLU MLP, grouped-query
+ * attention with a KV cache, tied or untied embeddings.
+ *
+ * The forward pass of T tokens starting at run-time position `pos`:
+ *
+ *   h = embed[ids]                                   // [T, D]
+ *   for each layer:
+ *     x = rmsnorm(h) ; q,k,v = x Wq^T, x Wk^T, x Wv^T // [T, H*hd], [T, KV*hd]
+ *     rope(q, k at pos) ; append k,v to the cache at pos
+ *     h += attention(q, cache) Wo^T
+ *     x = rmsnorm(h) ; h += (silu(x Wg^T) * x Wu^T) Wd^T
+ *   logits = rmsnorm(h) lm_head^T                   // [T or 1, V]
+ *
+ * Activations are shared by all layers (each is fully rewritten before it is
+ * read again), so a step holds a handful of them whatever the depth. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "omptensor/ops.h"
+#include "../common/models.h"
+#include "../common/weightset.h"
+
+typedef struct layer {
+  ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
+  ot_tensor *k_cache, *v_cache; /* [max_seq, KV, hd] f32, persistent across steps */
+} layer;
+
+typedef struct llama {
+  ot_hf_config cfg;
+  ot_wset w;
+  ot_tensor *embed, *norm, *lm_head; /* lm_head == embed when tied */
+  layer *L;
+  ot_tensor **caches;
+  int n_caches;
+} llama;
+
+static void llama_destroy(ot_lm *m) {
+  llama *l = m->impl;
+  if (l) {
+    for (int i = 0; i < l->n_caches; i++) ot_tensor_destroy(l->caches[i]);
+    free(l->caches);
+    ot_wset_destroy(&l->w);
+    free(l->L);
+    free(l);
+  }
+  free(m);
+}
+
+#define TRY(x)                       \
+  do {                               \
+    ot_status s_ = (x);              \
+    if (s_ != OT_OK) return s_;      \
+  } while (0)
+
+static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
+  llama *l = m->impl;
+  const ot_hf_config *c = &l->cfg;
+  ot_ctx *ctx = m->ctx;
+  int64_t D = c->hidden_size, H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim;
+  int64_t F = c->intermediate_size, V = c->vocab_size;
+  memset(st, 0, sizeof *st);
+  st->T = T;
+  TRY(ot_program_create(ctx, &st->prog));
+  ot_program *p = st->prog;
+  TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
+  int pos = st->pos_slot;
+
+  ot_tensor *h, *x, *q, *k, *v, *att, *g, *u, *q3, *k3, *v3, *att3;
+  int64_t sT[1] = {T}, sTD[2] = {T, D}, sTQ[2] = {T, H * hd}, sTK[2] = {T, KV * hd}, sTF[2] = {T, F};
+  int64_t sQ3[3] = {T, H, hd}, sK3[3] = {T, KV, hd};
+  TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
+  TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));        /* residual stream [T, D] */
+  TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));        /* normed [T, D] */
+  TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
+  TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
+  TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTK, &v));
+  TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTQ, &att));    /* [T, H*hd] */
+  TRY(ot_lm_step_tensor(st, ctx, "gate", OT_F32, 2, sTF, &g));     /* [T, F] */
+  TRY(ot_lm_step_tensor(st, ctx, "up", OT_F32, 2, sTF, &u));
+  TRY(ot_tensor_reshape(q, 3, sQ3, &q3));
+  TRY(ot_lm_step_own(st, q3));
+  TRY(ot_tensor_reshape(k, 3, sK3, &k3));
+  TRY(ot_lm_step_own(st, k3));
+  TRY(ot_tensor_reshape(v, 3, sK3, &v3));
+  TRY(ot_lm_step_own(st, v3));
+  TRY(ot_tensor_reshape(att, 3, sQ3, &att3));
+  TRY(ot_lm_step_own(st, att3));
+
+  float eps = (float)c->norm_eps, theta = (float)c->rope_theta;
+  TRY(ot_op_embedding(p, h, l->embed, st->ids));
+  for (int64_t i = 0; i < c->num_layers; i++) {
+    layer *y = &l->L[i];
+    TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
+    TRY(ot_op_matmul(p, q, x, y->wq, 1, 0));
+    TRY(ot_op_matmul(p, k, x, y->wk, 1, 0));
+    TRY(ot_op_matmul(p, v, x, y->wv, 1, 0));
+    TRY(ot_op_rope(p, q3, pos, theta));
+    TRY(ot_op_rope(p, k3, pos, theta));
+    TRY(ot_op_attention(p, att3, q3, k3, v3, y->k_cache, y->v_cache, pos));
+    TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
+    TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
+    TRY(ot_op_matmul(p, g, x, y->wg, 1, 0));
+    TRY(ot_op_matmul(p, u, x, y->wu, 1, 0));
+    TRY(ot_op_swiglu(p, g, g, u));
+    TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
+  }
+  /* Only the rows whose logits are wanted go through the final norm and head. */
+  ot_tensor *hl = h, *xl = x;
+  int64_t rows = all_logits ? T : 1;
+  if (!all_logits) {
+    TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
+    TRY(ot_lm_step_own(st, hl));
+    TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
+    TRY(ot_lm_step_own(st, xl));
+  }
+  int64_t sL[2] = {rows, V};
+  TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  TRY(ot_op_rmsnorm(p, xl, hl, l->norm, eps));
+  TRY(ot_op_matmul(p, st->logits, xl, l->lm_head, 1, 0));
+
+  TRY(ot_program_mark_input(p, st->ids));
+  TRY(ot_program_mark_output(p, st->logits));
+  for (int i = 0; i < l->n_caches; i++) TRY(ot_program_mark_persistent(p, l->caches[i]));
+  return OT_OK;
+}
+
+static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
+
+/* Loads (ck != NULL) or synthesises (seed) the weights. */
+static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, uint64_t seed,
+                      ot_progress_fn progress, void *user, ot_lm **out) {
+  *out = NULL;
+  ot_lm *m = calloc(1, sizeof *m);
+  llama *l = calloc(1, sizeof *l);
+  layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
+  if (!m || !l || !L) {
+    free(m);
+    free(l);
+    free(L);
+    return ot_set_error(OT_ERR_OUT_OF_MEMORY, "llama: no host memory for the model");
+  }
+  m->vt = &llama_vt;
+  m->ctx = ctx;
+  m->impl = l;
+  m->vocab = cfg->vocab_size;
+  m->max_seq = cfg->max_position_embeddings;
+  l->cfg = *cfg;
+  l->L = L;
+  l->w = (ot_wset){.ctx = ctx, .ck = ck, .seed = seed, .progress = progress, .user = user};
+
+  int64_t D = cfg->hidden_size, H = cfg->num_heads, KV = cfg->num_kv_heads, hd = cfg->head_dim;
+  int64_t F = cfg->intermediate_size, V = cfg->vocab_size;
+  ot_wset *w = &l->w;
+  ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "model.layers.0.self_attn.q_proj.weight");
+  /* The embedding table is read by rows: q8b would need a dequantising
+   * lookup; keep it in bf16 then (or f32 when that is what was asked). */
+  ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
+  /* bytes of the model, for progress: every matrix in wt, vectors in f32 */
+  int64_t per_layer = (H * hd * D) + 2 * (KV * hd * D) + (D * H * hd) + 3 * (F * D);
+  w->total = ot_dtype_bytes(wt == OT_Q8B ? OT_I8 : wt, cfg->num_layers * per_layer + (cfg->tie_word_embeddings ? 0 : V * D)) +
+             ot_dtype_bytes(et, V * D);
+  float s_in = 1.0f / sqrtf((float)D), s_ff = 1.0f / sqrtf((float)F);
+
+  int64_t sVD[2] = {V, D}, sD[1] = {D}, sQD[2] = {H * hd, D}, sKD[2] = {KV * hd, D}, sDQ[2] = {D, H * hd};
+  int64_t sFD[2] = {F, D}, sDF[2] = {D, F}, sC[3] = {m->max_seq, KV, hd};
+  ot_status s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
+  for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
+    layer *y = &L[i];
+    long long li = (long long)i;
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln1, "model.layers.%lld.input_layernorm.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sQD, s_in, &y->wq, "model.layers.%lld.self_attn.q_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wk, "model.layers.%lld.self_attn.k_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wv, "model.layers.%lld.self_attn.v_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDQ, s_in, &y->wo, "model.layers.%lld.self_attn.o_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln2, "model.layers.%lld.post_attention_layernorm.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wg, "model.layers.%lld.mlp.gate_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wu, "model.layers.%lld.mlp.up_proj.weight", li);
+    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDF, s_ff, &y->wd, "model.layers.%lld.mlp.down_proj.weight", li);
+  }
+  if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &l->norm, "model.norm.weight");
+  if (s == OT_OK) {
+    if (cfg->tie_word_embeddings) l->lm_head = l->embed;
+    else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
+  }
+  /* KV caches: device-side state that persists across steps. */
+  if (s == OT_OK) {
+    l->caches = calloc((size_t)(2 * cfg->num_layers), sizeof *l->caches);
+    if (!l->caches) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "llama: no host memory for the KV caches");
+  }
+  for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
+    char name[64];
+    snprintf(name, sizeof name, "layers.%lld.k_cache", (long long)i);
+    s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &L[i].k_cache);
+    if (s != OT_OK) break;
+    l->caches[l->n_caches++] = L[i].k_cache;
+    snprintf(name, sizeof name, "layers.%lld.v_cache", (long long)i);
+    s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &L[i].v_cache);
+    if (s != OT_OK) break;
+    l->caches[l->n_caches++] = L[i].v_cache;
+  }
+  m->weight_bytes = w->bytes;
+  m->n_weights = w->n;
+  if (s != OT_OK) {
+    llama_destroy(m);
+    return s;
+  }
+  *out = m;
+  return OT_OK;
+}
+
+ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
+                        ot_progress_fn progress, void *user, ot_lm **out) {
+  if (cfg->arch != OT_ARCH_LLAMA)
+    return ot_set_error(OT_ERR_INVALID_ARG, "llama: config is for '%s', not llama", ot_arch_name(cfg->arch));
+  if (cfg->attention_bias || cfg->mlp_bias)
+    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: llama with attention_bias/mlp_bias is not supported yet",
+                        ot_ckpt_dir(ck));
+  return make(ctx, cfg, ck, wdtype, 0, progress, user, out);
+}
+
+ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
+                             ot_progress_fn progress, void *user, ot_lm **out) {
+  return make(ctx, cfg, NULL, wdtype, seed, progress, user, out);
+}

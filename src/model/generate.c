@@ -1,0 +1,124 @@
+/* generate.c — prompt + decode loop over a model's recorded steps.
+ *
+ * The prompt step (T = prompt length) and the decode step (T = 1) are each
+ * recorded and planned once; the decode plan is replayed for every new
+ * token with the position as a run-time scalar. The two plans never hold
+ * device memory at the same time: the prompt plan is destroyed before the
+ * decode plan is made, so the budget holds across both. */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "omptensor/lm.h"
+#include "omptensor/npy.h"
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
+}
+
+ot_gen_opts ot_gen_opts_default(void) {
+  ot_gen_opts o;
+  memset(&o, 0, sizeof o);
+  o.max_new_tokens = 32;
+  o.greedy = 1;
+  o.temperature = 1.0f;
+  o.top_p = 1.0f;
+  o.eos_token = -1;
+  o.sched = ot_sched_opts_default();
+  return o;
+}
+
+void ot_gen_result_free(ot_gen_result *r) {
+  if (!r) return;
+  free(r->tokens);
+  memset(r, 0, sizeof *r);
+}
+
+/* Picks the next token from one row of logits [vocab]. */
+static ot_status pick(const ot_gen_opts *o, const float *row, int64_t vocab, uint64_t step, int32_t *tok) {
+  ot_kview v = ot_kview_2d((void *)row, OT_F32, 1, vocab);
+  ot_kview out = ot_kview_1d(tok, OT_I32, 1);
+  if (o->greedy) return ot_ref_argmax(out, v);
+  return ot_ref_sample(out, v, o->temperature, o->top_k, o->top_p, o->seed, step);
+}
+
+static double row_sum(const float *row, int64_t n) {
+  double s = 0;
+  for (int64_t i = 0; i < n; i++) s += row[i];
+  return s;
+}
+
+/* Builds, plans and runs one step; leaves the logits in the step's home. */
+static ot_status run_step(ot_lm_step *st, ot_plan *plan, const int32_t *ids, int64_t pos, ot_trace *tr) {
+  memcpy(ot_tensor_data(st->ids), ids, (size_t)st->T * sizeof *ids);
+  OT_TRY(ot_program_set_scalar(st->prog, st->pos_slot, pos));
+  return ot_sched_run(plan, tr);
+}
+
+ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r) {
+  memset(r, 0, sizeof *r);
+  if (n_prompt < 1) return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is empty (give at least one token id)");
+  for (int i = 0; i < n_prompt; i++)
+    if (prompt[i] < 0 || prompt[i] >= m->vocab)
+      return ot_fail(OT_ERR_INVALID_ARG, "generate: prompt token %d is %d, outside the vocabulary [0, %lld)", i,
+                     prompt[i], (long long)m->vocab);
+  if ((int64_t)n_prompt + o->max_new_tokens > m->max_seq)
+    return ot_fail(OT_ERR_INVALID_ARG, "generate: %d prompt + %d new tokens exceed the model's %lld positions",
+                   n_prompt, o->max_new_tokens, (long long)m->max_seq);
+  r->tokens = malloc((size_t)(o->max_new_tokens > 0 ? o->max_new_tokens : 1) * sizeof *r->tokens);
+  if (!r->tokens) return ot_fail(OT_ERR_OUT_OF_MEMORY, "generate: no host memory");
+
+  ot_lm_step st = {0};
+  ot_plan *plan = NULL;
+  ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);
+  if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  double t0 = now_ms();
+  if (s == OT_OK) s = run_step(&st, plan, prompt, 0, o->trace);
+  r->prefill_ms = now_ms() - t0;
+  if (s == OT_OK) r->prefill_plan = ot_plan_get_stats(plan, 0);
+  const float *logits = s == OT_OK ? ot_tensor_data(st.logits) : NULL;
+  int64_t rows = s == OT_OK ? ot_tensor_dim(st.logits, 0) : 0;
+  if (s == OT_OK && o->logits_out) {
+    int64_t shape[2] = {rows, m->vocab};
+    s = ot_npy_write(o->logits_out, OT_F32, 2, shape, logits);
+  }
+  int32_t next = 0;
+  if (s == OT_OK && o->max_new_tokens > 0) {
+    const float *last = logits + (rows - 1) * m->vocab;
+    r->logits_checksum += row_sum(last, m->vocab);
+    s = pick(o, last, m->vocab, 0, &next);
+  }
+  ot_plan_destroy(plan);
+  plan = NULL;
+  ot_lm_step_destroy(&st);
+  if (s != OT_OK || o->max_new_tokens == 0) return s;
+  r->tokens[r->n_tokens++] = next;
+  if (o->progress) o->progress(o->progress_user, "generate", 1, (uint64_t)o->max_new_tokens);
+
+  /* decode: one token per replay */
+  s = m->vt->build(m, 1, 0, &st);
+  if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  t0 = now_ms();
+  for (int i = 1; s == OT_OK && i < o->max_new_tokens; i++) {
+    if (o->stop_at_eos && next == o->eos_token) break;
+    s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
+    if (s != OT_OK) break;
+    const float *row = ot_tensor_data(st.logits);
+    r->logits_checksum += row_sum(row, m->vocab);
+    s = pick(o, row, m->vocab, (uint64_t)i, &next);
+    if (s != OT_OK) break;
+    r->tokens[r->n_tokens++] = next;
+    if (o->progress) o->progress(o->progress_user, "generate", (uint64_t)r->n_tokens, (uint64_t)o->max_new_tokens);
+  }
+  r->decode_ms = now_ms() - t0;
+  if (r->n_tokens > 1 && r->decode_ms > 0) r->decode_tokens_per_second = (r->n_tokens - 1) / (r->decode_ms / 1e3);
+  if (plan) r->decode_plan = ot_plan_get_stats(plan, 1);
+  ot_plan_destroy(plan);
+  ot_lm_step_destroy(&st);
+  return s;
+}

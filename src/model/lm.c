@@ -1,0 +1,42 @@
+/* lm.c — model steps and their owned tensors. */
+#include <stdlib.h>
+
+#include "core/error.h"
+#include "omptensor/lm.h"
+
+void ot_lm_destroy(ot_lm *m) {
+  if (m && m->vt && m->vt->destroy) m->vt->destroy(m);
+}
+
+ot_status ot_lm_step_own(ot_lm_step *s, ot_tensor *t) {
+  if (s->n_owned == s->cap_owned) {
+    int nc = s->cap_owned ? 2 * s->cap_owned : 64;
+    ot_tensor **n = realloc(s->owned, (size_t)nc * sizeof *n);
+    if (!n) {
+      ot_tensor_destroy(t);
+      return ot_fail(OT_ERR_OUT_OF_MEMORY, "model step: no host memory");
+    }
+    s->owned = n;
+    s->cap_owned = nc;
+  }
+  s->owned[s->n_owned++] = t;
+  return OT_OK;
+}
+
+ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
+                            const int64_t *shape, ot_tensor **out) {
+  *out = NULL;
+  ot_tensor *t;
+  OT_TRY(ot_tensor_create(ctx, name, dt, ndim, shape, &t));
+  OT_TRY(ot_lm_step_own(s, t));
+  *out = t;
+  return OT_OK;
+}
+
+void ot_lm_step_destroy(ot_lm_step *s) {
+  if (!s) return;
+  ot_program_destroy(s->prog); /* the program references the tensors: destroy it first */
+  for (int i = s->n_owned - 1; i >= 0; i--) ot_tensor_destroy(s->owned[i]);
+  free(s->owned);
+  *s = (ot_lm_step){0};
+}

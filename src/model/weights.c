@@ -1,0 +1,54 @@
+/* weights.c — reading checkpoint tensors into their home memory, once. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "core/tensor_impl.h"
+#include "omptensor/lm.h"
+
+static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
+  size_t k = (size_t)snprintf(buf, n, "[");
+  for (int i = 0; i < ndim && k < n; i++) k += (size_t)snprintf(buf + k, n - k, "%s%lld", i ? ", " : "", (long long)shape[i]);
+  if (k < n) snprintf(buf + k, n - k, "]");
+}
+
+ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
+                            const int64_t *shape, ot_tensor **out) {
+  *out = NULL;
+  const ot_st_info *info;
+  ot_status s = ot_ckpt_find(ck, name, &info);
+  if (s != OT_OK) return s;
+  int same = info->ndim == ndim;
+  for (int i = 0; same && i < ndim; i++) same = info->shape[i] == shape[i];
+  if (!same) {
+    char want[128], got[128];
+    shape_str(want, sizeof want, ndim, shape);
+    shape_str(got, sizeof got, info->ndim, info->shape);
+    return ot_fail(OT_ERR_SHAPE, "%s: tensor '%s' has shape %s, but config.json implies %s", ot_ckpt_dir(ck), name,
+                   got, want);
+  }
+  if (info->dtype != OT_F32 && info->dtype != OT_F16 && info->dtype != OT_BF16)
+    return ot_fail(OT_ERR_DTYPE, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", ot_ckpt_dir(ck), name,
+                   ot_dtype_name(info->dtype));
+  /* q8b needs whole blocks along rows; vectors (norms, biases) stay f32. */
+  if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
+  ot_tensor *t;
+  OT_TRY(ot_tensor_create(ctx, name, dt, ndim, shape, &t));
+  if (info->dtype == dt) {
+    s = ot_ckpt_read(ck, info, ot_tensor_data(t), info->bytes); /* straight into the home */
+  } else {
+    /* Different dtype: read into a staging buffer, convert into the home. */
+    void *tmp = malloc(info->bytes ? info->bytes : 1);
+    if (!tmp) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to convert '%s'", ot_ckpt_dir(ck), name);
+    else s = ot_ckpt_read(ck, info, tmp, info->bytes);
+    if (s == OT_OK) s = ot_convert(dt, ot_tensor_data(t), info->dtype, tmp, info->numel);
+    free(tmp);
+  }
+  if (s != OT_OK) {
+    ot_tensor_destroy(t);
+    return s;
+  }
+  *out = t;
+  return OT_OK;
+}
