@@ -37,7 +37,7 @@ static ot_status get_int(const reader *r, const char *key, int required, int64_t
     return OT_OK;
   }
   if (!json_is_integer(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is a %s, expected a positive integer", r->label, key, ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a positive integer", r->label, key, ot_json_kind(v));
   if (json_integer_value(v) <= 0)
     return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %lld, expected a positive integer", r->label, key,
                    (long long)json_integer_value(v));
@@ -51,7 +51,7 @@ static ot_status get_pos_real(const reader *r, const json_t *v, const char *key,
     return OT_OK;
   }
   if (!json_is_number(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is a %s, expected a positive number", r->label, key, ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a positive number", r->label, key, ot_json_kind(v));
   if (!(json_number_value(v) > 0))
     return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %g, expected a positive number", r->label, key, json_number_value(v));
   *out = json_number_value(v);
@@ -65,7 +65,7 @@ static ot_status get_bool(const reader *r, const char *key, int def, int *out) {
     return OT_OK;
   }
   if (!json_is_boolean(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is a %s, expected true or false", r->label, key, ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected true or false", r->label, key, ot_json_kind(v));
   *out = json_is_true(v);
   return OT_OK;
 }
@@ -73,7 +73,7 @@ static ot_status get_bool(const reader *r, const char *key, int def, int *out) {
 static ot_status get_str(const reader *r, const char *key, const char *def, char *buf, size_t cap) {
   const json_t *v = get(r, key);
   if (v && !json_is_string(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is a %s, expected a string", r->label, key, ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a string", r->label, key, ot_json_kind(v));
   const char *s = v ? json_string_value(v) : def;
   if (strlen(s) >= cap) return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" value \"%.40s...\" is too long", r->label, key, s);
   snprintf(buf, cap, "%s", s);
@@ -133,7 +133,7 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
     const json_t *v = get(r, keys[i]);
     if (!v) continue;
     if (!json_is_object(v))
-      return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is a %s, expected an object or null", r->label, keys[i],
+      return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an object or null", r->label, keys[i],
                      ot_json_kind(v));
     const char *t = rope_type(v);
     if (!t || strcmp(t, "default") != 0)
@@ -223,7 +223,7 @@ static ot_status check_heads(const reader *r, ot_hf_config *c) {
 
 static ot_status read_config(const reader *r, ot_hf_config *c) {
   if (!json_is_object(r->root))
-    return ot_fail(OT_ERR_FORMAT, "%s: the config is a JSON %s, expected an object", r->label, ot_json_kind(r->root));
+    return ot_fail(OT_ERR_FORMAT, "%s: the config is %s, expected an object", r->label, ot_json_kind(r->root));
   OT_TRY(resolve_arch(r, c));
   OT_TRY(c->arch == OT_ARCH_LLAMA ? read_llama(r, c) : read_gpt2(r, c));
   OT_TRY(check_heads(r, c));

@@ -15,11 +15,11 @@ ot_status ot_json_parse(const char *buf, size_t len, const char *label, const ch
 
 const char *ot_json_kind(const json_t *v) {
   switch (json_typeof(v)) {
-  case JSON_OBJECT: return "object";
-  case JSON_ARRAY: return "array";
-  case JSON_STRING: return "string";
-  case JSON_INTEGER: return "integer";
-  case JSON_REAL: return "real";
+  case JSON_OBJECT: return "an object";
+  case JSON_ARRAY: return "an array";
+  case JSON_STRING: return "a string";
+  case JSON_INTEGER: return "an integer";
+  case JSON_REAL: return "a real number";
   case JSON_TRUE: return "true";
   case JSON_FALSE: return "false";
   case JSON_NULL: return "null";

@@ -14,7 +14,8 @@
  * ...". */
 ot_status ot_json_parse(const char *buf, size_t len, const char *label, const char *what, json_t **out);
 
-/* "object", "array", "string", "integer", "real", "true", "false", "null". */
+/* With its article, for messages: "an object", "an array", "a string",
+ * "an integer", "a real number", "true", "false", "null". */
 const char *ot_json_kind(const json_t *v);
 
 #endif

@@ -33,8 +33,8 @@ const char *ot_st_dtype_str(ot_dtype t) {
 
 static ot_status parse_dtype(const char *label, const char *name, const json_t *v, ot_dtype *out) {
   if (!json_is_string(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': dtype is %s %s, expected a string such as \"F32\"", label, name,
-                   json_is_integer(v) ? "an" : "a", ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': dtype is %s, expected a string such as \"F32\"", label, name,
+                   ot_json_kind(v));
   const char *s = json_string_value(v);
   for (size_t i = 0; i < sizeof st_dtypes / sizeof st_dtypes[0]; i++)
     if (strcmp(s, st_dtypes[i].s) == 0) {
@@ -58,7 +58,7 @@ static void shape_str(char *buf, size_t cap, const int64_t *shape, int ndim) {
 
 static ot_status parse_shape(const char *label, const char *name, const json_t *v, ot_st_info *info) {
   if (!json_is_array(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': shape is a %s, expected a list of non-negative integers", label,
+    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': shape is %s, expected a list of non-negative integers", label,
                    name, ot_json_kind(v));
   size_t nd = json_array_size(v);
   if (nd > OT_ST_MAX_DIMS)
@@ -70,8 +70,8 @@ static ot_status parse_shape(const char *label, const char *name, const json_t *
   for (size_t i = 0; i < nd; i++) {
     const json_t *d = json_array_get(v, i);
     if (!json_is_integer(d) || json_integer_value(d) < 0)
-      return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': shape element %zu is %s%s, expected a non-negative integer",
-                     label, name, i, json_is_integer(d) ? "negative" : "a ", json_is_integer(d) ? "" : ot_json_kind(d));
+      return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': shape element %zu is %s, expected a non-negative integer",
+                     label, name, i, json_is_integer(d) ? "negative" : ot_json_kind(d));
     info->shape[i] = (int64_t)json_integer_value(d);
     if (__builtin_mul_overflow(numel, info->shape[i], &numel))
       return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': the shape's element count overflows 64 bits", label, name);
@@ -115,7 +115,7 @@ static ot_status parse_offsets(const char *label, const char *name, const json_t
 static ot_status parse_tensor(const char *label, const char *name, const json_t *v, ot_st_header *h,
                               ot_st_info *info) {
   if (!json_is_object(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': entry is a %s, expected an object with dtype, shape, data_offsets",
+    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': entry is %s, expected an object with dtype, shape, data_offsets",
                    label, name, ot_json_kind(v));
   static const char *const keys[] = {"dtype", "shape", "data_offsets"};
   for (int i = 0; i < 3; i++)
@@ -133,14 +133,14 @@ static ot_status parse_tensor(const char *label, const char *name, const json_t 
 static ot_status parse_metadata(const char *label, const json_t *v, ot_st_header *h) {
   if (json_is_null(v)) return OT_OK;
   if (!json_is_object(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: __metadata__ is a %s, expected an object of strings", label, ot_json_kind(v));
+    return ot_fail(OT_ERR_FORMAT, "%s: __metadata__ is %s, expected an object of strings", label, ot_json_kind(v));
   h->meta = calloc(2 * json_object_size(v) + 1, sizeof *h->meta);
   if (!h->meta) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory reading __metadata__", label);
   const char *k;
   const json_t *val;
   json_object_foreach((json_t *)v, k, val) {
     if (!json_is_string(val))
-      return ot_fail(OT_ERR_FORMAT, "%s: __metadata__ value of '%s' is a %s, expected a string", label, k,
+      return ot_fail(OT_ERR_FORMAT, "%s: __metadata__ value of '%s' is %s, expected a string", label, k,
                      ot_json_kind(val));
     char **kv = h->meta + 2 * h->n_meta;
     OT_TRY(ot_io_strdup(k, &kv[0]));
@@ -189,7 +189,7 @@ static ot_status check_overlaps(const char *label, ot_st_header *h) {
 
 static ot_status parse_root(const char *label, const json_t *root, ot_st_header *h) {
   if (!json_is_object(root))
-    return ot_fail(OT_ERR_FORMAT, "%s: the header is a JSON %s, expected an object of tensors", label,
+    return ot_fail(OT_ERR_FORMAT, "%s: the header is %s, expected an object of tensors", label,
                    ot_json_kind(root));
   size_t cap = json_object_size(root);
   h->tensors = calloc(cap ? cap : 1, sizeof *h->tensors);

@@ -47,12 +47,12 @@ static ot_status collect_shards(const char *label, const json_t *map, ot_st_inde
 
 static ot_status parse_map(const char *label, const json_t *root, ot_st_index *ix) {
   if (!json_is_object(root))
-    return ot_fail(OT_ERR_FORMAT, "%s: the index is a JSON %s, expected an object with \"weight_map\"", label,
+    return ot_fail(OT_ERR_FORMAT, "%s: the index is %s, expected an object with \"weight_map\"", label,
                    ot_json_kind(root));
   const json_t *map = json_object_get(root, "weight_map");
   if (!map) return ot_fail(OT_ERR_FORMAT, "%s: no \"weight_map\" in the index", label);
   if (!json_is_object(map))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"weight_map\" is a %s, expected an object {tensor: shard file}", label,
+    return ot_fail(OT_ERR_FORMAT, "%s: \"weight_map\" is %s, expected an object {tensor: shard file}", label,
                    ot_json_kind(map));
   size_t n = json_object_size(map);
   if (n == 0) return ot_fail(OT_ERR_FORMAT, "%s: \"weight_map\" is empty", label);
@@ -63,7 +63,7 @@ static ot_status parse_map(const char *label, const json_t *root, ot_st_index *i
   const json_t *v;
   json_object_foreach((json_t *)map, k, v) {
     if (!json_is_string(v))
-      return ot_fail(OT_ERR_FORMAT, "%s: weight_map['%s'] is a %s, expected a shard file name", label, k,
+      return ot_fail(OT_ERR_FORMAT, "%s: weight_map['%s'] is %s, expected a shard file name", label, k,
                      ot_json_kind(v));
     if (!plain_name(json_string_value(v)))
       return ot_fail(OT_ERR_FORMAT, "%s: weight_map['%s'] = \"%.200s\" is not a file name in the index's directory",
