@@ -1,0 +1,76 @@
+/* hfconfig.h — the Hugging Face config.json of a Llama or GPT-2 model.
+ *
+ *     ot_hf_config cfg;
+ *     if (ot_hf_config_load("path/to/model", &cfg) != OT_OK) ... ot_last_error() ...
+ *     // cfg.hidden_size, cfg.num_layers, ...
+ *
+ * Both families are read into one struct with Llama's names; GPT-2's keys
+ * (n_embd, n_layer, n_head, n_inner, n_positions, layer_norm_epsilon) fill
+ * the same fields. Unknown model types, missing or non-positive sizes,
+ * inconsistent head counts and features we do not implement (rope_scaling,
+ * other activations) are refused with a message naming the file and key.
+ */
+#ifndef OMPTENSOR_HFCONFIG_H
+#define OMPTENSOR_HFCONFIG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_arch {
+  OT_ARCH_LLAMA = 0, /* LlamaForCausalLM: RMSNorm, RoPE, SwiGLU, GQA */
+  OT_ARCH_GPT2,      /* GPT2LMHeadModel: LayerNorm, learned positions, GELU, fused c_attn */
+} ot_arch;
+
+typedef enum ot_act {
+  OT_ACT_SILU = 0,  /* llama "silu" */
+  OT_ACT_GELU_TANH, /* gpt2 "gelu_new", "gelu_pytorch_tanh", "gelu_fast" */
+  OT_ACT_GELU,      /* exact erf GELU: "gelu" */
+} ot_act;
+
+#define OT_HF_MAX_EOS 8
+
+typedef struct ot_hf_config {
+  ot_arch arch;
+  char model_type[32];     /* "llama" | "gpt2" */
+  char architecture[64];   /* architectures[0], or "" if absent */
+  int64_t hidden_size;     /* n_embd */
+  int64_t intermediate_size; /* n_inner; gpt2 default 4 * n_embd */
+  int64_t num_layers;      /* num_hidden_layers, n_layer */
+  int64_t num_heads;       /* num_attention_heads, n_head */
+  int64_t num_kv_heads;    /* num_key_value_heads; default num_heads */
+  int64_t head_dim;        /* "head_dim" if given, else hidden_size / num_heads */
+  int64_t vocab_size;
+  int64_t max_position_embeddings; /* n_positions */
+  double norm_eps;         /* rms_norm_eps (default 1e-6) / layer_norm_epsilon (default 1e-5) */
+  double rope_theta;       /* default 10000; unused by gpt2 */
+  int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
+  int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
+  int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */
+  ot_act act;              /* hidden_act / activation_function */
+  char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */
+  int64_t bos_token_id;    /* -1 if absent */
+  int64_t eos_token_ids[OT_HF_MAX_EOS]; /* eos_token_id: one id or a list */
+  int n_eos;
+} ot_hf_config;
+
+/* `path` is config.json itself or the directory that holds it. Errors:
+ * OT_ERR_NOT_FOUND (no file), OT_ERR_FORMAT (bad JSON, missing / wrong-typed
+ * / non-positive field), OT_ERR_UNSUPPORTED (model type, rope_scaling,
+ * activation). */
+ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
+
+/* The same on a buffer (label names it in messages). */
+ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);
+
+const char *ot_arch_name(ot_arch a); /* "llama", "gpt2" */
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,152 @@
+/* settings.h — run settings from flags, environment, a YAML file, defaults.
+ *
+ * Precedence: flags > OMPTENSOR_* environment > YAML file > defaults, no
+ * matter in which order the sources are loaded: every field remembers where
+ * its value came from and a lower source never overwrites a higher one.
+ *
+ *     ot_settings s;
+ *     ot_settings_init(&s);
+ *     ot_status st = ot_settings_load_file(&s, "omptensor.yaml");        // --config
+ *     if (st == OT_OK) st = ot_settings_load_env(&s);
+ *     if (st == OT_OK) st = ot_settings_set_flag(&s, "gpu-memory-limit", "3.5GB");
+ *     ot_ctx_opts o = ot_ctx_opts_default();
+ *     if (st == OT_OK) st = ot_settings_to_ctx_opts(&s, &o);
+ *     ...
+ *     ot_settings_release(&s);
+ *
+ * The YAML file:
+ *
+ *     memory:
+ *       offload_strategy: balanced   # none | minimal | balanced | aggressive
+ *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
+ *     backend: auto                  # auto | map | usm | host
+ *     device: 0
+ *     trace: run.trace.json
+ *     dtype: bf16
+ *     json: false
+ *
+ * Unknown keys are errors naming the key and line. Environment:
+ * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
+ * OMPTENSOR_DEVICE, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON.
+ */
+#ifndef OMPTENSOR_SETTINGS_H
+#define OMPTENSOR_SETTINGS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "omptensor/context.h"
+#include "omptensor/dtype.h"
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- sizes: "3.5GB" (10^9), "3GiB" (2^30), "40%", "123456789" (bytes) ---- */
+typedef enum ot_size_kind { OT_SIZE_UNSET = 0, OT_SIZE_BYTES, OT_SIZE_FRACTION } ot_size_kind;
+
+typedef struct ot_size {
+  ot_size_kind kind;
+  uint64_t bytes;  /* OT_SIZE_BYTES */
+  double fraction; /* OT_SIZE_FRACTION: (0, 1] of the device's memory */
+} ot_size;
+
+/* Units B, KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers
+ * of 1024), any case, no space; a decimal fraction is allowed with a unit
+ * ("1.5TB", floored to whole bytes); a plain number is bytes. A percentage
+ * is in (0, 100]. Zero, negative, exponent forms, overflow and anything
+ * else are OT_ERR_INVALID_ARG with a message quoting the string. */
+ot_status ot_size_parse(const char *s, ot_size *out);
+
+/* Bytes for `sz` on a device with `device_total` bytes (0 = unknown, which
+ * only a fraction cares about: OT_ERR_UNSUPPORTED). */
+ot_status ot_size_resolve(ot_size sz, uint64_t device_total, uint64_t *bytes);
+
+/* A limit for every device, optionally overridden per device:
+ * "20GB" or "0:20GB,1:30GB". */
+typedef struct ot_mem_limit {
+  ot_size all;
+  ot_size per_device[OT_MAX_DEVICES];
+} ot_mem_limit;
+
+ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out);
+
+/* The limit that applies to device `dev` (its own entry, else `all`). */
+ot_size ot_mem_limit_for(const ot_mem_limit *l, int dev);
+
+/* ---- offload strategy ------------------------------------------------------ */
+typedef enum ot_offload {
+  OT_OFFLOAD_NONE = 0,   /* everything resident; fails if it does not fit */
+  OT_OFFLOAD_MINIMAL,    /* move only what must move, synchronously */
+  OT_OFFLOAD_BALANCED,   /* prefetch one step ahead, double buffering */
+  OT_OFFLOAD_AGGRESSIVE, /* prefetch as far ahead as the budget allows */
+  OT_OFFLOAD_COUNT
+} ot_offload;
+
+const char *ot_offload_name(ot_offload o);
+ot_status ot_offload_parse(const char *s, ot_offload *out);
+
+/* ---- the settings -------------------------------------------------------- */
+typedef enum ot_setting {
+  OT_SET_GPU_MEMORY_LIMIT = 0,
+  OT_SET_OFFLOAD,
+  OT_SET_BACKEND,
+  OT_SET_DEVICE,
+  OT_SET_TRACE,
+  OT_SET_DTYPE,
+  OT_SET_JSON,
+  OT_SET_COUNT
+} ot_setting;
+
+typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;
+
+typedef struct ot_settings {
+  ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */
+  ot_offload offload;            /* default balanced */
+  ot_backend backend;            /* default auto */
+  int device;                    /* default -1: device 0 if any, else the host */
+  char *trace_path;              /* NULL: no trace */
+  ot_dtype dtype;                /* meaningful when has_dtype */
+  int has_dtype;
+  int json;                      /* print one JSON summary on stdout */
+  ot_setting_source source[OT_SET_COUNT];
+  char *file;                    /* the YAML file loaded, for messages; NULL if none */
+} ot_settings;
+
+void ot_settings_init(ot_settings *s);
+void ot_settings_release(ot_settings *s); /* frees the strings; s may be re-initialised */
+
+/* Sets one setting by its flag name ("gpu-memory-limit", "offload",
+ * "backend", "device", "trace", "dtype", "json"; the value of "json" may be
+ * NULL, meaning true) from `src`. The value is always validated; it is kept
+ * only if src is at least as high as the current source. Errors name the
+ * option and the bad value: "--gpu-memory-limit: bad size '3XB': ...". */
+ot_status ot_settings_set(ot_settings *s, ot_setting_source src, const char *name, const char *value);
+ot_status ot_settings_set_flag(ot_settings *s, const char *name, const char *value); /* src = OT_SRC_FLAG */
+
+/* Reads the OMPTENSOR_* variables that are set. */
+ot_status ot_settings_load_env(ot_settings *s);
+
+/* Reads a YAML file (schema above). OT_ERR_NOT_FOUND if missing,
+ * OT_ERR_FORMAT for malformed YAML (with libyaml's line and column) or an
+ * unknown key (with its line), OT_ERR_INVALID_ARG for a bad value. */
+ot_status ot_settings_load_file(ot_settings *s, const char *path);
+/* The same on a buffer; label names it in messages. */
+ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, const char *label);
+
+/* Fills backend, device and budgets of `o`, resolving percentages against
+ * the memory each device reports. */
+ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o);
+
+/* "default", "file", "environment", "flag". */
+const char *ot_setting_source_name(ot_setting_source src);
+
+/* One line per setting: value and where it came from (for --verbose). */
+void ot_settings_print(FILE *f, const ot_settings *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

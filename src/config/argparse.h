@@ -1,0 +1,51 @@
+/* argparse.h (internal) — long options for the CLI's subcommands.
+ *
+ *     enum { OPT_HELP = 1, OPT_PROMPT_IDS, ... };
+ *     static const ot_opt run_opts[] = {
+ *         {"help", 'h', NULL, "show this help", OPT_HELP},
+ *         {"prompt-ids", 0, "IDS", "comma-separated token ids", OPT_PROMPT_IDS},
+ *         {0}};
+ *     const ot_opt *tables[] = {run_opts, ot_settings_opts(), NULL};
+ *     ot_status s = ot_args_parse("omptensor run", argc, argv, tables, on_opt, &state);
+ *
+ * `--name VALUE`, `--name=VALUE`, `-x VALUE` for options with a metavar;
+ * `--name`, `-x` for switches. `--` ends the options. Everything else is a
+ * positional argument, passed to the callback with opt == NULL. argv[0] is
+ * the subcommand name and is skipped. Errors (OT_ERR_INVALID_ARG) name the
+ * option: "omptensor run: unknown option '--fo' (see omptensor run --help)".
+ */
+#ifndef OT_CONFIG_ARGPARSE_H
+#define OT_CONFIG_ARGPARSE_H
+
+#include <stdio.h>
+
+#include "omptensor/settings.h"
+
+typedef struct ot_opt {
+  const char *name;    /* long name without "--"; NULL ends a table */
+  char short_name;     /* 0: none */
+  const char *metavar; /* NULL: a switch; else it takes a value, shown in help as --name METAVAR */
+  const char *help;
+  int id;              /* the caller's key for this option */
+} ot_opt;
+
+/* Called per option (value NULL for a switch) and per positional argument
+ * (opt NULL, value the argument). A non-OK return stops the parse and is
+ * returned as is. */
+typedef ot_status (*ot_opt_fn)(void *user, const ot_opt *opt, const char *value);
+
+/* tables: NULL-terminated list of {0}-terminated option tables. */
+ot_status ot_args_parse(const char *prog, int argc, char **argv, const ot_opt *const *tables, ot_opt_fn fn, void *user);
+
+/* "  --gpu-memory-limit SIZE   device memory budget ..." for each option. */
+void ot_args_print_help(FILE *f, const ot_opt *const *tables);
+
+/* The settings' options (every ot_setting, id = OT_OPT_SETTING); hand them to
+ * ot_settings_set_flag(s, opt->name, value). */
+#define OT_OPT_SETTING (-1000)
+const ot_opt *ot_settings_opts(void);
+
+/* Also the --config FILE option, id OT_OPT_CONFIG, for ot_settings_load_file. */
+#define OT_OPT_CONFIG (-1001)
+
+#endif

@@ -1,0 +1,213 @@
+/* settings.c — the settings table, precedence, environment, context options.
+ *
+ * One table row per setting gives its flag, environment variable and YAML
+ * key and the function that parses its value, so every source goes through
+ * the same validation and the same precedence rule. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "config/settings_internal.h"
+#include "core/error.h"
+#include "io/fileio.h"
+#include "memory/device.h"
+
+static const char *const offload_names[OT_OFFLOAD_COUNT] = {"none", "minimal", "balanced", "aggressive"};
+
+const char *ot_offload_name(ot_offload o) { return (unsigned)o < OT_OFFLOAD_COUNT ? offload_names[o] : "?"; }
+
+ot_status ot_offload_parse(const char *s, ot_offload *out) {
+  for (int i = 0; s && i < OT_OFFLOAD_COUNT; i++)
+    if (strcasecmp(s, offload_names[i]) == 0) {
+      *out = (ot_offload)i;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "unknown offload strategy '%s' (use none, minimal, balanced or aggressive)",
+                 s ? s : "");
+}
+
+/* A parsed value before precedence decides whether it is kept. */
+typedef union value {
+  ot_mem_limit limit;
+  ot_offload offload;
+  ot_backend backend;
+  int integer;
+  ot_dtype dtype;
+  char *str;
+} value;
+
+static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_parse(v, &out->limit); }
+static ot_status parse_offload(const char *v, value *out) { return ot_offload_parse(v, &out->offload); }
+static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
+static ot_status parse_dtype(const char *v, value *out) { return ot_dtype_parse(v, &out->dtype); }
+static ot_status parse_trace(const char *v, value *out) {
+  if (!v[0]) return ot_fail(OT_ERR_INVALID_ARG, "empty trace file name");
+  return ot_io_strdup(v, &out->str);
+}
+
+static ot_status parse_device(const char *v, value *out) {
+  int d = 0;
+  const char *p = v;
+  for (; *p >= '0' && *p <= '9' && d < 1000000; p++) d = d * 10 + (*p - '0');
+  if (p == v || *p)
+    return ot_fail(OT_ERR_INVALID_ARG, "bad device '%s' (an OpenMP device number 0, 1, ...; for no device use --backend host)", v);
+  out->integer = d;
+  return OT_OK;
+}
+
+ot_status ot_settings_parse_bool(const char *v, int *out) {
+  static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
+  for (int i = 0; i < 4; i++) {
+    if (strcasecmp(v, yes[i]) == 0) return *out = 1, OT_OK;
+    if (strcasecmp(v, no[i]) == 0) return *out = 0, OT_OK;
+  }
+  return ot_fail(OT_ERR_INVALID_ARG, "bad boolean '%s' (true/false, yes/no, on/off, 1/0)", v);
+}
+
+static ot_status parse_json(const char *v, value *out) { return ot_settings_parse_bool(v ? v : "true", &out->integer); }
+
+static void keep(ot_settings *s, ot_setting k, value *v) {
+  switch (k) {
+  case OT_SET_GPU_MEMORY_LIMIT: s->gpu_memory_limit = v->limit; break;
+  case OT_SET_OFFLOAD: s->offload = v->offload; break;
+  case OT_SET_BACKEND: s->backend = v->backend; break;
+  case OT_SET_DEVICE: s->device = v->integer; break;
+  case OT_SET_TRACE: free(s->trace_path); s->trace_path = v->str; v->str = NULL; break;
+  case OT_SET_DTYPE: s->dtype = v->dtype; s->has_dtype = 1; break;
+  case OT_SET_JSON: s->json = v->integer; break;
+  case OT_SET_COUNT: break;
+  }
+}
+
+const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
+    [OT_SET_GPU_MEMORY_LIMIT] = {"gpu-memory-limit", "OMPTENSOR_GPU_MEMORY_LIMIT", "memory.max_gpu_memory", "SIZE",
+                                 "device memory budget: 3.5GB, 3GiB, 40%, bytes, or per device 0:20GB,1:30GB",
+                                 parse_limit},
+    [OT_SET_OFFLOAD] = {"offload", "OMPTENSOR_OFFLOAD", "memory.offload_strategy", "STRATEGY",
+                        "none | minimal | balanced | aggressive (default balanced)", parse_offload},
+    [OT_SET_BACKEND] = {"backend", "OMPTENSOR_BACKEND", "backend", "NAME", "auto | map | usm | host (default auto)",
+                        parse_backend},
+    [OT_SET_DEVICE] = {"device", "OMPTENSOR_DEVICE", "device", "N", "OpenMP device number (default 0, or the host)",
+                       parse_device},
+    [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace},
+    [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE", "weight storage: f32 | f16 | bf16 | q8b",
+                      parse_dtype},
+    [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json},
+};
+
+void ot_settings_init(ot_settings *s) {
+  memset(s, 0, sizeof *s);
+  s->offload = OT_OFFLOAD_BALANCED;
+  s->backend = OT_BACKEND_AUTO;
+  s->device = -1;
+  s->dtype = OT_F32;
+}
+
+void ot_settings_release(ot_settings *s) {
+  if (!s) return;
+  free(s->trace_path);
+  free(s->file);
+  s->trace_path = s->file = NULL;
+}
+
+ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src, const char *v) {
+  value parsed;
+  memset(&parsed, 0, sizeof parsed);
+  if (!v && k != OT_SET_JSON) return ot_fail(OT_ERR_INVALID_ARG, "no value given");
+  OT_TRY(ot_setting_defs[k].parse(v, &parsed));
+  if (src >= s->source[k]) {
+    keep(s, k, &parsed);
+    s->source[k] = src;
+  }
+  if (k == OT_SET_TRACE) free(parsed.str); /* not kept: a higher source holds it */
+  return OT_OK;
+}
+
+ot_status ot_settings_set(ot_settings *s, ot_setting_source src, const char *name, const char *value) {
+  if (!s || !name) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_set: NULL argument");
+  const char *flag = strncmp(name, "--", 2) == 0 ? name + 2 : name;
+  for (int k = 0; k < OT_SET_COUNT; k++)
+    if (strcmp(flag, ot_setting_defs[k].flag) == 0) {
+      ot_status st = ot_settings_apply(s, (ot_setting)k, src, value);
+      if (st != OT_OK) return ot_fail_context(st, "--%s", flag);
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "unknown option '--%s'", flag);
+}
+
+ot_status ot_settings_set_flag(ot_settings *s, const char *name, const char *value) {
+  return ot_settings_set(s, OT_SRC_FLAG, name, value);
+}
+
+ot_status ot_settings_load_env(ot_settings *s) {
+  if (!s) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_env: NULL argument");
+  for (int k = 0; k < OT_SET_COUNT; k++) {
+    const char *v = getenv(ot_setting_defs[k].env);
+    if (!v) continue;
+    ot_status st = ot_settings_apply(s, (ot_setting)k, OT_SRC_ENV, v);
+    if (st != OT_OK) return ot_fail_context(st, "environment %s=%s", ot_setting_defs[k].env, v);
+  }
+  return OT_OK;
+}
+
+ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
+  if (!s || !o) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_to_ctx_opts: NULL argument");
+  o->backend = s->backend;
+  o->device = s->device;
+  if (s->backend == OT_BACKEND_HOST) return OT_OK; /* no device budget applies */
+  int first = s->device < 0 ? 0 : s->device, n = o->n_devices < 1 ? 1 : o->n_devices;
+  if (n > OT_MAX_DEVICES) n = OT_MAX_DEVICES;
+  for (int i = 0; i < n; i++) {
+    ot_size sz = ot_mem_limit_for(&s->gpu_memory_limit, first + i);
+    uint64_t total = 0, bytes;
+    if (sz.kind == OT_SIZE_FRACTION) ot_device_memory(first + i, NULL, &total);
+    ot_status st = ot_size_resolve(sz, total, &bytes);
+    if (st != OT_OK)
+      return ot_fail_context(st, "gpu memory limit for device %d (from the %s)", first + i,
+                             ot_setting_source_name(s->source[OT_SET_GPU_MEMORY_LIMIT]));
+    if (i == 0) o->budget_bytes = bytes;
+    o->budgets[i] = bytes;
+  }
+  return OT_OK;
+}
+
+const char *ot_setting_source_name(ot_setting_source src) {
+  switch (src) {
+  case OT_SRC_DEFAULT: return "default";
+  case OT_SRC_FILE: return "config file";
+  case OT_SRC_ENV: return "environment";
+  case OT_SRC_FLAG: return "command line";
+  }
+  return "?";
+}
+
+static void print_size(FILE *f, ot_size sz) {
+  if (sz.kind == OT_SIZE_UNSET) fputs("(whole device)", f);
+  else if (sz.kind == OT_SIZE_FRACTION) fprintf(f, "%g%%", sz.fraction * 100.0);
+  else fprintf(f, "%llu bytes", (unsigned long long)sz.bytes);
+}
+
+void ot_settings_print(FILE *f, const ot_settings *s) {
+  for (int k = 0; k < OT_SET_COUNT; k++) {
+    fprintf(f, "  %-18s ", ot_setting_defs[k].flag);
+    switch ((ot_setting)k) {
+    case OT_SET_GPU_MEMORY_LIMIT:
+      print_size(f, s->gpu_memory_limit.all);
+      for (int d = 0; d < OT_MAX_DEVICES; d++)
+        if (s->gpu_memory_limit.per_device[d].kind != OT_SIZE_UNSET) {
+          fprintf(f, ", device %d: ", d);
+          print_size(f, s->gpu_memory_limit.per_device[d]);
+        }
+      break;
+    case OT_SET_OFFLOAD: fputs(ot_offload_name(s->offload), f); break;
+    case OT_SET_BACKEND: fputs(ot_backend_name(s->backend), f); break;
+    case OT_SET_DEVICE: s->device < 0 ? fputs("auto", f) : fprintf(f, "%d", s->device); break;
+    case OT_SET_TRACE: fputs(s->trace_path ? s->trace_path : "(none)", f); break;
+    case OT_SET_DTYPE: fputs(s->has_dtype ? ot_dtype_name(s->dtype) : "(as stored)", f); break;
+    case OT_SET_JSON: fputs(s->json ? "true" : "false", f); break;
+    case OT_SET_COUNT: break;
+    }
+    fprintf(f, "   [%s%s%s]\n", ot_setting_source_name(s->source[k]),
+            s->source[k] == OT_SRC_FILE && s->file ? " " : "", s->source[k] == OT_SRC_FILE && s->file ? s->file : "");
+  }
+}

@@ -1,0 +1,27 @@
+/* settings_internal.h (internal) — the table behind ot_settings, shared by
+ * the environment, flag and YAML sources and by the CLI's option list. */
+#ifndef OT_CONFIG_SETTINGS_INTERNAL_H
+#define OT_CONFIG_SETTINGS_INTERNAL_H
+
+#include "omptensor/settings.h"
+
+union value;
+
+typedef struct ot_setting_def {
+  const char *flag;    /* "gpu-memory-limit" (used as --gpu-memory-limit) */
+  const char *env;     /* "OMPTENSOR_GPU_MEMORY_LIMIT" */
+  const char *yaml;    /* "memory.max_gpu_memory" */
+  const char *metavar; /* "SIZE"; NULL for a switch */
+  const char *help;
+  ot_status (*parse)(const char *v, union value *out);
+} ot_setting_def;
+
+extern const ot_setting_def ot_setting_defs[OT_SET_COUNT];
+
+/* Validates v for setting k and keeps it if src ranks high enough; the
+ * message says what is wrong with v (the caller adds where it came from). */
+ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src, const char *v);
+
+ot_status ot_settings_parse_bool(const char *v, int *out);
+
+#endif

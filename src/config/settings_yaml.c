@@ -1,0 +1,163 @@
+/* settings_yaml.c — the YAML configuration file, through libyaml's
+ * document API:
+ *
+ *     memory:
+ *       offload_strategy: balanced
+ *       max_gpu_memory: 3GB
+ *     backend: auto
+ *
+ * Keys come from the settings table ("memory.max_gpu_memory" is key
+ * max_gpu_memory in the mapping under memory). Unknown or repeated keys and
+ * non-scalar values are errors naming the key and its line. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <yaml.h>
+
+#include "config/settings_internal.h"
+#include "core/error.h"
+#include "io/fileio.h"
+
+#define OT_YAML_MAX_BYTES ((size_t)1 << 20)
+
+typedef struct walker {
+  ot_settings *s;
+  yaml_document_t *doc;
+  const char *label;
+  int seen[OT_SET_COUNT];
+} walker;
+
+static size_t line_of(const yaml_node_t *n) { return n->start_mark.line + 1; }
+
+static const char *scalar(const yaml_node_t *n) {
+  return n && n->type == YAML_SCALAR_NODE ? (const char *)n->data.scalar.value : NULL;
+}
+
+/* An empty value, ~ or null (unquoted) leaves the setting alone. */
+static int is_null(const yaml_node_t *n) {
+  const char *v = scalar(n);
+  return v && n->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+         (!v[0] || !strcmp(v, "~") || !strcmp(v, "null") || !strcmp(v, "Null") || !strcmp(v, "NULL"));
+}
+
+/* The keys allowed at one level ("memory", "backend", ...) for messages. */
+static void expected_keys(const char *section, char *buf, size_t cap) {
+  size_t n = 0, sl = section ? strlen(section) : 0;
+  buf[0] = '\0';
+  for (int k = 0; k < OT_SET_COUNT; k++) {
+    const char *y = ot_setting_defs[k].yaml, *dot = strchr(y, '.');
+    char name[64];
+    if (section) {
+      if (!dot || (size_t)(dot - y) != sl || strncmp(y, section, sl) != 0) continue;
+      snprintf(name, sizeof name, "%s", dot + 1);
+    } else {
+      snprintf(name, sizeof name, "%.*s", dot ? (int)(dot - y) : (int)strlen(y), y);
+    }
+    if (strstr(buf, name)) continue; /* a section listed once */
+    n += (size_t)snprintf(buf + n, n < cap ? cap - n : 0, "%s%s", n ? ", " : "", name);
+  }
+}
+
+static ot_status unknown_key(const walker *w, const yaml_node_t *key, const char *section) {
+  char exp[256];
+  expected_keys(section, exp, sizeof exp);
+  return ot_fail(OT_ERR_FORMAT, "%s:%zu: unknown key '%s%s%s' (expected %s%s)", w->label, line_of(key),
+                 section ? section : "", section ? "." : "", scalar(key), exp, section ? "" : " at the top level");
+}
+
+static ot_status set_value(walker *w, int k, const yaml_node_t *key, const yaml_node_t *val) {
+  const char *path = ot_setting_defs[k].yaml;
+  if (w->seen[k]) return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' given twice", w->label, line_of(key), path);
+  w->seen[k] = 1;
+  if (is_null(val)) return OT_OK;
+  if (!scalar(val))
+    return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' must be a single value, not a %s", w->label, line_of(val), path,
+                   val->type == YAML_MAPPING_NODE ? "mapping" : "list");
+  ot_status st = ot_settings_apply(w->s, (ot_setting)k, OT_SRC_FILE, scalar(val));
+  if (st != OT_OK) return ot_fail_context(st, "%s:%zu: %s", w->label, line_of(val), path);
+  return OT_OK;
+}
+
+/* Walks one mapping; section is NULL at the top level or "memory" below. */
+static ot_status walk_mapping(walker *w, const yaml_node_t *map, const char *section) {
+  for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top; p++) {
+    const yaml_node_t *key = yaml_document_get_node(w->doc, p->key), *val = yaml_document_get_node(w->doc, p->value);
+    if (!scalar(key)) return ot_fail(OT_ERR_FORMAT, "%s:%zu: a key must be a plain name", w->label, line_of(key));
+    char path[128];
+    snprintf(path, sizeof path, "%s%s%s", section ? section : "", section ? "." : "", scalar(key));
+    int found = 0;
+    for (int k = 0; k < OT_SET_COUNT && !found; k++)
+      if (!strcmp(ot_setting_defs[k].yaml, path)) {
+        OT_TRY(set_value(w, k, key, val));
+        found = 1;
+      }
+    if (found) continue;
+    size_t pl = strlen(path);
+    int is_section = 0;
+    for (int k = 0; k < OT_SET_COUNT; k++)
+      if (!section && !strncmp(ot_setting_defs[k].yaml, path, pl) && ot_setting_defs[k].yaml[pl] == '.') is_section = 1;
+    if (!is_section) return unknown_key(w, key, section);
+    if (is_null(val)) continue;
+    if (val->type != YAML_MAPPING_NODE)
+      return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' must be a mapping (e.g. %s: {max_gpu_memory: 3GB})", w->label,
+                     line_of(val), path, path);
+    OT_TRY(walk_mapping(w, val, scalar(key)));
+  }
+  return OT_OK;
+}
+
+static ot_status load_error(const yaml_parser_t *p, const char *label) {
+  return ot_fail(OT_ERR_FORMAT, "%s:%zu:%zu: malformed YAML%s%s%s: %s", label, p->problem_mark.line + 1,
+                 p->problem_mark.column + 1, p->context ? " (" : "", p->context ? p->context : "", p->context ? ")" : "",
+                 p->problem ? p->problem : "parse error");
+}
+
+static ot_status walk_document(walker *w, yaml_parser_t *parser) {
+  yaml_node_t *root = yaml_document_get_root_node(w->doc);
+  if (!root) return OT_OK; /* an empty file sets nothing */
+  if (root->type != YAML_MAPPING_NODE)
+    return ot_fail(OT_ERR_FORMAT, "%s:%zu: the configuration must be a mapping of keys (memory:, backend:, ...)",
+                   w->label, line_of(root));
+  OT_TRY(walk_mapping(w, root, NULL));
+  yaml_document_t next;
+  if (!yaml_parser_load(parser, &next)) return load_error(parser, w->label);
+  int more = yaml_document_get_root_node(&next) != NULL;
+  size_t line = more ? line_of(yaml_document_get_root_node(&next)) : 0;
+  yaml_document_delete(&next);
+  if (more) return ot_fail(OT_ERR_FORMAT, "%s:%zu: a second YAML document; put everything in one", w->label, line);
+  return OT_OK;
+}
+
+ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, const char *label) {
+  if (!s || (!text && len) || !label) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_yaml: NULL argument");
+  yaml_parser_t parser;
+  if (!yaml_parser_initialize(&parser)) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot start the YAML parser", label);
+  yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);
+  yaml_document_t doc;
+  ot_status st;
+  if (!yaml_parser_load(&parser, &doc)) {
+    st = load_error(&parser, label);
+  } else {
+    walker w = {.s = s, .doc = &doc, .label = label};
+    st = walk_document(&w, &parser);
+    yaml_document_delete(&doc);
+  }
+  yaml_parser_delete(&parser);
+  if (st == OT_OK) {
+    char *copy;
+    OT_TRY(ot_io_strdup(label, &copy));
+    free(s->file);
+    s->file = copy;
+  }
+  return st;
+}
+
+ot_status ot_settings_load_file(ot_settings *s, const char *path) {
+  if (!s || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_file: NULL argument");
+  char *text;
+  size_t len;
+  OT_TRY(ot_io_read_text(path, OT_YAML_MAX_BYTES, &text, &len));
+  ot_status st = ot_settings_load_yaml(s, text, len, path);
+  free(text);
+  return st;
+}

@@ -1,0 +1,174 @@
+/* test_config_hf.c — config.json for Llama and GPT-2: the fixtures as
+ * transformers writes them, defaults, and refusals. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "omptensor/hfconfig.h"
+#include "ot_testio.h"
+
+static const char *data_path(char *buf, size_t cap, const char *rel) {
+  const char *root = getenv("OT_TEST_DATA");
+  snprintf(buf, cap, "%s/%s", root ? root : "tests/data", rel);
+  return buf;
+}
+
+static void test_llama_fixture(void **state) {
+  (void)state;
+  char path[4096];
+  ot_hf_config c;
+  OT_ASSERT_OK(ot_hf_config_load(data_path(path, sizeof path, "io/llama_tiny"), &c)); /* the directory */
+  assert_int_equal(c.arch, OT_ARCH_LLAMA);
+  assert_string_equal(c.model_type, "llama");
+  assert_string_equal(c.architecture, "LlamaForCausalLM");
+  assert_int_equal(c.hidden_size, 64);
+  assert_int_equal(c.intermediate_size, 172);
+  assert_int_equal(c.num_layers, 2);
+  assert_int_equal(c.num_heads, 4);
+  assert_int_equal(c.num_kv_heads, 2);
+  assert_int_equal(c.head_dim, 16);
+  assert_int_equal(c.vocab_size, 256);
+  assert_int_equal(c.max_position_embeddings, 128);
+  assert_true(c.norm_eps == 1e-5);
+  assert_true(c.rope_theta == 500000.0);
+  assert_int_equal(c.tie_word_embeddings, 0);
+  assert_int_equal(c.attention_bias, 0);
+  assert_int_equal(c.act, OT_ACT_SILU);
+  assert_string_equal(c.torch_dtype, "float32");
+  assert_int_equal(c.bos_token_id, 1);
+  assert_int_equal(c.n_eos, 1);
+  assert_int_equal(c.eos_token_ids[0], 2);
+  assert_string_equal(ot_arch_name(c.arch), "llama");
+}
+
+static void test_gpt2_fixture(void **state) {
+  (void)state;
+  char path[4096];
+  ot_hf_config c;
+  OT_ASSERT_OK(ot_hf_config_load(data_path(path, sizeof path, "io/gpt2_tiny/config.json"), &c));
+  assert_int_equal(c.arch, OT_ARCH_GPT2);
+  assert_int_equal(c.hidden_size, 48);
+  assert_int_equal(c.intermediate_size, 4 * 48); /* n_inner null */
+  assert_int_equal(c.num_layers, 2);
+  assert_int_equal(c.num_heads, 3);
+  assert_int_equal(c.num_kv_heads, 3);
+  assert_int_equal(c.head_dim, 16);
+  assert_int_equal(c.vocab_size, 50257);
+  assert_int_equal(c.max_position_embeddings, 64);
+  assert_true(c.norm_eps == 1e-5);
+  assert_int_equal(c.tie_word_embeddings, 1); /* GPT-2's default, left out by save_pretrained */
+  assert_int_equal(c.act, OT_ACT_GELU_TANH);
+  assert_int_equal(c.attention_bias, 1);
+  assert_int_equal(c.eos_token_ids[0], 50256);
+}
+
+static ot_status parse(const char *json, ot_hf_config *c) {
+  return ot_hf_config_parse(json, strlen(json), "config.json", c);
+}
+
+#define LLAMA_SIZES                                                                                 \
+  "\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1," \
+  " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 16"
+
+static void test_llama_defaults_and_variants(void **state) {
+  (void)state;
+  ot_hf_config c;
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES "}", &c));
+  assert_int_equal(c.num_kv_heads, 4);
+  assert_int_equal(c.head_dim, 8);
+  assert_true(c.norm_eps == 1e-6);
+  assert_true(c.rope_theta == 10000.0);
+  assert_int_equal(c.tie_word_embeddings, 0);
+  assert_int_equal(c.bos_token_id, -1);
+  assert_int_equal(c.n_eos, 0);
+  assert_string_equal(c.torch_dtype, "float32");
+  /* Llama 3 style: eos list, newer "dtype" key, rope_parameters of the default type */
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"eos_token_id\": [128001, 128008, 128009], \"dtype\": \"bfloat16\","
+                     " \"rope_parameters\": {\"rope_type\": \"default\", \"rope_theta\": 500000.0},"
+                     " \"tie_word_embeddings\": true}",
+                     &c));
+  assert_int_equal(c.n_eos, 3);
+  assert_int_equal(c.eos_token_ids[2], 128009);
+  assert_string_equal(c.torch_dtype, "bfloat16");
+  assert_true(c.rope_theta == 500000.0);
+  assert_int_equal(c.tie_word_embeddings, 1);
+  /* no model_type: taken from architectures */
+  OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
+                     " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",
+                     &c));
+  assert_int_equal(c.arch, OT_ARCH_GPT2);
+  assert_int_equal(c.intermediate_size, 20);
+}
+
+static void test_bad_configs(void **state) {
+  (void)state;
+  ot_hf_config c;
+  struct {
+    const char *json;
+    ot_status want;
+    const char *sub;
+  } cases[] = {
+      {"{\"model_type\": \"llama\", ", OT_ERR_FORMAT, "invalid JSON config at line 1"},
+      {"[1]", OT_ERR_FORMAT, "the config is an array"},
+      {"{\"model_type\": \"mistral\"}", OT_ERR_UNSUPPORTED, "model_type \"mistral\" is not supported"},
+      {"{\"architectures\": [\"BertModel\"]}", OT_ERR_FORMAT, "no \"model_type\""},
+      {"{\"model_type\": \"llama\", \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
+       " \"vocab_size\": 100, \"max_position_embeddings\": 16}",
+       OT_ERR_FORMAT, "missing \"hidden_size\""},
+      {"{" LLAMA_SIZES ", \"num_key_value_heads\": 0}", OT_ERR_FORMAT, "\"num_key_value_heads\" is 0"},
+      {"{" LLAMA_SIZES ", \"num_key_value_heads\": 3}", OT_ERR_FORMAT, "not a multiple of num_key_value_heads (3)"},
+      {"{" LLAMA_SIZES ", \"num_key_value_heads\": \"2\"}", OT_ERR_FORMAT, "\"num_key_value_heads\" is a string"},
+      {"{" LLAMA_SIZES ", \"rms_norm_eps\": -1}", OT_ERR_FORMAT, "\"rms_norm_eps\" is -1"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}", OT_ERR_UNSUPPORTED,
+       "rope_scaling of type \"llama3\" is not supported"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}", OT_ERR_UNSUPPORTED,
+       "type \"linear\""},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}", OT_ERR_UNSUPPORTED, "\"yarn\""},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": 2}", OT_ERR_FORMAT, "\"rope_scaling\" is an integer"},
+      {"{" LLAMA_SIZES ", \"hidden_act\": \"relu\"}", OT_ERR_UNSUPPORTED, "hidden_act \"relu\""},
+      {"{" LLAMA_SIZES ", \"tie_word_embeddings\": 1}", OT_ERR_FORMAT, "expected true or false"},
+      {"{" LLAMA_SIZES ", \"eos_token_id\": [1,2,3,4,5,6,7,8,9]}", OT_ERR_UNSUPPORTED, "9 eos_token_id values"},
+      {"{" LLAMA_SIZES ", \"eos_token_id\": \"</s>\"}", OT_ERR_FORMAT, "\"eos_token_id\" must be"},
+      {"{" LLAMA_SIZES ", \"hidden_size\": 30}", OT_ERR_FORMAT, "duplicate"},
+      {"{\"model_type\": \"llama\", \"hidden_size\": 30, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+       " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 16}",
+       OT_ERR_FORMAT, "hidden size 30 is not divisible by the 4 attention heads"},
+      {"{\"model_type\": \"llama\", \"hidden_size\": 36, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+       " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 16}",
+       OT_ERR_FORMAT, "head_dim 9 is odd"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10}", OT_ERR_FORMAT,
+       "missing \"n_positions\""},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"scale_attn_by_inverse_layer_idx\": true}",
+       OT_ERR_UNSUPPORTED, "scale_attn_by_inverse_layer_idx"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"activation_function\": \"relu\"}",
+       OT_ERR_UNSUPPORTED, "activation_function \"relu\""},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1.5, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4}",
+       OT_ERR_FORMAT, "\"n_layer\" is a real number"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    OT_ASSERT_ERR(parse(cases[i].json, &c), cases[i].want, "config.json", cases[i].sub);
+  }
+  char path[4096];
+  OT_ASSERT_ERR(ot_hf_config_load("/nonexistent/dir/config.json", &c), OT_ERR_NOT_FOUND,
+                "/nonexistent/dir/config.json");
+  OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "io"), &c), OT_ERR_NOT_FOUND, "io/config.json");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_llama_fixture),
+      cmocka_unit_test(test_gpt2_fixture),
+      cmocka_unit_test(test_llama_defaults_and_variants),
+      cmocka_unit_test(test_bad_configs),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
