@@ -1,0 +1,107 @@
+/* cmd_run.c — `omptensor run MODEL_DIR`: generate from a Hugging Face model. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/prompt.h"
+#include "cli/report.h"
+#include "core/error.h"
+#include "models.h"
+
+enum { OPT_HELP = 1, OPT_IDS, OPT_FILE, OPT_MAXNEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_LOGITS };
+
+static const ot_opt run_opts[] = {
+    {"help", 'h', NULL, "show this help", OPT_HELP},
+    {"prompt-ids", 0, "IDS", "prompt as comma-separated token ids, e.g. 1,2,3", OPT_IDS},
+    {"prompt-file", 0, "FILE", "prompt from a file of token ids (commas or whitespace)", OPT_FILE},
+    {"max-new-tokens", 'n', "N", "tokens to generate (default 32)", OPT_MAXNEW},
+    {"temperature", 0, "T", "sample with temperature T (default: greedy)", OPT_TEMP},
+    {"top-k", 0, "K", "sample among the K most likely tokens", OPT_TOPK},
+    {"top-p", 0, "P", "sample from the smallest set with probability >= P", OPT_TOPP},
+    {"seed", 0, "N", "random seed for sampling (default 0)", OPT_SEED},
+    {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
+    {0}};
+
+typedef struct run_args {
+  ot_cli_session *s;
+  const char *model;
+  const char *ids_text, *ids_file;
+  ot_gen_opts gen;
+  int help;
+} run_args;
+
+static ot_status num(const char *opt, const char *v, double lo, double hi, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi))
+    return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: --%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+  *out = d;
+  return OT_OK;
+}
+
+static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
+  run_args *a = user;
+  ot_status st;
+  if (ot_cli_session_option(a->s, o, v, &st)) return st;
+  if (!o) {
+    if (a->model) return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: one model directory expected, got '%s' too", v);
+    a->model = v;
+    return OT_OK;
+  }
+  double d;
+  switch (o->id) {
+  case OPT_HELP: a->help = 1; return OT_OK;
+  case OPT_IDS: a->ids_text = v; return OT_OK;
+  case OPT_FILE: a->ids_file = v; return OT_OK;
+  case OPT_MAXNEW: OT_TRY(num(o->name, v, 0, 1e6, &d)); a->gen.max_new_tokens = (int)d; return OT_OK;
+  case OPT_TEMP: OT_TRY(num(o->name, v, 0, 100, &d)); a->gen.temperature = (float)d; a->gen.greedy = d == 0; return OT_OK;
+  case OPT_TOPK: OT_TRY(num(o->name, v, 0, 1e9, &d)); a->gen.top_k = (int)d; a->gen.greedy = 0; return OT_OK;
+  case OPT_TOPP: OT_TRY(num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
+  case OPT_SEED: OT_TRY(num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
+  case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
+  default: return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: unhandled option --%s", o->name);
+  }
+}
+
+int ot_cli_run(int argc, char **argv) {
+  const char *prog = "omptensor run";
+  ot_cli_session s;
+  ot_cli_session_init(&s, prog);
+  run_args a = {.s = &s, .gen = ot_gen_opts_default()};
+  const ot_opt *tables[] = {run_opts, ot_settings_opts(), ot_cli_common_opts(), NULL};
+  ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
+  if (st == OT_OK && a.help) {
+    printf("usage: omptensor run MODEL_DIR (--prompt-ids IDS | --prompt-file FILE) [options]\n\n"
+           "Generates tokens from a Hugging Face model directory (config.json + *.safetensors,\n"
+           "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget.\n\noptions:\n");
+    ot_args_print_help(stdout, tables);
+    ot_cli_session_end(&s);
+    return 0;
+  }
+  if (st == OT_OK && !a.model) st = ot_fail(OT_ERR_INVALID_ARG, "%s: no model directory given (see --help)", prog);
+  if (st == OT_OK && !a.ids_text == !a.ids_file)
+    st = ot_fail(OT_ERR_INVALID_ARG, "%s: give exactly one of --prompt-ids and --prompt-file", prog);
+  int32_t *ids = NULL;
+  int n_ids = 0;
+  if (st == OT_OK)
+    st = a.ids_text ? ot_cli_parse_ids(a.ids_text, "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
+  if (st == OT_OK) st = ot_cli_session_start(&s);
+  ot_lm *m = NULL;
+  if (st == OT_OK) st = ot_model_load(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), ot_cli_progress, &s, &m);
+  ot_gen_result r = {0};
+  if (st == OT_OK) {
+    a.gen.sched = s.sched;
+    a.gen.trace = s.trace;
+    a.gen.progress = ot_cli_progress;
+    a.gen.progress_user = &s;
+    st = ot_generate(m, ids, n_ids, &a.gen, &r);
+  }
+  if (st == OT_OK) st = ot_cli_report(&s, a.model, m, &r, stdout);
+  int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
+  ot_gen_result_free(&r);
+  ot_lm_destroy(m);
+  free(ids);
+  ot_cli_session_end(&s);
+  return rc;
+}

@@ -1,0 +1,138 @@
+/* common.c — see common.h. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli/common.h"
+#include "core/error.h"
+#include "models.h"
+
+int ot_cli_exit_code(ot_status s) {
+  switch (s) {
+  case OT_OK: return 0;
+  case OT_ERR_INVALID_ARG:
+  case OT_ERR_SHAPE:
+  case OT_ERR_DTYPE:
+  case OT_ERR_IO:
+  case OT_ERR_FORMAT:
+  case OT_ERR_NOT_FOUND:
+  case OT_ERR_BUDGET:
+  case OT_ERR_UNSUPPORTED: return 2;
+  default: return 1;
+  }
+}
+
+int ot_cli_fail(const char *prog, ot_status s) {
+  const char *m = ot_last_error();
+  fprintf(stderr, "%s: %s\n", prog, m[0] ? m : ot_status_str(s));
+  return ot_cli_exit_code(s);
+}
+
+enum { OPT_VERBOSE = -2000 };
+
+const ot_opt *ot_cli_common_opts(void) {
+  static const ot_opt opts[] = {
+      {"verbose", 'v', NULL, "print the settings, the plan summary and where each value came from", OPT_VERBOSE},
+      {0}};
+  return opts;
+}
+
+void ot_cli_session_init(ot_cli_session *s, const char *prog) {
+  memset(s, 0, sizeof *s);
+  s->prog = prog;
+  ot_settings_init(&s->settings);
+  s->sched = ot_sched_opts_default();
+  s->tty = isatty(STDERR_FILENO);
+}
+
+int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value, ot_status *st) {
+  *st = OT_OK;
+  if (!o) return 0;
+  if (o->id == OT_OPT_SETTING) {
+    *st = ot_settings_set_flag(&s->settings, o->name, value);
+    return 1;
+  }
+  if (o->id == OT_OPT_CONFIG) {
+    free(s->config_path);
+    s->config_path = strdup(value);
+    if (!s->config_path) *st = ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
+    return 1;
+  }
+  if (o->id == OPT_VERBOSE) {
+    s->verbose = 1;
+    return 1;
+  }
+  return 0;
+}
+
+ot_status ot_cli_session_start(ot_cli_session *s) {
+  ot_status st = ot_settings_load_env(&s->settings);
+  if (st == OT_OK && s->config_path) st = ot_settings_load_file(&s->settings, s->config_path);
+  if (st != OT_OK) return st;
+  if (s->verbose) ot_settings_print(stderr, &s->settings);
+  ot_ctx_opts o = ot_ctx_opts_default();
+  o.verbose = s->verbose;
+  OT_TRY(ot_settings_to_ctx_opts(&s->settings, &o));
+  OT_TRY(ot_ctx_create(&o, &s->ctx));
+  s->sched.strategy = (ot_strategy)s->settings.offload;
+  s->sched.device_index = 0;
+  /* Always traced: the summary (and --json) report measured bytes and peaks;
+   * the file is written only with --trace. */
+  OT_TRY(ot_trace_create(&s->trace));
+  return OT_OK;
+}
+
+void ot_cli_session_end(ot_cli_session *s) {
+  ot_trace_destroy(s->trace);
+  ot_ctx_destroy(s->ctx);
+  ot_settings_release(&s->settings);
+  free(s->config_path);
+  memset(s, 0, sizeof *s);
+}
+
+void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t b) {
+  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)b;
+  int i = 0;
+  while (v >= 1024 && i < 4) {
+    v /= 1024;
+    i++;
+  }
+  snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", v, u[i]);
+}
+
+void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total) {
+  ot_cli_session *s = user;
+  static int last_pct = -1;
+  static const char *last_what;
+  if (what != last_what) last_pct = -1, last_what = what;
+  int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
+  if (pct > 100) pct = 100;
+  if (s && s->tty) {
+    if (pct == last_pct) return;
+    int w = 30, fill = pct * w / 100;
+    fprintf(stderr, "\r%-9s [", what);
+    for (int i = 0; i < w; i++) fputc(i < fill ? '#' : ' ', stderr);
+    if (!strcmp(what, "load")) {
+      char a[32], b[32];
+      ot_cli_fmt_bytes(a, sizeof a, done);
+      ot_cli_fmt_bytes(b, sizeof b, total);
+      fprintf(stderr, "] %3d%% %s / %s", pct, a, b);
+    } else {
+      fprintf(stderr, "] %3d%% %llu / %llu", pct, (unsigned long long)done, (unsigned long long)total);
+    }
+    if (done >= total) fputc('\n', stderr);
+    fflush(stderr);
+  } else {
+    /* Not a terminal (a batch job's log): a plain line per 10 %. */
+    if (pct / 10 == last_pct / 10 && done < total) return;
+    if (pct == last_pct) return;
+    fprintf(stderr, "%s: %d%%\n", what, pct);
+  }
+  last_pct = pct;
+}
+
+ot_dtype ot_cli_weight_dtype(const ot_settings *st) {
+  if (!st->has_dtype) return OT_DTYPE_KEEP;
+  return st->dtype == OT_I8 ? OT_Q8B : st->dtype; /* --dtype int8: block-quantized int8 weights */
+}

@@ -1,0 +1,57 @@
+/* common.h (internal) — what the model-running subcommands share: settings
+ * from flags/env/--config, the context and scheduler options they imply,
+ * progress on a terminal, the JSON summary, and exit codes. */
+#ifndef OT_CLI_COMMON_H
+#define OT_CLI_COMMON_H
+
+#include <stdio.h>
+
+#include "config/argparse.h"
+#include "omptensor/omptensor.h"
+#include "omptensor/lm.h"
+#include "omptensor/sched.h"
+#include "omptensor/settings.h"
+#include "omptensor/trace.h"
+
+/* Exit status for a failed call: 2 for bad input or usage (the user can fix
+ * the command or the file), 1 for a failure while running. */
+int ot_cli_exit_code(ot_status s);
+
+/* Prints "PROG: MESSAGE" on stderr and returns the exit code for s. */
+int ot_cli_fail(const char *prog, ot_status s);
+
+/* Settings collected while parsing; --config is applied after the parse so
+ * flags win whatever their order (settings.h keeps sources apart). */
+typedef struct ot_cli_session {
+  const char *prog;
+  ot_settings settings;
+  char *config_path;
+  ot_ctx *ctx;
+  ot_trace *trace;
+  ot_sched_opts sched;
+  int verbose;
+  int tty; /* stderr is a terminal: draw progress bars */
+} ot_cli_session;
+
+void ot_cli_session_init(ot_cli_session *s, const char *prog);
+/* Handles the shared options (settings, --config, --verbose); returns 1 if it did. */
+int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value, ot_status *st);
+/* After parsing: environment, --config file, then the context, scheduler
+ * options and the trace. */
+ot_status ot_cli_session_start(ot_cli_session *s);
+void ot_cli_session_end(ot_cli_session *s);
+
+/* The shared option table (settings + --config + --verbose). */
+const ot_opt *ot_cli_common_opts(void);
+
+/* Progress callback for ot_progress_fn: a bar on a terminal, a line per 10 %
+ * otherwise. `user` is the session. */
+void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total);
+
+/* The weight dtype --dtype asks for (int8 means q8b), or keep the checkpoint's. */
+ot_dtype ot_cli_weight_dtype(const ot_settings *st);
+
+/* "1.50 GiB" */
+void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t bytes);
+
+#endif
