@@ -79,6 +79,11 @@ void ot_arena_destroy(ot_arena *a);
  * the bytes free and the largest free block. */
 ot_status ot_arena_alloc(ot_arena *a, size_t bytes, size_t *offset);
 
+/* Allocates exactly [offset, offset + bytes) (offset aligned): the planner
+ * uses it to restore a known layout (what a plan keeps resident between
+ * runs). OT_ERR_DEVICE_OOM if that range is not entirely free. */
+ot_status ot_arena_alloc_at(ot_arena *a, size_t offset, size_t bytes);
+
 /* Frees the block at `offset`, merging it with free neighbours.
  * OT_ERR_INVALID_ARG if no live block starts there. */
 ot_status ot_arena_free(ot_arena *a, size_t offset);

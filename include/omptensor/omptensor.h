@@ -6,4 +6,7 @@
 #include "omptensor/memory.h"
 #include "omptensor/context.h"
 #include "omptensor/tensor.h"
+#include "omptensor/trace.h"
+#include "omptensor/program.h"
+#include "omptensor/sched.h"
 #endif

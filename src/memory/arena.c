@@ -157,3 +157,36 @@ ot_arena_stats ot_arena_get_stats(const ot_arena *a) {
   }
   return s;
 }
+
+ot_status ot_arena_alloc_at(ot_arena *a, size_t offset, size_t bytes) {
+  if (!a) return ot_fail(OT_ERR_INVALID_ARG, "ot_arena_alloc_at: arena is NULL");
+  size_t need = align_up(bytes ? bytes : 1, a->align);
+  if (offset & (a->align - 1))
+    return ot_fail(OT_ERR_INVALID_ARG, "arena: offset %zu is not aligned to %zu", offset, a->align);
+  int i = 0;
+  while (i < a->n && a->b[i].off + a->b[i].size <= offset) i++;
+  if (i == a->n || !a->b[i].free || a->b[i].off + a->b[i].size < offset + need || need < bytes)
+    return ot_fail(OT_ERR_DEVICE_OOM, "device arena: range [%zu, %zu) is not free", offset, offset + need);
+  block f = a->b[i];
+  /* Split the free block into [f.off, offset) free, the new block, and the rest. */
+  if (f.off < offset) {
+    a->b[i].size = offset - f.off;
+    if (insert_at(a, i + 1, (block){offset, f.off + f.size - offset, 1}) != OT_OK) {
+      a->b[i].size = f.size;
+      return OT_ERR_OUT_OF_MEMORY;
+    }
+    i++;
+  }
+  if (a->b[i].size > need) {
+    block rest = {offset + need, a->b[i].size - need, 1};
+    a->b[i].size = need;
+    if (insert_at(a, i + 1, rest) != OT_OK) {
+      a->b[i].size += rest.size; /* leaves the arena consistent: nothing allocated */
+      return OT_ERR_OUT_OF_MEMORY;
+    }
+  }
+  a->b[i].free = 0;
+  a->used += need;
+  if (a->used > a->peak) a->peak = a->used;
+  return OT_OK;
+}

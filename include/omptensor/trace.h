@@ -1,0 +1,102 @@
+/* trace.h — what a run did, when, and how much device memory it held.
+ *
+ *     ot_trace *tr;
+ *     ot_trace_create(&tr);
+ *     ot_sched_run(plan, tr);
+ *     ot_trace_summary s = ot_trace_summarize(tr);
+ *     ot_trace_summary_print(&s, stdout);
+ *     ot_trace_write_chrome(tr, "run.json");   // open in https://ui.perfetto.dev
+ *     ot_trace_destroy(tr);
+ *
+ * Times are nanoseconds since the trace was created. One trace may hold
+ * several runs (each starts with an OT_TRACE_RUN event). Recording is
+ * thread-safe (the transfer thread fills in transfer times).
+ */
+#ifndef OMPTENSOR_TRACE_H
+#define OMPTENSOR_TRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_trace_kind {
+  OT_TRACE_RUN = 0,  /* a run starts; device_bytes = bytes kept resident from the last run */
+  OT_TRACE_KERNEL,   /* an op ran */
+  OT_TRACE_UPLOAD,   /* home -> device copy into a newly placed block */
+  OT_TRACE_DOWNLOAD, /* device -> home (write-back); the copy stays */
+  OT_TRACE_ALLOC,    /* a block placed with no copy (an op's output) */
+  OT_TRACE_FREE,     /* a block released (dead, dropped clean, or after write-back) */
+  OT_TRACE_KIND_COUNT
+} ot_trace_kind;
+
+/* flags */
+#define OT_TRACE_RESIDENT_OK 1u /* KERNEL: every storage of the op was resident at the planned offset */
+#define OT_TRACE_DEAD 2u        /* FREE: no later use in this run */
+#define OT_TRACE_CLEAN_DROP 4u  /* FREE: live but clean: dropped without write-back */
+#define OT_TRACE_EVICT 8u       /* FREE: evicted while live (it will be uploaded again) */
+#define OT_TRACE_PREFETCH 16u   /* UPLOAD: issued before the slot of the op that needs it */
+
+typedef struct ot_trace_event {
+  ot_trace_kind kind;
+  unsigned flags;
+  int run;                /* run number within this trace, from 0 */
+  int op;                 /* op index it belongs to (-1: end of run) */
+  int device;             /* OpenMP device number */
+  const char *name;       /* tensor (transfers, alloc, free) or op (kernel) name; owned by the trace */
+  uint64_t start_ns, end_ns;
+  uint64_t bytes;         /* bytes copied (transfers) or the block size (alloc, upload, free) */
+  int64_t block_delta;    /* change of device bytes in use: +block for UPLOAD/ALLOC, -block for FREE */
+  uint64_t device_bytes;  /* device bytes in use after this event (as issued) */
+} ot_trace_event;
+
+typedef struct ot_trace ot_trace;
+
+ot_status ot_trace_create(ot_trace **out);
+void ot_trace_destroy(ot_trace *t); /* NULL is fine */
+void ot_trace_clear(ot_trace *t);
+
+size_t ot_trace_count(const ot_trace *t);
+const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i); /* NULL if out of range */
+
+/* Chrome trace JSON: per device a process with lanes "compute" (kernels),
+ * "transfers" (uploads, downloads), "memory" (alloc/free), and a counter
+ * "device bytes". */
+ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
+
+typedef struct ot_trace_summary {
+  int runs;
+  uint64_t budget;              /* the largest budget a run declared (0: unknown) */
+  uint64_t peak_device_bytes;
+  uint64_t current_device_bytes; /* after the last event */
+  uint64_t bytes_to_device, bytes_to_host;
+  int kernels, uploads, downloads, allocs, frees;
+  int evictions;                /* frees of live copies */
+  int writebacks_avoided;       /* frees without a copy home of a dirty dead copy or a clean live one */
+  double kernel_s, transfer_s;  /* busy time on each lane */
+  double overlap_s;             /* transfer time during which a kernel ran */
+  double wall_s;                /* first event start to last event end */
+} ot_trace_summary;
+
+ot_trace_summary ot_trace_summarize(const ot_trace *t);
+void ot_trace_summary_print(const ot_trace_summary *s, FILE *f);
+
+/* Checks the trace never held more than `budget` device bytes on any device:
+ * recomputes the bytes in use from the blocks placed and freed (from each
+ * RUN event's starting bytes) and checks the recorded counter against it.
+ * Also checks every KERNEL event has OT_TRACE_RESIDENT_OK. OT_ERR_BUDGET (or
+ * OT_ERR_STATE) with the first offending event in the message. */
+ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget);
+
+/* Records the budget of the runs that follow (the executor calls it). */
+void ot_trace_set_budget(ot_trace *t, uint64_t budget);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

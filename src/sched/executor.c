@@ -1,0 +1,253 @@
+/* executor.c — ot_sched_run: replays a schedule.
+ *
+ * Kernels run on the calling thread, synchronously; transfers go to the
+ * plan's transfer thread (movement.h) and are waited for only where needed:
+ * before op i runs, the executor waits for the uploads of op i's copies and
+ * for write-backs still reading any range op i's copies occupy (a block
+ * placed for an output may sit where a copy is still being written home).
+ * An upload never needs such a wait: the queue is FIFO.
+ *
+ * Device memory: one range of the plan's extent (the highest arena offset it
+ * uses, at most the budget) allocated on the first run with
+ * ot_mem_alloc(OT_MEM_DEVICE); copies live at their planned offsets. On the
+ * host backend, and for usm on a CUDA GPU, kernels use the homes and the
+ * arena is bookkeeping only. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "memory/device.h"
+#include "sched/executor.h"
+#include "sched/movement.h"
+#include "sched/trace_impl.h"
+
+typedef struct pending {
+  size_t off, block;
+  uint64_t ticket;
+} pending;
+
+/* Run state, on the stack of ot_sched_run. */
+typedef struct run_state {
+  ot_plan *plan;
+  ot_trace *tr;
+  int run, omp_dev;
+  ot_mv_kind kind;
+  uint64_t used;
+  pending *pend;   /* write-backs that may still be reading the arena */
+  int n_pend, cap_pend;
+} run_state;
+
+static ot_mv_kind mv_kind(const ot_plan *plan) {
+  if (plan->ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(plan->dev)) return OT_MV_NONE;
+  if (plan->ctx->backend == OT_BACKEND_USM && ot_dev_is_gpu(plan->dev)) return OT_MV_PREFETCH;
+  return OT_MV_COPY;
+}
+
+void ot_exec_release(ot_plan *plan) {
+  if (plan->mv) ot_movement_wait_all(plan->mv);
+  ot_movement_destroy(plan->mv);
+  plan->mv = NULL;
+  if (plan->base) ot_mem_free(OT_MEM_DEVICE, plan->dev, plan->base);
+  plan->base = NULL;
+  free(plan->xs);
+  plan->xs = NULL;
+  free(plan->args);
+  plan->args = NULL;
+}
+
+static ot_status prepare(ot_plan *plan) {
+  if (plan->mv) return OT_OK;
+  const ot_program *p = plan->prog;
+  ot_mv_kind kind = mv_kind(plan);
+  plan->xs = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->xs);
+  plan->args = calloc((size_t)(p->max_args ? p->max_args : 1), sizeof *plan->args);
+  if (!plan->xs || !plan->args) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory");
+  if (kind == OT_MV_COPY && plan->extent)
+    OT_TRY(ot_fail_context(ot_mem_alloc(OT_MEM_DEVICE, plan->dev, plan->extent, &plan->base) == OT_OK
+                               ? OT_OK
+                               : OT_ERR_DEVICE_OOM,
+                           "device %d: allocating the plan's arena of %zu bytes", plan->dev, plan->extent));
+  OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), &plan->mv));
+  if (kind == OT_MV_PREFETCH)
+    for (int i = 0; i < p->n_st; i++)
+      if (!(p->st[i].role & (OT_ROLE_WRITTEN | OT_ROLE_INPUT)))
+        ot_movement_advise_read_mostly(plan->mv, p->st[i].st->home, p->st[i].bytes);
+  return OT_OK;
+}
+
+/* Device address of byte 0 of storage s. */
+static char *dev_addr(const run_state *r, int s) {
+  const ot_plan *plan = r->plan;
+  const ot_prog_storage *ps = &plan->prog->st[s];
+  if (r->kind != OT_MV_COPY || !ps->block) return ps->st->home;
+  return (char *)plan->base + plan->xs[s].off;
+}
+
+static size_t record(run_state *r, ot_trace_kind k, unsigned flags, int op, const char *name, uint64_t bytes,
+                     int64_t delta) {
+  if (!r->tr) return (size_t)-1;
+  uint64_t t = ot_now_ns();
+  ot_trace_event e = {k, flags, r->run, op, r->omp_dev, name, t, t, bytes, delta, r->used};
+  return ot_trace_add(r->tr, &e);
+}
+
+static ot_status add_pending(run_state *r, size_t off, size_t block, uint64_t ticket) {
+  int m = 0; /* drop finished ones first */
+  for (int k = 0; k < r->n_pend; k++)
+    if (!ot_movement_done(r->plan->mv, r->pend[k].ticket)) r->pend[m++] = r->pend[k];
+  r->n_pend = m;
+  if (r->n_pend == r->cap_pend) {
+    int nc = r->cap_pend ? r->cap_pend * 2 : 16;
+    pending *np = realloc(r->pend, (size_t)nc * sizeof *np);
+    if (!np) return ot_movement_wait(r->plan->mv, ticket); /* no room to remember it: wait now */
+    r->pend = np;
+    r->cap_pend = nc;
+  }
+  r->pend[r->n_pend++] = (pending){off, block, ticket};
+  return OT_OK;
+}
+
+static ot_status do_event(run_state *r, const ot_plan_event *e) {
+  ot_plan *plan = r->plan;
+  const ot_prog_storage *ps = &plan->prog->st[e->st];
+  ot_exec_storage *x = &plan->xs[e->st];
+  switch ((ot_ev_kind)e->kind) {
+  case OT_EV_UPLOAD:
+  case OT_EV_ALLOC: {
+    if (x->resident) return ot_fail(OT_ERR_STATE, "executor: '%s' placed twice (planner bug)", ps->name);
+    x->resident = 1;
+    x->off = e->off;
+    x->ready = 0;
+    r->used += e->block;
+    if (e->kind == OT_EV_ALLOC) {
+      record(r, OT_TRACE_ALLOC, 0, e->op, ps->name, e->block, (int64_t)e->block);
+      return OT_OK;
+    }
+    size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
+    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, r->tr, ev);
+    return OT_OK;
+  }
+  case OT_EV_DOWNLOAD: {
+    if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: write-back of '%s', not resident (planner bug)", ps->name);
+    size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
+    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, r->tr, ev);
+    return t ? add_pending(r, x->off, e->block, t) : OT_OK;
+  }
+  case OT_EV_FREE:
+    if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: free of '%s', not resident (planner bug)", ps->name);
+    x->resident = 0;
+    r->used -= e->block;
+    if (r->kind == OT_MV_PREFETCH) ot_movement_release(plan->mv, ps->st->home, ps->bytes);
+    record(r, OT_TRACE_FREE, e->flags, e->op, ps->name, e->block, -(int64_t)e->block);
+    return OT_OK;
+  }
+  return OT_OK;
+}
+
+/* Waits until op i's copies are uploaded and no write-back still reads
+ * their ranges; says whether all of them are resident where planned. */
+static ot_status wait_for_op(run_state *r, int i, int *ok) {
+  const ot_plan *plan = r->plan;
+  const ot_op *o = &plan->prog->ops[i];
+  *ok = 1;
+  for (int k = 0; k < o->n_acc; k++) {
+    int s = o->acc[k].st;
+    const ot_prog_storage *ps = &plan->prog->st[s];
+    const ot_exec_storage *x = &plan->xs[s];
+    if (!ps->block) continue;
+    if (!x->resident) {
+      *ok = 0;
+      continue;
+    }
+    OT_TRY(ot_movement_wait(plan->mv, x->ready));
+    for (int q = 0; q < r->n_pend; q++)
+      if (r->pend[q].off < x->off + ps->block && x->off < r->pend[q].off + r->pend[q].block)
+        OT_TRY(ot_movement_wait(plan->mv, r->pend[q].ticket));
+  }
+  return OT_OK;
+}
+
+static ot_status run_op(run_state *r, int i) {
+  ot_plan *plan = r->plan;
+  ot_program *p = plan->prog;
+  const ot_op *o = &p->ops[i];
+  int ok;
+  OT_TRY(wait_for_op(r, i, &ok));
+  for (int k = 0; k < o->n_in + o->n_out; k++) plan->args[k] = dev_addr(r, o->ts[k]) + ot_tensor_byte_offset(o->t[k]);
+  ot_op_exec e = {r->omp_dev, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
+                  o->params, o->params_bytes, p->scalars, p->n_scalars};
+  if (!ok) {
+    record(r, OT_TRACE_KERNEL, 0, i, o->name, 0, 0);
+    return ot_fail(OT_ERR_STATE, "executor: op '%s' (#%d) would run without all its tensors on device %d (planner bug)",
+                   o->name, i, plan->dev);
+  }
+  uint64_t t0 = ot_now_ns();
+  ot_status s = o->run(&e);
+  uint64_t t1 = ot_now_ns();
+  if (r->tr) {
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->omp_dev, o->name, t0, t1, 0, 0, r->used};
+    ot_trace_add(r->tr, &ev);
+  }
+  if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d)", o->name, i);
+  return OT_OK;
+}
+
+/* Sets the executor's view of what is resident when a schedule starts. */
+static ot_status start_state(run_state *r, const ot_schedule *sc) {
+  ot_plan *plan = r->plan;
+  const ot_program *p = plan->prog;
+  if (sc == &plan->first) {
+    for (int i = 0; i < p->n_st; i++) plan->xs[i] = (ot_exec_storage){0, 0, 0};
+    return OT_OK;
+  }
+  for (int k = 0; k < sc->n_start; k++) {
+    const ot_exec_storage *x = &plan->xs[sc->start[k].st];
+    if (!x->resident || x->off != sc->start[k].off)
+      return ot_fail(OT_ERR_STATE, "executor: kept copy '%s' is not where the plan left it (planner bug)",
+                     p->st[sc->start[k].st].name);
+    r->used += p->st[sc->start[k].st].block;
+  }
+  return OT_OK;
+}
+
+static ot_status run_schedule(run_state *r, const ot_schedule *sc) {
+  const ot_program *p = r->plan->prog;
+  OT_TRY(start_state(r, sc));
+  record(r, OT_TRACE_RUN, 0, -1, "run", 0, 0);
+  for (int slot = 0; slot <= p->n_ops; slot++) {
+    for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) OT_TRY(do_event(r, &sc->ev[x]));
+    if (slot < p->n_ops) OT_TRY(run_op(r, slot));
+  }
+  return OT_OK;
+}
+
+ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
+  if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_run: plan is NULL");
+  if (plan->version != plan->prog->version)
+    return ot_fail(OT_ERR_STATE, "ot_sched_run: the program changed after it was planned (ops or marks added); "
+                                 "plan it again");
+  OT_TRY(prepare(plan));
+  run_state r = {0};
+  r.plan = plan;
+  r.tr = trace;
+  r.omp_dev = ot_omp_device(plan->dev);
+  r.kind = mv_kind(plan);
+  r.run = trace ? ot_trace_next_run(trace) : 0;
+  if (trace) ot_trace_set_budget(trace, plan->budget);
+  const ot_schedule *sc = plan->runs ? &plan->steady : &plan->first;
+  ot_status s = run_schedule(&r, sc);
+  ot_status w = ot_movement_wait_all(plan->mv);
+  if (s == OT_OK) s = w;
+  free(r.pend);
+  if (s != OT_OK) {
+    plan->runs = 0; /* the device state is unknown: start the next run from nothing */
+    return s;
+  }
+  plan->runs++;
+  return OT_OK;
+}
+
+void ot_sched_invalidate(ot_plan *plan) {
+  if (plan) plan->runs = 0;
+}

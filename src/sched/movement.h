@@ -1,0 +1,59 @@
+/* movement.h (internal) — moving bytes between homes and a device, off the
+ * compute thread.
+ *
+ * One transfer thread per plan runs a FIFO queue of blocking copies
+ * (omp_target_memcpy: on a GPU from pinned memory it runs at the PCIe bound
+ * on its own stream while the kernels of the main thread run; GPU.md). Every
+ * transfer gets a ticket; tickets complete in order, so waiting for one
+ * means waiting until the queue has passed it, and an upload queued after a
+ * write-back of the same region never overtakes it.
+ *
+ * Kinds:
+ *   OT_MV_NONE      the host backend: nothing moves; transfers complete at
+ *                   once (and are still traced with their bytes)
+ *   OT_MV_COPY      map (and usm on emulated devices): copies between the
+ *                   home and the plan's device arena
+ *   OT_MV_PREFETCH  usm on a CUDA GPU: kernels use the managed home itself;
+ *                   an upload prefetches its pages to the device, a
+ *                   write-back or a release prefetches them to the host
+ *                   (cudaMemPrefetchAsync, CUDA 13 signature, on the
+ *                   thread's own stream). Not tested here (no GPU in CI).
+ */
+#ifndef OT_SCHED_MOVEMENT_H
+#define OT_SCHED_MOVEMENT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+#include "omptensor/trace.h"
+
+typedef enum ot_mv_kind { OT_MV_NONE = 0, OT_MV_COPY, OT_MV_PREFETCH } ot_mv_kind;
+
+typedef struct ot_movement ot_movement;
+
+/* `dev`: OpenMP device number of the device side. */
+ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out);
+void ot_movement_destroy(ot_movement *m); /* waits for the queue; NULL is fine */
+
+/* Queue a copy of `bytes` home -> device (up) or device -> home (down).
+ * The trace event `ev` (of trace `tr`, may be NULL) gets the start and end
+ * times. Returns the ticket. */
+uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, ot_trace *tr,
+                            size_t ev);
+uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, ot_trace *tr,
+                              size_t ev);
+/* OT_MV_PREFETCH: moves the pages of a dropped copy off the device (no-op
+ * for the other kinds, where the arena block is simply reused). */
+void ot_movement_release(ot_movement *m, void *home, size_t bytes);
+/* usm: advise that a range is read-mostly (weights). */
+void ot_movement_advise_read_mostly(ot_movement *m, void *home, size_t bytes);
+
+/* Has ticket t completed? (never blocks) */
+int ot_movement_done(ot_movement *m, uint64_t t);
+/* Blocks until ticket t (0: nothing) has completed. OT_ERR_DEVICE if any
+ * transfer so far failed (the message names it). */
+ot_status ot_movement_wait(ot_movement *m, uint64_t t);
+ot_status ot_movement_wait_all(ot_movement *m);
+
+#endif

@@ -1,0 +1,141 @@
+/* plan.c — ot_sched_plan: checks, feasibility, the two schedules. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "core/context_impl.h"
+#include "core/error.h"
+#include "sched/executor.h"
+#include "sched/plan_impl.h"
+
+static const char *const strategy_names[OT_STRATEGY_COUNT] = {"none", "minimal", "balanced", "aggressive"};
+
+const char *ot_strategy_name(ot_strategy s) { return (unsigned)s < OT_STRATEGY_COUNT ? strategy_names[s] : "?"; }
+
+ot_status ot_strategy_parse(const char *s, ot_strategy *out) {
+  for (int i = 0; s && i < OT_STRATEGY_COUNT; i++)
+    if (strcasecmp(s, strategy_names[i]) == 0) {
+      *out = (ot_strategy)i;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "unknown offload strategy '%s' (use none, minimal, balanced or aggressive)",
+                 s ? s : "(null)");
+}
+
+ot_sched_opts ot_sched_opts_default(void) {
+  ot_sched_opts o;
+  memset(&o, 0, sizeof o);
+  o.strategy = OT_STRATEGY_BALANCED;
+  return o;
+}
+
+static uint64_t working_set(const ot_program *p, int i) {
+  uint64_t b = 0;
+  for (int k = 0; k < p->ops[i].n_acc; k++) b += p->st[p->ops[i].acc[k].st].block;
+  return b;
+}
+
+ot_status ot_sched_min_budget(const ot_program *prog, uint64_t *bytes, int *op) {
+  if (!prog || !bytes) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_min_budget: NULL argument");
+  uint64_t best = 0;
+  int at = -1;
+  for (int i = 0; i < prog->n_ops; i++) {
+    uint64_t w = working_set(prog, i);
+    if (at < 0 || w > best) {
+      best = w;
+      at = i;
+    }
+  }
+  *bytes = best;
+  if (op) *op = at;
+  return OT_OK;
+}
+
+/* The first op whose working set does not fit, named in the error. */
+static ot_status check_feasible(const ot_plan *plan) {
+  const ot_program *p = plan->prog;
+  for (int i = 0; i < p->n_ops; i++) {
+    uint64_t w = working_set(p, i);
+    if (w <= plan->capacity) continue;
+    const ot_op *o = &p->ops[i];
+    char list[256] = "";
+    size_t len = 0;
+    for (int k = 0; k < o->n_acc && len < sizeof list - 1; k++) {
+      const ot_prog_storage *s = &p->st[o->acc[k].st];
+      int n = snprintf(list + len, sizeof list - len, "%s%s %zu", k ? ", " : "", s->name, s->block);
+      if (n < 0) break;
+      len += (size_t)n;
+    }
+    return ot_fail(OT_ERR_BUDGET,
+                   "op '%s' (#%d) needs %llu bytes on device %d at once (%s; each rounded up to %d) but the budget "
+                   "is %llu bytes; give a budget of at least %llu bytes",
+                   o->name, i, (unsigned long long)w, plan->dev, list, OT_SCHED_ALIGN,
+                   (unsigned long long)plan->budget, (unsigned long long)w);
+  }
+  return OT_OK;
+}
+
+static int debug_plan(void) {
+  const char *e = getenv("OMPTENSOR_DEBUG");
+  return e && strstr(e, "plan") != NULL;
+}
+
+static size_t extent_of(const ot_schedule *s) {
+  size_t x = 0;
+  for (int k = 0; k < s->n_ev; k++)
+    if (s->ev[k].off + s->ev[k].block > x) x = s->ev[k].off + s->ev[k].block;
+  return x;
+}
+
+ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: out is NULL");
+  *out = NULL;
+  if (!ctx || !prog) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: context or program is NULL");
+  if (prog->ctx != ctx) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: the program belongs to another context");
+  ot_sched_opts o = opts ? *opts : ot_sched_opts_default();
+  if ((unsigned)o.strategy >= OT_STRATEGY_COUNT)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: unknown strategy %d", (int)o.strategy);
+  if (o.device_index < 0 || o.device_index >= ctx->n_dev)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: device index %d, but the context uses %d device(s)",
+                   o.device_index, ctx->n_dev);
+  /* The analysis is a cache inside the program (roles depend on the marks). */
+  OT_TRY(ot_program_analyse((ot_program *)prog));
+  ot_plan *plan = calloc(1, sizeof *plan);
+  if (!plan) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_plan: no host memory");
+  plan->ctx = ctx;
+  plan->prog = (ot_program *)prog;
+  plan->version = prog->version;
+  plan->strategy = o.strategy;
+  plan->dev_index = o.device_index;
+  plan->dev = ctx->dev[o.device_index];
+  plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
+  uint64_t cap = plan->budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
+  plan->capacity = cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
+  ot_status s = o.strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
+  if (s == OT_OK) s = ot_plan_build(plan);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->first, prog, plan->strategy, plan->capacity);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->steady, prog, plan->strategy, plan->capacity);
+  if (s != OT_OK) {
+    ot_plan_destroy(plan);
+    return s;
+  }
+  size_t e1 = extent_of(&plan->first), e2 = extent_of(&plan->steady);
+  plan->extent = e1 > e2 ? e1 : e2;
+  if (debug_plan()) ot_plan_print(plan, stderr);
+  *out = plan;
+  return OT_OK;
+}
+
+void ot_plan_destroy(ot_plan *plan) {
+  if (!plan) return;
+  ot_exec_release(plan);
+  ot_schedule_free(&plan->first);
+  ot_schedule_free(&plan->steady);
+  free(plan);
+}
+
+ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
+  ot_plan_stats z = {0};
+  if (!plan) return z;
+  return steady ? plan->steady.stats : plan->first.stats;
+}

@@ -1,0 +1,91 @@
+/* plan_impl.h (internal) — a plan: the decisions of the planner, replayed by
+ * the executor.
+ *
+ * A schedule is one run's list of events, sorted by slot: slot i holds what
+ * happens before op i runs (slot n_ops: after the last op). Within a slot,
+ * write-backs come first, then frees, then placements (uploads and allocs),
+ * so a placement may reuse space freed in its own slot. */
+#ifndef OT_SCHED_PLAN_IMPL_H
+#define OT_SCHED_PLAN_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/sched.h"
+#include "sched/program_impl.h"
+
+typedef enum ot_ev_kind { OT_EV_DOWNLOAD = 0, OT_EV_FREE, OT_EV_UPLOAD, OT_EV_ALLOC } ot_ev_kind;
+
+/* Why an event is there (ot_plan_print says it in words). */
+typedef enum ot_ev_reason {
+  OT_WHY_FIRST_USE = 0, /* upload: the op reads it and it is not resident */
+  OT_WHY_RELOAD,        /* upload: it was evicted earlier in the run */
+  OT_WHY_OUTPUT,        /* alloc: the op writes all of it; no copy needed */
+  OT_WHY_DEAD,          /* free: no later use (and not kept for the next run) */
+  OT_WHY_EVICT,         /* free (+ write-back if dirty): space for another copy */
+  OT_WHY_RELOCATE,      /* free (+ write-back): the op's own copies blocked every placement */
+  OT_WHY_LAST_WRITE,    /* download: output/persistent written home after its last write */
+  OT_WHY_NOT_KEPT,      /* free at the end: not in the set kept between runs */
+  OT_WHY_ALL_RESIDENT,  /* strategy none: placed for the whole run */
+} ot_ev_reason;
+
+typedef struct ot_plan_event {
+  int slot;           /* issued before op `slot` (n_ops: at the end of the run) */
+  int op;             /* the op it serves / the slot the planner decided it in */
+  unsigned char kind, why;
+  unsigned flags;     /* OT_TRACE_* flags for the trace */
+  int st;             /* storage index in the program */
+  size_t off, block;  /* arena range */
+  int next_use;       /* evictions: next use (>= n_ops: in the next run); -1 none */
+  int for_st;         /* evictions: the storage it made room for (-1) */
+} ot_plan_event;
+
+typedef struct ot_resident {
+  int st;
+  size_t off;
+} ot_resident;
+
+typedef struct ot_schedule {
+  int n_ev, cap_ev;
+  ot_plan_event *ev;
+  int *slot_start;    /* [n_ops + 2]: first event of each slot */
+  int n_start;
+  ot_resident *start; /* copies resident (clean) when the run starts */
+  ot_plan_stats stats;
+} ot_schedule;
+
+struct ot_movement;
+
+/* Executor state of one storage. */
+typedef struct ot_exec_storage {
+  int resident;
+  size_t off;
+  uint64_t ready;     /* transfer that must finish before a kernel uses it (0: none) */
+} ot_exec_storage;
+
+struct ot_plan {
+  ot_ctx *ctx;
+  ot_program *prog;
+  uint64_t version;   /* the program version planned */
+  ot_strategy strategy;
+  int dev_index, dev; /* context index and device number (OT_DEVICE_HOST for the host) */
+  uint64_t budget;
+  size_t capacity;    /* arena bytes: budget rounded down to OT_SCHED_ALIGN */
+  size_t extent;      /* highest arena offset any schedule uses */
+  ot_schedule first, steady;
+  /* executor */
+  int runs;           /* runs done since the last invalidate */
+  void *base;         /* device arena (extent bytes), NULL until the first run */
+  struct ot_movement *mv;
+  ot_exec_storage *xs; /* [n_st] */
+  void **args;        /* [max_args] device addresses for ot_op_exec */
+};
+
+/* Builds the two schedules (planner.c). */
+ot_status ot_plan_build(ot_plan *plan);
+/* Moves uploads (and victims' frees) earlier per strategy, then sorts (prefetch.c). */
+ot_status ot_schedule_finish(ot_schedule *s, const ot_program *p, ot_strategy strat, size_t capacity);
+ot_status ot_schedule_push(ot_schedule *s, ot_plan_event e);
+void ot_schedule_free(ot_schedule *s);
+
+#endif

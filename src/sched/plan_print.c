@@ -1,0 +1,70 @@
+/* plan_print.c — every decision of a plan with its reason
+ * (ot_plan_print, OMPTENSOR_DEBUG=plan). */
+#include <stdio.h>
+
+#include "sched/plan_impl.h"
+
+static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
+  const ot_program *p = plan->prog;
+  const ot_prog_storage *s = &p->st[e->st];
+  int n = p->n_ops;
+  static const char *const kind[] = {"download", "free", "upload", "alloc"};
+  fprintf(f, "    %-8s %-24s [%zu, +%zu) ", kind[e->kind], s->name, e->off, e->block);
+  switch ((ot_ev_reason)e->why) {
+  case OT_WHY_FIRST_USE: fprintf(f, "op #%d reads it; first use", e->op); break;
+  case OT_WHY_RELOAD: fprintf(f, "op #%d reads it; evicted earlier", e->op); break;
+  case OT_WHY_OUTPUT: fprintf(f, "op #%d writes all of it; nothing to copy", e->op); break;
+  case OT_WHY_DEAD: fprintf(f, "dead: last use was op #%d", s->last_use); break;
+  case OT_WHY_EVICT:
+  case OT_WHY_RELOCATE:
+    if (e->kind == OT_EV_DOWNLOAD) {
+      fprintf(f, "dirty and used again: written home before eviction");
+      break;
+    }
+    fprintf(f, "%s for '%s' at op #%d; next use %s#%d%s", e->why == OT_WHY_EVICT ? "evicted" : "relocated",
+            e->for_st >= 0 ? p->st[e->for_st].name : "?", e->op, e->next_use >= n ? "next run op " : "op ",
+            e->next_use >= n ? e->next_use - n : e->next_use,
+            e->flags & OT_TRACE_CLEAN_DROP ? " (clean: dropped without write-back)" : "");
+    break;
+  case OT_WHY_LAST_WRITE: fprintf(f, "output/persistent: home after its last write (op #%d)", s->last_write); break;
+  case OT_WHY_NOT_KEPT: fprintf(f, "not in the set kept between runs"); break;
+  case OT_WHY_ALL_RESIDENT: fprintf(f, "strategy none: resident for the whole run"); break;
+  }
+  if (e->flags & OT_TRACE_PREFETCH) fprintf(f, " (prefetched %d op(s) ahead)", e->op - e->slot);
+  fputc('\n', f);
+}
+
+static void print_schedule(FILE *f, const ot_plan *plan, const ot_schedule *s, const char *title) {
+  const ot_program *p = plan->prog;
+  const ot_plan_stats *st = &s->stats;
+  fprintf(f, "  %s: starts with %d kept cop%s (%llu bytes); %d uploads (%llu bytes), %d write-backs (%llu bytes), "
+             "%d evictions, %d allocs, peak %llu bytes\n",
+          title, s->n_start, s->n_start == 1 ? "y" : "ies", (unsigned long long)st->kept_bytes, st->uploads,
+          (unsigned long long)st->bytes_up, st->downloads, (unsigned long long)st->bytes_down, st->evictions,
+          st->allocs, (unsigned long long)st->peak_bytes);
+  for (int k = 0; k < s->n_start; k++)
+    fprintf(f, "    kept     %-24s [%zu, +%zu)\n", p->st[s->start[k].st].name, s->start[k].off,
+            p->st[s->start[k].st].block);
+  for (int slot = 0; slot <= p->n_ops; slot++) {
+    for (int x = s->slot_start[slot]; x < s->slot_start[slot + 1]; x++) print_event(f, plan, &s->ev[x]);
+    if (slot < p->n_ops) fprintf(f, "  op #%d %s\n", slot, p->ops[slot].name);
+  }
+}
+
+void ot_plan_print(const ot_plan *plan, FILE *f) {
+  if (!plan || !f) return;
+  const ot_program *p = plan->prog;
+  fprintf(f, "plan: %d ops, %d tensors, strategy %s, device %d, budget %llu bytes (arena %zu, used up to %zu)\n",
+          p->n_ops, p->n_st, ot_strategy_name(plan->strategy), plan->dev, (unsigned long long)plan->budget,
+          plan->capacity, plan->extent);
+  for (int i = 0; i < p->n_st; i++) {
+    const ot_prog_storage *s = &p->st[i];
+    unsigned r = s->role;
+    fprintf(f, "  tensor %-24s %10zu bytes, ops #%d..#%d, %s%s%s%s\n", s->name, s->bytes, s->first_use, s->last_use,
+            r & OT_ROLE_INPUT ? "input" : !(r & OT_ROLE_WRITTEN) ? "weight" : (r & OT_ROLE_WRITEBACK) ? "result" : "temporary",
+            r & OT_ROLE_NEEDS_HOME ? ", read from home" : "", r & OT_ROLE_WRITEBACK ? ", written home" : "",
+            r & OT_ROLE_KEEP ? ", may stay between runs" : "");
+  }
+  print_schedule(f, plan, &plan->first, "first run");
+  print_schedule(f, plan, &plan->steady, "replays");
+}

@@ -1,0 +1,401 @@
+/* planner.c — residency on paper: which copies are on the device before each
+ * op, where in the arena, and what is evicted, written home or freed.
+ *
+ * The simulation walks the ops in order with an ot_arena of the budget's
+ * size. Before op i, every storage op i touches must be resident; a missing
+ * one is placed by best fit, and if no free block is large enough the
+ * cheapest contiguous range of evictable copies is evicted (sched.h explains
+ * the cost). After op i, outputs and persistent tensors whose last write was
+ * op i are written home, and copies with no later use are freed unless they
+ * may be kept for the next run.
+ *
+ * Next uses wrap around: a kept copy (weight, persistent) with no later use in
+ * this run is next used at n_ops + its first use, so the copies the next run
+ * needs first are the last to go. Between runs the plan keeps a fixed set S
+ * of copies: a run starts with S and must end with S resident at the same
+ * offsets. S is found by iteration: S0 = what the first run ends with;
+ * S(k+1) = S(k) ∩ (what a run started from S(k) ends with); the sets shrink,
+ * so this stops, at worst at the empty set. */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "sched/plan_impl.h"
+
+typedef struct sim {
+  const ot_program *p;
+  ot_arena *arena;
+  ot_schedule *out;
+  int n_st;
+  char *res, *dirty;
+  size_t *off;
+  int *pin;    /* op index that pins it (-1) */
+  int *evicted; /* evicted earlier in this run */
+  ot_resident *tmp; /* [n_st] scratch for window search */
+} sim;
+
+void ot_schedule_free(ot_schedule *s) {
+  free(s->ev);
+  free(s->slot_start);
+  free(s->start);
+  memset(s, 0, sizeof *s);
+}
+
+ot_status ot_schedule_push(ot_schedule *s, ot_plan_event e) {
+  if (s->n_ev == s->cap_ev) {
+    int nc = s->cap_ev ? s->cap_ev * 2 : 64;
+    ot_plan_event *ne = realloc(s->ev, (size_t)nc * sizeof *ne);
+    if (!ne) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory for events");
+    s->ev = ne;
+    s->cap_ev = nc;
+  }
+  s->ev[s->n_ev++] = e;
+  return OT_OK;
+}
+
+static void sim_free(sim *m) {
+  ot_arena_destroy(m->arena);
+  free(m->res);
+  free(m->dirty);
+  free(m->off);
+  free(m->pin);
+  free(m->evicted);
+  free(m->tmp);
+}
+
+static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *out) {
+  memset(m, 0, sizeof *m);
+  m->p = p;
+  m->out = out;
+  m->n_st = p->n_st;
+  size_t n = (size_t)(p->n_st ? p->n_st : 1);
+  m->res = calloc(n, 1);
+  m->dirty = calloc(n, 1);
+  m->off = calloc(n, sizeof *m->off);
+  m->pin = malloc(n * sizeof *m->pin);
+  m->evicted = calloc(n, sizeof *m->evicted);
+  m->tmp = malloc(n * sizeof *m->tmp);
+  if (!m->res || !m->dirty || !m->off || !m->pin || !m->evicted || !m->tmp) {
+    sim_free(m);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  }
+  for (int i = 0; i < p->n_st; i++) m->pin[i] = -1;
+  ot_status s = ot_arena_create(cap, OT_SCHED_ALIGN, &m->arena);
+  if (s != OT_OK) sim_free(m);
+  return s;
+}
+
+static ot_status emit(sim *m, int slot, ot_ev_kind k, ot_ev_reason why, unsigned flags, int st) {
+  ot_plan_event e = {slot, slot, (unsigned char)k, (unsigned char)why, flags, st, m->off[st],
+                     m->p->st[st].block, -1, -1};
+  return ot_schedule_push(m->out, e);
+}
+
+/* First use of storage s at op >= i; wraps to the next run for kept copies. */
+static int next_use(const ot_program *p, int s, int i) {
+  const ot_prog_storage *ps = &p->st[s];
+  int lo = 0, hi = ps->n_uses;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (ps->uses[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  if (lo < ps->n_uses) return ps->uses[lo];
+  if ((ps->role & OT_ROLE_KEEP) && ps->n_uses) return p->n_ops + ps->first_use;
+  return INT_MAX;
+}
+
+/* Cost of evicting s at op i: bytes to move back (twice for a dirty copy,
+ * which is written home first) over the distance to its next use. */
+static double evict_cost(const sim *m, int s, int i) {
+  int nu = next_use(m->p, s, i);
+  double bytes = (double)m->p->st[s].block * (m->dirty[s] ? 2.0 : 1.0);
+  if (nu == INT_MAX) return 0.0;
+  return bytes / (double)(nu - i + 1);
+}
+
+static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
+  int nu = next_use(m->p, s, i);
+  int live = nu != INT_MAX;
+  unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD;
+  if (m->dirty[s] && live) {
+    OT_TRY(emit(m, i, OT_EV_DOWNLOAD, why, 0, s));
+    m->dirty[s] = 0;
+  } else if (!m->dirty[s] && live) {
+    fl |= OT_TRACE_CLEAN_DROP;
+  }
+  OT_TRY(emit(m, i, OT_EV_FREE, why, fl, s));
+  m->out->ev[m->out->n_ev - 1].next_use = nu == INT_MAX ? -1 : nu;
+  m->out->ev[m->out->n_ev - 1].for_st = for_st;
+  OT_TRY(ot_arena_free(m->arena, m->off[s]));
+  m->res[s] = 0;
+  m->dirty[s] = 0;
+  m->evicted[s] = 1;
+  return OT_OK;
+}
+
+static int cmp_off(const void *a, const void *b) {
+  size_t x = ((const ot_resident *)a)->off, y = ((const ot_resident *)b)->off;
+  return x < y ? -1 : x > y;
+}
+
+/* The cheapest run of consecutive unpinned resident copies whose eviction
+ * leaves a free range of `need` bytes; evicts it. *found = 0 if every such
+ * range contains a copy op i uses. */
+static ot_status evict_window(sim *m, int i, size_t need, int for_st, int *found) {
+  int r = 0;
+  for (int s = 0; s < m->n_st; s++)
+    if (m->res[s]) m->tmp[r++] = (ot_resident){s, m->off[s]};
+  qsort(m->tmp, (size_t)r, sizeof *m->tmp, cmp_off);
+  size_t cap = ot_arena_get_stats(m->arena).capacity;
+  int best_a = -1, best_b = -1;
+  double best = 0;
+  for (int a = 0; a <= r; a++) {
+    size_t lo = a == 0 ? 0 : m->tmp[a - 1].off + m->p->st[m->tmp[a - 1].st].block;
+    double cost = 0;
+    for (int b = a; b <= r; b++) {
+      size_t hi = b == r ? cap : m->tmp[b].off;
+      if (hi - lo >= need) {
+        if (best_a < 0 || cost < best) {
+          best = cost;
+          best_a = a;
+          best_b = b;
+        }
+        break;
+      }
+      if (b == r || m->pin[m->tmp[b].st] == i) break;
+      cost += evict_cost(m, m->tmp[b].st, i);
+    }
+  }
+  *found = best_a >= 0;
+  for (int k = best_a; *found && k < best_b; k++) OT_TRY(evict(m, m->tmp[k].st, i, OT_WHY_EVICT, for_st));
+  return OT_OK;
+}
+
+static int cmp_block_desc(const void *a, const void *b, void *pv) {
+  const ot_program *p = pv;
+  size_t x = p->st[*(const int *)a].block, y = p->st[*(const int *)b].block;
+  if (x != y) return x > y ? -1 : 1;
+  return *(const int *)a - *(const int *)b;
+}
+
+/* Insertion sort (ops touch a handful of storages). */
+static void sort_missing(int *v, int n, const ot_program *p) {
+  for (int a = 1; a < n; a++)
+    for (int b = a; b > 0 && cmp_block_desc(&v[b - 1], &v[b], (void *)p) > 0; b--) {
+      int t = v[b];
+      v[b] = v[b - 1];
+      v[b - 1] = t;
+    }
+}
+
+/* Makes every storage op i touches resident; *missing gets those placed. */
+static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
+  const ot_op *o = &m->p->ops[i];
+  for (int k = 0; k < o->n_acc; k++) m->pin[o->acc[k].st] = i;
+  int nm = 0;
+  for (int k = 0; k < o->n_acc; k++) {
+    int s = o->acc[k].st;
+    if (!m->res[s] && m->p->st[s].block) missing[nm++] = s;
+  }
+  sort_missing(missing, nm, m->p);
+  *n_missing = nm;
+  for (int k = 0; k < nm; k++) {
+    int s = missing[k];
+    size_t need = m->p->st[s].block;
+    int found = 1;
+    while (found && ot_arena_alloc(m->arena, need, &m->off[s]) != OT_OK)
+      OT_TRY(evict_window(m, i, need, s, &found));
+    if (found) {
+      m->res[s] = 1;
+      continue;
+    }
+    /* The op's own copies split the arena: undo this op's placements (no
+     * event was emitted for them yet), evict everything (writing the op's
+     * dirty copies home), and place all of the op's storages, largest first,
+     * in the empty arena: that always fits when the working set does. */
+    for (int q = 0; q < k; q++) {
+      OT_TRY(ot_arena_free(m->arena, m->off[missing[q]]));
+      m->res[missing[q]] = 0;
+    }
+    for (int t = 0; t < m->n_st; t++)
+      if (m->res[t]) OT_TRY(evict(m, t, i, m->pin[t] == i ? OT_WHY_RELOCATE : OT_WHY_EVICT, s));
+    nm = 0;
+    for (int q = 0; q < o->n_acc; q++)
+      if (m->p->st[o->acc[q].st].block) missing[nm++] = o->acc[q].st;
+    sort_missing(missing, nm, m->p);
+    for (int q = 0; q < nm; q++) {
+      OT_TRY(ot_arena_alloc(m->arena, m->p->st[missing[q]].block, &m->off[missing[q]]));
+      m->res[missing[q]] = 1;
+    }
+    *n_missing = nm;
+    break;
+  }
+  return OT_OK;
+}
+
+static ot_status sim_op(sim *m, int i, int *missing) {
+  const ot_program *p = m->p;
+  const ot_op *o = &p->ops[i];
+  int nm;
+  OT_TRY(place_op(m, i, missing, &nm));
+  for (int k = 0; k < nm; k++) {
+    int s = missing[k], read = 0;
+    for (int q = 0; q < o->n_acc; q++)
+      if (o->acc[q].st == s) read = o->acc[q].read;
+    if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, 0, s));
+    else OT_TRY(emit(m, i, OT_EV_ALLOC, OT_WHY_OUTPUT, 0, s));
+  }
+  /* after the kernel: write-backs and frees go in slot i + 1 */
+  for (int k = 0; k < o->n_acc; k++) {
+    int s = o->acc[k].st;
+    const ot_prog_storage *ps = &p->st[s];
+    if (!ps->block) continue;
+    if (o->acc[k].write) m->dirty[s] = 1;
+    if (m->dirty[s] && (ps->role & OT_ROLE_WRITEBACK) && ps->last_write == i) {
+      OT_TRY(emit(m, i + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, s));
+      m->dirty[s] = 0;
+    }
+    if (ps->last_use == i && !(ps->role & OT_ROLE_KEEP)) {
+      OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD, s));
+      OT_TRY(ot_arena_free(m->arena, m->off[s]));
+      m->res[s] = 0;
+      m->dirty[s] = 0;
+    }
+  }
+  for (int k = 0; k < o->n_acc; k++) m->pin[o->acc[k].st] = -1;
+  return OT_OK;
+}
+
+/* Simulates one run from `start` into `out` (events in decision order, not
+ * yet timed); returns the kept copies resident at the end in *end. */
+static ot_status simulate(const ot_program *p, size_t cap, const ot_resident *start, int n_start,
+                          ot_schedule *out, ot_resident *end, int *n_end) {
+  sim m;
+  OT_TRY(sim_init(&m, p, cap, out));
+  ot_status s = OT_OK;
+  int *missing = malloc((size_t)(p->max_args ? p->max_args : 1) * sizeof *missing);
+  if (!missing) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  for (int k = 0; s == OT_OK && k < n_start; k++) {
+    int st = start[k].st;
+    s = ot_arena_alloc_at(m.arena, start[k].off, p->st[st].block);
+    m.res[st] = 1;
+    m.off[st] = start[k].off;
+  }
+  for (int i = 0; s == OT_OK && i < p->n_ops; i++) s = sim_op(&m, i, missing);
+  *n_end = 0;
+  for (int st = 0; s == OT_OK && st < p->n_st; st++)
+    if (m.res[st]) end[(*n_end)++] = (ot_resident){st, m.off[st]};
+  free(missing);
+  sim_free(&m);
+  return s;
+}
+
+static int in_set(const ot_resident *set, int n, ot_resident r) {
+  for (int k = 0; k < n; k++)
+    if (set[k].st == r.st && set[k].off == r.off) return 1;
+  return 0;
+}
+
+/* Frees at the end of the run the copies that are not kept. */
+static ot_status drop_to(ot_schedule *s, const ot_program *p, const ot_resident *end, int n_end,
+                         const ot_resident *keep, int n_keep) {
+  for (int k = 0; k < n_end; k++)
+    if (!in_set(keep, n_keep, end[k])) {
+      ot_plan_event e = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, end[k].st, end[k].off,
+                         p->st[end[k].st].block, -1, -1};
+      OT_TRY(ot_schedule_push(s, e));
+    }
+  return OT_OK;
+}
+
+static ot_status set_start(ot_schedule *s, const ot_resident *set, int n) {
+  free(s->start);
+  s->start = malloc((size_t)(n ? n : 1) * sizeof *set);
+  if (!s->start) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  memcpy(s->start, set, (size_t)n * sizeof *set);
+  s->n_start = n;
+  return OT_OK;
+}
+
+/* Strategy none: every storage at a fixed offset for the whole run. Kept
+ * copies (weights, persistent) stay between runs; inputs and temporaries are
+ * placed at the start of every run (inputs uploaded) and freed at its end. */
+static ot_status build_none(ot_plan *plan) {
+  const ot_program *p = plan->prog;
+  uint64_t total = 0;
+  for (int i = 0; i < p->n_st; i++) total += p->st[i].n_uses ? p->st[i].block : 0;
+  if (total > plan->capacity)
+    return ot_fail(OT_ERR_BUDGET,
+                   "strategy none keeps all %d tensors resident: %llu bytes (each rounded up to %d), but the budget "
+                   "on device %d is %llu bytes; raise the budget or use strategy minimal, balanced or aggressive",
+                   p->n_st, (unsigned long long)total, OT_SCHED_ALIGN, plan->dev, (unsigned long long)plan->budget);
+  ot_arena *a;
+  OT_TRY(ot_arena_create(plan->capacity, OT_SCHED_ALIGN, &a));
+  ot_resident *keep = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *keep);
+  ot_status s = keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  int n_keep = 0;
+  for (int i = 0; s == OT_OK && i < p->n_st; i++) {
+    const ot_prog_storage *ps = &p->st[i];
+    size_t off = 0;
+    if (!ps->block || !ps->n_uses) continue;
+    s = ot_arena_alloc(a, ps->block, &off);
+    if (s != OT_OK) break;
+    int kept = (ps->role & OT_ROLE_KEEP) != 0;
+    if (kept) keep[n_keep++] = (ot_resident){i, off};
+    int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
+    ot_plan_event place = {0, ps->first_use, (unsigned char)(up ? OT_EV_UPLOAD : OT_EV_ALLOC), OT_WHY_ALL_RESIDENT,
+                           0, i, off, ps->block, -1, -1};
+    ot_plan_event wb = {ps->last_write + 1, ps->last_write + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, i, off,
+                        ps->block, -1, -1};
+    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, i, off, ps->block, -1, -1};
+    for (int pass = 0; s == OT_OK && pass < 2; pass++) {
+      ot_schedule *sc = pass ? &plan->steady : &plan->first;
+      if (!pass || !kept) s = ot_schedule_push(sc, place);
+      if (s == OT_OK && (ps->role & OT_ROLE_WRITEBACK)) s = ot_schedule_push(sc, wb);
+      if (s == OT_OK && !kept) s = ot_schedule_push(sc, fr);
+    }
+  }
+  if (s == OT_OK) s = set_start(&plan->steady, keep, n_keep);
+  if (s == OT_OK) s = set_start(&plan->first, NULL, 0);
+  free(keep);
+  ot_arena_destroy(a);
+  return s;
+}
+
+ot_status ot_plan_build(ot_plan *plan) {
+  if (plan->strategy == OT_STRATEGY_NONE) return build_none(plan);
+  const ot_program *p = plan->prog;
+  size_t n = (size_t)(p->n_st ? p->n_st : 1);
+  ot_resident *end = malloc(n * sizeof *end), *keep = malloc(n * sizeof *keep);
+  ot_status s = end && keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  int n_end = 0, n_keep = 0;
+  if (s == OT_OK) s = simulate(p, plan->capacity, NULL, 0, &plan->first, keep, &n_keep);
+  int n_first_end = n_keep;
+  ot_resident *first_end = NULL;
+  if (s == OT_OK) {
+    first_end = malloc(n * sizeof *first_end);
+    if (first_end) memcpy(first_end, keep, (size_t)n_keep * sizeof *keep);
+    else s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  }
+  /* Shrink the kept set until a run started from it ends with it. */
+  while (s == OT_OK) {
+    ot_schedule_free(&plan->steady);
+    s = simulate(p, plan->capacity, keep, n_keep, &plan->steady, end, &n_end);
+    if (s != OT_OK) break;
+    int m = 0;
+    for (int k = 0; k < n_keep; k++)
+      if (in_set(end, n_end, keep[k])) keep[m++] = keep[k];
+    if (m == n_keep) break;
+    n_keep = m;
+  }
+  if (s == OT_OK) s = drop_to(&plan->first, p, first_end, n_first_end, keep, n_keep);
+  if (s == OT_OK) s = drop_to(&plan->steady, p, end, n_end, keep, n_keep);
+  if (s == OT_OK) s = set_start(&plan->steady, keep, n_keep);
+  if (s == OT_OK) s = set_start(&plan->first, NULL, 0);
+  free(end);
+  free(keep);
+  free(first_end);
+  return s;
+}

@@ -1,0 +1,82 @@
+/* trace_chrome.c — Chrome trace JSON (chrome://tracing, ui.perfetto.dev).
+ *
+ * One process per device; threads: 1 compute (kernels), 2 transfers
+ * (uploads, write-backs), 3 memory (placements and frees, zero length); a
+ * counter "device bytes" per device. Times in microseconds. */
+#include <jansson.h>
+#include <stdio.h>
+
+#include "core/error.h"
+#include "sched/trace_impl.h"
+
+enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
+
+static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
+
+static int lane_of(ot_trace_kind k) {
+  switch (k) {
+  case OT_TRACE_KERNEL:
+  case OT_TRACE_RUN: return LANE_COMPUTE;
+  case OT_TRACE_UPLOAD:
+  case OT_TRACE_DOWNLOAD: return LANE_TRANSFER;
+  default: return LANE_MEMORY;
+  }
+}
+
+/* Adds obj to arr; returns 0 when out of memory. */
+static int push(json_t *arr, json_t *obj) { return obj && json_array_append_new(arr, obj) == 0; }
+
+static json_t *meta(const char *what, int pid, int tid, const char *name) {
+  return json_pack("{s:s, s:s, s:i, s:i, s:{s:s}}", "name", what, "ph", "M", "pid", pid, "tid", tid, "args", "name",
+                   name);
+}
+
+static int add_device_meta(json_t *arr, int dev) {
+  char nm[64];
+  snprintf(nm, sizeof nm, "device %d", dev);
+  return push(arr, meta("process_name", dev, 0, nm)) && push(arr, meta("thread_name", dev, LANE_COMPUTE, "compute")) &&
+         push(arr, meta("thread_name", dev, LANE_TRANSFER, "transfers")) &&
+         push(arr, meta("thread_name", dev, LANE_MEMORY, "memory"));
+}
+
+static json_t *event_json(const ot_trace_event *e) {
+  char nm[300];
+  if (e->kind == OT_TRACE_KERNEL) snprintf(nm, sizeof nm, "%s", e->name);
+  else if (e->kind == OT_TRACE_RUN) snprintf(nm, sizeof nm, "run %d", e->run);
+  else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
+  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:i}}", "name", nm, "cat",
+                   kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
+                   (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind), "args",
+                   "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run", e->run, "device_bytes",
+                   (json_int_t)e->device_bytes, "flags", (int)e->flags);
+}
+
+static json_t *counter_json(const ot_trace_event *e) {
+  return json_pack("{s:s, s:s, s:f, s:i, s:{s:I}}", "name", "device bytes", "ph", "C", "ts",
+                   (double)e->end_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
+}
+
+ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
+  if (!t || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_write_chrome: NULL argument");
+  json_t *root = json_object(), *arr = json_array();
+  int ok = root && arr && json_object_set(root, "traceEvents", arr) == 0 &&
+           json_object_set_new(root, "displayTimeUnit", json_string("ms")) == 0;
+  int seen[64] = {0};
+  for (size_t i = 0; ok && i < ot_trace_count(t); i++) {
+    const ot_trace_event *e = ot_trace_event_at(t, i);
+    int d = e->device < 0 ? 0 : e->device % 64;
+    if (!seen[d]) {
+      seen[d] = 1;
+      ok = add_device_meta(arr, e->device);
+    }
+    ok = ok && push(arr, event_json(e));
+    if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD) ok = push(arr, counter_json(e));
+  }
+  ot_status s = OT_OK;
+  if (!ok) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to build the trace JSON", path);
+  else if (json_dump_file(root, path, JSON_COMPACT) != 0)
+    s = ot_fail(OT_ERR_IO, "%s: cannot write the trace (check the folder exists and is writable)", path);
+  json_decref(arr);
+  json_decref(root);
+  return s;
+}
