@@ -38,6 +38,7 @@
 
 #include "omptensor/context.h"
 #include "omptensor/dtype.h"
+#include "omptensor/sched.h"
 #include "omptensor/status.h"
 
 #ifdef __cplusplus
@@ -76,18 +77,6 @@ ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out);
 /* The limit that applies to device `dev` (its own entry, else `all`). */
 ot_size ot_mem_limit_for(const ot_mem_limit *l, int dev);
 
-/* ---- offload strategy ------------------------------------------------------ */
-typedef enum ot_offload {
-  OT_OFFLOAD_NONE = 0,   /* everything resident; fails if it does not fit */
-  OT_OFFLOAD_MINIMAL,    /* move only what must move, synchronously */
-  OT_OFFLOAD_BALANCED,   /* prefetch one step ahead, double buffering */
-  OT_OFFLOAD_AGGRESSIVE, /* prefetch as far ahead as the budget allows */
-  OT_OFFLOAD_COUNT
-} ot_offload;
-
-const char *ot_offload_name(ot_offload o);
-ot_status ot_offload_parse(const char *s, ot_offload *out);
-
 /* ---- the settings -------------------------------------------------------- */
 typedef enum ot_setting {
   OT_SET_GPU_MEMORY_LIMIT = 0,
@@ -104,7 +93,7 @@ typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT
 
 typedef struct ot_settings {
   ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */
-  ot_offload offload;            /* default balanced */
+  ot_strategy offload;           /* default balanced (sched.h) */
   ot_backend backend;            /* default auto */
   int device;                    /* default -1: device 0 if any, else the host */
   char *trace_path;              /* NULL: no trace */

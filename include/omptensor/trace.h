@@ -69,6 +69,11 @@ const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i); /* NULL if
  * "device bytes". */
 ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
 
+/* Reads a file written by ot_trace_write_chrome back into a new trace (for
+ * summaries and plots of earlier runs). *budget gets the budget the runs
+ * declared (0 if none). Errors name the file and what is wrong with it. */
+ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budget);
+
 typedef struct ot_trace_summary {
   int runs;
   uint64_t budget;              /* the largest budget a run declared (0: unknown) */

@@ -74,7 +74,7 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
   o.verbose = s->verbose;
   OT_TRY(ot_settings_to_ctx_opts(&s->settings, &o));
   OT_TRY(ot_ctx_create(&o, &s->ctx));
-  s->sched.strategy = (ot_strategy)s->settings.offload;
+  s->sched.strategy = s->settings.offload;
   s->sched.device_index = 0;
   /* Always traced: the summary (and --json) report measured bytes and peaks;
    * the file is written only with --trace. */

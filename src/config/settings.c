@@ -12,24 +12,10 @@
 #include "io/fileio.h"
 #include "memory/device.h"
 
-static const char *const offload_names[OT_OFFLOAD_COUNT] = {"none", "minimal", "balanced", "aggressive"};
-
-const char *ot_offload_name(ot_offload o) { return (unsigned)o < OT_OFFLOAD_COUNT ? offload_names[o] : "?"; }
-
-ot_status ot_offload_parse(const char *s, ot_offload *out) {
-  for (int i = 0; s && i < OT_OFFLOAD_COUNT; i++)
-    if (strcasecmp(s, offload_names[i]) == 0) {
-      *out = (ot_offload)i;
-      return OT_OK;
-    }
-  return ot_fail(OT_ERR_INVALID_ARG, "unknown offload strategy '%s' (use none, minimal, balanced or aggressive)",
-                 s ? s : "");
-}
-
 /* A parsed value before precedence decides whether it is kept. */
 typedef union value {
   ot_mem_limit limit;
-  ot_offload offload;
+  ot_strategy offload;
   ot_backend backend;
   int integer;
   ot_dtype dtype;
@@ -37,7 +23,7 @@ typedef union value {
 } value;
 
 static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_parse(v, &out->limit); }
-static ot_status parse_offload(const char *v, value *out) { return ot_offload_parse(v, &out->offload); }
+static ot_status parse_offload(const char *v, value *out) { return ot_strategy_parse(v, &out->offload); }
 static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
 static ot_status parse_dtype(const char *v, value *out) { return ot_dtype_parse(v, &out->dtype); }
 static ot_status parse_trace(const char *v, value *out) {
@@ -97,7 +83,7 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
 
 void ot_settings_init(ot_settings *s) {
   memset(s, 0, sizeof *s);
-  s->offload = OT_OFFLOAD_BALANCED;
+  s->offload = OT_STRATEGY_BALANCED;
   s->backend = OT_BACKEND_AUTO;
   s->device = -1;
   s->dtype = OT_F32;
@@ -199,7 +185,7 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
           print_size(f, s->gpu_memory_limit.per_device[d]);
         }
       break;
-    case OT_SET_OFFLOAD: fputs(ot_offload_name(s->offload), f); break;
+    case OT_SET_OFFLOAD: fputs(ot_strategy_name(s->offload), f); break;
     case OT_SET_BACKEND: fputs(ot_backend_name(s->backend), f); break;
     case OT_SET_DEVICE: s->device < 0 ? fputs("auto", f) : fprintf(f, "%d", s->device); break;
     case OT_SET_TRACE: fputs(s->trace_path ? s->trace_path : "(none)", f); break;

@@ -134,6 +134,10 @@ void ot_trace_set_times(ot_trace *t, size_t i, uint64_t start, uint64_t end) {
   pthread_mutex_unlock(&t->mu);
 }
 
+uint64_t ot_trace_t0(const ot_trace *t) { return t->t0; }
+
+uint64_t ot_trace_budget(const ot_trace *t) { return t ? t->budget : 0; }
+
 int ot_trace_next_run(ot_trace *t) {
   pthread_mutex_lock(&t->mu);
   int r = t->runs;

@@ -44,11 +44,11 @@ static json_t *event_json(const ot_trace_event *e) {
   if (e->kind == OT_TRACE_KERNEL) snprintf(nm, sizeof nm, "%s", e->name);
   else if (e->kind == OT_TRACE_RUN) snprintf(nm, sizeof nm, "run %d", e->run);
   else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
-  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:i}}", "name", nm, "cat",
+  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i}}", "name", nm, "cat",
                    kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                    (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind), "args",
                    "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run", e->run, "device_bytes",
-                   (json_int_t)e->device_bytes, "flags", (int)e->flags);
+                   (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta, "flags", (int)e->flags);
 }
 
 static json_t *counter_json(const ot_trace_event *e) {
@@ -60,7 +60,11 @@ ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
   if (!t || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_write_chrome: NULL argument");
   json_t *root = json_object(), *arr = json_array();
   int ok = root && arr && json_object_set(root, "traceEvents", arr) == 0 &&
-           json_object_set_new(root, "displayTimeUnit", json_string("ms")) == 0;
+           json_object_set_new(root, "displayTimeUnit", json_string("ms")) == 0 &&
+           /* read back by ot_trace_read_chrome (omptensor trace summarize|plot) */
+           json_object_set_new(root, "otherData",
+                               json_pack("{s:s, s:I}", "producer", "omptensor", "budget_bytes",
+                                         (json_int_t)ot_trace_budget(t))) == 0;
   int seen[64] = {0};
   for (size_t i = 0; ok && i < ot_trace_count(t); i++) {
     const ot_trace_event *e = ot_trace_event_at(t, i);

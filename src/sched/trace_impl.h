@@ -19,6 +19,10 @@ size_t ot_trace_add(ot_trace *t, const ot_trace_event *e);
 /* Sets the times of event `i` (absolute ot_now_ns() values). Thread-safe. */
 void ot_trace_set_times(ot_trace *t, size_t i, uint64_t start, uint64_t end);
 
+/* The trace's time origin (absolute ot_now_ns()), and the budget recorded. */
+uint64_t ot_trace_t0(const ot_trace *t);
+uint64_t ot_trace_budget(const ot_trace *t);
+
 /* Number the next run will get. */
 int ot_trace_next_run(ot_trace *t);
 

@@ -1,0 +1,171 @@
+"""The omptensor cases: one `omptensor run` subprocess each, with
+OMP_TARGET_OFFLOAD=MANDATORY on the GPU (a missing device is then an error,
+never a silent run on the CPU). A case that fails or times out is recorded
+with its stderr tail; it never stops the benchmark."""
+import gzip
+import json
+import os
+import shlex
+import shutil
+import subprocess
+import time
+
+from .common import DevMemPoller
+
+
+def case_specs(fractions, backends, strategies, int8=True, trace=True):
+    """The cases in priority order (the most important first, so a run that
+    reaches its time limit loses the least important ones)."""
+    specs = [dict(name="omptensor-resident", fraction=None, offload="none",
+                  backend="auto", dtype=None)]
+
+    def add(frac, backend, offload, dtype=None, traced=False):
+        pct = f"{round(frac * 100)}%"
+        name = "-".join(["omptensor", pct] + (["int8"] if dtype else []) +
+                        [backend, offload] + (["trace"] if traced else []))
+        specs.append(dict(name=name, fraction=frac, offload=offload, backend=backend,
+                          dtype=dtype, trace=traced,
+                          tag=f"{round(frac * 100)}-{backend}-{offload}"))
+
+    # Order: 25 % on the first backend (the issue's headline), int8 at 25 %,
+    # the traced 25 % run, the other budgets, then the other backends.
+    others = sorted(f for f in fractions if abs(f - 0.25) > 1e-9)
+    b0 = backends[0]
+    if any(abs(f - 0.25) < 1e-9 for f in fractions):
+        for s in strategies:
+            add(0.25, b0, s)
+        if int8:
+            add(0.25, b0, "aggressive", dtype="int8")
+        if trace:
+            add(0.25, b0, "balanced", traced=True)
+    for f in others:
+        for s in strategies:
+            add(f, b0, s)
+    for b in backends[1:]:
+        for f in sorted(fractions, key=lambda f: (abs(f - 0.25) > 1e-9, f)):
+            for s in strategies:
+                add(f, b, s)
+    return specs
+
+
+def _argv(cmd, sub):
+    return shlex.split(cmd) + sub
+
+
+def _parse_json(stdout):
+    """The --json object: the whole stdout, else the last line that parses,
+    else the text from the first '{' to the last '}'."""
+    text = stdout.strip()
+    try:
+        return json.loads(text)
+    except ValueError:
+        pass
+    for line in reversed(text.splitlines()):
+        line = line.strip()
+        if line.startswith("{"):
+            try:
+                return json.loads(line)
+            except ValueError:
+                continue
+    a, b = text.find("{"), text.rfind("}")
+    if a >= 0 and b > a:
+        return json.loads(text[a:b + 1])
+    raise ValueError("no JSON object on stdout")
+
+
+def _env(dev):
+    env = dict(os.environ)
+    if dev.cuda:
+        env["OMP_TARGET_OFFLOAD"] = "MANDATORY"
+    return env
+
+
+def _tail(text, n=2000):
+    text = text.decode(errors="replace") if isinstance(text, bytes) else (text or "")
+    return text[-n:]
+
+
+def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, dev,
+             artifacts, log):
+    """Run one case; return its result dict (status ok|failed|timeout)."""
+    argv = _argv(cmd, ["run", model_dir, "--prompt-file", prompt_file,
+                       "--max-new-tokens", str(n_new), "--json",
+                       "--offload", spec["offload"], "--backend", spec["backend"]])
+    if budget_bytes is not None:
+        argv += ["--gpu-memory-limit", str(int(budget_bytes))]
+    if spec.get("dtype"):
+        argv += ["--dtype", spec["dtype"]]
+    trace_path = None
+    if spec.get("trace"):
+        trace_path = os.path.join(artifacts, f"trace-{spec['tag']}.json")
+        argv += ["--trace", trace_path]
+    res = dict(command=" ".join(shlex.quote(a) for a in argv),
+               budget_bytes=None if budget_bytes is None else int(budget_bytes))
+    log(f"  $ {res['command']}")
+    t0 = time.perf_counter()
+    with DevMemPoller(dev) as poller:
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=_env(dev))
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            timed_out = False
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, err = proc.communicate()
+            timed_out = True
+    res["wall_s"] = time.perf_counter() - t0
+    res["cuda_mem_peak_delta_bytes"] = poller.peak_delta
+    res["rc"] = proc.returncode
+    if timed_out:
+        res.update(status="timeout", stderr_tail=_tail(err),
+                   note=f"killed after {timeout:.0f} s")
+        return res
+    if proc.returncode != 0:
+        res.update(status="failed", stderr_tail=_tail(err), stdout_tail=_tail(out, 500))
+        return res
+    try:
+        summary = _parse_json(out.decode(errors="replace"))
+    except ValueError as e:
+        res.update(status="failed", stderr_tail=_tail(err), stdout_tail=_tail(out, 500),
+                   note=f"bad --json output: {e}")
+        return res
+    res["status"] = "ok"
+    res["omptensor"] = summary                       # the whole summary, kept
+    for key in ("backend", "device", "peak_device_bytes", "bytes_to_device",
+                "bytes_to_host", "evictions", "tokens", "tokens_per_second",
+                "prefill_ms", "logits_checksum", "weight_bytes"):
+        if key in summary:
+            res[key] = summary[key]
+    if summary.get("budget_bytes") is not None:
+        res["budget_bytes_reported"] = summary["budget_bytes"]
+    if trace_path:
+        svg = os.path.join(artifacts, f"timeline-{spec['tag']}.svg")
+        res.update(_trace_outputs(cmd, trace_path, svg, dev, log))
+    return res
+
+
+def _trace_outputs(cmd, trace_path, svg, dev, log):
+    """Keep the trace, draw its SVG timeline and its summary. The device tool
+    brings back files of at most 16 MiB, so a larger trace is gzipped."""
+    out = {}
+    if not os.path.exists(trace_path):
+        return dict(trace_note="omptensor wrote no trace file")
+    for key, sub in (("trace_plot", ["trace", "plot", trace_path, "-o", svg]),
+                     ("trace_summary", ["trace", "summarize", trace_path])):
+        try:
+            p = subprocess.run(_argv(cmd, sub), capture_output=True, timeout=120,
+                               env=_env(dev))
+            out[key] = (_tail(p.stdout, 4000) if p.returncode == 0
+                        else f"rc {p.returncode}: {_tail(p.stderr, 1000)}")
+        except (subprocess.TimeoutExpired, OSError) as e:
+            out[key] = f"error: {e}"
+    if os.path.exists(svg):
+        out["timeline_svg"] = svg
+    if os.path.getsize(trace_path) > 15 << 20:
+        with open(trace_path, "rb") as f, gzip.open(trace_path + ".gz", "wb") as g:
+            shutil.copyfileobj(f, g)
+        os.remove(trace_path)
+        trace_path += ".gz"
+    out["trace_file"] = trace_path
+    log(f"  trace: {trace_path}; timeline: {out.get('timeline_svg', out.get('trace_plot'))}")
+    return out

@@ -1,0 +1,162 @@
+"""The PyTorch peers. Each returns a result dict (see run_peer) and leaves
+nothing on the device once its model is deleted.
+
+  torch-resident      transformers, all weights in bf16 on the GPU, the greedy
+                      loop of common.greedy_decode (no per-token host sync);
+  torch-generate      the same model through model.generate(), for reference;
+  torch-streamer      peers/streamer.py: pinned layers, a side stream, double
+                      buffering, every layer streamed every token;
+  accelerate-dispatch infer_auto_device_map + dispatch_model with max_memory
+                      at the budget (what from_pretrained(device_map='auto',
+                      max_memory=...) does): what does not fit stays on the
+                      CPU and its hooks copy it up for each forward;
+  accelerate-cpu_offload  accelerate.cpu_offload(model, execution_device):
+                      everything on the CPU, copied up module by module.
+The two Accelerate peers copy from pageable memory and are slow (~1 token/s
+on the full model), so they decode fewer tokens (--slow-new-tokens)."""
+import time
+
+import torch
+
+from .common import (DevMemPoller, free_memory, greedy_decode, hf_step, load_hf)
+from .streamer import LayerStreamer
+
+
+def _mem_stats(dev, poller):
+    if not dev.cuda:
+        return dict(peak_device_bytes=None, cuda_mem_peak_delta_bytes=None)
+    return dict(peak_device_bytes=torch.cuda.max_memory_allocated(),
+                max_memory_reserved=torch.cuda.max_memory_reserved(),
+                cuda_mem_peak_delta_bytes=poller.peak_delta)
+
+
+def _begin(dev):
+    free_memory(dev)
+    if dev.cuda:
+        torch.cuda.reset_peak_memory_stats()
+
+
+def resident(model_dir, prompt, n_new, dev, warmup_tokens=3):
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model = load_hf(model_dir, device_map=dev.name)
+        load_s = time.perf_counter() - t0
+        step = hf_step(model)
+        greedy_decode(step, model.config, prompt, warmup_tokens, dev)       # warm-up
+        res = greedy_decode(step, model.config, prompt, n_new, dev)
+        # The same model through generate(): prefill = a 1-token generate,
+        # decode = (n_new-token generate - that) / (n_new - 1).
+        gen = _generate_times(model, prompt, n_new, dev)
+    res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=None)
+    del model, step
+    free_memory(dev)
+    return res, gen
+
+
+def _generate_times(model, prompt, n_new, dev):
+    ids = torch.tensor([prompt], dtype=torch.long, device=dev.name)
+    kw = dict(do_sample=False, min_new_tokens=n_new, max_new_tokens=n_new)
+
+    def timed(n):
+        dev.sync()
+        t0 = time.perf_counter()
+        with torch.inference_mode():
+            out = model.generate(ids, **dict(kw, min_new_tokens=n, max_new_tokens=n))
+        dev.sync()
+        return time.perf_counter() - t0, out[0, len(prompt):].tolist()
+
+    timed(2)                                            # warm-up
+    t1, _ = timed(1)
+    tn, toks = timed(n_new)
+    return dict(tokens=toks, prefill_ms=t1 * 1e3, decode_steps=n_new - 1,
+                decode_s=tn - t1, tokens_per_second=(n_new - 1) / (tn - t1),
+                budget_bytes=None, peak_device_bytes=None,
+                note="model.generate(do_sample=False, min/max_new_tokens); "
+                     "decode = (t(n tokens) - t(1 token)) / (n-1)")
+
+
+def streamer(model_dir, prompt, n_new, dev, warmup_tokens=2):
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model = load_hf(model_dir)                       # on the CPU
+        s = LayerStreamer(model, dev)
+        load_s = time.perf_counter() - t0
+        greedy_decode(s.step, model.config, prompt, warmup_tokens, dev)
+        res = greedy_decode(s.step, model.config, prompt, n_new, dev)
+    res.update(_mem_stats(dev, poller), load_s=load_s,
+               budget_bytes=s.device_weight_bytes,
+               streamed_bytes_per_token=s.layer_bytes * s.n_layers,
+               note="streams all layers each token; budget = device bytes it keeps "
+                    "for weights (embeddings, norm, lm_head, two layer slots)")
+    del model, s
+    free_memory(dev)
+    return res
+
+
+def dispatch(model_dir, prompt, n_new, dev, budget_bytes):
+    from accelerate import dispatch_model, infer_auto_device_map
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model = load_hf(model_dir)                       # on the CPU
+        if dev.cuda:
+            max_memory = {0: int(budget_bytes), "cpu": 200 << 30}
+        else:   # smoke test: only the CPU exists, so nothing is offloaded
+            max_memory = {"cpu": 200 << 30}
+        no_split = list(getattr(model, "_no_split_modules", None) or ["LlamaDecoderLayer"])
+        device_map = infer_auto_device_map(model, max_memory=max_memory,
+                                           no_split_module_classes=no_split,
+                                           dtype=torch.bfloat16)
+        on_gpu = _bytes_on(model, device_map, lambda d: d not in ("cpu", "disk"))
+        model = dispatch_model(model, device_map=device_map,
+                               skip_keys=getattr(model, "_skip_keys_device_placement", None))
+        load_s = time.perf_counter() - t0
+        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev)
+    res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=int(budget_bytes),
+               gpu_weight_bytes=on_gpu,
+               device_map_summary=_summarize_map(device_map),
+               note=f"max_memory={{0: budget}}; {on_gpu / 1e9:.2f} GB of weights placed "
+                    f"on the GPU, the rest copied from pageable CPU memory per forward; "
+                    f"{n_new} new tokens")
+    del model
+    free_memory(dev)
+    return res
+
+
+def cpu_offload(model_dir, prompt, n_new, dev):
+    from accelerate import cpu_offload as accel_cpu_offload
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model = load_hf(model_dir)                       # on the CPU
+        accel_cpu_offload(model, execution_device=torch.device(dev.name))
+        load_s = time.perf_counter() - t0
+        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev)
+    res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=0,
+               note=f"all weights copied from pageable CPU memory per forward; "
+                    f"{n_new} new tokens")
+    del model
+    free_memory(dev)
+    return res
+
+
+def _bytes_on(model, device_map, pred):
+    """Parameter bytes of the modules that device_map puts on a device matching pred."""
+    total = 0
+    for name, p in model.named_parameters():
+        mod = name
+        while mod and mod not in device_map:
+            mod = mod.rpartition(".")[0]
+        dev = device_map.get(mod if mod else "", device_map.get("", "cpu"))
+        if pred(dev):
+            total += p.numel() * p.element_size()
+    return total
+
+
+def _summarize_map(device_map):
+    counts = {}
+    for v in device_map.values():
+        counts[str(v)] = counts.get(str(v), 0) + 1
+    return counts

@@ -1,0 +1,53 @@
+/* ops_common.c — what every recorded op shares. */
+#include <stdio.h>
+#include <string.h>
+
+#include "ops/ops_impl.h"
+
+ot_kview ot_ops_view(const ot_tensor *t, void *p) {
+  ot_kview v;
+  memset(&v, 0, sizeof v);
+  v.p = p;
+  v.dt = t->dt;
+  v.ndim = t->ndim;
+  for (int i = 0; i < OT_MAX_DIMS; i++) {
+    v.ne[i] = i < t->ndim ? t->ne[i] : 1;
+    v.nb[i] = i < t->ndim ? t->nb[i] : 0;
+  }
+  return v;
+}
+
+ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run, ot_tensor *const *in,
+                        int n_in, ot_tensor *const *out, int n_out, const void *params, size_t params_bytes,
+                        double flops) {
+  char name[200];
+  snprintf(name, sizeof name, "%s(%s)", kind, named ? ot_tensor_name(named) : "");
+  ot_op_desc d = {.name = name, .run = run, .n_in = n_in, .in = in, .n_out = n_out, .out = out,
+                  .params = params, .params_bytes = params_bytes, .flops = flops};
+  double bytes = 0;
+  for (int i = 0; i < n_in; i++) bytes += (double)ot_tensor_nbytes(in[i]);
+  for (int i = 0; i < n_out; i++) bytes += (double)ot_tensor_nbytes(out[i]);
+  d.bytes = bytes;
+  return ot_program_add_op(p, &d);
+}
+
+static void shape_str(char *b, size_t n, const ot_tensor *t) {
+  size_t k = (size_t)snprintf(b, n, "[");
+  for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? ", " : "", (long long)t->ne[i]);
+  if (k < n) snprintf(b + k, n - k, "]");
+}
+
+ot_status ot_ops_same_shape(const char *op, const ot_tensor *a, const ot_tensor *b) {
+  int same = a->ndim == b->ndim;
+  for (int i = 0; same && i < a->ndim; i++) same = a->ne[i] == b->ne[i];
+  if (same) return OT_OK;
+  char sa[96], sb[96];
+  shape_str(sa, sizeof sa, a);
+  shape_str(sb, sizeof sb, b);
+  return ot_fail(OT_ERR_SHAPE, "%s: '%s' %s and '%s' %s must have the same shape", op, a->name, sa, b->name, sb);
+}
+
+ot_status ot_ops_check_f32(const char *op, const ot_tensor *t) {
+  if (t->dt == OT_F32) return OT_OK;
+  return ot_fail(OT_ERR_DTYPE, "%s: '%s' is %s; activations must be f32", op, t->name, ot_dtype_name(t->dt));
+}
