@@ -252,6 +252,25 @@ static void test_ctx_opts(void **state) {
   ot_settings_release(&s);
 }
 
+/* Single-byte corruptions of a full file: an error or a clean load, never a
+ * crash or a leak (ASan). */
+static void test_yaml_mutations(void **state) {
+  (void)state;
+  size_t len = strlen(full_yaml);
+  static const char vals[] = {'\0', ':', '-', '[', '{', '"', '\t', '\n', '&', '*', '%', '\x80'};
+  for (size_t i = 0; i < len; i++)
+    for (size_t v = 0; v < sizeof vals; v++) {
+      char *m = malloc(len);
+      memcpy(m, full_yaml, len);
+      m[i] = vals[v];
+      ot_settings s;
+      ot_settings_init(&s);
+      if (ot_settings_load_yaml(&s, m, len, "mut.yaml") != OT_OK) assert_non_null(strstr(ot_last_error(), "mut.yaml"));
+      ot_settings_release(&s);
+      free(m);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
@@ -262,6 +281,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_yaml_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_lenient_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ctx_opts, setup, teardown),
+      cmocka_unit_test(test_yaml_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
