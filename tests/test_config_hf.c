@@ -163,12 +163,40 @@ static void test_bad_configs(void **state) {
   OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "io"), &c), OT_ERR_NOT_FOUND, "io/config.json");
 }
 
+/* Single-byte corruptions of the Llama fixture: an error naming the file, or
+ * a config whose sizes are all positive. */
+static void test_mutations(void **state) {
+  (void)state;
+  char path[4096];
+  FILE *f = fopen(data_path(path, sizeof path, "io/llama_tiny/config.json"), "rb");
+  assert_non_null(f);
+  char text[2048];
+  size_t len = fread(text, 1, sizeof text, f);
+  fclose(f);
+  static const char vals[] = {'\0', '"', '-', '0', '}', ']', 'x', ','};
+  for (size_t i = 0; i < len; i++)
+    for (size_t v = 0; v < sizeof vals; v++) {
+      char *m = malloc(len);
+      memcpy(m, text, len);
+      m[i] = vals[v];
+      ot_hf_config c;
+      if (ot_hf_config_parse(m, len, "mut.json", &c) == OT_OK) {
+        assert_true(c.hidden_size > 0 && c.num_heads > 0 && c.num_kv_heads > 0 && c.head_dim > 0);
+        assert_int_equal(c.num_heads % c.num_kv_heads, 0);
+      } else {
+        assert_non_null(strstr(ot_last_error(), "mut.json"));
+      }
+      free(m);
+    }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_fixture),
       cmocka_unit_test(test_gpt2_fixture),
       cmocka_unit_test(test_llama_defaults_and_variants),
       cmocka_unit_test(test_bad_configs),
+      cmocka_unit_test(test_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

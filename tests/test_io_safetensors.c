@@ -306,6 +306,49 @@ static void test_parse_buffer(void **state) {
     assert_int_not_equal(ot_st_parse_buffer(buf, len, "mem", &h), OT_OK);
 }
 
+/* Every single-byte corruption of a real file's prefix and header either
+ * fails with a message or yields tensors that lie inside the buffer and do
+ * not overlap (ASan checks the parser's own reads). */
+static void test_mutations(void **state) {
+  const char *dir = *state;
+  float w[6] = {1, 2, 3, 4, 5, 6};
+  uint16_t h[3] = {1, 2, 3};
+  int8_t q[5] = {1, 2, 3, 4, 5};
+  ot_st_tensor ts[] = {{"w", OT_F32, 2, {2, 3}, w}, {"h", OT_BF16, 1, {3}, h}, {"q", OT_I8, 1, {5}, q}};
+  const char *meta[] = {"format", "pt"};
+  char path[4096];
+  ot_tmp_path(path, sizeof path, dir, "m.safetensors");
+  OT_ASSERT_OK(ot_st_write(path, ts, 3, meta, 1));
+  unsigned char img[1024];
+  FILE *fp = fopen(path, "rb");
+  size_t len = fread(img, 1, sizeof img, fp);
+  fclose(fp);
+  size_t head = 8 + (size_t)img[0] + ((size_t)img[1] << 8);
+  static const unsigned char vals[] = {0x00, 0xff, '"', '9', ']', '{', ',', '-', 0x80};
+  int ok = 0, failed = 0;
+  for (size_t i = 0; i < head; i++)
+    for (size_t v = 0; v < sizeof vals; v++) {
+      unsigned char *m = malloc(len); /* exact size: ASan sees any read past the end */
+      memcpy(m, img, len);
+      m[i] = vals[v];
+      ot_st_header hd;
+      if (ot_st_parse_buffer(m, len, "mut", &hd) == OT_OK) {
+        ok++;
+        for (int t = 0; t < hd.n; t++) {
+          assert_true(hd.tensors[t].offset >= hd.data_start);
+          assert_true(hd.tensors[t].offset + hd.tensors[t].bytes <= len);
+          assert_int_equal(hd.tensors[t].bytes, ot_dtype_bytes(hd.tensors[t].dtype, hd.tensors[t].numel));
+        }
+        ot_st_header_free(&hd);
+      } else {
+        failed++;
+        assert_non_null(strstr(ot_last_error(), "mut"));
+      }
+      free(m);
+    }
+  assert_true(ok > 0 && failed > 0); /* both outcomes were exercised */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_round_trip, setup, teardown),
@@ -321,6 +364,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_overlap, setup, teardown),
       cmocka_unit_test_setup_teardown(test_metadata, setup, teardown),
       cmocka_unit_test(test_parse_buffer),
+      cmocka_unit_test_setup_teardown(test_mutations, setup, teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -81,7 +81,8 @@ ot_status ot_st_read(const ot_st_file *f, const ot_st_info *info, void *dst, siz
 
 /* A read-only pointer to the tensor's bytes in a private mapping of the whole
  * file (made on first use, released by ot_st_close). The data may be
- * unaligned for its dtype if the writer did not align it (ours does). */
+ * unaligned for its dtype if the writer did not align it (ours does). The
+ * first call makes the mapping: do not make it from two threads at once. */
 ot_status ot_st_map(ot_st_file *f, const ot_st_info *info, const void **out);
 
 /* ---- a checkpoint: a directory, an index.json or a lone .safetensors ------ */

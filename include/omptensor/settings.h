@@ -125,8 +125,11 @@ ot_status ot_settings_load_file(ot_settings *s, const char *path);
 /* The same on a buffer; label names it in messages. */
 ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, const char *label);
 
-/* Fills backend, device and budgets of `o`, resolving percentages against
- * the memory each device reports. */
+/* Fills backend, device and budgets of `o` (budget_bytes and budgets[0 ..
+ * o->n_devices - 1], for devices device, device + 1, ...), resolving
+ * percentages against the memory each device reports; a percentage on a
+ * device that reports no size (an emulated one) is OT_ERR_UNSUPPORTED.
+ * With the host backend, or no offload device, percentages are skipped. */
 ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o);
 
 /* "default", "file", "environment", "flag". */

@@ -140,13 +140,18 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
   if (!s || !o) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_to_ctx_opts: NULL argument");
   o->backend = s->backend;
   o->device = s->device;
-  if (s->backend == OT_BACKEND_HOST) return OT_OK; /* no device budget applies */
+  /* On the host (asked for, or no offload device at all, where auto picks the
+   * host) no device budget applies, so a percentage has nothing to resolve. */
+  int on_host = s->backend == OT_BACKEND_HOST || ot_num_devices() == 0;
   int first = s->device < 0 ? 0 : s->device, n = o->n_devices < 1 ? 1 : o->n_devices;
   if (n > OT_MAX_DEVICES) n = OT_MAX_DEVICES;
   for (int i = 0; i < n; i++) {
     ot_size sz = ot_mem_limit_for(&s->gpu_memory_limit, first + i);
-    uint64_t total = 0, bytes;
-    if (sz.kind == OT_SIZE_FRACTION) ot_device_memory(first + i, NULL, &total);
+    uint64_t total = 0, bytes = 0;
+    if (sz.kind == OT_SIZE_FRACTION) {
+      if (on_host) continue;
+      ot_device_memory(first + i, NULL, &total);
+    }
     ot_status st = ot_size_resolve(sz, total, &bytes);
     if (st != OT_OK)
       return ot_fail_context(st, "gpu memory limit for device %d (from the %s)", first + i,

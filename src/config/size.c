@@ -11,7 +11,7 @@
 #include "core/error.h"
 #include "omptensor/settings.h"
 
-#define OT_SIZE_MAX_DIGITS 19 /* 10^19 < 2^64 */
+#define OT_SIZE_MAX_FRAC 19 /* 10^19 < 2^64 */
 
 static const struct { const char *unit; uint64_t mult; } units[] = {
     {"", 1},          {"B", 1},           {"KB", 1000ull},        {"MB", 1000000ull},
@@ -28,7 +28,7 @@ static ot_status bad(const char *s, const char *why) {
  * digits after the point, *rest = what follows. */
 static ot_status mantissa(const char *s, uint64_t *m, int *k, const char **rest) {
   const char *p = s;
-  int digits = 0, frac = -1;
+  int frac = -1;
   *m = 0;
   if (*p == '-') return bad(s, "negative");
   if (*p < '0' || *p > '9') return bad(s, *p ? "does not start with a digit" : "empty");
@@ -38,9 +38,9 @@ static ot_status mantissa(const char *s, uint64_t *m, int *k, const char **rest)
       continue;
     }
     if (*p < '0' || *p > '9') break;
-    if (++digits > OT_SIZE_MAX_DIGITS) return bad(s, "too many digits");
-    *m = *m * 10 + (uint64_t)(*p - '0');
-    if (frac >= 0) frac++;
+    if (frac >= 0 && ++frac > OT_SIZE_MAX_FRAC) return bad(s, "too many digits after the decimal point");
+    if (__builtin_mul_overflow(*m, 10, m) || __builtin_add_overflow(*m, (uint64_t)(*p - '0'), m))
+      return bad(s, "too large");
   }
   if (frac == 0) return bad(s, "no digit after the decimal point");
   *k = frac < 0 ? 0 : frac;

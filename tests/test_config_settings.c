@@ -1,0 +1,287 @@
+/* test_config_settings.c — settings from flags, environment and YAML with
+ * precedence flags > env > file > defaults in any load order; YAML errors
+ * with lines; context options. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "memory/device.h"
+#include "omptensor/settings.h"
+#include "ot_testio.h"
+
+static const char *const env_vars[] = {"OMPTENSOR_GPU_MEMORY_LIMIT", "OMPTENSOR_OFFLOAD", "OMPTENSOR_BACKEND",
+                                       "OMPTENSOR_DEVICE",           "OMPTENSOR_TRACE",   "OMPTENSOR_DTYPE",
+                                       "OMPTENSOR_JSON"};
+
+static void clear_env(void) {
+  for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) unsetenv(env_vars[i]);
+}
+
+static int setup(void **state) {
+  clear_env();
+  *state = ot_tmpdir_create();
+  return 0;
+}
+
+static int teardown(void **state) {
+  clear_env();
+  ot_tmpdir_remove(*state);
+  return 0;
+}
+
+static const char *full_yaml = "# settings for a batch job\n"
+                               "memory:\n"
+                               "  offload_strategy: aggressive\n"
+                               "  max_gpu_memory: 3GB\n"
+                               "backend: map\n"
+                               "device: 2\n"
+                               "trace: file.trace.json\n"
+                               "dtype: bf16\n"
+                               "json: yes\n";
+
+static void test_defaults(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  assert_int_equal(s.offload, OT_OFFLOAD_BALANCED);
+  assert_int_equal(s.backend, OT_BACKEND_AUTO);
+  assert_int_equal(s.device, -1);
+  assert_null(s.trace_path);
+  assert_int_equal(s.has_dtype, 0);
+  assert_int_equal(s.json, 0);
+  assert_int_equal(s.gpu_memory_limit.all.kind, OT_SIZE_UNSET);
+  for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_DEFAULT);
+  ot_settings_release(&s);
+}
+
+static void test_yaml_file(void **state) {
+  const char *dir = *state;
+  ot_write_text(dir, "c.yaml", full_yaml);
+  char path[4096];
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_load_file(&s, ot_tmp_path(path, sizeof path, dir, "c.yaml")));
+  assert_int_equal(s.offload, OT_OFFLOAD_AGGRESSIVE);
+  assert_int_equal(s.gpu_memory_limit.all.bytes, 3000000000ull);
+  assert_int_equal(s.backend, OT_BACKEND_MAP);
+  assert_int_equal(s.device, 2);
+  assert_string_equal(s.trace_path, "file.trace.json");
+  assert_int_equal(s.has_dtype, 1);
+  assert_int_equal(s.dtype, OT_BF16);
+  assert_int_equal(s.json, 1);
+  for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_FILE);
+  assert_string_equal(s.file, path);
+  ot_settings_release(&s);
+}
+
+/* Each setting given by file, env and flag keeps the flag's value, whatever
+ * the load order; one given by file and env keeps env's. */
+static void test_precedence_any_order(void **state) {
+  const char *dir = *state;
+  char path[4096];
+  ot_write_text(dir, "c.yaml", full_yaml);
+  ot_tmp_path(path, sizeof path, dir, "c.yaml");
+  setenv("OMPTENSOR_GPU_MEMORY_LIMIT", "2GiB", 1);
+  setenv("OMPTENSOR_OFFLOAD", "minimal", 1);
+  setenv("OMPTENSOR_TRACE", "env.json", 1);
+  for (int order = 0; order < 6; order++) {
+    static const int perms[6][3] = {{0, 1, 2}, {0, 2, 1}, {1, 0, 2}, {1, 2, 0}, {2, 0, 1}, {2, 1, 0}};
+    ot_settings s;
+    ot_settings_init(&s);
+    for (int step = 0; step < 3; step++) switch (perms[order][step]) {
+      case 0: OT_ASSERT_OK(ot_settings_load_file(&s, path)); break;
+      case 1: OT_ASSERT_OK(ot_settings_load_env(&s)); break;
+      case 2:
+        OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "40%"));
+        OT_ASSERT_OK(ot_settings_set_flag(&s, "trace", "flag.json"));
+        break;
+      }
+    assert_int_equal(s.gpu_memory_limit.all.kind, OT_SIZE_FRACTION); /* flag */
+    assert_int_equal(s.source[OT_SET_GPU_MEMORY_LIMIT], OT_SRC_FLAG);
+    assert_string_equal(s.trace_path, "flag.json");                  /* flag */
+    assert_int_equal(s.offload, OT_OFFLOAD_MINIMAL);                 /* env over file */
+    assert_int_equal(s.source[OT_SET_OFFLOAD], OT_SRC_ENV);
+    assert_int_equal(s.backend, OT_BACKEND_MAP);                     /* file only */
+    assert_int_equal(s.source[OT_SET_BACKEND], OT_SRC_FILE);
+    ot_settings_release(&s);
+  }
+}
+
+static void test_flags(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "--backend", "host"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "offload", "None"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "json", NULL));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:20GB,1:30GB"));
+  assert_int_equal(s.backend, OT_BACKEND_HOST);
+  assert_int_equal(s.offload, OT_OFFLOAD_NONE);
+  assert_int_equal(s.json, 1);
+  assert_int_equal(s.device, 1);
+  assert_int_equal(ot_mem_limit_for(&s.gpu_memory_limit, 1).bytes, 30000000000ull);
+  /* a later flag replaces an earlier one */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "1GB"));
+  assert_int_equal(ot_mem_limit_for(&s.gpu_memory_limit, 1).bytes, 1000000000ull);
+
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "gpu-memory-limit", "3XB"), OT_ERR_INVALID_ARG, "--gpu-memory-limit",
+                "bad size '3XB'");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "offload", "lazy"), OT_ERR_INVALID_ARG, "--offload", "'lazy'");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "backend", "cuda"), OT_ERR_INVALID_ARG, "--backend", "cuda");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "device", "-1"), OT_ERR_INVALID_ARG, "--device", "bad device '-1'");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "dtype", "f64"), OT_ERR_DTYPE, "--dtype", "f64");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "trace", ""), OT_ERR_INVALID_ARG, "--trace", "empty");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "json", "maybe"), OT_ERR_INVALID_ARG, "--json", "maybe");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "gpu-memory", "1GB"), OT_ERR_INVALID_ARG, "unknown option '--gpu-memory'");
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "offload", NULL), OT_ERR_INVALID_ARG, "--offload", "no value");
+  /* failed sets changed nothing */
+  assert_int_equal(s.offload, OT_OFFLOAD_NONE);
+  assert_int_equal(s.device, 1);
+  ot_settings_release(&s);
+}
+
+static void test_env_errors(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  setenv("OMPTENSOR_GPU_MEMORY_LIMIT", "-1GB", 1);
+  OT_ASSERT_ERR(ot_settings_load_env(&s), OT_ERR_INVALID_ARG, "OMPTENSOR_GPU_MEMORY_LIMIT=-1GB", "negative");
+  setenv("OMPTENSOR_GPU_MEMORY_LIMIT", "512MiB", 1);
+  setenv("OMPTENSOR_BACKEND", "tpu", 1);
+  OT_ASSERT_ERR(ot_settings_load_env(&s), OT_ERR_INVALID_ARG, "OMPTENSOR_BACKEND=tpu");
+  unsetenv("OMPTENSOR_BACKEND");
+  OT_ASSERT_OK(ot_settings_load_env(&s));
+  assert_int_equal(s.gpu_memory_limit.all.bytes, 512ull << 20);
+  ot_settings_release(&s);
+}
+
+static ot_status load(ot_settings *s, const char *text) {
+  return ot_settings_load_yaml(s, text, strlen(text), "conf.yaml");
+}
+
+static void test_yaml_errors(void **state) {
+  (void)state;
+  struct {
+    const char *text;
+    ot_status want;
+    const char *sub1, *sub2;
+  } cases[] = {
+      {"memory:\n  offload_strategy: balanced\n  max_gpu_memory: 3XB\n", OT_ERR_INVALID_ARG,
+       "conf.yaml:3: memory.max_gpu_memory", "bad size '3XB'"},
+      {"memory:\n  offload: balanced\n", OT_ERR_FORMAT, "conf.yaml:2: unknown key 'memory.offload'",
+       "expected max_gpu_memory, offload_strategy"},
+      {"backend: map\ngpus: 2\n", OT_ERR_FORMAT, "conf.yaml:2: unknown key 'gpus'", "memory, backend"},
+      {"memory:\n  max_gpu_memory: 3GB\n max: 1\n", OT_ERR_FORMAT, "conf.yaml:3:", "malformed YAML"},
+      {"memory: [1, 2\n", OT_ERR_FORMAT, "conf.yaml:2:1: malformed YAML", "flow sequence"},
+      {"backend: \"map\n", OT_ERR_FORMAT, "conf.yaml:", "malformed YAML"},
+      {"memory: 3GB\n", OT_ERR_FORMAT, "conf.yaml:1: 'memory' must be a mapping", ""},
+      {"backend: [map, usm]\n", OT_ERR_FORMAT, "conf.yaml:1: 'backend' must be a single value, not a list", ""},
+      {"backend: map\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:2: 'backend' given twice", ""},
+      {"- backend\n- map\n", OT_ERR_FORMAT, "conf.yaml:1: the configuration must be a mapping", ""},
+      {"backend: map\n---\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:3: a second YAML document", ""},
+      {"device: two\n", OT_ERR_INVALID_ARG, "conf.yaml:1: device", "bad device 'two'"},
+      {"memory:\n  offload_strategy: fast\n", OT_ERR_INVALID_ARG, "conf.yaml:2: memory.offload_strategy", "'fast'"},
+      {"[1, 2]: x\n", OT_ERR_FORMAT, "conf.yaml:1: a key must be a plain name", ""},
+      {"\t- x", OT_ERR_FORMAT, "conf.yaml:1:", "malformed YAML"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ot_settings s;
+    ot_settings_init(&s);
+    OT_ASSERT_ERR(load(&s, cases[i].text), cases[i].want, cases[i].sub1, cases[i].sub2);
+    ot_settings_release(&s);
+  }
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_ERR(ot_settings_load_file(&s, "/nonexistent/omptensor.yaml"), OT_ERR_NOT_FOUND,
+                "/nonexistent/omptensor.yaml");
+  ot_settings_release(&s);
+}
+
+static void test_yaml_lenient_forms(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(load(&s, ""));                         /* empty file */
+  OT_ASSERT_OK(load(&s, "# only a comment\n"));
+  OT_ASSERT_OK(load(&s, "memory:\n  max_gpu_memory: ~\ntrace:\n")); /* nulls set nothing */
+  assert_int_equal(s.source[OT_SET_GPU_MEMORY_LIMIT], OT_SRC_DEFAULT);
+  assert_null(s.trace_path);
+  OT_ASSERT_OK(load(&s, "{memory: {max_gpu_memory: \"0:1GB,1:2GB\"}, backend: usm}")); /* flow style */
+  assert_int_equal(ot_mem_limit_for(&s.gpu_memory_limit, 1).bytes, 2000000000ull);
+  assert_int_equal(s.backend, OT_BACKEND_USM);
+  OT_ASSERT_OK(load(&s, "memory:\n  max_gpu_memory: 123456789\n")); /* a YAML integer is bytes */
+  assert_int_equal(s.gpu_memory_limit.all.bytes, 123456789ull);
+  ot_settings_release(&s);
+}
+
+static void test_ctx_opts(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  ot_ctx_opts o = ot_ctx_opts_default();
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:1GB,1:2GiB"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "backend", "map"));
+  o.n_devices = 2;
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
+  assert_int_equal(o.backend, OT_BACKEND_MAP);
+  assert_int_equal(o.budgets[0], 1000000000ull);
+  assert_int_equal(o.budgets[1], 2ull << 30);
+  assert_int_equal(o.budget_bytes, 1000000000ull);
+  /* per-device entries are absolute device numbers */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
+  o.n_devices = 1;
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
+  assert_int_equal(o.device, 1);
+  assert_int_equal(o.budgets[0], 2ull << 30);
+  /* a percentage on a device that reports no size (no GPU here) */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "40%"));
+  uint64_t total = 0;
+  ot_device_memory(1, NULL, &total);
+  if (ot_num_devices() > 1 && total == 0)
+    OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_UNSUPPORTED, "device 1", "command line", "in bytes");
+  else if (ot_num_devices() == 0)
+    OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o)); /* runs on the host: no budget */
+  ot_settings_print(stderr, &s);
+  ot_settings_release(&s);
+}
+
+/* Single-byte corruptions of a full file: an error or a clean load, never a
+ * crash or a leak (ASan). */
+static void test_yaml_mutations(void **state) {
+  (void)state;
+  size_t len = strlen(full_yaml);
+  static const char vals[] = {'\0', ':', '-', '[', '{', '"', '\t', '\n', '&', '*', '%', '\x80'};
+  for (size_t i = 0; i < len; i++)
+    for (size_t v = 0; v < sizeof vals; v++) {
+      char *m = malloc(len);
+      memcpy(m, full_yaml, len);
+      m[i] = vals[v];
+      ot_settings s;
+      ot_settings_init(&s);
+      if (ot_settings_load_yaml(&s, m, len, "mut.yaml") != OT_OK) assert_non_null(strstr(ot_last_error(), "mut.yaml"));
+      ot_settings_release(&s);
+      free(m);
+    }
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_yaml_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_precedence_any_order, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_env_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_yaml_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_yaml_lenient_forms, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ctx_opts, setup, teardown),
+      cmocka_unit_test(test_yaml_mutations),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

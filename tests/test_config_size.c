@@ -1,0 +1,136 @@
+/* test_config_size.c — size strings ("3.5GB", "3GiB", "40%", bytes) and
+ * per-device limits, against exactly computed byte counts. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "omptensor/settings.h"
+#include "ot_testio.h"
+
+static void test_good_sizes(void **state) {
+  (void)state;
+  static const struct { const char *s; uint64_t bytes; } cases[] = {
+      {"3.5GB", 3500000000ull},
+      {"3GiB", 3ull << 30},
+      {"123456789", 123456789ull},
+      {"512MB", 512000000ull},
+      {"512MiB", 512ull << 20},
+      {"1.5TB", 1500000000000ull},
+      {"1.5tib", 3ull << 39},
+      {"3gb", 3000000000ull},
+      {"1KB", 1000},
+      {"1kib", 1024},
+      {"7B", 7},
+      {"1.0", 1},
+      {"0.5KiB", 512},
+      {"0.0015KB", 1}, /* 1.5 bytes, floored */
+      {"18446744073709551615", UINT64_MAX},
+      {"16777216TiB", 0}, /* 2^64: overflow, checked below */
+  };
+  for (size_t i = 0; i + 1 < sizeof cases / sizeof cases[0]; i++) {
+    ot_size sz;
+    OT_ASSERT_OK(ot_size_parse(cases[i].s, &sz));
+    assert_int_equal(sz.kind, OT_SIZE_BYTES);
+    if (sz.bytes != cases[i].bytes) fail_msg("'%s' gave %llu bytes, want %llu", cases[i].s,
+                                             (unsigned long long)sz.bytes, (unsigned long long)cases[i].bytes);
+    uint64_t b;
+    OT_ASSERT_OK(ot_size_resolve(sz, 0, &b));
+    assert_int_equal(b, cases[i].bytes);
+  }
+  ot_size sz;
+  OT_ASSERT_ERR(ot_size_parse("16777216TiB", &sz), OT_ERR_INVALID_ARG, "'16777216TiB'", "too large");
+}
+
+static void test_percentages(void **state) {
+  (void)state;
+  ot_size sz;
+  uint64_t b;
+  OT_ASSERT_OK(ot_size_parse("40%", &sz));
+  assert_int_equal(sz.kind, OT_SIZE_FRACTION);
+  OT_ASSERT_OK(ot_size_resolve(sz, 1000, &b));
+  assert_int_equal(b, 400);
+  OT_ASSERT_OK(ot_size_parse("100%", &sz));
+  OT_ASSERT_OK(ot_size_resolve(sz, 141ull << 30, &b));
+  assert_int_equal(b, 141ull << 30);
+  OT_ASSERT_OK(ot_size_parse("12.5%", &sz));
+  OT_ASSERT_OK(ot_size_resolve(sz, 8ull << 30, &b));
+  assert_int_equal(b, 1ull << 30);
+  /* a fraction needs the device size */
+  OT_ASSERT_ERR(ot_size_resolve(sz, 0, &b), OT_ERR_UNSUPPORTED, "12.5%", "in bytes");
+}
+
+static void test_bad_sizes(void **state) {
+  (void)state;
+  static const struct { const char *s, *why; } cases[] = {
+      {"3XB", "unknown unit 'XB'"},
+      {"", "empty"},
+      {"-1GB", "negative"},
+      {"1e999", "unknown unit 'e999'"},
+      {"40%%", "unknown unit '%%'"},
+      {"0", "at least one byte"},
+      {"0GB", "at least one byte"},
+      {"0%", "more than 0%"},
+      {"101%", "cannot exceed 100%"},
+      {"1.5", "not a whole number of bytes"},
+      {"1.5B", "not a whole number of bytes"},
+      {"GB", "does not start with a digit"},
+      {" 3GB", "does not start with a digit"},
+      {"3 GB", "unknown unit ' GB'"},
+      {"3.GB", "no digit after the decimal point"},
+      {"1.2.3GB", "unknown unit '.3GB'"},
+      {"+3GB", "does not start with a digit"},
+      {"inf", "does not start with a digit"},
+      {"0x10", "unknown unit 'x10'"},
+      {"18446744073709551616", "too large"},
+      {"99999999999999999999999", "too large"},
+      {"1.00000000000000000001GB", "too many digits after the decimal point"},
+      {"3G", "unknown unit 'G'"},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    ot_size sz = {OT_SIZE_BYTES, 77, 0};
+    char quoted[64];
+    snprintf(quoted, sizeof quoted, "bad size '%s'", cases[i].s);
+    OT_ASSERT_ERR(ot_size_parse(cases[i].s, &sz), OT_ERR_INVALID_ARG, quoted, cases[i].why);
+  }
+}
+
+static void test_per_device(void **state) {
+  (void)state;
+  ot_mem_limit l;
+  OT_ASSERT_OK(ot_mem_limit_parse("0:20GB,1:30GiB,3:50%", &l));
+  assert_int_equal(l.all.kind, OT_SIZE_UNSET);
+  assert_int_equal(ot_mem_limit_for(&l, 0).bytes, 20000000000ull);
+  assert_int_equal(ot_mem_limit_for(&l, 1).bytes, 30ull << 30);
+  assert_int_equal(ot_mem_limit_for(&l, 2).kind, OT_SIZE_UNSET);
+  assert_int_equal(ot_mem_limit_for(&l, 3).kind, OT_SIZE_FRACTION);
+  OT_ASSERT_OK(ot_mem_limit_parse("2GB", &l));
+  assert_int_equal(ot_mem_limit_for(&l, 5).bytes, 2000000000ull);
+
+  static const struct { const char *s, *why; } bad[] = {
+      {"0:20GB,0:30GB", "device 0 given twice"},
+      {"0:20GB,", "an empty item"},
+      {"0:20GB,,1:3GB", "an empty item"},
+      {"x:20GB", "'x:20GB' is not DEVICE:SIZE"},
+      {":20GB", "is not DEVICE:SIZE"},
+      {"99:1GB", "is not DEVICE:SIZE"},
+      {"0:3XB", "bad size '3XB'"},
+      {"0:20GB,1GB", "'1GB' is not DEVICE:SIZE"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++)
+    OT_ASSERT_ERR(ot_mem_limit_parse(bad[i].s, &l), OT_ERR_INVALID_ARG, bad[i].why);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_good_sizes),
+      cmocka_unit_test(test_percentages),
+      cmocka_unit_test(test_bad_sizes),
+      cmocka_unit_test(test_per_device),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
