@@ -63,7 +63,7 @@ static void test_parse(void **state) {
   assert_string_equal(s.log, "[pos models/tiny][2 1,2,3][3 8][4 l.npy][1 -][pos --not-an-option][pos -]");
   assert_string_equal(s.config, "c.yaml");
   assert_int_equal(s.settings.gpu_memory_limit.all.bytes, 3500000000ull);
-  assert_int_equal(s.settings.offload, OT_OFFLOAD_AGGRESSIVE);
+  assert_int_equal(s.settings.offload, OT_STRATEGY_AGGRESSIVE);
   assert_int_equal(s.settings.json, 1);
   assert_int_equal(s.settings.source[OT_SET_OFFLOAD], OT_SRC_FLAG);
   ot_settings_release(&s.settings);

@@ -49,7 +49,7 @@ static void test_defaults(void **state) {
   (void)state;
   ot_settings s;
   ot_settings_init(&s);
-  assert_int_equal(s.offload, OT_OFFLOAD_BALANCED);
+  assert_int_equal(s.offload, OT_STRATEGY_BALANCED);
   assert_int_equal(s.backend, OT_BACKEND_AUTO);
   assert_int_equal(s.device, -1);
   assert_null(s.trace_path);
@@ -67,7 +67,7 @@ static void test_yaml_file(void **state) {
   ot_settings s;
   ot_settings_init(&s);
   OT_ASSERT_OK(ot_settings_load_file(&s, ot_tmp_path(path, sizeof path, dir, "c.yaml")));
-  assert_int_equal(s.offload, OT_OFFLOAD_AGGRESSIVE);
+  assert_int_equal(s.offload, OT_STRATEGY_AGGRESSIVE);
   assert_int_equal(s.gpu_memory_limit.all.bytes, 3000000000ull);
   assert_int_equal(s.backend, OT_BACKEND_MAP);
   assert_int_equal(s.device, 2);
@@ -105,7 +105,7 @@ static void test_precedence_any_order(void **state) {
     assert_int_equal(s.gpu_memory_limit.all.kind, OT_SIZE_FRACTION); /* flag */
     assert_int_equal(s.source[OT_SET_GPU_MEMORY_LIMIT], OT_SRC_FLAG);
     assert_string_equal(s.trace_path, "flag.json");                  /* flag */
-    assert_int_equal(s.offload, OT_OFFLOAD_MINIMAL);                 /* env over file */
+    assert_int_equal(s.offload, OT_STRATEGY_MINIMAL);                 /* env over file */
     assert_int_equal(s.source[OT_SET_OFFLOAD], OT_SRC_ENV);
     assert_int_equal(s.backend, OT_BACKEND_MAP);                     /* file only */
     assert_int_equal(s.source[OT_SET_BACKEND], OT_SRC_FILE);
@@ -123,7 +123,7 @@ static void test_flags(void **state) {
   OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
   OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:20GB,1:30GB"));
   assert_int_equal(s.backend, OT_BACKEND_HOST);
-  assert_int_equal(s.offload, OT_OFFLOAD_NONE);
+  assert_int_equal(s.offload, OT_STRATEGY_NONE);
   assert_int_equal(s.json, 1);
   assert_int_equal(s.device, 1);
   assert_int_equal(ot_mem_limit_for(&s.gpu_memory_limit, 1).bytes, 30000000000ull);
@@ -142,7 +142,7 @@ static void test_flags(void **state) {
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "gpu-memory", "1GB"), OT_ERR_INVALID_ARG, "unknown option '--gpu-memory'");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "offload", NULL), OT_ERR_INVALID_ARG, "--offload", "no value");
   /* failed sets changed nothing */
-  assert_int_equal(s.offload, OT_OFFLOAD_NONE);
+  assert_int_equal(s.offload, OT_STRATEGY_NONE);
   assert_int_equal(s.device, 1);
   ot_settings_release(&s);
 }

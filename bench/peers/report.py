@@ -1,0 +1,120 @@
+"""Ratios, token agreement, the printed table, the Markdown rows and the JSON."""
+import json
+import os
+
+PYTORCH_KINDS = ("torch", "accelerate")
+
+
+def _gb(x):
+    return "—" if x is None else f"{x / 1e9:.2f} GB"
+
+
+def _num(x, fmt="{:.2f}"):
+    return "—" if x is None else fmt.format(x)
+
+
+def finalize(cases):
+    """Fill tokens_match / match_prefix against the reference (the first ok
+    case, torch-resident when it ran) and the two ratios:
+    ratio_to_bound = tokens/s / bound; ratio_to_best_pytorch = tokens/s / the
+    best PyTorch case of the same class (resident cases against the resident
+    PyTorch cases, budgeted cases against the best offloading PyTorch case)."""
+    ok = [c for c in cases if c.get("status") == "ok" and c.get("tokens")]
+    ref = next((c for c in ok if c["case"] == "torch-resident"), ok[0] if ok else None)
+    best = {}
+    for c in ok:
+        if c["backend"] in PYTORCH_KINDS and c.get("tokens_per_second"):
+            k = c["budget_bytes"] is None
+            best[k] = max(best.get(k, 0), c["tokens_per_second"])
+    for c in cases:
+        c["reference_case"] = ref["case"] if ref else None
+        if c.get("status") != "ok" or not c.get("tokens") or ref is None:
+            c.setdefault("tokens_match", None)
+            continue
+        a, b = c["tokens"], ref["tokens"]
+        n = 0
+        while n < min(len(a), len(b)) and a[n] == b[n]:
+            n += 1
+        c["match_prefix"] = n
+        c["tokens_match"] = n == len(a) and len(a) <= len(b) and len(a) > 0
+        tps, bound = c.get("tokens_per_second"), c.get("bound_tokens_per_second")
+        c["ratio_to_bound"] = tps / bound if tps and bound else None
+        peer = best.get(c["budget_bytes"] is None)
+        c["ratio_to_best_pytorch"] = tps / peer if tps and peer else None
+    return ref
+
+
+def _budget(c, weight_bytes):
+    b = c.get("budget_bytes")
+    if b is None:
+        return "none"
+    return f"{100 * b / weight_bytes:.0f}% ({b / 1e9:.2f} GB)"
+
+
+def _tokens_cell(c):
+    if c.get("tokens_match") is None:
+        return "—"
+    if c["tokens_match"]:
+        return f"same ({len(c['tokens'])})"
+    return f"DIFFER at {c['match_prefix']}/{len(c['tokens'])}"
+
+
+def rows(cases, weight_bytes):
+    """One list of cells per case (status and note replace the numbers of a
+    case that did not run to the end)."""
+    out = []
+    for c in cases:
+        if c.get("status") != "ok":
+            why = (c.get("note") or "").splitlines()[0:1]
+            out.append([c["case"], c.get("backend", "—"), _budget(c, weight_bytes),
+                        c.get("status", "?").upper(), "—", "—", "—", "—", "—",
+                        why[0][:60] if why else "—"])
+            continue
+        out.append([c["case"], str(c.get("backend", "—")), _budget(c, weight_bytes),
+                    _num(c.get("tokens_per_second")),
+                    _num(c.get("ratio_to_bound"), "{:.0%}"),
+                    _num(c.get("ratio_to_best_pytorch"), "{:.2f}×"),
+                    _num(c.get("prefill_ms"), "{:.1f}"),
+                    _gb(c.get("peak_device_bytes")),
+                    _gb(c.get("cuda_mem_peak_delta_bytes")),
+                    _tokens_cell(c)])
+    return out
+
+
+HEAD = ["case", "backend", "budget", "tokens/s", "× bound", "× best PyTorch",
+        "prefill ms", "peak device (runtime)", "peak device (cudaMemGetInfo Δ)", "tokens"]
+
+
+def text_table(cases, weight_bytes):
+    body = rows(cases, weight_bytes)
+    widths = [max(len(str(r[i])) for r in body + [HEAD]) for i in range(len(HEAD))]
+    line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths))
+    return "\n".join([line(HEAD), line(["-" * w for w in widths])] + [line(r) for r in body])
+
+
+def markdown(cases, header):
+    w = header["weight_bytes"]
+    bw = header.get("h2d_bytes_per_s")
+    out = [f"## Decode on the H200: omptensor against PyTorch (`bench/decode_h200.py`)", "",
+           f"{header['date']}, {header.get('gpu', 'no GPU')}, torch {header['torch']}, "
+           f"transformers {header['transformers']}, accelerate {header['accelerate']}. "
+           f"Model: Llama-2-7B shapes, {header['config']['num_hidden_layers']} layers, "
+           f"random bf16 weights, {w / 1e9:.2f} GB; batch 1, prompt "
+           f"{header['prompt_len']} tokens, {header['new_tokens']} new tokens, greedy. "
+           f"Pinned host→device {_num(bw and bw / 1e9)} GB/s "
+           f"(pageable {_num(header.get('h2d_pageable_bytes_per_s') and header['h2d_pageable_bytes_per_s'] / 1e9)} GB/s).",
+           "", "    " + header["command"], "",
+           "| " + " | ".join(HEAD) + " |", "| " + " | ".join(["---"] * len(HEAD)) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows(cases, w)]
+    out += ["", header["bound_formula"], "", header["tokens_per_second_definition"],
+            "× best PyTorch: resident cases against the best resident PyTorch case, "
+            "budgeted cases against the best offloading PyTorch case."]
+    return "\n".join(out)
+
+
+def write_json(path, header, cases):
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    tmp = path + ".tmp"
+    with open(tmp, "w") as f:
+        json.dump(dict(header=header, cases=cases), f, indent=1, default=str)
+    os.replace(tmp, path)
