@@ -1,0 +1,77 @@
+/* kernels.h (internal) — the kernel library: OpenMP target kernels and their
+ * C references.
+ *
+ * Every kernel is
+ *     ot_status ot_k_<op>(int dev, <views and scalars>)
+ * where `dev` is an OpenMP device number (omp_get_initial_device() runs it on
+ * host threads: the `host` backend). Views carry DEVICE addresses of memory
+ * the caller has already placed on `dev`; kernels never move data. A kernel
+ * validates shapes and dtypes (OT_ERR_SHAPE / OT_ERR_DTYPE with a message
+ * naming the op), then runs synchronously.
+ *
+ * Beside each kernel, ot_ref_<op>(<same arguments but dev>) is a plain C
+ * reference on HOST pointers: the test oracle and the definition of the
+ * semantics. It accepts and rejects exactly what the kernel does.
+ *
+ * Gradient convention (training kernels): gradients of parameters ACCUMULATE
+ * (+=, so micro-batches and tied weights add up; the caller zeroes them);
+ * gradients of activations are overwritten.
+ *
+ * All arithmetic is fp32; f16/bf16/q8b are storage formats. Outputs written
+ * in f16/bf16 are rounded to nearest even.
+ */
+#ifndef OT_KERNELS_KERNELS_H
+#define OT_KERNELS_KERNELS_H
+
+#include <stdint.h>
+
+#include "omptensor/dtype.h"
+#include "omptensor/status.h"
+
+/* ---- views --------------------------------------------------------------
+ * p    address of element 0 (device address for ot_k_*, host for ot_ref_*)
+ * ne   dims, outermost first (ne[0..ndim-1])
+ * nb   strides in ELEMENTS (not bytes); any non-negative values, 0 broadcasts.
+ * For OT_Q8B the last dim must be contiguous (nb[ndim-1] == 1) and run over
+ * whole blocks (ne[ndim-1] % 32 == 0, other strides % 32 == 0): element
+ * offset o lives in block o/32, lane o%32 (dtype.h: {float scale; int8 q[32]}).
+ * A view with zero elements may have p == NULL. */
+typedef struct ot_kview {
+  void *p;
+  ot_dtype dt;
+  int ndim; /* 1..4 */
+  int64_t ne[4];
+  int64_t nb[4];
+} ot_kview;
+
+#define OT_KVIEW_MAX_DIMS 4
+
+/* Contiguous (row-major) views. */
+ot_kview ot_kview_1d(void *p, ot_dtype dt, int64_t n0);
+ot_kview ot_kview_2d(void *p, ot_dtype dt, int64_t n0, int64_t n1);
+ot_kview ot_kview_3d(void *p, ot_dtype dt, int64_t n0, int64_t n1, int64_t n2);
+ot_kview ot_kview_nd(void *p, ot_dtype dt, int ndim, const int64_t *ne);
+/* The same view with its last two dims swapped (a transpose, no copy). */
+ot_kview ot_kview_t(ot_kview v);
+/* The view padded to 4 dims by leading 1s (stride 0). */
+ot_kview ot_kview_4d(ot_kview v);
+/* Product of the dims. */
+int64_t ot_kview_numel(ot_kview v);
+/* A "no view" for optional arguments (p == NULL, ndim 0). */
+ot_kview ot_kview_none(void);
+
+/* ---- matmul ---------------------------------------------------------------
+ * c[b] (=|+=) a[b] @ op(b[b]),  op(B) = B or B^T (trans_b), fp32 accumulation.
+ *   a  [batch?, M, K]   f32 | f16 | bf16      (any strides: a transposed view works)
+ *   b  [batch?, K, N]   f32 | f16 | bf16 | q8b   (trans_b = 0)
+ *      [batch?, N, K]                          (trans_b = 1: HF Linear W[out, in], y = x @ W^T)
+ *   c  [batch?, M, N]   f32 | f16 | bf16
+ * A 2-D operand broadcasts over c's batch. accumulate: c += instead of c =.
+ * M == 1 takes the matrix-vector path (decode): with trans_b and a contiguous
+ * weight row, one team per output element reduces over K, reading each weight
+ * once, coalesced. Otherwise a 64x64 tiled GEMM with team-shared tiles.
+ * (A vendor-BLAS path would plug in at the top of ot_k_matmul, see matmul.c.) */
+ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
+ot_status ot_ref_matmul(ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
+
+#endif
