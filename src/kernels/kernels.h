@@ -74,4 +74,29 @@ ot_kview ot_kview_none(void);
 ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
 ot_status ot_ref_matmul(ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
 
+/* ---- elementwise -----------------------------------------------------------
+ * y = f(a, b) over y's shape (1..4 dims), any strides, f32/f16/bf16 in any
+ * mix. a and b broadcast numpy-style (dims aligned from the right, a dim of 1
+ * repeats), so bias_add is add with a 1-D bias [cols]. y may alias an input
+ * exactly (residual add in place: ot_k_add(dev, x, x, r)).
+ *   add     y = a + b              mul     y = a * b
+ *   scale   y = s * x              bias_add y[.., j] = x[.., j] + bias[j]
+ *   gelu    y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (GPT-2 gelu_new)
+ *   silu    y = x / (1 + exp(-x))
+ *   swiglu  y = silu(gate) * up    (Llama MLP) */
+ot_status ot_k_add(int dev, ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_k_mul(int dev, ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_k_bias_add(int dev, ot_kview y, ot_kview x, ot_kview bias);
+ot_status ot_k_scale(int dev, ot_kview y, ot_kview x, float s);
+ot_status ot_k_gelu(int dev, ot_kview y, ot_kview x);
+ot_status ot_k_silu(int dev, ot_kview y, ot_kview x);
+ot_status ot_k_swiglu(int dev, ot_kview y, ot_kview gate, ot_kview up);
+ot_status ot_ref_add(ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_ref_mul(ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_ref_bias_add(ot_kview y, ot_kview x, ot_kview bias);
+ot_status ot_ref_scale(ot_kview y, ot_kview x, float s);
+ot_status ot_ref_gelu(ot_kview y, ot_kview x);
+ot_status ot_ref_silu(ot_kview y, ot_kview x);
+ot_status ot_ref_swiglu(ot_kview y, ot_kview gate, ot_kview up);
+
 #endif
