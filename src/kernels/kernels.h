@@ -99,4 +99,30 @@ ot_status ot_ref_gelu(ot_kview y, ot_kview x);
 ot_status ot_ref_silu(ot_kview y, ot_kview x);
 ot_status ot_ref_swiglu(ot_kview y, ot_kview gate, ot_kview up);
 
+/* ---- normalisation (row-wise over the last dim; one team per row) ------------
+ *   x, y [.., d] same shape (1..4 dims, any strides; y may be x), w, b [d];
+ *   f32/f16/bf16, statistics in fp32.
+ *   rmsnorm    y = x / sqrt(mean(x^2) + eps) * w                (Llama)
+ *   layernorm  y = (x - mean) / sqrt(var + eps) * w + b, var biased (GPT-2) */
+ot_status ot_k_rmsnorm(int dev, ot_kview y, ot_kview x, ot_kview w, float eps);
+ot_status ot_k_layernorm(int dev, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
+ot_status ot_ref_rmsnorm(ot_kview y, ot_kview x, ot_kview w, float eps);
+ot_status ot_ref_layernorm(ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
+
+/* ---- softmax ---------------------------------------------------------------
+ * y = softmax(scale * x) over the last dim, stable (max subtracted).
+ *   x, y [.., S, n] same shape (1..4 dims; y may be x).
+ * causal: row i of dim -2 (S queries, the LAST S positions of n keys) keeps
+ * columns j <= i + n - S; masked columns get exactly 0. */
+ot_status ot_k_softmax(int dev, ot_kview y, ot_kview x, float scale, int causal);
+ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal);
+
+/* ---- RoPE ------------------------------------------------------------------------
+ * In place on x [seq, n_heads, head_dim] (q, or k with n_kv_heads), f32/f16/
+ * bf16, any strides: row s is at position pos + s. HF Llama semantics
+ * (rotate_half: pairs (i, i + head_dim/2)), inv_freq = theta^(-2i/head_dim),
+ * angles in fp32 as HF computes them. Call once for q and once for k. */
+ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta);
+ot_status ot_ref_rope(ot_kview x, int64_t pos, float theta);
+
 #endif
