@@ -125,4 +125,19 @@ ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal);
 ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta);
 ot_status ot_ref_rope(ot_kview x, int64_t pos, float theta);
 
+/* ---- attention with a KV cache ----------------------------------------------
+ * kv_append: cache[pos + s, h, :] = x[s, h, :]
+ *   cache [max_seq, n_kv_heads, head_dim], x [seq, n_kv_heads, head_dim];
+ *   f32/f16/bf16 (converted on the way); pos is the runtime position.
+ *   Call once for k and once for v.
+ * attention: causal MHA with GQA, scale 1/sqrt(head_dim):
+ *   out[s, h] = softmax_j<=pos+s(q[s, h] . k[j, h/g] * scale) @ v[:, h/g]
+ *   q, out [seq, n_heads, head_dim]; k, v caches [max_seq, n_kv_heads, head_dim],
+ *   g = n_heads / n_kv_heads; rows pos..pos+seq-1 must already be appended.
+ *   head_dim <= 256. Tiled online softmax (any length, scores never stored). */
+ot_status ot_k_kv_append(int dev, ot_kview cache, ot_kview x, int64_t pos);
+ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
+ot_status ot_ref_kv_append(ot_kview cache, ot_kview x, int64_t pos);
+ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
+
 #endif
