@@ -140,4 +140,15 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
 ot_status ot_ref_kv_append(ot_kview cache, ot_kview x, int64_t pos);
 ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
 
+/* ---- embedding, argmax -------------------------------------------------------
+ * embedding: out[r, :] = table[ids[r], :]
+ *   ids [n] i32, table [vocab, d] f32/f16/bf16/q8b, out [n, d] f32/f16/bf16;
+ *   an id outside [0, vocab) gives a zero row.
+ * argmax: idx[r] = index of the largest x[r, :], ties to the lowest index
+ *   (torch.argmax); x [rows, n] or [n] f32/f16/bf16, idx [rows] i32. */
+ot_status ot_k_embedding(int dev, ot_kview out, ot_kview table, ot_kview ids);
+ot_status ot_k_argmax(int dev, ot_kview idx, ot_kview x);
+ot_status ot_ref_embedding(ot_kview out, ot_kview table, ot_kview ids);
+ot_status ot_ref_argmax(ot_kview idx, ot_kview x);
+
 #endif
