@@ -63,6 +63,29 @@
 #define OT_TEAM_FOR OT_PRAGMA(omp parallel for)
 #define OT_TEAM_REDUCE(...) OT_PRAGMA(omp parallel for reduction(__VA_ARGS__))
 
+/* Tiled kernels: one explicit parallel region per team inside OT_TEAMS, with
+ * team-shared arrays and barriers:
+ *     OT_TEAMS(dev, nteams, OT_DEVPTR(a, c))
+ *     for (int64_t tile = 0; tile < ntiles; tile++) {
+ *       float tA[16][64];
+ *       OT_TEAM_SHARED(tA)
+ *       OT_TEAM_PARALLEL
+ *       { int tid = omp_get_thread_num(), nt = omp_get_num_threads(); ... OT_TEAM_BARRIER ... }
+ *     }
+ * Code must work for any team size nt (a GPU gives OT_TEAM_THREADS, a host
+ * device as many threads as it has cores, maybe 1).
+ * On a GPU the shared arrays go to shared memory (checked on nvptx: a static
+ * .shared array, and the kernel still becomes SPMD). On host-executed devices a
+ * team's locals are already shared by its threads, and libomp only warns
+ * (once per team) that omp_pteam_mem_alloc "is not available". */
+#if defined(__NVPTX__) || defined(__AMDGCN__)
+#define OT_TEAM_SHARED(...) OT_PRAGMA(omp allocate(__VA_ARGS__) allocator(omp_pteam_mem_alloc))
+#else
+#define OT_TEAM_SHARED(...)
+#endif
+#define OT_TEAM_PARALLEL OT_PRAGMA(omp parallel)
+#define OT_TEAM_BARRIER OT_PRAGMA(omp barrier)
+
 /* Host-side parallel loop (references, conversion of large host buffers). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
 

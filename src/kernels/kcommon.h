@@ -1,0 +1,149 @@
+/* kcommon.h (internal to src/kernels) — what every kernel file shares:
+ * element loads/stores callable on the device, view validation, team sizing.
+ *
+ * The f16/bf16 conversions repeat dtype.c's bit-exact algorithms as
+ * declare-target inlines (dtype.c's functions are host-only); test_k_common
+ * checks they agree bit for bit. */
+#ifndef OT_KERNELS_KCOMMON_H
+#define OT_KERNELS_KCOMMON_H
+
+#include <math.h>
+#include <stdint.h>
+
+#include "core/error.h"
+#include "kernels/kernels.h"
+#include "ot_pragmas.h"
+
+OT_DECLARE_TARGET_BEGIN
+
+typedef union ot_kfu {
+  float f;
+  uint32_t u;
+} ot_kfu;
+
+static inline float ot_kbf16_f32(uint16_t h) {
+  ot_kfu x;
+  x.u = (uint32_t)h << 16;
+  return x.f;
+}
+
+static inline uint16_t ot_kf32_bf16(float f) {
+  ot_kfu x;
+  x.f = f;
+  uint32_t u = x.u;
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x40);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+
+static inline float ot_kf16_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  ot_kfu x;
+  if (e == 0) {
+    x.f = (float)m * 0x1p-24f;
+    x.u |= sign;
+  } else if (e == 31) {
+    x.u = sign | 0x7f800000u | (m << 13) | (m ? 0x400000u : 0);
+  } else {
+    x.u = sign | ((e + 112) << 23) | (m << 13);
+  }
+  return x.f;
+}
+
+static inline uint16_t ot_kf32_f16(float f) {
+  ot_kfu x;
+  x.f = f;
+  uint32_t u = x.u;
+  uint16_t sign = (uint16_t)((u >> 16) & 0x8000u);
+  uint32_t a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return sign | 0x7e00u;
+  if (a >= 0x477ff000u) return sign | 0x7c00u;
+  if (a < 0x38800000u) {
+    if (a < 0x33000000u) return sign;
+    uint32_t e = a >> 23, m = (a & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126 - e;
+    uint32_t q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (q & 1u))) q++;
+    return sign | (uint16_t)q;
+  }
+  uint32_t r = a - 0x38000000u;
+  r += 0xfffu + ((r >> 13) & 1u);
+  return sign | (uint16_t)(r >> 13);
+}
+
+/* Typed loads of element offset i (in elements; for q8b see kernels.h). */
+static inline float ot_ld_f32(const void *p, int64_t i) { return ((const float *)p)[i]; }
+static inline float ot_ld_f16(const void *p, int64_t i) { return ot_kf16_f32(((const uint16_t *)p)[i]); }
+static inline float ot_ld_bf16(const void *p, int64_t i) { return ot_kbf16_f32(((const uint16_t *)p)[i]); }
+static inline float ot_ld_q8b(const void *p, int64_t i) {
+  const ot_q8b_block *b = (const ot_q8b_block *)p + (i >> 5);
+  return b->scale * (float)b->q[i & 31];
+}
+
+/* Any-dtype load/store (a uniform branch on the GPU). Integer dtypes load as
+ * their value. */
+static inline float ot_kld(int dt, const void *p, int64_t i) {
+  switch (dt) {
+  case OT_F32: return ot_ld_f32(p, i);
+  case OT_F16: return ot_ld_f16(p, i);
+  case OT_BF16: return ot_ld_bf16(p, i);
+  case OT_Q8B: return ot_ld_q8b(p, i);
+  case OT_I32: return (float)((const int32_t *)p)[i];
+  default: return 0.0f;
+  }
+}
+
+static inline void ot_kst(int dt, void *p, int64_t i, float v) {
+  switch (dt) {
+  case OT_F32: ((float *)p)[i] = v; break;
+  case OT_F16: ((uint16_t *)p)[i] = ot_kf32_f16(v); break;
+  case OT_BF16: ((uint16_t *)p)[i] = ot_kf32_bf16(v); break;
+  default: break;
+  }
+}
+
+OT_DECLARE_TARGET_END
+
+/* Expands STMT(loadfn) once per storage dtype of `dt`, so hot loops get a
+ * typed load instead of a switch per element. */
+#define OT_KDISPATCH(dt, STMT)                    \
+  switch (dt) {                                   \
+  case OT_F16: STMT(ot_ld_f16); break;            \
+  case OT_BF16: STMT(ot_ld_bf16); break;          \
+  case OT_Q8B: STMT(ot_ld_q8b); break;            \
+  default: STMT(ot_ld_f32); break;                \
+  }
+
+/* dtype masks for validation */
+#define OT_KM(t) (1u << (t))
+#define OT_KM_FLOAT (OT_KM(OT_F32) | OT_KM(OT_F16) | OT_KM(OT_BF16))
+
+/* Checks one view argument of `op`: ndim in [nmin, nmax], dtype in `mask`,
+ * non-negative dims/strides, p set unless empty, q8b layout. `name` is the
+ * argument's name for the message. */
+ot_status ot_kcheck(const char *op, const char *name, ot_kview v, int nmin, int nmax, unsigned mask);
+
+/* Fails with OT_ERR_SHAPE unless dim `da` of a equals dim `db` of b
+ * (negative indices count from the end). */
+ot_status ot_kcheck_dim(const char *op, const char *na, ot_kview a, int da, const char *nbn, ot_kview b,
+                        int db);
+
+/* "[3, 17, 64]" for messages (static per-thread buffer, 4 slots rotating). */
+const char *ot_kshape_str(ot_kview v);
+
+/* Number of teams for `n` independent team-sized items on device `dev`. A
+ * device that runs on host threads gets one team (libomp cannot form more
+ * teams than cores without warnings; one team of all cores is what it wants). */
+int ot_kteams(int dev, int64_t n);
+
+/* The row offset (elements) of flattened row r of a 4-D view over its first
+ * three dims. */
+OT_DECLARE_TARGET_BEGIN
+static inline int64_t ot_krow_off(int64_t r, int64_t n1, int64_t n2, int64_t s0, int64_t s1, int64_t s2) {
+  int64_t i2 = r % n2, q = r / n2;
+  return (q / n1) * s0 + (q % n1) * s1 + i2 * s2;
+}
+OT_DECLARE_TARGET_END
+
+#endif

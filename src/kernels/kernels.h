@@ -1,0 +1,154 @@
+/* kernels.h (internal) — the kernel library: OpenMP target kernels and their
+ * C references.
+ *
+ * Every kernel is
+ *     ot_status ot_k_<op>(int dev, <views and scalars>)
+ * where `dev` is an OpenMP device number (omp_get_initial_device() runs it on
+ * host threads: the `host` backend). Views carry DEVICE addresses of memory
+ * the caller has already placed on `dev`; kernels never move data. A kernel
+ * validates shapes and dtypes (OT_ERR_SHAPE / OT_ERR_DTYPE with a message
+ * naming the op), then runs synchronously.
+ *
+ * Beside each kernel, ot_ref_<op>(<same arguments but dev>) is a plain C
+ * reference on HOST pointers: the test oracle and the definition of the
+ * semantics. It accepts and rejects exactly what the kernel does.
+ *
+ * Gradient convention (training kernels): gradients of parameters ACCUMULATE
+ * (+=, so micro-batches and tied weights add up; the caller zeroes them);
+ * gradients of activations are overwritten.
+ *
+ * All arithmetic is fp32; f16/bf16/q8b are storage formats. Outputs written
+ * in f16/bf16 are rounded to nearest even.
+ */
+#ifndef OT_KERNELS_KERNELS_H
+#define OT_KERNELS_KERNELS_H
+
+#include <stdint.h>
+
+#include "omptensor/dtype.h"
+#include "omptensor/status.h"
+
+/* ---- views --------------------------------------------------------------
+ * p    address of element 0 (device address for ot_k_*, host for ot_ref_*)
+ * ne   dims, outermost first (ne[0..ndim-1])
+ * nb   strides in ELEMENTS (not bytes); any non-negative values, 0 broadcasts.
+ * For OT_Q8B the last dim must be contiguous (nb[ndim-1] == 1) and run over
+ * whole blocks (ne[ndim-1] % 32 == 0, other strides % 32 == 0): element
+ * offset o lives in block o/32, lane o%32 (dtype.h: {float scale; int8 q[32]}).
+ * A view with zero elements may have p == NULL. */
+typedef struct ot_kview {
+  void *p;
+  ot_dtype dt;
+  int ndim; /* 1..4 */
+  int64_t ne[4];
+  int64_t nb[4];
+} ot_kview;
+
+#define OT_KVIEW_MAX_DIMS 4
+
+/* Contiguous (row-major) views. */
+ot_kview ot_kview_1d(void *p, ot_dtype dt, int64_t n0);
+ot_kview ot_kview_2d(void *p, ot_dtype dt, int64_t n0, int64_t n1);
+ot_kview ot_kview_3d(void *p, ot_dtype dt, int64_t n0, int64_t n1, int64_t n2);
+ot_kview ot_kview_nd(void *p, ot_dtype dt, int ndim, const int64_t *ne);
+/* The same view with its last two dims swapped (a transpose, no copy). */
+ot_kview ot_kview_t(ot_kview v);
+/* The view padded to 4 dims by leading 1s (stride 0). */
+ot_kview ot_kview_4d(ot_kview v);
+/* Product of the dims. */
+int64_t ot_kview_numel(ot_kview v);
+/* A "no view" for optional arguments (p == NULL, ndim 0). */
+ot_kview ot_kview_none(void);
+
+/* ---- matmul ---------------------------------------------------------------
+ * c[b] (=|+=) a[b] @ op(b[b]),  op(B) = B or B^T (trans_b), fp32 accumulation.
+ *   a  [batch?, M, K]   f32 | f16 | bf16      (any strides: a transposed view works)
+ *   b  [batch?, K, N]   f32 | f16 | bf16 | q8b   (trans_b = 0)
+ *      [batch?, N, K]                          (trans_b = 1: HF Linear W[out, in], y = x @ W^T)
+ *   c  [batch?, M, N]   f32 | f16 | bf16
+ * A 2-D operand broadcasts over c's batch. accumulate: c += instead of c =.
+ * M == 1 takes the matrix-vector path (decode): with trans_b and a contiguous
+ * weight row, one team per output element reduces over K, reading each weight
+ * once, coalesced. Otherwise a 64x64 tiled GEMM with team-shared tiles.
+ * (A vendor-BLAS path would plug in at the top of ot_k_matmul, see matmul.c.) */
+ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
+ot_status ot_ref_matmul(ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
+
+/* ---- elementwise -----------------------------------------------------------
+ * y = f(a, b) over y's shape (1..4 dims), any strides, f32/f16/bf16 in any
+ * mix. a and b broadcast numpy-style (dims aligned from the right, a dim of 1
+ * repeats), so bias_add is add with a 1-D bias [cols]. y may alias an input
+ * exactly (residual add in place: ot_k_add(dev, x, x, r)).
+ *   add     y = a + b              mul     y = a * b
+ *   scale   y = s * x              bias_add y[.., j] = x[.., j] + bias[j]
+ *   gelu    y = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))   (GPT-2 gelu_new)
+ *   silu    y = x / (1 + exp(-x))
+ *   swiglu  y = silu(gate) * up    (Llama MLP) */
+ot_status ot_k_add(int dev, ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_k_mul(int dev, ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_k_bias_add(int dev, ot_kview y, ot_kview x, ot_kview bias);
+ot_status ot_k_scale(int dev, ot_kview y, ot_kview x, float s);
+ot_status ot_k_gelu(int dev, ot_kview y, ot_kview x);
+ot_status ot_k_silu(int dev, ot_kview y, ot_kview x);
+ot_status ot_k_swiglu(int dev, ot_kview y, ot_kview gate, ot_kview up);
+ot_status ot_ref_add(ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_ref_mul(ot_kview y, ot_kview a, ot_kview b);
+ot_status ot_ref_bias_add(ot_kview y, ot_kview x, ot_kview bias);
+ot_status ot_ref_scale(ot_kview y, ot_kview x, float s);
+ot_status ot_ref_gelu(ot_kview y, ot_kview x);
+ot_status ot_ref_silu(ot_kview y, ot_kview x);
+ot_status ot_ref_swiglu(ot_kview y, ot_kview gate, ot_kview up);
+
+/* ---- normalisation (row-wise over the last dim; one team per row) ------------
+ *   x, y [.., d] same shape (1..4 dims, any strides; y may be x), w, b [d];
+ *   f32/f16/bf16, statistics in fp32.
+ *   rmsnorm    y = x / sqrt(mean(x^2) + eps) * w                (Llama)
+ *   layernorm  y = (x - mean) / sqrt(var + eps) * w + b, var biased (GPT-2) */
+ot_status ot_k_rmsnorm(int dev, ot_kview y, ot_kview x, ot_kview w, float eps);
+ot_status ot_k_layernorm(int dev, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
+ot_status ot_ref_rmsnorm(ot_kview y, ot_kview x, ot_kview w, float eps);
+ot_status ot_ref_layernorm(ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
+
+/* ---- softmax ---------------------------------------------------------------
+ * y = softmax(scale * x) over the last dim, stable (max subtracted).
+ *   x, y [.., S, n] same shape (1..4 dims; y may be x).
+ * causal: row i of dim -2 (S queries, the LAST S positions of n keys) keeps
+ * columns j <= i + n - S; masked columns get exactly 0. */
+ot_status ot_k_softmax(int dev, ot_kview y, ot_kview x, float scale, int causal);
+ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal);
+
+/* ---- RoPE ------------------------------------------------------------------------
+ * In place on x [seq, n_heads, head_dim] (q, or k with n_kv_heads), f32/f16/
+ * bf16, any strides: row s is at position pos + s. HF Llama semantics
+ * (rotate_half: pairs (i, i + head_dim/2)), inv_freq = theta^(-2i/head_dim),
+ * angles in fp32 as HF computes them. Call once for q and once for k. */
+ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta);
+ot_status ot_ref_rope(ot_kview x, int64_t pos, float theta);
+
+/* ---- attention with a KV cache ----------------------------------------------
+ * kv_append: cache[pos + s, h, :] = x[s, h, :]
+ *   cache [max_seq, n_kv_heads, head_dim], x [seq, n_kv_heads, head_dim];
+ *   f32/f16/bf16 (converted on the way); pos is the runtime position.
+ *   Call once for k and once for v.
+ * attention: causal MHA with GQA, scale 1/sqrt(head_dim):
+ *   out[s, h] = softmax_j<=pos+s(q[s, h] . k[j, h/g] * scale) @ v[:, h/g]
+ *   q, out [seq, n_heads, head_dim]; k, v caches [max_seq, n_kv_heads, head_dim],
+ *   g = n_heads / n_kv_heads; rows pos..pos+seq-1 must already be appended.
+ *   head_dim <= 256. Tiled online softmax (any length, scores never stored). */
+ot_status ot_k_kv_append(int dev, ot_kview cache, ot_kview x, int64_t pos);
+ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
+ot_status ot_ref_kv_append(ot_kview cache, ot_kview x, int64_t pos);
+ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
+
+/* ---- embedding, argmax -------------------------------------------------------
+ * embedding: out[r, :] = table[ids[r], :]
+ *   ids [n] i32, table [vocab, d] f32/f16/bf16/q8b, out [n, d] f32/f16/bf16;
+ *   an id outside [0, vocab) gives a zero row.
+ * argmax: idx[r] = index of the largest x[r, :], ties to the lowest index
+ *   (torch.argmax); x [rows, n] or [n] f32/f16/bf16, idx [rows] i32. */
+ot_status ot_k_embedding(int dev, ot_kview out, ot_kview table, ot_kview ids);
+ot_status ot_k_argmax(int dev, ot_kview idx, ot_kview x);
+ot_status ot_ref_embedding(ot_kview out, ot_kview table, ot_kview ids);
+ot_status ot_ref_argmax(ot_kview idx, ot_kview x);
+
+#endif

@@ -1,0 +1,85 @@
+/* softmax.c — numerically stable softmax over the last dim, optional causal
+ * mask; one team per row. */
+#include "kernels/kcommon.h"
+
+typedef struct sm_rows {
+  int64_t rows, n, S, n1, n2;
+  int64_t xs[4], ys[4];
+} sm_rows;
+
+static ot_status sm_check(ot_kview y, ot_kview x, sm_rows *r) {
+  OT_TRY(ot_kcheck("softmax", "x", x, 1, 4, OT_KM_FLOAT));
+  OT_TRY(ot_kcheck("softmax", "y", y, 1, 4, OT_KM_FLOAT));
+  int same = x.ndim == y.ndim;
+  for (int d = 0; same && d < x.ndim; d++) same = x.ne[d] == y.ne[d];
+  if (!same)
+    return ot_fail(OT_ERR_SHAPE, "softmax: x %s and y %s differ in shape", ot_kshape_str(x), ot_kshape_str(y));
+  ot_kview x4 = ot_kview_4d(x), y4 = ot_kview_4d(y);
+  r->n = x4.ne[3];
+  r->S = x4.ne[2];
+  r->n1 = x4.ne[1];
+  r->n2 = x4.ne[2];
+  r->rows = x4.ne[0] * x4.ne[1] * x4.ne[2];
+  for (int d = 0; d < 4; d++) {
+    r->xs[d] = x4.nb[d];
+    r->ys[d] = y4.nb[d];
+  }
+  return OT_OK;
+}
+
+/* Columns of row r that take part: all, or with the causal mask the query
+ * i = r % S (dim -2) sees keys j <= i + (n - S) (queries are the last S
+ * positions of n keys). At least one column always remains when n >= S. */
+OT_DECLARE_TARGET_BEGIN
+static inline int64_t sm_ncols(int causal, int64_t r, int64_t S, int64_t n) {
+  if (!causal) return n;
+  int64_t lim = r % S + (n - S) + 1;
+  return lim < 0 ? 0 : lim > n ? n : lim;
+}
+OT_DECLARE_TARGET_END
+
+ot_status ot_k_softmax(int dev, ot_kview y, ot_kview x, float scale, int causal) {
+  sm_rows sr;
+  OT_TRY(sm_check(y, x, &sr));
+  if (sr.rows == 0 || sr.n == 0) return OT_OK;
+  const void *xp = x.p;
+  void *yp = y.p;
+  const int xdt = x.dt, ydt = y.dt;
+  const int64_t rows = sr.rows, n = sr.n, S = sr.S, n1 = sr.n1, n2 = sr.n2;
+  const int64_t xs0 = sr.xs[0], xs1 = sr.xs[1], xs2 = sr.xs[2], xs3 = sr.xs[3];
+  const int64_t ys0 = sr.ys[0], ys1 = sr.ys[1], ys2 = sr.ys[2], ys3 = sr.ys[3];
+  OT_TEAMS(dev, ot_kteams(dev, rows), OT_DEVPTR(xp, yp))
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t xo = ot_krow_off(r, n1, n2, xs0, xs1, xs2), yo = ot_krow_off(r, n1, n2, ys0, ys1, ys2);
+    const int64_t m = sm_ncols(causal, r, S, n);
+    float mx = -INFINITY, sum = 0.0f;
+    OT_TEAM_REDUCE(max : mx)
+    for (int64_t c = 0; c < m; c++) mx = fmaxf(mx, scale * ot_kld(xdt, xp, xo + c * xs3));
+    OT_TEAM_REDUCE(+ : sum)
+    for (int64_t c = 0; c < m; c++) sum += expf(scale * ot_kld(xdt, xp, xo + c * xs3) - mx);
+    const float inv = 1.0f / sum;
+    /* y may alias x: every read of x above finished before this loop */
+    OT_TEAM_FOR
+    for (int64_t c = 0; c < n; c++)
+      ot_kst(ydt, yp, yo + c * ys3, c < m ? expf(scale * ot_kld(xdt, xp, xo + c * xs3) - mx) * inv : 0.0f);
+  }
+  return OT_OK;
+}
+
+ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal) {
+  sm_rows sr;
+  OT_TRY(sm_check(y, x, &sr));
+  for (int64_t r = 0; r < sr.rows; r++) {
+    const int64_t xo = ot_krow_off(r, sr.n1, sr.n2, sr.xs[0], sr.xs[1], sr.xs[2]);
+    const int64_t yo = ot_krow_off(r, sr.n1, sr.n2, sr.ys[0], sr.ys[1], sr.ys[2]);
+    const int64_t m = sm_ncols(causal, r, sr.S, sr.n);
+    double mx = -INFINITY, sum = 0.0;
+    for (int64_t c = 0; c < m; c++) mx = fmax(mx, (double)scale * ot_kld(x.dt, x.p, xo + c * sr.xs[3]));
+    for (int64_t c = 0; c < m; c++) sum += exp((double)scale * ot_kld(x.dt, x.p, xo + c * sr.xs[3]) - mx);
+    for (int64_t c = 0; c < sr.n; c++) {
+      double v = c < m ? exp((double)scale * ot_kld(x.dt, x.p, xo + c * sr.xs[3]) - mx) / sum : 0.0;
+      ot_kst(y.dt, y.p, yo + c * sr.ys[3], (float)v);
+    }
+  }
+  return OT_OK;
+}

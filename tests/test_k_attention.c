@@ -1,0 +1,80 @@
+/* test_k_attention.c — KV append and causal GQA attention against the
+ * references (two-pass softmax in double).
+ *
+ * The whole cache is random, including rows after each query's position: a
+ * kernel that looks past the causal limit fails. Tolerance (normalised
+ * error): 1e-5 for f32, 1e-2 for bf16 outputs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ktest.h"
+
+static void run(int64_t S, int64_t H, int64_t KVH, int64_t D, int64_t pos, ot_dtype cdt, ot_dtype odt, uint64_t seed) {
+  int64_t max_seq = pos + S + 3;
+  ot_tbuf Kc = ot_tbuf_rand(cdt, max_seq * KVH * D, seed, -1, 1), Vc = ot_tbuf_rand(cdt, max_seq * KVH * D, seed + 1, -1, 1);
+  ot_tbuf Kn = ot_tbuf_rand(OT_F32, S * KVH * D, seed + 2, -1, 1), Vn = ot_tbuf_rand(OT_F32, S * KVH * D, seed + 3, -1, 1);
+  ot_tbuf Q = ot_tbuf_rand(OT_F32, S * H * D, seed + 4, -2, 2), O = ot_tbuf_rand(odt, S * H * D, seed + 5, -1, 1);
+  int dev = ot_test_dev();
+  ot_kview kc = ot_tview(&Kc, 0, 3, (int64_t[]){max_seq, KVH, D}, NULL), vc = ot_tview(&Vc, 0, 3, (int64_t[]){max_seq, KVH, D}, NULL);
+  ot_kview kn = ot_tview(&Kn, 0, 3, (int64_t[]){S, KVH, D}, NULL), vn = ot_tview(&Vn, 0, 3, (int64_t[]){S, KVH, D}, NULL);
+  ot_kview q = ot_tview(&Q, 0, 3, (int64_t[]){S, H, D}, NULL), o = ot_tview(&O, 0, 3, (int64_t[]){S, H, D}, NULL);
+  char what[128];
+  snprintf(what, sizeof what, "attention S%lld H%lld KV%lld D%lld pos %lld cache %s out %s", (long long)S, (long long)H,
+           (long long)KVH, (long long)D, (long long)pos, ot_dtype_name(cdt), ot_dtype_name(odt));
+
+  assert_int_equal(ot_ref_kv_append(kc, kn, pos), OT_OK);
+  assert_int_equal(ot_ref_kv_append(vc, vn, pos), OT_OK);
+  assert_int_equal(ot_k_kv_append(dev, ot_tview_dev(kc, &Kc), ot_tview_dev(kn, &Kn), pos), OT_OK);
+  assert_int_equal(ot_k_kv_append(dev, ot_tview_dev(vc, &Vc), ot_tview_dev(vn, &Vn), pos), OT_OK);
+  /* only rows [pos, pos+S) may change: check with a view of exactly those rows */
+  ot_kview rows = ot_tview(&Kc, 0, 3, (int64_t[]){S, KVH, D}, NULL);
+  rows.p = (char *)Kc.h + ot_dtype_bytes(cdt, pos * KVH * D);
+  ot_tcheck("kv_append k", &Kc, rows, 0); /* same conversion on both sides: exact */
+
+  assert_int_equal(ot_ref_attention(o, q, kc, vc, pos), OT_OK);
+  ot_status s = ot_k_attention(dev, ot_tview_dev(o, &O), ot_tview_dev(q, &Q), ot_tview_dev(kc, &Kc), ot_tview_dev(vc, &Vc), pos);
+  if (s != OT_OK) fail_msg("%s: %s", what, ot_last_error());
+  ot_tcheck(what, &O, o, odt == OT_F32 ? 1e-5 : 1e-2);
+  ot_tbuf_free(&Kc); ot_tbuf_free(&Vc); ot_tbuf_free(&Kn); ot_tbuf_free(&Vn); ot_tbuf_free(&Q); ot_tbuf_free(&O);
+}
+
+static void test_decode(void **st) {
+  (void)st;
+  run(1, 4, 2, 8, 0, OT_F32, OT_F32, 1);
+  run(1, 4, 2, 8, 5, OT_F32, OT_F32, 2);
+  run(1, 8, 1, 64, 130, OT_BF16, OT_F32, 3); /* MQA, three key tiles */
+  run(1, 3, 3, 17, 64, OT_F16, OT_BF16, 4);
+}
+
+static void test_prefill(void **st) {
+  (void)st;
+  run(3, 4, 4, 16, 0, OT_F32, OT_F32, 10);
+  run(70, 2, 1, 33, 10, OT_F32, OT_F32, 11); /* crosses tile edges */
+  run(5, 6, 3, 64, 61, OT_BF16, OT_F32, 12);
+  run(1, 1, 1, 1, 0, OT_F32, OT_F32, 13);
+}
+
+static void test_errors(void **st) {
+  (void)st;
+  float x[256];
+  int dev = ot_test_dev();
+  ot_kview cache = ot_kview_3d(x, OT_F32, 4, 2, 8), q = ot_kview_3d(x, OT_F32, 2, 3, 8);
+  assert_int_equal(ot_k_attention(dev, q, q, cache, cache, 0), OT_ERR_SHAPE); /* 3 heads, 2 kv heads */
+  assert_non_null(strstr(ot_last_error(), "attention"));
+  ot_kview q4 = ot_kview_3d(x, OT_F32, 2, 4, 8);
+  assert_int_equal(ot_k_attention(dev, q4, q4, cache, cache, 3), OT_ERR_SHAPE); /* past max_seq */
+  assert_int_equal(ot_k_kv_append(dev, cache, ot_kview_3d(x, OT_F32, 2, 2, 8), 3), OT_ERR_SHAPE);
+  assert_int_equal(ot_k_kv_append(dev, cache, ot_kview_3d(x, OT_I32, 1, 2, 8), 0), OT_ERR_DTYPE);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_decode), cmocka_unit_test(test_prefill), cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,130 @@
+/* test_k_norm.c — RMSNorm, LayerNorm, softmax and RoPE against their
+ * references.
+ *
+ * Tolerances (normalised error): f32 1e-5 (fp32 statistics and expf/cosf
+ * against double); bf16 outputs 1e-2 (one rounding). RoPE is also checked by
+ * hand on a case where the rotation is known. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "ktest.h"
+
+static double tol_for(ot_dtype t) { return t == OT_F32 ? 1e-5 : t == OT_F16 ? 2e-3 : 1e-2; }
+
+/* x, y [rows, d] with row stride d + pad; op 0 rmsnorm, 1 layernorm, 2 softmax, 3 causal softmax */
+static void run_rows(int op, ot_dtype dt, int64_t rows, int64_t d, int64_t pad, int inplace, uint64_t seed) {
+  int64_t ld = d + pad;
+  ot_tbuf X = ot_tbuf_rand(dt, rows * ld, seed, -3, 3), Y = ot_tbuf_rand(dt, rows * ld + 2, seed + 1, -1, 1);
+  ot_tbuf W = ot_tbuf_rand(OT_F32, d, seed + 2, 0.5f, 1.5f), B = ot_tbuf_rand(OT_BF16, d, seed + 3, -1, 1);
+  ot_tbuf *out = inplace ? &X : &Y;
+  /* softmax causal: view as [2, rows/2.., d]? keep 2-D: S = rows queries over d keys */
+  ot_kview x = ot_tview(&X, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
+  ot_kview y = inplace ? x : ot_tview(&Y, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
+  ot_kview w = ot_tview(&W, 0, 1, (int64_t[]){d}, NULL), b = ot_tview(&B, 0, 1, (int64_t[]){d}, NULL);
+  int dev = ot_test_dev();
+  ot_kview yd = ot_tview_dev(y, out), xd = ot_tview_dev(x, &X), wd = ot_tview_dev(w, &W), bd = ot_tview_dev(b, &B);
+  ot_status s = OT_OK;
+  const char *name = "?";
+  switch (op) {
+  case 0: name = "rmsnorm"; assert_int_equal(ot_ref_rmsnorm(y, x, w, 1e-5f), OT_OK); s = ot_k_rmsnorm(dev, yd, xd, wd, 1e-5f); break;
+  case 1: name = "layernorm"; assert_int_equal(ot_ref_layernorm(y, x, w, b, 1e-5f), OT_OK); s = ot_k_layernorm(dev, yd, xd, wd, bd, 1e-5f); break;
+  case 2: name = "softmax"; assert_int_equal(ot_ref_softmax(y, x, 0.7f, 0), OT_OK); s = ot_k_softmax(dev, yd, xd, 0.7f, 0); break;
+  default: name = "softmax causal"; assert_int_equal(ot_ref_softmax(y, x, 1.0f, 1), OT_OK); s = ot_k_softmax(dev, yd, xd, 1.0f, 1); break;
+  }
+  if (s != OT_OK) fail_msg("%s: %s", name, ot_last_error());
+  char what[128];
+  snprintf(what, sizeof what, "%s [%lld, %lld] %s%s%s", name, (long long)rows, (long long)d, ot_dtype_name(dt),
+           pad ? " strided" : "", inplace ? " in-place" : "");
+  ot_tcheck(what, out, y, tol_for(dt));
+  ot_tbuf_free(&X);
+  ot_tbuf_free(&Y);
+  ot_tbuf_free(&W);
+  ot_tbuf_free(&B);
+}
+
+static const int64_t shapes[][2] = {{1, 1}, {3, 17}, {17, 3}, {5, 257}, {2, 1000}};
+
+static void test_norms(void **st) {
+  (void)st;
+  uint64_t seed = 10;
+  for (int op = 0; op < 2; op++)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      run_rows(op, OT_F32, shapes[i][0], shapes[i][1], 0, 0, seed++);
+      run_rows(op, OT_F32, shapes[i][0], shapes[i][1], 5, 0, seed++);
+      run_rows(op, OT_BF16, shapes[i][0], shapes[i][1], 0, 1, seed++);
+    }
+}
+
+static void test_softmax(void **st) {
+  (void)st;
+  uint64_t seed = 100;
+  for (int op = 2; op < 4; op++)
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+      run_rows(op, OT_F32, shapes[i][0], shapes[i][1], 0, 0, seed++);
+      run_rows(op, OT_F32, shapes[i][0], shapes[i][1], 3, 1, seed++);
+      run_rows(op, OT_BF16, shapes[i][0], shapes[i][1], 0, 0, seed++);
+    }
+  /* causal by hand: 2 queries over 3 keys -> row 0 sees keys 0..1, row 1 all */
+  float x[6] = {1, 2, 3, 1, 2, 3}, y[6];
+  assert_int_equal(ot_ref_softmax(ot_kview_2d(y, OT_F32, 2, 3), ot_kview_2d(x, OT_F32, 2, 3), 1.0f, 1), OT_OK);
+  assert_true(y[2] == 0.0f);
+  assert_true(fabsf(y[1] - 1.0f / (1.0f + expf(-1.0f))) < 1e-6f);
+  assert_true(fabsf(y[3] + y[4] + y[5] - 1.0f) < 1e-6f);
+}
+
+static void run_rope(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t pos, int strided, uint64_t seed) {
+  int64_t hs = strided ? hd + 3 : hd; /* strided: padding after each head */
+  ot_tbuf X = ot_tbuf_rand(dt, S * H * hs, seed, -2, 2);
+  ot_kview x = ot_tview(&X, 0, 3, (int64_t[]){S, H, hd}, (int64_t[]){H * hs, hs, 1});
+  assert_int_equal(ot_ref_rope(x, pos, 10000.0f), OT_OK);
+  ot_status s = ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), pos, 10000.0f);
+  if (s != OT_OK) fail_msg("rope: %s", ot_last_error());
+  char what[96];
+  snprintf(what, sizeof what, "rope [%lld, %lld, %lld] pos %lld %s", (long long)S, (long long)H, (long long)hd,
+           (long long)pos, ot_dtype_name(dt));
+  ot_tcheck(what, &X, x, tol_for(dt));
+  ot_tbuf_free(&X);
+}
+
+static void test_rope(void **st) {
+  (void)st;
+  run_rope(OT_F32, 1, 1, 2, 0, 0, 1);
+  run_rope(OT_F32, 3, 4, 64, 0, 0, 2);
+  run_rope(OT_F32, 5, 3, 18, 1021, 1, 3);
+  run_rope(OT_BF16, 7, 2, 128, 4000, 0, 4);
+  run_rope(OT_F16, 1, 8, 32, 17, 1, 5);
+  /* by hand: head_dim 4, pos 3: pair (0, 2) turns by 3 rad, pair (1, 3) by 3 * 10000^-0.5 */
+  float x[4] = {1, 2, 3, 4};
+  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 4), 3, 10000.0f), OT_OK);
+  assert_true(fabs(x[0] - (cos(3.0) - 3 * sin(3.0))) < 1e-5);
+  assert_true(fabs(x[2] - (3 * cos(3.0) + sin(3.0))) < 1e-5);
+  double a1 = 3.0 / 100.0;
+  assert_true(fabs(x[1] - (2 * cos(a1) - 4 * sin(a1))) < 1e-5);
+  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 3), 0, 1e4f), OT_ERR_SHAPE);
+}
+
+static void test_errors(void **st) {
+  (void)st;
+  float x[64];
+  int dev = ot_test_dev();
+  ot_kview v = ot_kview_2d(x, OT_F32, 4, 8);
+  assert_int_equal(ot_k_rmsnorm(dev, v, v, ot_kview_1d(x, OT_F32, 7), 1e-5f), OT_ERR_SHAPE);
+  assert_non_null(strstr(ot_last_error(), "rmsnorm"));
+  assert_int_equal(ot_k_layernorm(dev, v, v, ot_kview_1d(x, OT_F32, 8), ot_kview_1d(x, OT_I32, 8), 1e-5f), OT_ERR_DTYPE);
+  assert_int_equal(ot_k_softmax(dev, ot_kview_2d(x, OT_F32, 8, 4), v, 1.0f, 0), OT_ERR_SHAPE);
+  assert_int_equal(ot_k_rope(dev, v, 0, 1e4f), OT_ERR_SHAPE);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_norms), cmocka_unit_test(test_softmax), cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_errors),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
