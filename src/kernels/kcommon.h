@@ -137,6 +137,10 @@ const char *ot_kshape_str(ot_kview v);
  * teams than cores without warnings; one team of all cores is what it wants). */
 int ot_kteams(int dev, int64_t n);
 
+/* The device executes on host threads (the initial device, or any device of
+ * the x86_64 host-offload build): kernels pick loop shapes for CPUs there. */
+int ot_kruns_on_host(int dev);
+
 /* The row offset (elements) of flattened row r of a 4-D view over its first
  * three dims. */
 OT_DECLARE_TARGET_BEGIN

@@ -112,7 +112,7 @@ ot_status ot_kcheck_dim(const char *op, const char *na, ot_kview a, int da, cons
 
 /* Whether `dev` executes on host threads: the initial device, or any device
  * of a build whose offload target is the x86_64 host plugin. */
-static int runs_on_host(int dev) {
+int ot_kruns_on_host(int dev) {
 #ifdef OT_OFFLOAD
   if (strcmp(OT_OFFLOAD_NAME, "host") == 0) return 1;
   return dev == omp_get_initial_device() || dev < 0 || dev >= omp_get_num_devices();
@@ -124,7 +124,7 @@ static int runs_on_host(int dev) {
 
 int ot_kteams(int dev, int64_t n) {
   if (n < 1) return 1;
-  if (runs_on_host(dev)) return 1;
+  if (ot_kruns_on_host(dev)) return 1;
   /* a grid this wide is plenty; teams loop over the rest (distribute) */
   return n > 65536 ? 65536 : (int)n;
 }

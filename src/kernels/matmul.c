@@ -199,12 +199,42 @@ static void gemm_tiled(int dev, ot_kview c, ot_kview a, ot_kview b, mm_prob p, i
   }
 }
 
+/* ---- host threads ---------------------------------------------------------------
+ * A device that runs on host threads gets one team (ot_kteams), so the team-
+ * per-output kernels above would leave all but one core idle and pay a
+ * parallel region per output element. There, threads split the columns of C
+ * instead: each reads its column of B once (a row of W for trans_b, contiguous
+ * along K) and reuses it from cache for every row of A. */
+static void mm_host(int dev, ot_kview c, ot_kview a, ot_kview b, mm_prob p, int accumulate) {
+  const void *ap = a.p, *bp = b.p;
+  void *cp = c.p;
+  const int adt = a.dt, bdt = b.dt, cdt = c.dt;
+  const int64_t batch = p.batch, M = p.M, N = p.N, K = p.K;
+  const int64_t as0 = p.as[0], asm_ = p.as[1], ask = p.as[2], bs0 = p.bs[0], bsk = p.bs[1], bsn = p.bs[2];
+  const int64_t cs0 = p.cs[0], csm = p.cs[1], csn = p.cs[2];
+  OT_PARFOR2(dev, OT_DEVPTR(ap, bp, cp))
+  for (int64_t bi = 0; bi < batch; bi++)
+    for (int64_t n = 0; n < N; n++)
+      for (int64_t m = 0; m < M; m++) {
+        const int64_t ao = bi * as0 + m * asm_, bo = bi * bs0 + n * bsn;
+        float acc = 0.0f;
+#define MM_HOST_LOOP(LDB) \
+        for (int64_t k = 0; k < K; k++) acc += ot_kld(adt, ap, ao + k * ask) * LDB(bp, bo + k * bsk);
+        OT_KDISPATCH(bdt, MM_HOST_LOOP)
+#undef MM_HOST_LOOP
+        const int64_t co = bi * cs0 + m * csm + n * csn;
+        if (accumulate) acc += ot_kld(cdt, cp, co);
+        ot_kst(cdt, cp, co, acc);
+      }
+}
+
 ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate) {
   mm_prob p;
   OT_TRY(mm_check(c, a, b, trans_b, &p));
   if (p.batch == 0 || p.M == 0 || p.N == 0) return OT_OK;
   if (trans_b) b = ot_kview_t(b);
-  if (p.M == 1 && p.bs[1] == 1) mv_rows(dev, c, a, b, p, accumulate);
+  if (ot_kruns_on_host(dev)) mm_host(dev, c, a, b, p, accumulate);
+  else if (p.M == 1 && p.bs[1] == 1) mv_rows(dev, c, a, b, p, accumulate);
   else if (p.M == 1) mv_cols(dev, c, a, b, p, accumulate);
   else gemm_tiled(dev, c, a, b, p, accumulate);
   return OT_OK;

@@ -1,0 +1,65 @@
+/* ops_attention.c — RoPE and causal attention with a KV cache. */
+#include "ops/ops_impl.h"
+
+typedef struct pos_params {
+  int pos_slot;
+  float theta;
+} pos_params;
+
+static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
+  if (slot < 0 || slot >= e->n_scalars) return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, slot);
+  *pos = e->scalars[slot];
+  if (*pos < 0) return ot_fail(OT_ERR_INVALID_ARG, "%s: position %lld is negative", e->name, (long long)*pos);
+  return OT_OK;
+}
+
+static ot_status run_rope(const ot_op_exec *e) {
+  const pos_params *p = e->params;
+  int64_t pos;
+  OT_TRY(pos_of(e, p->pos_slot, &pos));
+  return ot_k_rope(e->device, ot_ops_view(e->out_t[0], e->out[0]), pos, p->theta);
+}
+
+ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta) {
+  if (!p || !x) return ot_fail(OT_ERR_INVALID_ARG, "rope: NULL argument");
+  if (ot_tensor_ndim(x) != 3 || ot_tensor_dim(x, 2) % 2)
+    return ot_fail(OT_ERR_SHAPE, "rope: '%s' must be [seq, heads, head_dim] with an even head_dim", ot_tensor_name(x));
+  pos_params prm = {pos_slot, theta};
+  return ot_ops_record(p, "rope", x, run_rope, &x, 1, &x, 1, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
+}
+
+/* in: q, k, v, k_cache, v_cache; out: out, k_cache, v_cache */
+static ot_status run_attention(const ot_op_exec *e) {
+  const pos_params *p = e->params;
+  int64_t pos;
+  OT_TRY(pos_of(e, p->pos_slot, &pos));
+  int64_t T = ot_tensor_dim(e->in_t[0], 0), max_seq = ot_tensor_dim(e->in_t[3], 0);
+  if (pos + T > max_seq)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld are beyond the KV cache (%lld positions)", e->name,
+                   (long long)pos, (long long)(pos + T - 1), (long long)max_seq);
+  ot_kview kc = ot_ops_view(e->out_t[1], e->out[1]), vc = ot_ops_view(e->out_t[2], e->out[2]);
+  OT_TRY(ot_k_kv_append(e->device, kc, ot_ops_view(e->in_t[1], e->in[1]), pos));
+  OT_TRY(ot_k_kv_append(e->device, vc, ot_ops_view(e->in_t[2], e->in[2]), pos));
+  return ot_k_attention(e->device, ot_ops_view(e->out_t[0], e->out[0]), ot_ops_view(e->in_t[0], e->in[0]), kc, vc, pos);
+}
+
+ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                          ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot) {
+  if (!p || !out || !q || !k || !v || !k_cache || !v_cache) return ot_fail(OT_ERR_INVALID_ARG, "attention: NULL argument");
+  OT_TRY(ot_ops_same_shape("attention", out, q));
+  OT_TRY(ot_ops_same_shape("attention", k, v));
+  OT_TRY(ot_ops_same_shape("attention", k_cache, v_cache));
+  int ok = ot_tensor_ndim(q) == 3 && ot_tensor_ndim(k) == 3 && ot_tensor_ndim(k_cache) == 3 &&
+           ot_tensor_dim(q, 0) == ot_tensor_dim(k, 0) && ot_tensor_dim(q, 2) == ot_tensor_dim(k, 2) &&
+           ot_tensor_dim(k, 1) == ot_tensor_dim(k_cache, 1) && ot_tensor_dim(k, 2) == ot_tensor_dim(k_cache, 2) &&
+           ot_tensor_dim(k, 1) > 0 && ot_tensor_dim(q, 1) % ot_tensor_dim(k, 1) == 0;
+  if (!ok)
+    return ot_fail(OT_ERR_SHAPE,
+                   "attention: q '%s' [T, H, hd], k/v [T, KV, hd] and caches [max_seq, KV, hd] disagree, or H is "
+                   "not a multiple of KV",
+                   ot_tensor_name(q));
+  pos_params prm = {pos_slot, 0};
+  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[3] = {out, k_cache, v_cache};
+  double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
+  return ot_ops_record(p, "attention", k_cache, run_attention, in, 5, outs, 3, &prm, sizeof prm, flops);
+}
