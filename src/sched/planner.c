@@ -314,7 +314,7 @@ static ot_status set_start(ot_schedule *s, const ot_resident *set, int n) {
   free(s->start);
   s->start = malloc((size_t)(n ? n : 1) * sizeof *set);
   if (!s->start) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  memcpy(s->start, set, (size_t)n * sizeof *set);
+  if (n) memcpy(s->start, set, (size_t)n * sizeof *set);
   s->n_start = n;
   return OT_OK;
 }
