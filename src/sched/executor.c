@@ -174,7 +174,10 @@ static ot_status run_op(run_state *r, int i) {
   const ot_op *o = &p->ops[i];
   int ok;
   OT_TRY(wait_for_op(r, i, &ok));
-  for (int k = 0; k < o->n_in + o->n_out; k++) plan->args[k] = dev_addr(r, o->ts[k]) + ot_tensor_byte_offset(o->t[k]);
+  for (int k = 0; k < o->n_in + o->n_out; k++) {
+    char *base = dev_addr(r, o->ts[k]); /* NULL for an empty home */
+    plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
+  }
   ot_op_exec e = {r->omp_dev, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
                   o->params, o->params_bytes, p->scalars, p->n_scalars};
   if (!ok) {

@@ -82,7 +82,7 @@ static ot_status sort_events(ot_schedule *s) {
   for (int x = 0; x < s->n_ev; x++) cnt[s->ev[x].slot * 3 + rank(&s->ev[x]) + 1]++;
   for (int k = 0; k < nkeys; k++) cnt[k + 1] += cnt[k];
   for (int x = 0; x < s->n_ev; x++) tmp[cnt[s->ev[x].slot * 3 + rank(&s->ev[x])]++] = s->ev[x];
-  memcpy(s->ev, tmp, (size_t)s->n_ev * sizeof *tmp);
+  if (s->n_ev) memcpy(s->ev, tmp, (size_t)s->n_ev * sizeof *tmp);
   free(tmp);
   free(cnt);
   return OT_OK;
