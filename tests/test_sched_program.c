@@ -88,12 +88,16 @@ static void test_scalars_and_params(void **state) {
   assert_int_equal(ot_program_mark_output(p, b), OT_OK);
   ot_plan *plan;
   assert_int_equal(ot_sched_plan(ctx, p, NULL, &plan), OT_OK);
+  ot_trace *tr;
+  assert_int_equal(ot_trace_create(&tr), OT_OK);
   for (int64_t v = 0; v < 3; v++) {
     assert_int_equal(ot_program_set_scalar(p, s1, v), OT_OK);
-    assert_int_equal(ot_sched_run(plan, NULL), OT_OK);
+    assert_int_equal(ot_sched_run(plan, tr), OT_OK);
     const float *x = ot_tensor_data(a), *y = ot_tensor_data(b);
     for (int j = 0; j < 8; j++) assert_float_equal(y[j], 0.5f * (1 + 0.25f * (float)v + 2 * x[j]), 1e-6);
   }
+  assert_int_equal(ot_trace_check_budget(tr, ot_ctx_budget(ctx, 0)), OT_OK);
+  ot_trace_destroy(tr);
   ot_plan_destroy(plan);
   ot_program_destroy(p);
   ot_tensor_destroy(a);
