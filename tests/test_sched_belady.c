@@ -156,9 +156,12 @@ static void cyclic(ot_backend b) {
         for (int i = 0; i < L; i++) seq[i] = i;
         int ups[4];
         run_chain(b, (ot_strategy)s, seq, L, L, k, 4, ups);
-        assert_int_equal(ups[0], belady_misses(seq, L, k));
+        /* minimal is optimal; prefetching keeps one more slot free for the
+         * next layer's upload (double buffering): at most one more per run */
+        int extra = s == OT_STRATEGY_MINIMAL ? 0 : 1;
+        assert_true(ups[0] >= belady_misses(seq, L, k) && ups[0] <= belady_misses(seq, L, k) + extra);
         for (int r = 1; r < 4; r++)
-          if (ups[r] != L - k + 1)
+          if (ups[r] < L - k + 1 || ups[r] > L - k + 1 + extra)
             fail_msg("L %d k %d %s run %d: %d weight uploads, optimum %d", L, k, ot_strategy_name((ot_strategy)s), r,
                      ups[r], L - k + 1);
       }
@@ -186,10 +189,11 @@ static void random_seqs(ot_backend b) {
     /* chain_build creates all n_w weights; unused ones are simply not in the program */
     run_chain(b, s, seq, n, n_w, k, 2, ups);
     int opt = belady_misses(seq, n, k);
-    if (ups[0] != opt)
+    /* minimal must be optimal; the prefetching strategies can never beat it */
+    if (s == OT_STRATEGY_MINIMAL ? ups[0] != opt : ups[0] < opt)
       fail_msg("case %d (%d weights, %d ops, k %d, %s): %d uploads, Belady %d", t, n_w, n, k, ot_strategy_name(s),
                ups[0], opt);
-    assert_true(ups[1] <= ups[0]);
+    if (s == OT_STRATEGY_MINIMAL) assert_true(ups[1] <= ups[0]);
     (void)nu;
   }
 }
@@ -199,10 +203,59 @@ static void test_random_sequences(void **state) {
   each_backend(random_seqs);
 }
 
+/* Streaming more layers than fit (the bench case): with balanced and
+ * aggressive, every weight upload of a replay except op 0's is issued before
+ * the previous op's kernel runs, so it can overlap it. */
+static void streaming(ot_backend b) {
+  enum { L = 12 };
+  int seq[L];
+  for (int i = 0; i < L; i++) seq[i] = i;
+  for (int s = OT_STRATEGY_BALANCED; s < OT_STRATEGY_COUNT; s++)
+    for (int k = 2; k <= 4; k++) {
+      ot_ctx *ctx = make_ctx(b);
+      chain c;
+      chain_build(&c, ctx, seq, L, L);
+      ot_sched_opts o = ot_sched_opts_default();
+      o.strategy = (ot_strategy)s;
+      o.budget_bytes = (uint64_t)(k + 2) * 256;
+      ot_plan *plan;
+      assert_int_equal(ot_sched_plan(ctx, c.p, &o, &plan), OT_OK);
+      ot_trace *tr;
+      assert_int_equal(ot_trace_create(&tr), OT_OK);
+      for (int r = 0; r < 3; r++) assert_int_equal(ot_sched_run(plan, tr), OT_OK);
+      assert_int_equal(ot_trace_check_budget(tr, o.budget_bytes), OT_OK);
+      int late = 0, total = 0;
+      for (size_t x = 0; x < ot_trace_count(tr); x++) {
+        const ot_trace_event *e = ot_trace_event_at(tr, x);
+        if (e->run == 0 || e->kind != OT_TRACE_UPLOAD || e->name[0] != 'w' || e->op == 0) continue;
+        total++;
+        /* the kernel of op e->op - 1 of the same run must come later in the trace */
+        int before = 0;
+        for (size_t y = x + 1; y < ot_trace_count(tr); y++) {
+          const ot_trace_event *f = ot_trace_event_at(tr, y);
+          if (f->run == e->run && f->kind == OT_TRACE_KERNEL && f->op == e->op - 1) before = 1;
+        }
+        late += !before;
+      }
+      if (late) fail_msg("%s k %d: %d of %d weight uploads not issued ahead", ot_strategy_name((ot_strategy)s), k, late, total);
+      assert_true(total >= 2 * (L - k));
+      ot_trace_destroy(tr);
+      ot_plan_destroy(plan);
+      chain_destroy(&c);
+      ot_ctx_destroy(ctx);
+    }
+}
+
+static void test_streaming_prefetch(void **state) {
+  (void)state;
+  each_backend(streaming);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_cyclic_chain),
       cmocka_unit_test(test_random_sequences),
+      cmocka_unit_test(test_streaming_prefetch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
