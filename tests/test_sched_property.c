@@ -18,7 +18,9 @@
 #define RUNS 3
 #define UNLIMITED (1ull << 40)
 
-static const uint64_t seeds[] = {1, 2, 3, 5, 8, 13, 21, 34, 55, 89, 144, 233, 377, 610, 987, 1597};
+static const uint64_t seeds[] = {1,   2,   3,    5,    8,    13,   21,   34,   55,    89,    144,
+                                 233, 377, 610,  987,  1597, 2584, 4181, 6765, 10946, 17711, 28657,
+                                 4,   6};
 
 typedef struct result {
   float *v;        /* RUNS snapshots */
