@@ -119,7 +119,7 @@ static double evict_cost(const sim *m, int s, int i) {
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
   int nu = next_use(m->p, s, i);
   int live = nu != INT_MAX;
-  unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD;
+  unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0);
   if (m->dirty[s] && live) {
     OT_TRY(emit(m, i, OT_EV_DOWNLOAD, why, 0, s));
     m->dirty[s] = 0;
@@ -284,7 +284,7 @@ static ot_status sim_op(sim *m, int i, int *missing) {
       m->dirty[s] = 0;
     }
     if (ps->last_use == i && !(ps->role & OT_ROLE_KEEP)) {
-      OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD, s));
+      OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0), s));
       OT_TRY(ot_arena_free(m->arena, m->off[s]));
       m->res[s] = 0;
       m->dirty[s] = 0;
@@ -376,7 +376,8 @@ static ot_status build_none(ot_plan *plan) {
                            0, i, off, ps->block, -1, -1};
     ot_plan_event wb = {ps->last_write + 1, ps->last_write + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, i, off,
                         ps->block, -1, -1};
-    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, i, off, ps->block, -1, -1};
+    unsigned dirty = (ps->role & OT_ROLE_WRITTEN) && !(ps->role & OT_ROLE_WRITEBACK) ? OT_TRACE_DIRTY : 0;
+    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD | dirty, i, off, ps->block, -1, -1};
     for (int pass = 0; s == OT_OK && pass < 2; pass++) {
       ot_schedule *sc = pass ? &plan->steady : &plan->first;
       if (!pass || !kept) s = ot_schedule_push(sc, place);
