@@ -70,12 +70,11 @@ static int rank(const ot_plan_event *e) {
   return e->kind == OT_EV_DOWNLOAD ? 0 : e->kind == OT_EV_FREE ? 1 : 2;
 }
 
-/* Stable sort by (slot, rank): insertion into a copy, merge-sort style
- * would be faster, but schedules are short and this is run once. */
+/* Stable counting sort by (slot, rank): keeps the decision order within a
+ * slot and rank. */
 static ot_status sort_events(ot_schedule *s) {
   ot_plan_event *tmp = malloc((size_t)(s->n_ev ? s->n_ev : 1) * sizeof *tmp);
   if (!tmp) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  /* counting sort on the key slot * 3 + rank keeps the order within a key */
   int max_slot = 0;
   for (int x = 0; x < s->n_ev; x++)
     if (s->ev[x].slot > max_slot) max_slot = s->ev[x].slot;
