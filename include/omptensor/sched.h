@@ -32,11 +32,15 @@
  * Dead copies are freed right after their last use; outputs and persistent
  * tensors are written home right after their last write.
  *
- * Prefetch strategies (they change when uploads are issued, not which):
+ * Prefetch strategies:
  *   none        everything resident for the whole run; fails if it does not fit
- *   minimal     each upload right before the op that needs it
- *   balanced    each upload one op ahead (double buffering) when its space is free
- *   aggressive  each upload as soon as the space it will occupy is free
+ *   minimal     each upload right before the op that needs it; the fewest
+ *               transfers (Belady-optimal for equal sizes)
+ *   balanced    the next op's uploads are placed while the current op runs
+ *               (double buffering), evicting only copies needed later than
+ *               them; this may cost a few more transfers than minimal
+ *   aggressive  as balanced, then every upload is issued as soon as the space
+ *               it will occupy is free
  *
  * Between runs the plan keeps resident a set of clean weights/persistent
  * copies (those a steady replay finds useful, chosen so that a run ends with

@@ -41,6 +41,7 @@ typedef enum ot_trace_kind {
 #define OT_TRACE_CLEAN_DROP 4u  /* FREE: live but clean: dropped without write-back */
 #define OT_TRACE_EVICT 8u       /* FREE: evicted while live (it will be uploaded again) */
 #define OT_TRACE_PREFETCH 16u   /* UPLOAD: issued before the slot of the op that needs it */
+#define OT_TRACE_DIRTY 32u      /* FREE with DEAD: the copy differed from its home and needs no write-back */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;
@@ -82,7 +83,8 @@ typedef struct ot_trace_summary {
   uint64_t bytes_to_device, bytes_to_host;
   int kernels, uploads, downloads, allocs, frees;
   int evictions;                /* frees of live copies */
-  int writebacks_avoided;       /* frees without a copy home of a dirty dead copy or a clean live one */
+  int writebacks_avoided;       /* copies dropped without a write-back: clean live ones (weights) and
+                                   dirty dead ones (activations) */
   double kernel_s, transfer_s;  /* busy time on each lane */
   double overlap_s;             /* transfer time during which a kernel ran */
   double wall_s;                /* first event start to last event end */

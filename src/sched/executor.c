@@ -56,24 +56,32 @@ void ot_exec_release(ot_plan *plan) {
   plan->args = NULL;
 }
 
-static ot_status prepare(ot_plan *plan) {
-  if (plan->mv) return OT_OK;
+/* Allocates what a run needs, once per plan (again after a failure). */
+static ot_status prepare_once(ot_plan *plan) {
   const ot_program *p = plan->prog;
   ot_mv_kind kind = mv_kind(plan);
   plan->xs = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->xs);
   plan->args = calloc((size_t)(p->max_args ? p->max_args : 1), sizeof *plan->args);
   if (!plan->xs || !plan->args) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory");
-  if (kind == OT_MV_COPY && plan->extent)
-    OT_TRY(ot_fail_context(ot_mem_alloc(OT_MEM_DEVICE, plan->dev, plan->extent, &plan->base) == OT_OK
-                               ? OT_OK
-                               : OT_ERR_DEVICE_OOM,
-                           "device %d: allocating the plan's arena of %zu bytes", plan->dev, plan->extent));
+  if (kind == OT_MV_COPY && plan->extent) {
+    ot_status s = ot_mem_alloc(OT_MEM_DEVICE, plan->dev, plan->extent, &plan->base);
+    if (s != OT_OK)
+      return ot_fail_context(s, "device %d: allocating the plan's arena of %zu bytes (budget %llu)", plan->dev,
+                             plan->extent, (unsigned long long)plan->budget);
+  }
   OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), &plan->mv));
   if (kind == OT_MV_PREFETCH)
     for (int i = 0; i < p->n_st; i++)
       if (!(p->st[i].role & (OT_ROLE_WRITTEN | OT_ROLE_INPUT)))
         ot_movement_advise_read_mostly(plan->mv, p->st[i].st->home, p->st[i].bytes);
   return OT_OK;
+}
+
+static ot_status prepare(ot_plan *plan) {
+  if (plan->mv) return OT_OK;
+  ot_status s = prepare_once(plan);
+  if (s != OT_OK) ot_exec_release(plan);
+  return s;
 }
 
 /* Device address of byte 0 of storage s. */
@@ -174,7 +182,10 @@ static ot_status run_op(run_state *r, int i) {
   const ot_op *o = &p->ops[i];
   int ok;
   OT_TRY(wait_for_op(r, i, &ok));
-  for (int k = 0; k < o->n_in + o->n_out; k++) plan->args[k] = dev_addr(r, o->ts[k]) + ot_tensor_byte_offset(o->t[k]);
+  for (int k = 0; k < o->n_in + o->n_out; k++) {
+    char *base = dev_addr(r, o->ts[k]); /* NULL for an empty home */
+    plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
+  }
   ot_op_exec e = {r->omp_dev, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
                   o->params, o->params_bytes, p->scalars, p->n_scalars};
   if (!ok) {

@@ -3,6 +3,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "core/error.h"
 #include "sched/movement.h"
@@ -72,7 +73,13 @@ static int do_copy(ot_movement *m, const xfer *x) {
   }
 }
 
+unsigned ot_movement_test_delay_us = 0;
+
 static void run_one(ot_movement *m, xfer *x) {
+  if (ot_movement_test_delay_us) {
+    struct timespec ts = {0, (long)ot_movement_test_delay_us * 1000L};
+    nanosleep(&ts, NULL);
+  }
   uint64_t t0 = ot_now_ns();
   int rc = do_copy(m, x);
   uint64_t t1 = ot_now_ns();

@@ -49,6 +49,10 @@ void ot_movement_release(ot_movement *m, void *home, size_t bytes);
 /* usm: advise that a range is read-mostly (weights). */
 void ot_movement_advise_read_mostly(ot_movement *m, void *home, size_t bytes);
 
+/* Tests only: every transfer sleeps this long first (0: no delay), which
+ * makes a missing wait show up as wrong numbers. */
+extern unsigned ot_movement_test_delay_us;
+
 /* Has ticket t completed? (never blocks) */
 int ot_movement_done(ot_movement *m, uint64_t t);
 /* Blocks until ticket t (0: nothing) has completed. OT_ERR_DEVICE if any

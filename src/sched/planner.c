@@ -32,6 +32,7 @@ typedef struct sim {
   size_t *off;
   int *pin;    /* op index that pins it (-1) */
   int *evicted; /* evicted earlier in this run */
+  int lookahead; /* ops ahead whose uploads may be placed now (prefetch) */
   ot_resident *tmp; /* [n_st] scratch for window search */
 } sim;
 
@@ -118,7 +119,7 @@ static double evict_cost(const sim *m, int s, int i) {
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
   int nu = next_use(m->p, s, i);
   int live = nu != INT_MAX;
-  unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD;
+  unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0);
   if (m->dirty[s] && live) {
     OT_TRY(emit(m, i, OT_EV_DOWNLOAD, why, 0, s));
     m->dirty[s] = 0;
@@ -140,10 +141,10 @@ static int cmp_off(const void *a, const void *b) {
   return x < y ? -1 : x > y;
 }
 
-/* The cheapest run of consecutive unpinned resident copies whose eviction
- * leaves a free range of `need` bytes; evicts it. *found = 0 if every such
- * range contains a copy op i uses. */
-static ot_status evict_window(sim *m, int i, size_t need, int for_st, int *found) {
+/* The cheapest run of consecutive resident copies whose eviction leaves a
+ * free range of `need` bytes, among copies op i does not use and whose next
+ * use comes after op `after`; evicts it. *found = 0 if there is none. */
+static ot_status evict_window(sim *m, int i, int after, size_t need, int for_st, int *found) {
   int r = 0;
   for (int s = 0; s < m->n_st; s++)
     if (m->res[s]) m->tmp[r++] = (ot_resident){s, m->off[s]};
@@ -164,7 +165,7 @@ static ot_status evict_window(sim *m, int i, size_t need, int for_st, int *found
         }
         break;
       }
-      if (b == r || m->pin[m->tmp[b].st] == i) break;
+      if (b == r || m->pin[m->tmp[b].st] == i || next_use(m->p, m->tmp[b].st, i) <= after) break;
       cost += evict_cost(m, m->tmp[b].st, i);
     }
   }
@@ -206,7 +207,7 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
     size_t need = m->p->st[s].block;
     int found = 1;
     while (found && ot_arena_alloc(m->arena, need, &m->off[s]) != OT_OK)
-      OT_TRY(evict_window(m, i, need, s, &found));
+      OT_TRY(evict_window(m, i, i, need, s, &found));
     if (found) {
       m->res[s] = 1;
       continue;
@@ -235,6 +236,30 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
   return OT_OK;
 }
 
+/* Prefetch on paper: before op i runs, places the copies ops i+1 ..
+ * i+lookahead read, in order, while that needs no eviction of anything used
+ * before them (victims must be next used after the op being served, Belady's
+ * order); stops at the first copy that does not fit. The uploads are issued
+ * in slot i, so they overlap op i. */
+static ot_status prefetch_ahead(sim *m, int i) {
+  const ot_program *p = m->p;
+  for (int j = i + 1; j <= i + m->lookahead && j < p->n_ops; j++) {
+    const ot_op *o = &p->ops[j];
+    for (int k = 0; k < o->n_acc; k++) {
+      int s = o->acc[k].st;
+      if (!o->acc[k].read || m->res[s] || !p->st[s].block) continue;
+      int found = 1;
+      while (found && ot_arena_alloc(m->arena, p->st[s].block, &m->off[s]) != OT_OK)
+        OT_TRY(evict_window(m, i, j, p->st[s].block, s, &found));
+      if (!found) return OT_OK;
+      m->res[s] = 1;
+      OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, OT_TRACE_PREFETCH, s));
+      m->out->ev[m->out->n_ev - 1].op = j;
+    }
+  }
+  return OT_OK;
+}
+
 static ot_status sim_op(sim *m, int i, int *missing) {
   const ot_program *p = m->p;
   const ot_op *o = &p->ops[i];
@@ -247,6 +272,7 @@ static ot_status sim_op(sim *m, int i, int *missing) {
     if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, 0, s));
     else OT_TRY(emit(m, i, OT_EV_ALLOC, OT_WHY_OUTPUT, 0, s));
   }
+  OT_TRY(prefetch_ahead(m, i));
   /* after the kernel: write-backs and frees go in slot i + 1 */
   for (int k = 0; k < o->n_acc; k++) {
     int s = o->acc[k].st;
@@ -258,7 +284,7 @@ static ot_status sim_op(sim *m, int i, int *missing) {
       m->dirty[s] = 0;
     }
     if (ps->last_use == i && !(ps->role & OT_ROLE_KEEP)) {
-      OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD, s));
+      OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0), s));
       OT_TRY(ot_arena_free(m->arena, m->off[s]));
       m->res[s] = 0;
       m->dirty[s] = 0;
@@ -270,10 +296,11 @@ static ot_status sim_op(sim *m, int i, int *missing) {
 
 /* Simulates one run from `start` into `out` (events in decision order, not
  * yet timed); returns the kept copies resident at the end in *end. */
-static ot_status simulate(const ot_program *p, size_t cap, const ot_resident *start, int n_start,
+static ot_status simulate(const ot_program *p, size_t cap, int lookahead, const ot_resident *start, int n_start,
                           ot_schedule *out, ot_resident *end, int *n_end) {
   sim m;
   OT_TRY(sim_init(&m, p, cap, out));
+  m.lookahead = lookahead;
   ot_status s = OT_OK;
   int *missing = malloc((size_t)(p->max_args ? p->max_args : 1) * sizeof *missing);
   if (!missing) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
@@ -314,7 +341,7 @@ static ot_status set_start(ot_schedule *s, const ot_resident *set, int n) {
   free(s->start);
   s->start = malloc((size_t)(n ? n : 1) * sizeof *set);
   if (!s->start) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  memcpy(s->start, set, (size_t)n * sizeof *set);
+  if (n) memcpy(s->start, set, (size_t)n * sizeof *set);
   s->n_start = n;
   return OT_OK;
 }
@@ -349,7 +376,8 @@ static ot_status build_none(ot_plan *plan) {
                            0, i, off, ps->block, -1, -1};
     ot_plan_event wb = {ps->last_write + 1, ps->last_write + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, i, off,
                         ps->block, -1, -1};
-    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, i, off, ps->block, -1, -1};
+    unsigned dirty = (ps->role & OT_ROLE_WRITTEN) && !(ps->role & OT_ROLE_WRITEBACK) ? OT_TRACE_DIRTY : 0;
+    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD | dirty, i, off, ps->block, -1, -1};
     for (int pass = 0; s == OT_OK && pass < 2; pass++) {
       ot_schedule *sc = pass ? &plan->steady : &plan->first;
       if (!pass || !kept) s = ot_schedule_push(sc, place);
@@ -371,7 +399,10 @@ ot_status ot_plan_build(ot_plan *plan) {
   ot_resident *end = malloc(n * sizeof *end), *keep = malloc(n * sizeof *keep);
   ot_status s = end && keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   int n_end = 0, n_keep = 0;
-  if (s == OT_OK) s = simulate(p, plan->capacity, NULL, 0, &plan->first, keep, &n_keep);
+  /* how far ahead uploads are placed on paper: minimal none, balanced the
+   * next op (double buffering), aggressive as far as the budget allows */
+  int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
+  if (s == OT_OK) s = simulate(p, plan->capacity, look, NULL, 0, &plan->first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
   if (s == OT_OK) {
@@ -382,7 +413,7 @@ ot_status ot_plan_build(ot_plan *plan) {
   /* Shrink the kept set until a run started from it ends with it. */
   while (s == OT_OK) {
     ot_schedule_free(&plan->steady);
-    s = simulate(p, plan->capacity, keep, n_keep, &plan->steady, end, &n_end);
+    s = simulate(p, plan->capacity, look, keep, n_keep, &plan->steady, end, &n_end);
     if (s != OT_OK) break;
     int m = 0;
     for (int k = 0; k < n_keep; k++)

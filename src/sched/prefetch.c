@@ -11,6 +11,7 @@
  *     goes there, `balanced` goes at most one op ahead of its use, `minimal`
  *     stays put.
  * The result is checked by replaying it on an arena with exact offsets. */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,8 +33,13 @@ static void move_evictions(ot_schedule *s, const ot_program *p) {
   for (int x = 0; x < s->n_ev; x++) {
     ot_plan_event *e = &s->ev[x];
     if (e->kind != OT_EV_FREE || (e->why != OT_WHY_EVICT && e->why != OT_WHY_RELOCATE)) continue;
-    int u = last_use_before(&p->st[e->st], e->slot);
-    int to = u + 1;
+    /* not before its last use, nor before (or in) the slot that placed it */
+    int to = last_use_before(&p->st[e->st], e->slot) + 1;
+    for (int y = x - 1; y >= 0; y--)
+      if ((s->ev[y].kind == OT_EV_UPLOAD || s->ev[y].kind == OT_EV_ALLOC) && s->ev[y].st == e->st) {
+        if (s->ev[y].slot + 1 > to) to = s->ev[y].slot + 1;
+        break;
+      }
     if (to >= e->slot) continue;
     /* its write-back (emitted right before it) moves with it */
     if (x > 0 && s->ev[x - 1].kind == OT_EV_DOWNLOAD && s->ev[x - 1].st == e->st && s->ev[x - 1].slot == e->slot)
@@ -52,7 +58,7 @@ static void move_uploads(ot_schedule *s, ot_strategy strat) {
       if (fr->kind == OT_EV_FREE && (fr->st == u->st || overlaps(fr, u)) && fr->slot > earliest)
         earliest = fr->slot;
     }
-    int to = strat == OT_STRATEGY_BALANCED ? (earliest > u->slot - 1 ? earliest : u->slot - 1) : earliest;
+    int to = strat == OT_STRATEGY_BALANCED ? (earliest > u->op - 1 ? earliest : u->op - 1) : earliest;
     if (to < u->slot) {
       u->slot = to;
       u->flags |= OT_TRACE_PREFETCH;
@@ -64,12 +70,11 @@ static int rank(const ot_plan_event *e) {
   return e->kind == OT_EV_DOWNLOAD ? 0 : e->kind == OT_EV_FREE ? 1 : 2;
 }
 
-/* Stable sort by (slot, rank): insertion into a copy, merge-sort style
- * would be faster, but schedules are short and this is run once. */
+/* Stable counting sort by (slot, rank): keeps the decision order within a
+ * slot and rank. */
 static ot_status sort_events(ot_schedule *s) {
   ot_plan_event *tmp = malloc((size_t)(s->n_ev ? s->n_ev : 1) * sizeof *tmp);
   if (!tmp) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  /* counting sort on the key slot * 3 + rank keeps the order within a key */
   int max_slot = 0;
   for (int x = 0; x < s->n_ev; x++)
     if (s->ev[x].slot > max_slot) max_slot = s->ev[x].slot;
@@ -82,7 +87,7 @@ static ot_status sort_events(ot_schedule *s) {
   for (int x = 0; x < s->n_ev; x++) cnt[s->ev[x].slot * 3 + rank(&s->ev[x]) + 1]++;
   for (int k = 0; k < nkeys; k++) cnt[k + 1] += cnt[k];
   for (int x = 0; x < s->n_ev; x++) tmp[cnt[s->ev[x].slot * 3 + rank(&s->ev[x])]++] = s->ev[x];
-  memcpy(s->ev, tmp, (size_t)s->n_ev * sizeof *tmp);
+  if (s->n_ev) memcpy(s->ev, tmp, (size_t)s->n_ev * sizeof *tmp);
   free(tmp);
   free(cnt);
   return OT_OK;
@@ -128,9 +133,12 @@ static ot_status verify(ot_schedule *s, const ot_program *p, size_t capacity) {
       break;
     }
     if (used > st.peak_bytes) st.peak_bytes = used;
-    if (r != OT_OK)
+    if (r != OT_OK) {
+      char why[256];
+      snprintf(why, sizeof why, "%s", ot_last_error());
       r = ot_fail(OT_ERR_STATE, "planner bug: event %d (slot %d, storage '%s') is not consistent with the arena: %s",
-                  x, e->slot, p->st[e->st].name, ot_last_error());
+                  x, e->slot, p->st[e->st].name, why);
+    }
   }
   ot_arena_destroy(a);
   s->stats = st;

@@ -215,7 +215,8 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
     case OT_TRACE_FREE:
       s.frees++;
       if (e->flags & OT_TRACE_EVICT) s.evictions++;
-      if (e->flags & (OT_TRACE_CLEAN_DROP | OT_TRACE_DEAD)) s.writebacks_avoided++;
+      if ((e->flags & OT_TRACE_CLEAN_DROP) || (e->flags & (OT_TRACE_DEAD | OT_TRACE_DIRTY)) == (OT_TRACE_DEAD | OT_TRACE_DIRTY))
+        s.writebacks_avoided++;
       break;
     default: break;
     }

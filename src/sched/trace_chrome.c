@@ -53,7 +53,7 @@ static json_t *event_json(const ot_trace_event *e) {
 
 static json_t *counter_json(const ot_trace_event *e) {
   return json_pack("{s:s, s:s, s:f, s:i, s:{s:I}}", "name", "device bytes", "ph", "C", "ts",
-                   (double)e->end_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
+                   (double)e->start_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
 }
 
 ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
