@@ -162,7 +162,9 @@ static void parity(void **state) {
         char *dir = path_of(sets[s].name, "");
         ot_lm *m;
         OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-        uint64_t budget = (uint64_t)((double)m->weight_bytes * fractions[f]);
+        uint64_t budget = (uint64_t)((double)m->weight_bytes * fractions[f]), floor_b;
+        OT_ASSERT_OK(ot_lm_min_budget(m, mf.n_prompt, 1, &floor_b));
+        if (budget < floor_b) budget = floor_b; /* the exact feasibility bound must work too */
         ot_lm_destroy(m);
         ot_ctx_destroy(ctx);
         free(dir);

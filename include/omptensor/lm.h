@@ -72,6 +72,11 @@ ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dty
                             const int64_t *shape, ot_tensor **out);
 void ot_lm_step_destroy(ot_lm_step *s);
 
+/* The smallest budget under which generating from a prompt of n_prompt
+ * tokens can run (the larger of the prompt step's and the decode step's
+ * largest working set, sched.h). */
+ot_status ot_lm_min_budget(ot_lm *m, int n_prompt, int all_logits, uint64_t *bytes);
+
 /* ---- weights -------------------------------------------------------------
  * Progress of long loads: called after each tensor with the bytes done and
  * the total (may be NULL). */

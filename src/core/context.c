@@ -97,7 +97,7 @@ static ot_status resolve_backend(ot_backend want, int have_dev, ot_backend *out)
 #endif
       );
     if (want == OT_BACKEND_USM && !have_gpu)
-      ot_warn_once("usm-emulated", "backend usm on an emulated device: homes are host memory and prefetches are no-ops");
+      ot_warn_once("usm-emulated", "backend usm on an emulated device: homes are host memory, moves are plain copies as with map");
     *out = want;
     return OT_OK;
   case OT_BACKEND_HOST: *out = OT_BACKEND_HOST; return OT_OK;

@@ -40,3 +40,19 @@ void ot_lm_step_destroy(ot_lm_step *s) {
   free(s->owned);
   *s = (ot_lm_step){0};
 }
+
+ot_status ot_lm_min_budget(ot_lm *m, int n_prompt, int all_logits, uint64_t *bytes) {
+  *bytes = 0;
+  const int T[2] = {n_prompt, 1}, all[2] = {all_logits, 0};
+  for (int i = 0; i < 2; i++) {
+    ot_lm_step st = {0};
+    uint64_t b = 0;
+    int op;
+    ot_status s = m->vt->build(m, T[i], all[i], &st);
+    if (s == OT_OK) s = ot_sched_min_budget(st.prog, &b, &op);
+    ot_lm_step_destroy(&st);
+    if (s != OT_OK) return s;
+    if (b > *bytes) *bytes = b;
+  }
+  return OT_OK;
+}
