@@ -80,7 +80,7 @@ def new_cache(config):
         return DynamicCache()
 
 
-def greedy_decode(step, config, prompt_ids, n_new, dev):
+def greedy_decode(step, config, prompt_ids, n_new, dev, stop_at=None):
     """Greedy generation with a KV cache, timed.
 
     step(ids, cache) -> logits of the last position, shape (1, vocab). The
@@ -88,24 +88,37 @@ def greedy_decode(step, config, prompt_ids, n_new, dev):
     are the decode steps, each feeding the token just chosen. Tokens stay on
     the device until the end, so no step waits for the host (generate() syncs
     every token for its stopping criteria; this loop does not).
-    Returns tokens (list of n_new ids), prefill_ms (first forward and argmax),
+    stop_at (a time.perf_counter() value) ends the decode early, for the slow
+    peers whose steps wait for their own copies (so the host clock is close).
+    Returns tokens (the ids made), prefill_ms (first forward and argmax),
     decode_steps, decode_s and tokens_per_second = decode_steps / decode_s."""
     ids = torch.tensor([prompt_ids], dtype=torch.long, device=dev.name)
     cache = new_cache(config)
     with torch.inference_mode():
         dev.sync()
         t0 = time.perf_counter()
-        tok = step(ids, cache).argmax(-1, keepdim=True)         # (1, 1)
+        logits = step(ids, cache)                               # (1, vocab)
+        tok = logits.argmax(-1, keepdim=True)                   # (1, 1)
+        top2 = [logits.topk(2, -1).values]                      # (1, 2) each
         dev.sync()
         t1 = time.perf_counter()
         toks = [tok]
         for _ in range(n_new - 1):
-            tok = step(tok, cache).argmax(-1, keepdim=True)
+            if stop_at is not None and time.perf_counter() > stop_at:
+                break
+            logits = step(tok, cache)
+            tok = logits.argmax(-1, keepdim=True)
+            top2.append(logits.topk(2, -1).values)
             toks.append(tok)
         dev.sync()
         t2 = time.perf_counter()
-    steps = n_new - 1
-    return dict(tokens=torch.cat(toks, 1)[0].tolist(), prefill_ms=(t1 - t0) * 1e3,
+    steps = len(toks) - 1
+    top2 = torch.cat(top2).float()
+    # top-1 minus top-2 logit per token: where two cases diverge, a margin of
+    # zero (or one bf16 step) means a tie broken differently, not a bug.
+    margins = (top2[:, 0] - top2[:, 1]).tolist()
+    return dict(tokens=torch.cat(toks, 1)[0].tolist(), top2_margins=margins,
+                prefill_ms=(t1 - t0) * 1e3,
                 decode_steps=steps, decode_s=t2 - t1,
                 tokens_per_second=steps / (t2 - t1) if steps else None)
 

@@ -13,9 +13,11 @@ import time
 from .common import DevMemPoller
 
 
-def case_specs(fractions, backends, strategies, int8=True, trace=True):
+def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=True):
     """The cases in priority order (the most important first, so a run that
-    reaches its time limit loses the least important ones)."""
+    reaches its time limit loses the least important ones): resident; the
+    headline budget (25 %) on the first backend, then int8 and the traced run
+    at that budget; the other budgets; then the other backends."""
     specs = [dict(name="omptensor-resident", fraction=None, offload="none",
                   backend="auto", dtype=None)]
 
@@ -27,22 +29,22 @@ def case_specs(fractions, backends, strategies, int8=True, trace=True):
                           dtype=dtype, trace=traced,
                           tag=f"{round(frac * 100)}-{backend}-{offload}"))
 
-    # Order: 25 % on the first backend (the issue's headline), int8 at 25 %,
-    # the traced 25 % run, the other budgets, then the other backends.
-    others = sorted(f for f in fractions if abs(f - 0.25) > 1e-9)
+    def is_head(f):
+        return abs(f - headline) < 1e-9
+
+    others = sorted(f for f in fractions if not is_head(f))
     b0 = backends[0]
-    if any(abs(f - 0.25) < 1e-9 for f in fractions):
-        for s in strategies:
-            add(0.25, b0, s)
-        if int8:
-            add(0.25, b0, "aggressive", dtype="int8")
-        if trace:
-            add(0.25, b0, "balanced", traced=True)
+    for s in strategies:
+        add(headline, b0, s)
+    if int8:
+        add(headline, b0, "aggressive", dtype="int8")
+    if trace:
+        add(headline, b0, "balanced", traced=True)
     for f in others:
         for s in strategies:
             add(f, b0, s)
     for b in backends[1:]:
-        for f in sorted(fractions, key=lambda f: (abs(f - 0.25) > 1e-9, f)):
+        for f in [headline] + others:
             for s in strategies:
                 add(f, b, s)
     return specs
@@ -131,9 +133,11 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
         return res
     res["status"] = "ok"
     res["omptensor"] = summary                       # the whole summary, kept
-    for key in ("backend", "device", "peak_device_bytes", "bytes_to_device",
-                "bytes_to_host", "evictions", "tokens", "tokens_per_second",
-                "prefill_ms", "logits_checksum", "weight_bytes"):
+    for key in ("backend", "device", "strategy", "weight_bytes", "peak_device_bytes",
+                "bytes_to_device", "bytes_to_host", "uploads", "evictions",
+                "transfer_overlap_s", "tokens", "n_tokens", "tokens_per_second",
+                "prefill_ms", "decode_ms", "logits_checksum",
+                "decode_bytes_to_device_per_token"):
         if key in summary:
             res[key] = summary[key]
     if summary.get("budget_bytes") is not None:

@@ -26,7 +26,13 @@ def finalize(cases):
         if c["backend"] in PYTORCH_KINDS and c.get("tokens_per_second"):
             k = c["budget_bytes"] is None
             best[k] = max(best.get(k, 0), c["tokens_per_second"])
+    # omptensor promises the same tokens under any budget and strategy on one
+    # backend: each omptensor case is also compared with omptensor-resident.
+    omp_ref = next((c for c in ok if c["case"] == "omptensor-resident"), None)
     for c in cases:
+        if omp_ref is not None and c["case"].startswith("omptensor") and c in ok:
+            c["tokens_match_omptensor_resident"] = (
+                c["tokens"] == omp_ref["tokens"][:len(c["tokens"])])
         c["reference_case"] = ref["case"] if ref else None
         if c.get("status") != "ok" or not c.get("tokens") or ref is None:
             c.setdefault("tokens_match", None)
@@ -36,6 +42,8 @@ def finalize(cases):
         while n < min(len(a), len(b)) and a[n] == b[n]:
             n += 1
         c["match_prefix"] = n
+        if n < len(a) and n < len(ref.get("top2_margins") or []):
+            c["reference_top2_margin_at_divergence"] = ref["top2_margins"][n]
         c["tokens_match"] = n == len(a) and len(a) <= len(b) and len(a) > 0
         tps, bound = c.get("tokens_per_second"), c.get("bound_tokens_per_second")
         c["ratio_to_bound"] = tps / bound if tps and bound else None
@@ -65,10 +73,12 @@ def rows(cases, weight_bytes):
     out = []
     for c in cases:
         if c.get("status") != "ok":
-            why = (c.get("note") or "").splitlines()[0:1]
+            text = c.get("note") or c.get("stderr_tail") or ""
+            lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+            why = [lines[0] if c.get("note") else lines[-1]] if lines else []
             out.append([c["case"], c.get("backend", "—"), _budget(c, weight_bytes),
                         c.get("status", "?").upper(), "—", "—", "—", "—", "—",
-                        why[0][:60] if why else "—"])
+                        why[0][:70].replace("|", "/") if why else "—"])
             continue
         out.append([c["case"], str(c.get("backend", "—")), _budget(c, weight_bytes),
                     _num(c.get("tokens_per_second")),
@@ -95,7 +105,7 @@ def text_table(cases, weight_bytes):
 def markdown(cases, header):
     w = header["weight_bytes"]
     bw = header.get("h2d_bytes_per_s")
-    out = [f"## Decode on the H200: omptensor against PyTorch (`bench/decode_h200.py`)", "",
+    out = ["## Decode on the H200: omptensor against PyTorch (`bench/decode_h200.py`)", "",
            f"{header['date']}, {header.get('gpu', 'no GPU')}, torch {header['torch']}, "
            f"transformers {header['transformers']}, accelerate {header['accelerate']}. "
            f"Model: Llama-2-7B shapes, {header['config']['num_hidden_layers']} layers, "
@@ -107,6 +117,7 @@ def markdown(cases, header):
            "| " + " | ".join(HEAD) + " |", "| " + " | ".join(["---"] * len(HEAD)) + " |"]
     out += ["| " + " | ".join(r) + " |" for r in rows(cases, w)]
     out += ["", header["bound_formula"], "", header["tokens_per_second_definition"],
+            header["memory_definition"],
             "× best PyTorch: resident cases against the best resident PyTorch case, "
             "budgeted cases against the best offloading PyTorch case."]
     return "\n".join(out)

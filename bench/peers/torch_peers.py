@@ -1,5 +1,5 @@
-"""The PyTorch peers. Each returns a result dict (see run_peer) and leaves
-nothing on the device once its model is deleted.
+"""The PyTorch peers. Each returns a result dict (greedy_decode's keys plus
+memory, budget and a note) and leaves nothing on the device behind it.
 
   torch-resident      transformers, all weights in bf16 on the GPU, the greedy
                       loop of common.greedy_decode (no per-token host sync);
@@ -56,7 +56,10 @@ def resident(model_dir, prompt, n_new, dev, warmup_tokens=3):
 
 def _generate_times(model, prompt, n_new, dev):
     ids = torch.tensor([prompt], dtype=torch.long, device=dev.name)
-    kw = dict(do_sample=False, min_new_tokens=n_new, max_new_tokens=n_new)
+    # eos_token_id=None: generate() neither stops at EOS nor masks it (the
+    # min_new_tokens processor needs an EOS), so its tokens are the plain
+    # argmax chain, as in every other case.
+    kw = dict(do_sample=False, eos_token_id=None, pad_token_id=0)
 
     def timed(n):
         dev.sync()
@@ -72,7 +75,7 @@ def _generate_times(model, prompt, n_new, dev):
     return dict(tokens=toks, prefill_ms=t1 * 1e3, decode_steps=n_new - 1,
                 decode_s=tn - t1, tokens_per_second=(n_new - 1) / (tn - t1),
                 budget_bytes=None, peak_device_bytes=None,
-                note="model.generate(do_sample=False, min/max_new_tokens); "
+                note="model.generate(do_sample=False, min_new_tokens=max_new_tokens=n, no EOS); "
                      "decode = (t(n tokens) - t(1 token)) / (n-1)")
 
 
@@ -95,7 +98,7 @@ def streamer(model_dir, prompt, n_new, dev, warmup_tokens=2):
     return res
 
 
-def dispatch(model_dir, prompt, n_new, dev, budget_bytes):
+def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None):
     from accelerate import dispatch_model, infer_auto_device_map
     _begin(dev)
     with DevMemPoller(dev) as poller:
@@ -113,19 +116,19 @@ def dispatch(model_dir, prompt, n_new, dev, budget_bytes):
         model = dispatch_model(model, device_map=device_map,
                                skip_keys=getattr(model, "_skip_keys_device_placement", None))
         load_s = time.perf_counter() - t0
-        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev)
+        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev, stop_at)
     res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=int(budget_bytes),
                gpu_weight_bytes=on_gpu,
                device_map_summary=_summarize_map(device_map),
                note=f"max_memory={{0: budget}}; {on_gpu / 1e9:.2f} GB of weights placed "
                     f"on the GPU, the rest copied from pageable CPU memory per forward; "
-                    f"{n_new} new tokens")
+                    f"{len(res['tokens'])} new tokens")
     del model
     free_memory(dev)
     return res
 
 
-def cpu_offload(model_dir, prompt, n_new, dev):
+def cpu_offload(model_dir, prompt, n_new, dev, stop_at=None):
     from accelerate import cpu_offload as accel_cpu_offload
     _begin(dev)
     with DevMemPoller(dev) as poller:
@@ -133,10 +136,10 @@ def cpu_offload(model_dir, prompt, n_new, dev):
         model = load_hf(model_dir)                       # on the CPU
         accel_cpu_offload(model, execution_device=torch.device(dev.name))
         load_s = time.perf_counter() - t0
-        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev)
+        res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev, stop_at)
     res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=0,
                note=f"all weights copied from pageable CPU memory per forward; "
-                    f"{n_new} new tokens")
+                    f"{len(res['tokens'])} new tokens")
     del model
     free_memory(dev)
     return res
