@@ -57,6 +57,8 @@ struct ot_lm {
   const ot_lm_vtable *vt;
   ot_ctx *ctx;
   int64_t vocab, max_seq;
+  int64_t n_ctx;         /* positions the next recorded steps must hold (<= max_seq);
+                            ot_generate sets it to prompt + new tokens */
   uint64_t weight_bytes; /* bytes of all weight homes */
   int n_weights;
   void *impl;

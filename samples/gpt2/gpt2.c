@@ -19,12 +19,12 @@
 
 #include "omptensor/ops.h"
 #include "../common/models.h"
+#include "../common/kvcache.h"
 #include "../common/weightset.h"
 
 typedef struct layer {
   ot_tensor *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fc2_w, *fc2_b;
   ot_tensor *wq, *wk, *wv, *bq, *bk, *bv; /* column views of attn_w / slices of attn_b */
-  ot_tensor *k_cache, *v_cache;
 } layer;
 
 typedef struct gpt2 {
@@ -32,13 +32,15 @@ typedef struct gpt2 {
   ot_wset w;
   ot_tensor *wte, *wpe, *lnf_w, *lnf_b;
   layer *L;
-  ot_tensor **extra; /* views and caches we own beside the weights */
+  ot_tensor **extra; /* views we own beside the weights */
   int n_extra;
+  ot_kvcache kv;
 } gpt2;
 
 static void gpt2_destroy(ot_lm *m) {
   gpt2 *g = m->impl;
   if (g) {
+    ot_kvcache_release(&g->kv);
     for (int i = g->n_extra - 1; i >= 0; i--) ot_tensor_destroy(g->extra[i]);
     free(g->extra);
     ot_wset_destroy(&g->w);
@@ -61,6 +63,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   int64_t D = c->hidden_size, H = c->num_heads, hd = c->head_dim, F = c->intermediate_size, V = c->vocab_size;
   memset(st, 0, sizeof *st);
   st->T = T;
+  TRY(ot_kvcache_ensure(&g->kv, ctx, c->num_layers, m->n_ctx, H, hd));
   TRY(ot_program_create(ctx, &st->prog));
   ot_program *p = st->prog;
   TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
@@ -94,7 +97,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     TRY(ot_op_add(p, k, k, y->bk));
     TRY(ot_op_matmul(p, v, x, y->wv, 0, 0));
     TRY(ot_op_add(p, v, v, y->bv));
-    TRY(ot_op_attention(p, att3, q3, k3, v3, y->k_cache, y->v_cache, pos));
+    TRY(ot_op_attention(p, att3, q3, k3, v3, g->kv.k[i], g->kv.v[i], pos));
     TRY(ot_op_matmul(p, h, att, y->proj_w, 0, 1));
     TRY(ot_op_add(p, h, h, y->proj_b));
     TRY(ot_op_layernorm(p, x, h, y->ln2_w, y->ln2_b, eps));
@@ -119,17 +122,14 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
 
   TRY(ot_program_mark_input(p, st->ids));
   TRY(ot_program_mark_output(p, st->logits));
-  for (int64_t i = 0; i < c->num_layers; i++) {
-    TRY(ot_program_mark_persistent(p, g->L[i].k_cache));
-    TRY(ot_program_mark_persistent(p, g->L[i].v_cache));
-  }
+  TRY(ot_kvcache_mark(&g->kv, p));
   return OT_OK;
 }
 
 static const ot_lm_vtable gpt2_vt = {"gpt2", build, gpt2_destroy};
 
 static ot_status keep(gpt2 *g, ot_tensor *t) {
-  g->extra[g->n_extra++] = t; /* sized for every view and cache up front */
+  g->extra[g->n_extra++] = t; /* sized for every view up front (6 a layer) */
   return OT_OK;
 }
 
@@ -144,7 +144,7 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   ot_lm *m = calloc(1, sizeof *m);
   gpt2 *g = calloc(1, sizeof *g);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
-  ot_tensor **extra = calloc((size_t)cfg->num_layers * 8, sizeof *extra);
+  ot_tensor **extra = calloc((size_t)cfg->num_layers * 6, sizeof *extra);
   if (!m || !g || !L || !extra) {
     free(m);
     free(g);
@@ -156,14 +156,13 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   m->ctx = ctx;
   m->impl = g;
   m->vocab = cfg->vocab_size;
-  m->max_seq = cfg->max_position_embeddings;
+  m->max_seq = m->n_ctx = cfg->max_position_embeddings;
   g->cfg = *cfg;
   g->L = L;
   g->extra = extra;
   g->w = (ot_wset){.ctx = ctx, .ck = ck, .progress = progress, .user = user};
   ot_wset *w = &g->w;
   int64_t D = cfg->hidden_size, F = cfg->intermediate_size, V = cfg->vocab_size, P = cfg->max_position_embeddings;
-  int64_t KV = cfg->num_heads, hd = cfg->head_dim;
   ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "transformer.h.0.mlp.c_fc.weight");
   /* wte is both the embedding table (rows) and the tied head: no q8b */
   ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
@@ -172,7 +171,7 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   ot_dtype at = wt == OT_Q8B && D % OT_Q8B_BLOCK ? OT_BF16 : wt;
 
   int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
-  int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D}, sC[3] = {m->max_seq, KV, hd};
+  int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
   ot_status s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 2, sPD, 0.1f, &g->wpe, "transformer.wpe.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
@@ -199,13 +198,6 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
       if (s == OT_OK) s = ot_tensor_slice(y->attn_b, 0, j * D, D, bv[j]);
       if (s == OT_OK) s = keep(g, *bv[j]);
     }
-    char name[64];
-    snprintf(name, sizeof name, "h.%lld.k_cache", li);
-    if (s == OT_OK) s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &y->k_cache);
-    if (s == OT_OK) s = keep(g, y->k_cache);
-    snprintf(name, sizeof name, "h.%lld.v_cache", li);
-    if (s == OT_OK) s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &y->v_cache);
-    if (s == OT_OK) s = keep(g, y->v_cache);
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");

@@ -21,11 +21,11 @@
 
 #include "omptensor/ops.h"
 #include "../common/models.h"
+#include "../common/kvcache.h"
 #include "../common/weightset.h"
 
 typedef struct layer {
   ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
-  ot_tensor *k_cache, *v_cache; /* [max_seq, KV, hd] f32, persistent across steps */
 } layer;
 
 typedef struct llama {
@@ -33,15 +33,13 @@ typedef struct llama {
   ot_wset w;
   ot_tensor *embed, *norm, *lm_head; /* lm_head == embed when tied */
   layer *L;
-  ot_tensor **caches;
-  int n_caches;
+  ot_kvcache kv;
 } llama;
 
 static void llama_destroy(ot_lm *m) {
   llama *l = m->impl;
   if (l) {
-    for (int i = 0; i < l->n_caches; i++) ot_tensor_destroy(l->caches[i]);
-    free(l->caches);
+    ot_kvcache_release(&l->kv);
     ot_wset_destroy(&l->w);
     free(l->L);
     free(l);
@@ -63,6 +61,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   int64_t F = c->intermediate_size, V = c->vocab_size;
   memset(st, 0, sizeof *st);
   st->T = T;
+  TRY(ot_kvcache_ensure(&l->kv, ctx, c->num_layers, m->n_ctx, KV, hd));
   TRY(ot_program_create(ctx, &st->prog));
   ot_program *p = st->prog;
   TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
@@ -99,7 +98,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     TRY(ot_op_matmul(p, v, x, y->wv, 1, 0));
     TRY(ot_op_rope(p, q3, pos, theta));
     TRY(ot_op_rope(p, k3, pos, theta));
-    TRY(ot_op_attention(p, att3, q3, k3, v3, y->k_cache, y->v_cache, pos));
+    TRY(ot_op_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos));
     TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
     TRY(ot_op_matmul(p, g, x, y->wg, 1, 0));
@@ -123,7 +122,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
 
   TRY(ot_program_mark_input(p, st->ids));
   TRY(ot_program_mark_output(p, st->logits));
-  for (int i = 0; i < l->n_caches; i++) TRY(ot_program_mark_persistent(p, l->caches[i]));
+  TRY(ot_kvcache_mark(&l->kv, p));
   return OT_OK;
 }
 
@@ -146,7 +145,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   m->ctx = ctx;
   m->impl = l;
   m->vocab = cfg->vocab_size;
-  m->max_seq = cfg->max_position_embeddings;
+  m->max_seq = m->n_ctx = cfg->max_position_embeddings;
   l->cfg = *cfg;
   l->L = L;
   l->w = (ot_wset){.ctx = ctx, .ck = ck, .seed = seed, .progress = progress, .user = user};
@@ -165,7 +164,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   float s_in = 1.0f / sqrtf((float)D), s_ff = 1.0f / sqrtf((float)F);
 
   int64_t sVD[2] = {V, D}, sD[1] = {D}, sQD[2] = {H * hd, D}, sKD[2] = {KV * hd, D}, sDQ[2] = {D, H * hd};
-  int64_t sFD[2] = {F, D}, sDF[2] = {D, F}, sC[3] = {m->max_seq, KV, hd};
+  int64_t sFD[2] = {F, D}, sDF[2] = {D, F};
   ot_status s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];
@@ -184,22 +183,6 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   if (s == OT_OK) {
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
     else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
-  }
-  /* KV caches: device-side state that persists across steps. */
-  if (s == OT_OK) {
-    l->caches = calloc((size_t)(2 * cfg->num_layers), sizeof *l->caches);
-    if (!l->caches) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "llama: no host memory for the KV caches");
-  }
-  for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
-    char name[64];
-    snprintf(name, sizeof name, "layers.%lld.k_cache", (long long)i);
-    s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &L[i].k_cache);
-    if (s != OT_OK) break;
-    l->caches[l->n_caches++] = L[i].k_cache;
-    snprintf(name, sizeof name, "layers.%lld.v_cache", (long long)i);
-    s = ot_tensor_create(ctx, name, OT_F32, 3, sC, &L[i].v_cache);
-    if (s != OT_OK) break;
-    l->caches[l->n_caches++] = L[i].v_cache;
   }
   m->weight_bytes = w->bytes;
   m->n_weights = w->n;

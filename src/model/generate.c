@@ -74,6 +74,7 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
   r->tokens = malloc((size_t)(o->max_new_tokens > 0 ? o->max_new_tokens : 1) * sizeof *r->tokens);
   if (!r->tokens) return ot_fail(OT_ERR_OUT_OF_MEMORY, "generate: no host memory");
 
+  m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
   ot_lm_step st = {0};
   ot_plan *plan = NULL;
   ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);

@@ -1,0 +1,53 @@
+/* kvcache.c — see kvcache.h. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "kvcache.h"
+
+void ot_kvcache_release(ot_kvcache *c) {
+  for (int64_t i = 0; i < c->n_layers; i++) {
+    if (c->k) ot_tensor_destroy(c->k[i]);
+    if (c->v) ot_tensor_destroy(c->v[i]);
+  }
+  free(c->k);
+  free(c->v);
+  *c = (ot_kvcache){0};
+}
+
+ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t n_ctx, int64_t n_kv, int64_t head_dim) {
+  if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers) return OT_OK;
+  ot_kvcache_release(c);
+  c->k = calloc((size_t)n_layers, sizeof *c->k);
+  c->v = calloc((size_t)n_layers, sizeof *c->v);
+  c->n_layers = n_layers;
+  c->n_ctx = n_ctx;
+  if (!c->k || !c->v) {
+    ot_kvcache_release(c);
+    return ot_set_error(OT_ERR_OUT_OF_MEMORY, "KV cache: no host memory");
+  }
+  int64_t shape[3] = {n_ctx, n_kv, head_dim};
+  for (int64_t i = 0; i < n_layers; i++) {
+    char name[64];
+    ot_status s;
+    snprintf(name, sizeof name, "layers.%lld.k_cache", (long long)i);
+    s = ot_tensor_create(ctx, name, OT_F32, 3, shape, &c->k[i]);
+    if (s == OT_OK) {
+      snprintf(name, sizeof name, "layers.%lld.v_cache", (long long)i);
+      s = ot_tensor_create(ctx, name, OT_F32, 3, shape, &c->v[i]);
+    }
+    if (s != OT_OK) {
+      ot_kvcache_release(c);
+      return s;
+    }
+  }
+  return OT_OK;
+}
+
+ot_status ot_kvcache_mark(const ot_kvcache *c, ot_program *p) {
+  for (int64_t i = 0; i < c->n_layers; i++) {
+    ot_status s = ot_program_mark_persistent(p, c->k[i]);
+    if (s == OT_OK) s = ot_program_mark_persistent(p, c->v[i]);
+    if (s != OT_OK) return s;
+  }
+  return OT_OK;
+}

@@ -1,0 +1,23 @@
+/* kvcache.h — the key/value caches of a sample model: one [n_ctx, KV, hd]
+ * pair per layer, sized to the positions a generation needs (prompt + new
+ * tokens), not to the model's maximum: at 4096 positions a 16-layer 7B-shaped
+ * model's f32 caches would take 2 GiB of the budget for nothing. */
+#ifndef OT_SAMPLES_KVCACHE_H
+#define OT_SAMPLES_KVCACHE_H
+
+#include "omptensor/lm.h"
+
+typedef struct ot_kvcache {
+  ot_tensor **k, **v; /* [n_layers] each [n_ctx, n_kv, head_dim] f32 */
+  int64_t n_layers, n_ctx;
+} ot_kvcache;
+
+/* (Re)creates the caches when n_ctx changed (contents start at zero). */
+ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t n_ctx, int64_t n_kv, int64_t head_dim);
+
+/* Marks every cache persistent in program p. */
+ot_status ot_kvcache_mark(const ot_kvcache *c, ot_program *p);
+
+void ot_kvcache_release(ot_kvcache *c);
+
+#endif
