@@ -86,6 +86,14 @@
 #define OT_TEAM_PARALLEL OT_PRAGMA(omp parallel)
 #define OT_TEAM_BARRIER OT_PRAGMA(omp barrier)
 
+/* A GPU kernel with an explicit grid ("bare": no OpenMP team/thread state,
+ * CUDA-like indexing through ompx.h's ompx_thread_id_x / ompx_block_id_x /
+ * warp shuffles). Only for code paths that run on a GPU device; host
+ * devices take the portable loops. Scalars it reads must be firstprivate. */
+#define OT_GPU_KERNEL(dev, nteams, nthreads, ...)                                \
+  OT_PRAGMA(omp target teams ompx_bare num_teams(nteams) thread_limit(nthreads)  \
+            device(dev) __VA_ARGS__)
+
 /* Host-side parallel loop (references, conversion of large host buffers). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
 

@@ -115,8 +115,11 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
                    "OMP_TARGET_OFFLOAD=MANDATORY but the OpenMP runtime found no offload device. "
                    "On a GPU machine check the driver and that the binary was built with the CUDA <= 12 ptxas "
                    "(GPU.md); otherwise unset OMP_TARGET_OFFLOAD or use --backend host");
+  if (o.device >= 0 && o.device >= ndev && o.backend != OT_BACKEND_HOST)
+    return ot_fail(OT_ERR_INVALID_ARG, "device %d asked, but the OpenMP runtime has %d offload device(s)%s", o.device,
+                   ndev, ndev ? "" : " (use --backend host to run on the CPU)");
   ot_backend b;
-  OT_TRY(resolve_backend(o.backend, ndev > 0 && (o.device < ndev), &b));
+  OT_TRY(resolve_backend(o.backend, ndev > 0, &b));
 
   int n = o.n_devices < 1 ? 1 : o.n_devices;
   if (n > OT_MAX_DEVICES)

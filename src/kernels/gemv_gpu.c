@@ -1,0 +1,104 @@
+/* gemv_gpu.c — the decode matmul on a GPU: c[m, n] = sum_k a[m, k] w[n, k]
+ * for a few rows of a (M <= OT_GEMV_MAX_M) and a row-major weight W [N, K]
+ * (HF Linear, trans_b), the kernel that bounds decode speed.
+ *
+ * Why a bare kernel: the portable team-per-output version (matmul.c) spends
+ * an OpenMP parallel region and a team reduction per output element and
+ * reached ~150 GB/s on the H200 (bench/RESULTS.md). Here one warp owns one
+ * output row n: its 32 lanes stream W[n, :] in 16-byte vector loads (8 bf16 /
+ * 8 f16 / 4 f32, or one 36-byte q8b block per lane), so a warp reads 512
+ * contiguous bytes per step, fully coalesced, then reduces with shuffles. The
+ * activations a [M, K] are small and stay in L1/L2. Every weight byte is read
+ * once per call whatever M is, which is what a memory-bound decode needs. */
+#include <ompx.h>
+
+#include "kernels/kcommon.h"
+#include "kernels/gemv_gpu.h"
+
+#define WARPS 8 /* rows per block of 256 threads */
+
+typedef struct __attribute__((aligned(16))) u128 {
+  uint32_t x, y, z, w;
+} u128;
+
+OT_DECLARE_TARGET_BEGIN
+static inline float lo16(uint32_t u, int bf) { return bf ? ot_kbf16_f32((uint16_t)u) : ot_kf16_f32((uint16_t)u); }
+static inline float hi16(uint32_t u, int bf) { return bf ? ot_kbf16_f32((uint16_t)(u >> 16)) : ot_kf16_f32((uint16_t)(u >> 16)); }
+static inline float u2f(uint32_t u) {
+  ot_kfu x;
+  x.u = u;
+  return x.f;
+}
+OT_DECLARE_TARGET_END
+
+int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride, int64_t M) {
+  if (M < 1 || M > OT_GEMV_MAX_M) return 0;
+  uintptr_t base = (uintptr_t)w;
+  switch (wdt) {
+  case OT_BF16:
+  case OT_F16: return K % 8 == 0 && w_row_stride % 8 == 0 && base % 16 == 0;
+  case OT_F32: return K % 4 == 0 && w_row_stride % 4 == 0 && base % 16 == 0;
+  case OT_Q8B: return K % 32 == 0 && w_row_stride % 32 == 0 && base % 4 == 0;
+  default: return 0;
+  }
+}
+
+void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
+                  int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
+  const int64_t nteams = (N + WARPS - 1) / WARPS;
+  const int wt = (int)wdt, acc_in = accumulate, mm = (int)M;
+  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm))
+  {
+    const int lane = (int)(ompx_thread_id_x() & 31), warp = (int)(ompx_thread_id_x() >> 5);
+    const int64_t n = (int64_t)ompx_block_id_x() * WARPS + warp;
+    if (n < N) {
+      float acc[OT_GEMV_MAX_M];
+      for (int m = 0; m < OT_GEMV_MAX_M; m++) acc[m] = 0.0f;
+      if (wt == OT_BF16 || wt == OT_F16) {
+        const int bf = wt == OT_BF16;
+        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
+        for (int64_t v = lane; v < K / 8; v += 32) {
+          const u128 q = row[v];
+          const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
+                               lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
+          for (int m = 0; m < mm; m++) {
+            const float *x = a + m * lda + v * 8;
+            float s = 0.0f;
+            for (int j = 0; j < 8; j++) s += wv[j] * x[j];
+            acc[m] += s;
+          }
+        }
+      } else if (wt == OT_F32) {
+        const u128 *row = (const u128 *)((const float *)w + n * ldw);
+        for (int64_t v = lane; v < K / 4; v += 32) {
+          const u128 q = row[v];
+          for (int m = 0; m < mm; m++) {
+            const float *x = a + m * lda + v * 4;
+            acc[m] += u2f(q.x) * x[0] + u2f(q.y) * x[1] + u2f(q.z) * x[2] + u2f(q.w) * x[3];
+          }
+        }
+      } else { /* q8b: one 36-byte block {scale, q[32]} per lane and step */
+        const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
+        for (int64_t b = lane; b < K / 32; b += 32) {
+          const uint32_t *q = (const uint32_t *)row[b].q;
+          const float sc = row[b].scale;
+          for (int m = 0; m < mm; m++) {
+            const float *x = a + m * lda + b * 32;
+            float s = 0.0f;
+            for (int j = 0; j < 8; j++) {
+              const uint32_t u = q[j];
+              s += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
+                   (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
+            }
+            acc[m] += sc * s;
+          }
+        }
+      }
+      for (int m = 0; m < mm; m++) {
+        float s = acc[m];
+        for (int o = 16; o > 0; o >>= 1) s += ompx_shfl_down_sync_f(~0ull, s, (unsigned)o, 32);
+        if (lane == 0) c[m * ldc + n] = acc_in ? c[m * ldc + n] + s : s;
+      }
+    }
+  }
+}

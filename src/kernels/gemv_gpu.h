@@ -1,0 +1,21 @@
+/* gemv_gpu.h (internal to src/kernels) — the GPU decode matmul. */
+#ifndef OT_KERNELS_GEMV_GPU_H
+#define OT_KERNELS_GEMV_GPU_H
+
+#include <stdint.h>
+
+#include "omptensor/dtype.h"
+
+#define OT_GEMV_MAX_M 8
+
+/* Whether the fast path takes W [N, K] (row stride ldw elements) of dtype
+ * wdt for M rows of activations: 16-byte aligned rows, K a multiple of the
+ * vector width (a q8b block). */
+int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t ldw, int64_t M);
+
+/* c [M, N] (+)= a [M, K] @ W^T, a and c f32 with row strides lda, ldc and unit
+ * column stride. Runs on a GPU device only. */
+void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
+                  int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate);
+
+#endif
