@@ -33,7 +33,10 @@ const char *ot_last_error(void) { return last_msg; }
 void ot_clear_error(void) { last_msg[0] = '\0'; }
 
 static ot_status vset(ot_status s, const char *fmt, va_list ap) {
-  vsnprintf(last_msg, sizeof last_msg, fmt, ap);
+  /* format first: the arguments may quote the current message */
+  char buf[sizeof last_msg];
+  vsnprintf(buf, sizeof buf, fmt, ap);
+  memcpy(last_msg, buf, sizeof buf);
   return s;
 }
 

@@ -141,6 +141,10 @@ int ot_kteams(int dev, int64_t n);
  * the x86_64 host-offload build): kernels pick loop shapes for CPUs there. */
 int ot_kruns_on_host(int dev);
 
+/* The device is an NVIDIA GPU of an nvptx build: the bare warp-per-row
+ * kernels (gemv_gpu.c, warp_gpu.c) may run there. */
+int ot_kfast_gpu(int dev);
+
 /* The row offset (elements) of flattened row r of a 4-D view over its first
  * three dims. */
 OT_DECLARE_TARGET_BEGIN

@@ -122,6 +122,16 @@ int ot_kruns_on_host(int dev) {
 #endif
 }
 
+int ot_kfast_gpu(int dev) {
+#ifdef OT_OFFLOAD
+  /* the bare kernels assume 32-lane warps and NVPTX shuffles */
+  return strcmp(OT_OFFLOAD_NAME, "nvptx") == 0 && !ot_kruns_on_host(dev);
+#else
+  (void)dev;
+  return 0;
+#endif
+}
+
 int ot_kteams(int dev, int64_t n) {
   if (n < 1) return 1;
   if (ot_kruns_on_host(dev)) return 1;

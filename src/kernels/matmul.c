@@ -235,7 +235,7 @@ ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, 
   if (p.batch == 0 || p.M == 0 || p.N == 0) return OT_OK;
   if (trans_b) b = ot_kview_t(b);
   /* The decode case on a GPU: a few f32 rows against a row-major weight. */
-  if (!ot_kruns_on_host(dev) && p.batch == 1 && a.dt == OT_F32 && c.dt == OT_F32 && p.as[2] == 1 && p.cs[2] == 1 &&
+  if (ot_kfast_gpu(dev) && p.batch == 1 && a.dt == OT_F32 && c.dt == OT_F32 && p.as[2] == 1 && p.cs[2] == 1 &&
       p.bs[1] == 1 && ot_kgemv_gpu_ok(b.p, b.dt, p.K, p.bs[2], p.M)) {
     ot_kgemv_gpu(dev, c.p, p.cs[1], a.p, p.as[1], b.p, b.dt, p.bs[2], p.M, p.N, p.K, accumulate);
     return OT_OK;

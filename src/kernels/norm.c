@@ -1,6 +1,7 @@
 /* norm.c — RMSNorm (Llama) and LayerNorm (GPT-2), row-wise: one team per
  * row, team reductions over the row. */
 #include "kernels/kcommon.h"
+#include "kernels/warp_gpu.h"
 
 typedef struct norm_rows {
   int64_t rows, d, n1, n2;   /* rows = product of the leading dims */
@@ -31,12 +32,26 @@ static ot_status norm_check(const char *op, ot_kview y, ot_kview x, ot_kview w, 
   return OT_OK;
 }
 
+/* Row r starts at r * s[2] (the leading dims collapse into one, ignoring
+ * dims of extent 1, whose strides do not matter). */
+static int rows_uniform(const norm_rows *nr, const int64_t s[4]) {
+  int64_t n0 = nr->rows / (nr->n1 * nr->n2);
+  return (nr->n1 == 1 || s[1] == nr->n2 * s[2]) && (n0 == 1 || s[0] == nr->n1 * nr->n2 * s[2]);
+}
+
 /* layer: LayerNorm (subtract the mean, add b) else RMSNorm. */
 static ot_status norm_run(int dev, int layer, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps) {
   const char *op = layer ? "layernorm" : "rmsnorm";
   norm_rows nr;
   OT_TRY(norm_check(op, y, x, w, b, layer, &nr));
   if (nr.rows == 0 || nr.d == 0) return OT_OK;
+  /* GPU, f32 rows with a unit last stride laid out as a matrix: a warp per row */
+  if (ot_kfast_gpu(dev) && x.dt == OT_F32 && y.dt == OT_F32 && w.dt == OT_F32 && w.nb[0] == 1 &&
+      (!layer || (b.dt == OT_F32 && b.nb[0] == 1)) && nr.xs[3] == 1 && nr.ys[3] == 1 && rows_uniform(&nr, nr.xs) &&
+      rows_uniform(&nr, nr.ys)) {
+    ot_knorm_gpu(dev, layer, y.p, nr.ys[2], x.p, nr.xs[2], w.p, layer ? b.p : w.p, nr.rows, nr.d, eps);
+    return OT_OK;
+  }
   const void *xp = x.p, *wp = w.p, *bp = layer ? b.p : w.p;
   void *yp = y.p;
   const int xdt = x.dt, ydt = y.dt, wdt = w.dt, bdt = layer ? b.dt : w.dt;
