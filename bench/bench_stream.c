@@ -421,7 +421,11 @@ static ot_status parse_list(const char *opt, const char *v, int *n, int *vals,
   *n = 0;
   for (char *save = NULL, *tok = strtok_r(buf, ",", &save); tok; tok = strtok_r(NULL, ",", &save)) {
     if (*n == SB_MAX_LIST) return ot_fail(OT_ERR_INVALID_ARG, "%s: at most %d items", opt, SB_MAX_LIST);
-    if (parse(tok, &vals[*n]) != OT_OK) return ot_fail(OT_ERR_INVALID_ARG, "%s: %s", opt, ot_last_error());
+    if (parse(tok, &vals[*n]) != OT_OK) {
+      char why[256]; /* ot_fail overwrites the message it would quote */
+      snprintf(why, sizeof why, "%s", ot_last_error());
+      return ot_fail(OT_ERR_INVALID_ARG, "%s: %s", opt, why);
+    }
     (*n)++;
   }
   return *n ? OT_OK : ot_fail(OT_ERR_INVALID_ARG, "%s: empty list", opt);

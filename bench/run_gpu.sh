@@ -40,19 +40,19 @@ step() { # name limit_s log cmd...
 
 # 1. peers (defaults: GPU.md's measurements, used if torch is missing or fails)
 fp32=51 bf16=780
-step torch_matmul 75 "$out/torch_matmul.log" python3 "$here/torch_matmul.py"
+step torch_matmul 60 "$out/torch_matmul.log" python3 "$here/torch_matmul.py"
 grep '^{' "$out/torch_matmul.log" | tail -1 >"$out/torch_matmul.json"
 peer() { python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))[sys.argv[2]])' "$out/torch_matmul.json" "$1" 2>/dev/null; }
 v=$(peer fp32_tflops) && [ -n "$v" ] && fp32=$v
 v=$(peer bf16_tflops) && [ -n "$v" ] && bf16=$v
 
 # 2..4. the benches
-step bench_transfer 40 "$out/bench_transfer.log" "$bin/bench_transfer" 1024
+step bench_transfer 30 "$out/bench_transfer.log" "$bin/bench_transfer" 1024
 # shellcheck disable=SC2086
-step bench_kernels 110 "$out/bench_kernels.log" "$bin/bench_kernels" --json "$out/kernels.jsonl" \
+step bench_kernels 100 "$out/bench_kernels.log" "$bin/bench_kernels" --json "$out/kernels.jsonl" \
   --peer-fp32-tflops "$fp32" --peer-bf16-tflops "$bf16" ${BK_ARGS:-}
 # shellcheck disable=SC2086
-step bench_stream 100 "$out/bench_stream.log" "$bin/bench_stream" --json "$out/stream.jsonl" \
+step bench_stream 90 "$out/bench_stream.log" "$bin/bench_stream" --json "$out/stream.jsonl" \
   --trace "$out/stream-trace.json" ${BS_ARGS:-}
 
 # summary: the tables, without the trace summaries' detail
