@@ -18,4 +18,19 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t ldw, int64_t
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate);
 
+/* One weight of a multi-matrix GEMV: W [N, K] with row stride ldw, output
+ * c [M, N] with row stride ldc. */
+typedef struct ot_kgemv_mat {
+  const void *w;
+  ot_dtype wdt;
+  int64_t ldw;
+  float *c;
+  int64_t ldc, N;
+} ot_kgemv_mat;
+
+/* 1-3 matrices in one launch (each c = a @ W^T); with swiglu (2 matrices of
+ * the same N): c0 = silu(a @ W0^T) * (a @ W1^T). */
+void ot_kgemv_gpu_multi(int dev, const ot_kgemv_mat *mats, int n_mats, int swiglu, const float *a, int64_t lda,
+                        int64_t M, int64_t K, int accumulate);
+
 #endif

@@ -48,7 +48,7 @@ static ot_status norm_run(int dev, int layer, ot_kview y, ot_kview x, ot_kview w
   /* GPU, f32 rows with a unit last stride laid out as a matrix: a warp per row */
   if (ot_kfast_gpu(dev) && x.dt == OT_F32 && y.dt == OT_F32 && w.dt == OT_F32 && w.nb[0] == 1 &&
       (!layer || (b.dt == OT_F32 && b.nb[0] == 1)) && nr.xs[3] == 1 && nr.ys[3] == 1 && rows_uniform(&nr, nr.xs) &&
-      rows_uniform(&nr, nr.ys)) {
+      rows_uniform(&nr, nr.ys) && ot_knorm_gpu_ok(y.p, nr.ys[2], x.p, nr.xs[2], w.p, layer ? b.p : NULL, nr.d)) {
     ot_knorm_gpu(dev, layer, y.p, nr.ys[2], x.p, nr.xs[2], w.p, layer ? b.p : w.p, nr.rows, nr.d, eps);
     return OT_OK;
   }

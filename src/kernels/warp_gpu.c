@@ -13,77 +13,158 @@
 #define WARPS 8 /* rows per block of 256 threads */
 
 OT_DECLARE_TARGET_BEGIN
-static inline float warp_sum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32);
-#ifdef __NVPTX__
-  v = __nvvm_shfl_sync_idx_f32(0xffffffffu, v, 0, 0x1f); /* every lane gets lane 0's total */
-#endif
-  return v; /* (the host never runs these kernels: see ot_kfast_gpu) */
-}
 OT_DECLARE_TARGET_END
 
+typedef struct __attribute__((aligned(16))) f4 {
+  float x, y, z, w;
+} f4;
+
+/* One block of 256 threads per row: each thread holds up to NV float4 of the
+ * row in registers (d <= 256 * 4 * NV), so the row is read once; the two
+ * reductions go through shuffles and 8 shared partials. A single decode row
+ * then costs two short passes instead of a latency-bound warp loop. */
+#define NV 8
 void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int64_t xs, const float *w, const float *b,
                   int64_t rows, int64_t d, float eps) {
-  const int64_t nteams = (rows + WARPS - 1) / WARPS;
   const int ln = layer;
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(y, x, w, b) firstprivate(ys, xs, rows, d, eps, ln))
+  const int64_t nvec = d / 4;
+  OT_GPU_KERNEL(dev, rows, 256, OT_DEVPTR(y, x, w, b) firstprivate(ys, xs, nvec, d, eps, ln))
   {
-    const int lane = (int)(ompx_thread_id_x() & 31);
-    const int64_t r = (int64_t)ompx_block_id_x() * WARPS + (ompx_thread_id_x() >> 5);
-    if (r < rows) {
-      const float *xr = x + r * xs;
-      float mean = 0.0f;
-      if (ln) {
-        float s = 0.0f;
-        for (int64_t c = lane; c < d; c += 32) s += xr[c];
-        mean = warp_sum(s) / (float)d;
+    float red[8];
+    OT_TEAM_SHARED(red)
+    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, warp = tid >> 5;
+    const int64_t r = ompx_block_id_x();
+    const f4 *xr = (const f4 *)(x + r * xs);
+    f4 v[NV];
+    float s = 0.0f;
+    for (int i = 0; i < NV; i++) {
+      const int64_t c = tid + 256 * i;
+      v[i] = c < nvec ? xr[c] : (f4){0, 0, 0, 0};
+      s += v[i].x + v[i].y + v[i].z + v[i].w;
+    }
+    float mean = 0.0f;
+    if (ln) {
+      for (int o = 16; o > 0; o >>= 1) s += ompx_shfl_down_sync_f(~0ull, s, (unsigned)o, 32);
+      if (lane == 0) red[warp] = s;
+      ompx_sync_block_acq_rel();
+      float t = 0.0f;
+      for (int i = 0; i < 8; i++) t += red[i];
+      mean = t / (float)d;
+      ompx_sync_block_acq_rel(); /* red is reused below */
+    }
+    float ss = 0.0f;
+    for (int i = 0; i < NV; i++)
+      if (tid + 256 * i < nvec) {
+        const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, e = v[i].w - mean;
+        ss += a * a + bb * bb + c * c + e * e;
       }
-      float ss = 0.0f;
-      for (int64_t c = lane; c < d; c += 32) {
-        const float v = xr[c] - mean;
-        ss += v * v;
+    for (int o = 16; o > 0; o >>= 1) ss += ompx_shfl_down_sync_f(~0ull, ss, (unsigned)o, 32);
+    if (lane == 0) red[warp] = ss;
+    ompx_sync_block_acq_rel();
+    float t = 0.0f;
+    for (int i = 0; i < 8; i++) t += red[i];
+    const float rs = 1.0f / sqrtf(t / (float)d + eps);
+    f4 *yr = (f4 *)(y + r * ys);
+    const f4 *wv = (const f4 *)w, *bv = (const f4 *)b;
+    for (int i = 0; i < NV; i++) {
+      const int64_t c = tid + 256 * i;
+      if (c < nvec) {
+        const f4 g = wv[c], bb = ln ? bv[c] : (f4){0, 0, 0, 0};
+        yr[c] = (f4){(v[i].x - mean) * rs * g.x + bb.x, (v[i].y - mean) * rs * g.y + bb.y,
+                     (v[i].z - mean) * rs * g.z + bb.z, (v[i].w - mean) * rs * g.w + bb.w};
       }
-      const float rs = 1.0f / sqrtf(warp_sum(ss) / (float)d + eps);
-      float *yr = y + r * ys;
-      for (int64_t c = lane; c < d; c += 32) yr[c] = (xr[c] - mean) * rs * w[c] + (ln ? b[c] : 0.0f);
     }
   }
 }
 
+int ot_knorm_gpu_ok(const void *y, int64_t ys, const void *x, int64_t xs, const void *w, const void *b, int64_t d) {
+  return d % 4 == 0 && d <= 256 * 4 * NV && ys % 4 == 0 && xs % 4 == 0 && (uintptr_t)y % 16 == 0 &&
+         (uintptr_t)x % 16 == 0 && (uintptr_t)w % 16 == 0 && (!b || (uintptr_t)b % 16 == 0);
+}
+
+/* Decode attention: one block of 8 warps per (query row, head). Warp w takes
+ * key tiles w, w+8, ... of 32 keys; within a tile each lane scores one key
+ * (its dot product over head_dim, q from shared memory), the warp does one
+ * max/sum reduction per tile (not per key), then lanes own head_dim slices of
+ * the output and accumulate the tile's V rows, read coalesced. The 8 warps'
+ * partial (max, sum, acc) are merged through shared memory at the end. */
+OT_DECLARE_TARGET_BEGIN
+static inline float bcast(float v, int lane) {
+#ifdef __NVPTX__
+  return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, lane, 0x1f);
+#else
+  (void)lane;
+  return v;
+#endif
+}
+static inline float warp_max(float v) {
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32));
+  return bcast(v, 0);
+}
+OT_DECLARE_TARGET_END
+
 void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const float *k,
                   int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
                   int64_t D, int64_t pos) {
-  const int64_t nrows = S * H, nteams = (nrows + WARPS - 1) / WARPS, group = H / KVH;
+  const int64_t nrows = S * H, group = H / KVH;
   const int per = (int)(D / 32); /* dims per lane, <= OT_KATTN_MAX_D / 32 */
+  const int dd = (int)D;
   const float scale = 1.0f / sqrtf((float)D);
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32,
-                OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, H, group, per, scale, pos, nrows))
+  OT_GPU_KERNEL(dev, nrows, 256,
+                OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, H, group, per, dd, scale, pos))
   {
-    const int lane = (int)(ompx_thread_id_x() & 31);
-    const int64_t t = (int64_t)ompx_block_id_x() * WARPS + (ompx_thread_id_x() >> 5);
-    if (t < nrows) {
-      const int64_t s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
-      float qv[OT_KATTN_MAX_D / 32], acc[OT_KATTN_MAX_D / 32];
-      const float *qr = q + s * q0 + h * q1;
-      for (int i = 0; i < per; i++) {
-        qv[i] = qr[lane + 32 * i] * scale; /* lane holds dims lane, lane+32, ...: coalesced rows */
-        acc[i] = 0.0f;
-      }
-      float mx = -INFINITY, sum = 0.0f;
-      for (int64_t j = 0; j < nkeys; j++) {
-        const float *kr = k + j * k0 + kh * k1, *vr = v + j * v0 + kh * v1;
+    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[8], wl[8], wacc[8][OT_KATTN_MAX_D];
+    OT_TEAM_SHARED(qs, wm, wl, wacc)
+    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, warp = tid >> 5;
+    const int64_t t = ompx_block_id_x(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
+    const float *qr = q + s * q0 + h * q1;
+    for (int d = tid; d < dd; d += 256) qs[d] = qr[d] * scale;
+    ompx_sync_block_acq_rel();
+    float acc[OT_KATTN_MAX_D / 32], mx = -INFINITY, sum = 0.0f;
+    for (int i = 0; i < per; i++) acc[i] = 0.0f;
+    for (int64_t j0 = (int64_t)warp * 32; j0 < nkeys; j0 += 256) {
+      const int64_t j = j0 + lane;
+      float sc = -INFINITY;
+      if (j < nkeys) {
+        const f4 *kr = (const f4 *)(k + j * k0 + kh * k1); /* rows are 16-byte aligned: D % 32 == 0 */
+        const f4 *qv = (const f4 *)qs;
         float dot = 0.0f;
-        for (int i = 0; i < per; i++) dot += qv[i] * kr[lane + 32 * i];
-        dot = warp_sum(dot);
-        /* online softmax: rescale what was summed so far when the max grows */
-        const float m2 = fmaxf(mx, dot), alpha = expf(mx - m2), p = expf(dot - m2);
-        sum = sum * alpha + p;
-        for (int i = 0; i < per; i++) acc[i] = acc[i] * alpha + p * vr[lane + 32 * i];
-        mx = m2;
+        for (int d = 0; d < dd / 4; d++) {
+          const f4 a = kr[d], b = qv[d];
+          dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+        }
+        sc = dot;
       }
-      float *orow = out + s * o0 + h * o1;
-      const float inv = 1.0f / sum;
-      for (int i = 0; i < per; i++) orow[lane + 32 * i] = acc[i] * inv;
+      const float m2 = fmaxf(mx, warp_max(sc)), alpha = expf(mx - m2);
+      const float p = j < nkeys ? expf(sc - m2) : 0.0f;
+      float ps = p;
+      for (int o = 16; o > 0; o >>= 1) ps += ompx_shfl_down_sync_f(~0ull, ps, (unsigned)o, 32);
+      sum = sum * alpha + bcast(ps, 0);
+      for (int i = 0; i < per; i++) acc[i] *= alpha;
+      const int64_t nj = nkeys - j0 < 32 ? nkeys - j0 : 32;
+      for (int jj = 0; jj < nj; jj++) {
+        const float pj = bcast(p, jj);
+        const float *vr = v + (j0 + jj) * v0 + kh * v1;
+        for (int i = 0; i < per; i++) acc[i] += pj * vr[lane + 32 * i];
+      }
+      mx = m2;
+    }
+    /* merge the warps: rescale each to the overall max */
+    if (lane == 0) {
+      wm[warp] = mx;
+      wl[warp] = sum;
+    }
+    for (int i = 0; i < per; i++) wacc[warp][lane + 32 * i] = acc[i];
+    ompx_sync_block_acq_rel();
+    float M = -INFINITY;
+    for (int w = 0; w < 8; w++) M = fmaxf(M, wm[w]);
+    float L = 0.0f;
+    for (int w = 0; w < 8; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
+    float *orow = out + s * o0 + h * o1;
+    for (int d = tid; d < dd; d += 256) {
+      float a = 0.0f;
+      for (int w = 0; w < 8; w++) a += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
+      orow[d] = a / L;
     }
   }
 }

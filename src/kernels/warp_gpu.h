@@ -8,7 +8,11 @@
 
 #define OT_KATTN_MAX_D 256
 
-/* y[r, :] = norm(x[r, :]) * w (+ b for LayerNorm), rows with strides ys, xs. */
+/* Whether ot_knorm_gpu takes these rows (16-byte aligned, d % 4 == 0, d <= 8192). */
+int ot_knorm_gpu_ok(const void *y, int64_t ys, const void *x, int64_t xs, const void *w, const void *b, int64_t d);
+
+/* y[r, :] = norm(x[r, :]) * w (+ b for LayerNorm), rows with strides ys, xs;
+ * one block per row. */
 void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int64_t xs, const float *w, const float *b,
                   int64_t rows, int64_t d, float eps);
 
