@@ -151,4 +151,20 @@ ot_status ot_k_argmax(int dev, ot_kview idx, ot_kview x);
 ot_status ot_ref_embedding(ot_kview out, ot_kview table, ot_kview ids);
 ot_status ot_ref_argmax(ot_kview idx, ot_kview x);
 
+/* ---- sampling -------------------------------------------------------------------
+ * idx[r] = a token drawn from softmax(logits[r, :] / temperature), restricted
+ * to the top_k largest logits (0 or >= vocab: all; ties at the k-th value all
+ * stay) and then to the smallest set of most likely tokens whose probability
+ * is >= top_p (>= 1: all), renormalised.
+ *   logits [rows, vocab] or [vocab] f32/f16/bf16 (vocab <= 2^23), idx [rows] i32;
+ *   temperature > 0; NaN logits are never drawn.
+ * Deterministic: the draw is a counter-based RNG of (seed, step, row)
+ * (splitmix64), and every decision is exact integer arithmetic on 40-bit
+ * fixed-point weights (tokens with probability below ~2^-40 of the max are
+ * never drawn), so every device and the reference pick the same token. */
+ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p,
+                      uint64_t seed, uint64_t step);
+ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
+                        uint64_t step);
+
 #endif
