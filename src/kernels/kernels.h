@@ -167,4 +167,67 @@ ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature,
 ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
                         uint64_t step);
 
+/* ==== training ====================================================================
+ * Backward kernels follow the gradient convention at the top: parameter
+ * gradients (dw, db, dbias, dtable, dwpe, the matmul's db) ACCUMULATE, activation
+ * gradients (dx, da, dq, dk, dv, dlogits, dgate, dup) are overwritten. No
+ * float atomics anywhere: every reduction has a fixed order or shape, so a
+ * rerun on the same device gives the same bits. */
+
+/* ---- cross-entropy (fused loss + gradient) -----------------------------------------
+ *   logits  [rows, vocab] f32/f16/bf16      targets [rows] i32 (-100: ignored)
+ *   losses  [rows] f32: per-row loss (0 where ignored)   loss [1] f32: their mean
+ *           over the rows not ignored (PyTorch reduction "mean"; 0 if all are)
+ *   dlogits [rows, vocab] f32/f16/bf16 or none: grad_scale * (softmax - onehot)
+ *           / (rows not ignored), zero rows where ignored; may be logits itself.
+ * grad_scale is 1 normally; the loss scale for f16 training, or 1/micro-batches.
+ * A target outside [0, vocab) other than -100 makes its loss (and the mean)
+ * NaN (PyTorch raises). */
+ot_status ot_k_cross_entropy(int dev, ot_kview loss, ot_kview losses, ot_kview dlogits, ot_kview logits,
+                             ot_kview targets, float grad_scale);
+ot_status ot_ref_cross_entropy(ot_kview loss, ot_kview losses, ot_kview dlogits, ot_kview logits, ot_kview targets,
+                               float grad_scale);
+
+/* ---- matmul / bias backward ------------------------------------------------------
+ * For c = a @ op(b) (ot_k_matmul's shapes): da = dc @ op(b)^T (overwrite),
+ * db += a^T @ dc, or dc^T @ a for trans_b (HF Linear W [out, in]). da or db may
+ * be none. A 2-D db with a batched dc gets the sum over the batch. Runs
+ * ot_k_matmul on transposed views.
+ * bias_backward: dbias [n] += sum of dy [.., n] over all leading dims. */
+ot_status ot_k_matmul_backward(int dev, ot_kview da, ot_kview db, ot_kview dc, ot_kview a, ot_kview b, int trans_b);
+ot_status ot_k_bias_backward(int dev, ot_kview dbias, ot_kview dy);
+ot_status ot_ref_matmul_backward(ot_kview da, ot_kview db, ot_kview dc, ot_kview a, ot_kview b, int trans_b);
+ot_status ot_ref_bias_backward(ot_kview dbias, ot_kview dy);
+
+/* ---- pointwise backward (shapes and broadcasting as the elementwise ops) ----------
+ *   gelu_backward    dx = dy * gelu'(x)     (tanh form)
+ *   silu_backward    dx = dy * silu'(x),  silu' = s (1 + x (1 - s)), s = sigmoid(x)
+ *   swiglu_backward  dgate = dy * up * silu'(gate),  dup = dy * silu(gate)
+ * dx may alias dy. dgate must not alias an input (it stages dy * up, rounded
+ * to dgate's dtype); dup may alias dy.
+ * softmax_backward: for y = softmax(scale * x) (causal or not): dx = scale * y
+ *   * (dy - sum(dy * y)) per row; dx, y, dy same shape; dx may alias dy. */
+ot_status ot_k_gelu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_k_silu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_k_swiglu_backward(int dev, ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy);
+ot_status ot_k_softmax_backward(int dev, ot_kview dx, ot_kview y, ot_kview dy, float scale);
+ot_status ot_ref_gelu_backward(ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_ref_silu_backward(ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_ref_swiglu_backward(ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy);
+ot_status ot_ref_softmax_backward(ot_kview dx, ot_kview y, ot_kview dy, float scale);
+
+/* ---- normalisation backward ---------------------------------------------------------
+ * For y = layernorm(x; w, b, eps) / rmsnorm(x; w, eps) (shapes as forward;
+ * statistics recomputed from x):
+ *   dx  [.., d] overwritten; must not alias x or dy
+ *   dw, db [d] accumulate (+=), each may be none (then dx alone is computed)
+ * dw and db are reduced over rows in a fixed order (no atomics). With dw/db,
+ * dx first stages xhat (see norm_bwd.c): give an f32 dx for exact dw. */
+ot_status ot_k_layernorm_backward(int dev, ot_kview dx, ot_kview dw, ot_kview db, ot_kview dy, ot_kview x, ot_kview w,
+                                  float eps);
+ot_status ot_k_rmsnorm_backward(int dev, ot_kview dx, ot_kview dw, ot_kview dy, ot_kview x, ot_kview w, float eps);
+ot_status ot_ref_layernorm_backward(ot_kview dx, ot_kview dw, ot_kview db, ot_kview dy, ot_kview x, ot_kview w,
+                                    float eps);
+ot_status ot_ref_rmsnorm_backward(ot_kview dx, ot_kview dw, ot_kview dy, ot_kview x, ot_kview w, float eps);
+
 #endif

@@ -201,16 +201,8 @@ ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature,
   const void *lp = logits.p;
   void *ip = idx.p;
   const int ldt = logits.dt;
-  if (ot_kruns_on_host(dev) && rows > 1) {
-    /* CPU threads: parallel over rows */
-    OT_PARFOR(dev, OT_DEVPTR(lp, ip))
-    for (int64_t r = 0; r < rows; r++)
-      sp_row(r, ldt, lp, r * rs, n, cs, k, use_p, top_p, inv_t, seed, step, (int32_t *)ip + r * is);
-    return OT_OK;
-  }
-  OT_TEAMS(dev, ot_kteams(dev, rows), OT_DEVPTR(lp, ip))
-  for (int64_t r = 0; r < rows; r++)
-    sp_row(r, ldt, lp, r * rs, n, cs, k, use_p, top_p, inv_t, seed, step, (int32_t *)ip + r * is);
+  OT_KROWS(dev, rows, r, OT_DEVPTR(lp, ip),
+           sp_row(r, ldt, lp, r * rs, n, cs, k, use_p, top_p, inv_t, seed, step, (int32_t *)ip + r * is));
   return OT_OK;
 }
 
