@@ -230,4 +230,68 @@ ot_status ot_ref_layernorm_backward(ot_kview dx, ot_kview dw, ot_kview db, ot_kv
                                     float eps);
 ot_status ot_ref_rmsnorm_backward(ot_kview dx, ot_kview dw, ot_kview dy, ot_kview x, ot_kview w, float eps);
 
+/* ---- embedding / positions backward ------------------------------------------------
+ * embedding_backward: dtable[ids[r], :] += dout[r, :]
+ *   dtable [vocab, d] f32/f16/bf16, dout [n, d], ids [n] i32; ids outside
+ *   [0, vocab) add nothing (the forward gave them a zero row). Repeated ids add
+ *   up in row order (one thread per column: deterministic, no atomics).
+ * positions_backward: dwpe[pos + t, :] += sum over b of dout[b, t, :]
+ *   dwpe [max_pos, d], dout [T, d] or [B, T, d]; rows [pos, pos + T) must fit. */
+ot_status ot_k_embedding_backward(int dev, ot_kview dtable, ot_kview dout, ot_kview ids);
+ot_status ot_k_positions_backward(int dev, ot_kview dwpe, ot_kview dout, int64_t pos);
+ot_status ot_ref_embedding_backward(ot_kview dtable, ot_kview dout, ot_kview ids);
+ot_status ot_ref_positions_backward(ot_kview dwpe, ot_kview dout, int64_t pos);
+
+/* ---- optimizers (one parameter tensor per call, flattened to [n]) ----------------------
+ *   p    [n] f32 master weights, updated in place
+ *   g    [n] f32/f16/bf16 gradient, multiplied by grad_scale first (1/loss
+ *        scale to unscale f16 gradients; 1 otherwise)
+ *   m, v [n] f32 AdamW moments (zeroed before step 1); buf [n] f32 SGD momentum
+ *        buffer (zeroed before the first step; none when momentum == 0)
+ *   copy [n] f16/bf16/f32 or none: receives the updated p (rounded to nearest
+ *        even), the low-precision weights the next forward reads.
+ * AdamW is torch.optim.AdamW (decoupled decay p *= 1 - lr*wd first, then the
+ * bias-corrected Adam step; see optim.c for the exact operation order); t is
+ * the step number, from 1. SGD is torch.optim.SGD with dampening 0. */
+typedef struct ot_kadamw {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t t;
+  float grad_scale;
+} ot_kadamw;
+
+typedef struct ot_ksgd {
+  float lr, momentum, weight_decay;
+  int nesterov;
+  float grad_scale;
+} ot_ksgd;
+
+ot_status ot_k_adamw(int dev, ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h);
+ot_status ot_k_sgd(int dev, ot_kview p, ot_kview g, ot_kview buf, ot_kview copy, ot_ksgd h);
+ot_status ot_ref_adamw(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h);
+ot_status ot_ref_sgd(ot_kview p, ot_kview g, ot_kview buf, ot_kview copy, ot_ksgd h);
+
+/* ---- gradient statistics (loss scaling, clipping) -----------------------------------
+ * stats [2] f32 ACCUMULATES over calls (zero it, then one call per gradient):
+ *   stats[0] += sum of g^2 over the finite values (double inside),
+ *   stats[1] += number of Inf/NaN values (> 0: skip the step, shrink the scale).
+ * g [n] f32/f16/bf16. Global norm = sqrt(stats[0]); to clip or unscale, use
+ * ot_k_scale in place, or the optimizers' grad_scale. One team: deterministic. */
+ot_status ot_k_grad_stats(int dev, ot_kview stats, ot_kview g);
+ot_status ot_ref_grad_stats(ot_kview stats, ot_kview g);
+
+/* ---- attention backward (training: no cache) --------------------------------------------
+ * For out = causal softmax(q k^T / sqrt(head_dim)) v per head, with GQA
+ * (query i sees keys j <= i):
+ *   q, dout, dq [T, n_heads, head_dim]; k, v, dk, dv [T, n_kv_heads, head_dim]
+ *   (f32/f16/bf16, any strides); dq, dk, dv overwritten (dk, dv summed over
+ *   the heads of their group).
+ *   ws [T, n_heads, 2] f32 workspace: left holding each query row's
+ *   log-sum-exp and D_i = sum_j P_ij (dout_i . v_j).
+ * Straightforward and deterministic, O(T^2 head_dim^2) per head: not yet
+ * the tiled flash-attention backward. */
+ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
+                                  ot_kview q, ot_kview k, ot_kview v);
+ot_status ot_ref_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout, ot_kview q,
+                                    ot_kview k, ot_kview v);
+
 #endif
