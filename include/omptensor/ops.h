@@ -30,6 +30,13 @@ extern "C" {
  * out have a leading batch dim. accumulate: out += (a residual connection). */
 ot_status ot_op_matmul(ot_program *p, ot_tensor *out, ot_tensor *a, ot_tensor *w, int trans_w, int accumulate);
 
+/* Fused forms that cost one launch where a decode step would pay several
+ * (see src/kernels/fused.c): out[i] = a @ w[i]^T for 1..3 weights (the q, k, v
+ * projections), and out = silu(a @ wg^T) * (a @ wu^T) (the Llama MLP's gate
+ * and up; `up` [M, N] is scratch). */
+ot_status ot_op_matmul_multi(ot_program *p, int n, ot_tensor *const *out, ot_tensor *a, ot_tensor *const *w);
+ot_status ot_op_matmul_swiglu(ot_program *p, ot_tensor *out, ot_tensor *up, ot_tensor *a, ot_tensor *wg, ot_tensor *wu);
+
 /* out = a + b, out = a * b (same shapes, or b broadcast over rows: b [n]).
  * out may be a (in place). */
 ot_status ot_op_add(ot_program *p, ot_tensor *out, ot_tensor *a, ot_tensor *b);
@@ -59,6 +66,11 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta);
  * (head h reads kv head h / (n_heads / n_kv_heads)). pos = scalars[pos_slot]. */
 ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                           ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot);
+
+/* RoPE on q and k (in place, theta) fused with the cache append, then
+ * attention as ot_op_attention: the Llama attention block in two launches. */
+ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, float theta);
 
 /* out [T, n] = table[ids[t]] (table [vocab, n], ids i32 [T]). */
 ot_status ot_op_embedding(ot_program *p, ot_tensor *out, ot_tensor *table, ot_tensor *ids);

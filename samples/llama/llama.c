@@ -6,8 +6,8 @@
  *
  *   h = embed[ids]                                   // [T, D]
  *   for each layer:
- *     x = rmsnorm(h) ; q,k,v = x Wq^T, x Wk^T, x Wv^T // [T, H*hd], [T, KV*hd]
- *     rope(q, k at pos) ; append k,v to the cache at pos
+ *     x = rmsnorm(h) ; q,k,v = x Wq^T, x Wk^T, x Wv^T // [T, H*hd], [T, KV*hd] (one op)
+ *     rope(q, k at pos) ; append k,v to the cache at pos  // one op with the attention
  *     h += attention(q, cache) Wo^T
  *     x = rmsnorm(h) ; h += (silu(x Wg^T) * x Wu^T) Wd^T
  *   logits = rmsnorm(h) lm_head^T                   // [T or 1, V]
@@ -93,17 +93,12 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   for (int64_t i = 0; i < c->num_layers; i++) {
     layer *y = &l->L[i];
     TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
-    TRY(ot_op_matmul(p, q, x, y->wq, 1, 0));
-    TRY(ot_op_matmul(p, k, x, y->wk, 1, 0));
-    TRY(ot_op_matmul(p, v, x, y->wv, 1, 0));
-    TRY(ot_op_rope(p, q3, pos, theta));
-    TRY(ot_op_rope(p, k3, pos, theta));
-    TRY(ot_op_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos));
+    ot_tensor *qkv[3] = {q, k, v}, *wqkv[3] = {y->wq, y->wk, y->wv};
+    TRY(ot_op_matmul_multi(p, 3, qkv, x, wqkv));
+    TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, theta));
     TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
-    TRY(ot_op_matmul(p, g, x, y->wg, 1, 0));
-    TRY(ot_op_matmul(p, u, x, y->wu, 1, 0));
-    TRY(ot_op_swiglu(p, g, g, u));
+    TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */
     TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
   }
   /* Only the rows whose logits are wanted go through the final norm and head. */

@@ -50,6 +50,8 @@ static inline void row_dot(const void *w, int wt, int64_t ldw, int64_t n, const 
   if (wt == OT_BF16 || wt == OT_F16) {
     const int bf = wt == OT_BF16;
     const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
+    /* unrolled so several 16-byte loads per lane are in flight at once */
+#pragma unroll 4
     for (int64_t v = lane; v < K / 8; v += 32) {
       const u128 q = row[v];
       const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
@@ -63,6 +65,7 @@ static inline void row_dot(const void *w, int wt, int64_t ldw, int64_t n, const 
     }
   } else if (wt == OT_F32) {
     const u128 *row = (const u128 *)((const float *)w + n * ldw);
+#pragma unroll 4
     for (int64_t v = lane; v < K / 4; v += 32) {
       const u128 q = row[v];
       for (int m = 0; m < mm; m++) {
@@ -72,6 +75,7 @@ static inline void row_dot(const void *w, int wt, int64_t ldw, int64_t n, const 
     }
   } else { /* q8b: one 36-byte block {scale, q[32]} per lane and step */
     const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
+#pragma unroll 2
     for (int64_t b = lane; b < K / 32; b += 32) {
       const uint32_t *q = (const uint32_t *)row[b].q;
       const float sc = row[b].scale;

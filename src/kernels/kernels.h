@@ -294,4 +294,20 @@ ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv
 ot_status ot_ref_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout, ot_kview q,
                                     ot_kview k, ot_kview v);
 
+/* ---- fused (decode) ----------------------------------------------------------
+ * One launch for what would be several (see fused.c); semantics are exactly
+ * those of the separate kernels, which are the fallback and the reference.
+ *   matmul_multi   c[i] = a @ w[i]^T for n = 1..3 weights (q, k, v projections)
+ *   matmul_swiglu  y = silu(a @ wg^T) * (a @ wu^T); `up` is scratch [M, N] for
+ *                  the fallback (untouched by the GPU path)
+ *   rope_append    rope(q), rope(k) in place at positions pos.., then append k
+ *                  and v at rows pos.. of the caches */
+ot_status ot_k_matmul_multi(int dev, int n, const ot_kview *c, ot_kview a, const ot_kview *w);
+ot_status ot_ref_matmul_multi(int n, const ot_kview *c, ot_kview a, const ot_kview *w);
+ot_status ot_k_matmul_swiglu(int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
+ot_status ot_ref_matmul_swiglu(ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
+ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos,
+                           float theta);
+ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, float theta);
+
 #endif

@@ -63,3 +63,32 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
   return ot_ops_record(p, "attention", k_cache, run_attention, in, 5, outs, 3, &prm, sizeof prm, flops);
 }
+
+/* in: q, k, v, k_cache, v_cache; out: q, k (rotated in place), out, k_cache, v_cache */
+static ot_status run_rope_attention(const ot_op_exec *e) {
+  const pos_params *p = e->params;
+  int64_t pos;
+  OT_TRY(pos_of(e, p->pos_slot, &pos));
+  int64_t T = ot_tensor_dim(e->in_t[0], 0), max_seq = ot_tensor_dim(e->in_t[3], 0);
+  if (pos + T > max_seq)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld are beyond the KV cache (%lld positions)", e->name,
+                   (long long)pos, (long long)(pos + T - 1), (long long)max_seq);
+  ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
+  ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
+  OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->theta));
+  return ot_k_attention(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos);
+}
+
+ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, float theta) {
+  if (!p || !out || !q || !k || !v || !k_cache || !v_cache) return ot_fail(OT_ERR_INVALID_ARG, "rope_attention: NULL argument");
+  OT_TRY(ot_ops_same_shape("rope_attention", out, q));
+  OT_TRY(ot_ops_same_shape("rope_attention", k, v));
+  OT_TRY(ot_ops_same_shape("rope_attention", k_cache, v_cache));
+  if (ot_tensor_ndim(q) != 3 || ot_tensor_dim(q, 2) % 2)
+    return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
+  pos_params prm = {pos_slot, theta};
+  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[5] = {q, k, out, k_cache, v_cache};
+  double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
+  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, in, 5, outs, 5, &prm, sizeof prm, flops);
+}
