@@ -41,11 +41,7 @@ ot_status ot_ref_matmul_multi(int n, const ot_kview *c, ot_kview a, const ot_kvi
 }
 
 ot_status ot_k_matmul_swiglu(int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu) {
-  ot_kgemv_mat m[2];
-  if (gemv_eligible(dev, y, a, wg, &m[0]) && gemv_eligible(dev, up, a, wu, &m[1]) && m[0].N == m[1].N) {
-    ot_kgemv_gpu_multi(dev, m, 2, 1, a.p, a.nb[0], a.ne[0], a.ne[1], 0);
-    return OT_OK;
-  }
+  /* (the single-launch gate/up/SwiGLU GEMV is disabled: see gemv_gpu.c) */
   OT_TRY(ot_k_matmul(dev, y, a, wg, 1, 0));
   OT_TRY(ot_k_matmul(dev, up, a, wu, 1, 0));
   return ot_k_swiglu(dev, y, y, up);

@@ -28,8 +28,8 @@ typedef struct ot_kgemv_mat {
   int64_t ldc, N;
 } ot_kgemv_mat;
 
-/* 1-3 matrices in one launch (each c = a @ W^T); with swiglu (2 matrices of
- * the same N): c0 = silu(a @ W0^T) * (a @ W1^T). */
+/* 1-3 matrices sharing a (each c = a @ W^T); swiglu is ignored for now (see
+ * gemv_gpu.c). */
 void ot_kgemv_gpu_multi(int dev, const ot_kgemv_mat *mats, int n_mats, int swiglu, const float *a, int64_t lda,
                         int64_t M, int64_t K, int accumulate);
 
