@@ -48,9 +48,10 @@ int ot_cli_trace(int argc, char **argv) {
     ot_trace_summary s = ot_trace_summarize(t);
     ot_trace_summary_print(&s, stdout);
     st = ot_trace_check_budget(t, budget ? budget : UINT64_MAX);
-    if (st == OT_OK) printf("budget check: device bytes never exceeded %s\n", budget ? "the budget" : "(no budget recorded)");
+    if (st == OT_OK) printf("budget check: device bytes never exceeded %s\n", budget && budget != UINT64_MAX ? "the budget" : "(no budget limit)");
     else printf("budget check: FAILED: %s\n", ot_last_error());
-    st = OT_OK;
+    ot_trace_destroy(t);
+    return st == OT_OK ? 0 : 1; /* the trace breaks the guarantee: a failure, not bad input */
   }
   ot_trace_destroy(t);
   return st == OT_OK ? 0 : ot_cli_fail(prog, st);

@@ -24,7 +24,15 @@ int ot_cli_exit_code(ot_status s) {
 
 int ot_cli_fail(const char *prog, ot_status s) {
   const char *m = ot_last_error();
-  fprintf(stderr, "%s: %s\n", prog, m[0] ? m : ot_status_str(s));
+  if (!m[0]) m = ot_status_str(s);
+  /* Messages from the option parser already start with "PROG: ". */
+  size_t n = strlen(prog);
+  if (!strncmp(m, prog, n) && m[n] == ':' && m[n + 1] == ' ') m += n + 2;
+  /* Exactly one line whatever the message holds (a parser's text may carry a
+   * newline): scripts and batch logs grep for it. */
+  fprintf(stderr, "%s: ", prog);
+  for (; *m; m++) fputc(*m == '\n' || *m == '\r' ? ' ' : *m, stderr);
+  fputc('\n', stderr);
   return ot_cli_exit_code(s);
 }
 
