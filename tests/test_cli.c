@@ -447,6 +447,10 @@ static void test_bad_options(void **state) {
   expect_bad(cli("run", gqa, "--prompt-ids", "1", "--frobnicate"), "unknown option", "--frobnicate");
   expect_bad(cli("demo", "--frobnicate"), "unknown option (demo)", "--frobnicate");
   expect_bad(cli("info", "--frobnicate"), "unknown option (info)", "--frobnicate");
+  expect_bad(cli("inspect", "--frobnicate"), "unknown option (inspect)", "--frobnicate");
+  expect_bad(cli("inspect", gqa, gqa), "two paths (inspect)", "one FILE");
+  expect_bad(cli("trace", "--frobnicate"), "trace without action", "summarize|plot");
+  expect_bad(cli("trace", "draw", gqa), "unknown trace action", "'draw'");
   expect_bad(cli("frobnicate"), "unknown command", "frobnicate");
   expect_bad(cli("run", gqa, "--prompt-ids", "1", "--gpu-memory-limit", "3XB"), "bad size", "--gpu-memory-limit",
              "3XB");
@@ -466,6 +470,7 @@ static void test_bad_options(void **state) {
   expect_bad(cli("run", gqa), "no prompt", "--prompt-ids", "--prompt-file");
   expect_bad(cli("run", "--prompt-ids", "1"), "no model dir", "model");
   expect_bad(cli("run", gqa, "--prompt-ids", "1,x,3"), "bad id", "--prompt-ids", "'x'");
+  expect_bad(cli("run", gqa, "--prompt-ids", ","), "no ids", "--prompt-ids", "no token ids");
   expect_bad(cli("run", gqa, "--prompt-ids", "1,256"), "id outside the vocab", "--prompt-ids", "256", "vocab");
   ot_write_text(tmp, "far.txt", "1\n9999\n");
   path_in(p, sizeof p, "far.txt");
