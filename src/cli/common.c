@@ -118,11 +118,11 @@ static struct {
   const char *what;
   int pct;
   int open;
-} prog = {NULL, -1, 0};
+} bar = {NULL, -1, 0};
 
 void ot_cli_progress_end(void) {
-  if (prog.open) fputc('\n', stderr);
-  prog.open = 0;
+  if (bar.open) fputc('\n', stderr);
+  bar.open = 0;
 }
 
 /* Columns of the terminal on stderr; 80 when it cannot tell. */
@@ -133,13 +133,13 @@ static int term_cols(void) {
 
 void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total) {
   ot_cli_session *s = user;
-  if (what != prog.what) {
+  if (what != bar.what) {
     ot_cli_progress_end(); /* a new phase while a bar is open: keep the old one's line */
-    prog.what = what, prog.pct = -1;
+    bar.what = what, bar.pct = -1;
   }
   int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
   if (pct > 100) pct = 100;
-  if (pct == prog.pct) return;
+  if (pct == bar.pct) return;
   if (s && s->tty) {
     char tail[80];
     if (!strcmp(what, "load")) {
@@ -162,15 +162,15 @@ void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total
       fputs("] ", stderr);
     }
     fprintf(stderr, "%s\033[K", tail); /* \033[K: clear what a longer previous line left */
-    prog.open = done < total;
-    if (!prog.open) fputc('\n', stderr);
+    bar.open = done < total;
+    if (!bar.open) fputc('\n', stderr);
     fflush(stderr);
   } else {
     /* Not a terminal (a batch job's log): a plain line per 10 %, and the end. */
-    if (pct / 10 == prog.pct / 10 && done < total) return;
+    if (pct / 10 == bar.pct / 10 && done < total) return;
     fprintf(stderr, "%s: %d%%\n", what, pct);
   }
-  prog.pct = pct;
+  bar.pct = pct;
 }
 
 ot_dtype ot_cli_weight_dtype(const ot_settings *st) {
