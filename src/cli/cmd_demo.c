@@ -34,24 +34,24 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   demo_args *a = user;
   ot_status st;
   if (ot_cli_session_option(a->s, o, v, &st)) return st;
-  if (!o) return ot_fail(OT_ERR_INVALID_ARG, "omptensor demo: unexpected argument '%s'", v);
+  if (!o) return ot_fail(OT_ERR_INVALID_ARG, "unexpected argument '%s'", v);
   char *end;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_SIZE:
-    OT_TRY(ot_size_parse(v, &a->size));
-    if (a->size.kind != OT_SIZE_BYTES) return ot_fail(OT_ERR_INVALID_ARG, "omptensor demo: --size needs bytes, not '%s'", v);
+    if (ot_size_parse(v, &a->size) != OT_OK) return ot_fail_context(OT_ERR_INVALID_ARG, "--size");
+    if (a->size.kind != OT_SIZE_BYTES) return ot_fail(OT_ERR_INVALID_ARG, "--size needs bytes, not '%s'", v);
     return OT_OK;
   case OPT_MAXNEW:
     a->max_new = (int)strtol(v, &end, 10);
     if (*end || a->max_new < 1 || a->max_new > 4096)
-      return ot_fail(OT_ERR_INVALID_ARG, "omptensor demo: --max-new-tokens '%s': expected 1..4096", v);
+      return ot_fail(OT_ERR_INVALID_ARG, "--max-new-tokens '%s': expected 1..4096", v);
     return OT_OK;
   case OPT_SEED:
     a->seed = strtoull(v, &end, 10);
-    if (*end) return ot_fail(OT_ERR_INVALID_ARG, "omptensor demo: --seed '%s' is not a number", v);
+    if (*end) return ot_fail(OT_ERR_INVALID_ARG, "--seed '%s' is not a number", v);
     return OT_OK;
-  default: return ot_fail(OT_ERR_INVALID_ARG, "omptensor demo: unhandled option --%s", o->name);
+  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
 
@@ -67,13 +67,23 @@ static void demo_config(uint64_t bytes, int gpu, ot_dtype wt, ot_hf_config *c) {
   c->intermediate_size = gpu ? 11008 : 1408;
   c->num_heads = gpu ? 32 : 8;
   c->num_kv_heads = gpu ? 32 : 4;
-  c->head_dim = c->hidden_size / c->num_heads;
   c->vocab_size = gpu ? 32000 : 8192;
   c->max_position_embeddings = 512;
   c->norm_eps = 1e-5;
   c->rope_theta = 10000;
   c->act = OT_ACT_SILU;
   c->bos_token_id = -1;
+  /* A small --size: halve the widths until the embedding (the largest single
+   * weight) takes at most a sixth of the size, two thirds of the default
+   * budget, so that every op fits beside its activations and the model is
+   * deep rather than all embedding. */
+  while (c->hidden_size > 64 && ot_dtype_bytes(wt, c->vocab_size * c->hidden_size) > bytes / 6) {
+    c->hidden_size /= 2;
+    c->intermediate_size /= 2;
+    c->vocab_size /= 2;
+    if (c->hidden_size / c->num_heads < 16) c->num_heads /= 2, c->num_kv_heads = (c->num_kv_heads + 1) / 2;
+  }
+  c->head_dim = c->hidden_size / c->num_heads;
   int64_t D = c->hidden_size, kv = c->num_kv_heads * c->head_dim;
   uint64_t per_layer = ot_dtype_bytes(wt, 2 * D * D + 2 * D * kv + 3 * D * c->intermediate_size);
   uint64_t io = 2 * ot_dtype_bytes(wt, c->vocab_size * D);

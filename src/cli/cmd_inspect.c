@@ -21,14 +21,23 @@ static void print_info(const ot_st_info *t, int shards) {
 
 int ot_cli_inspect(int argc, char **argv) {
   const char *prog = "omptensor inspect";
-  if (argc != 2 || argv[1][0] == '-') {
-    int help = argc == 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"));
-    fprintf(help ? stdout : stderr,
-            "usage: omptensor inspect FILE.safetensors | MODEL_DIR\n\n"
-            "Lists the tensors of a safetensors file or a Hugging Face model directory (one\n"
-            "model.safetensors or shards with model.safetensors.index.json): name, dtype,\n"
-            "shape, bytes; and the model's config.json when there is one.\n");
-    return help ? 0 : 2;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+      printf("usage: omptensor inspect FILE.safetensors | MODEL_DIR\n\n"
+             "Lists the tensors of a safetensors file or a Hugging Face model directory (one\n"
+             "model.safetensors or shards with model.safetensors.index.json): name, dtype,\n"
+             "shape, bytes; and the model's config.json when there is one.\n");
+      return 0;
+    }
+    if (argv[i][0] == '-') {
+      fprintf(stderr, "%s: unknown option '%s' (see omptensor inspect --help)\n", prog, argv[i]);
+      return 2;
+    }
+  }
+  if (argc != 2) {
+    fprintf(stderr, "%s: expected one FILE.safetensors or MODEL_DIR, got %d arguments (see omptensor inspect --help)\n",
+            prog, argc - 1);
+    return 2;
   }
   const char *path = argv[1];
   ot_ckpt *ck;

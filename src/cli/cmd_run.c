@@ -8,6 +8,7 @@
 #include "cli/report.h"
 #include "core/error.h"
 #include "models.h"
+#include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_IDS, OPT_FILE, OPT_MAXNEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_LOGITS };
 
@@ -35,7 +36,7 @@ static ot_status num(const char *opt, const char *v, double lo, double hi, doubl
   char *end;
   double d = strtod(v, &end);
   if (end == v || *end || !(d >= lo && d <= hi))
-    return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: --%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
   *out = d;
   return OT_OK;
 }
@@ -45,7 +46,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   ot_status st;
   if (ot_cli_session_option(a->s, o, v, &st)) return st;
   if (!o) {
-    if (a->model) return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: one model directory expected, got '%s' too", v);
+    if (a->model) return ot_fail(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v);
     a->model = v;
     return OT_OK;
   }
@@ -60,8 +61,27 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_TOPP: OT_TRY(num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
   case OPT_SEED: OT_TRY(num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
   case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
-  default: return ot_fail(OT_ERR_INVALID_ARG, "omptensor run: unhandled option --%s", o->name);
+  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
+}
+
+/* The prompt against the model's config.json, before any weight is read: a
+ * bad id or length is the user's to fix, and should not wait for the load.
+ * `label` is the option or file the ids came from. */
+static ot_status check_prompt(const char *model, const int32_t *ids, int n, int max_new, const char *label) {
+  ot_hf_config c;
+  OT_TRY(ot_hf_config_load(model, &c));
+  for (int i = 0; i < n; i++)
+    if (ids[i] >= c.vocab_size)
+      return ot_fail(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
+                     label, ids[i], i + 1, model, (long long)c.vocab_size - 1);
+  if ((int64_t)n + max_new > c.max_position_embeddings)
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "--max-new-tokens %d: %d prompt + %d new tokens exceed the %lld positions of %s "
+                   "(max_position_embeddings); generate at most %lld",
+                   max_new, n, max_new, (long long)c.max_position_embeddings, model,
+                   (long long)c.max_position_embeddings - n > 0 ? (long long)c.max_position_embeddings - n : 0);
+  return OT_OK;
 }
 
 int ot_cli_run(int argc, char **argv) {
@@ -79,13 +99,15 @@ int ot_cli_run(int argc, char **argv) {
     ot_cli_session_end(&s);
     return 0;
   }
-  if (st == OT_OK && !a.model) st = ot_fail(OT_ERR_INVALID_ARG, "%s: no model directory given (see --help)", prog);
+  if (st == OT_OK && !a.model) st = ot_fail(OT_ERR_INVALID_ARG, "no model directory given (see omptensor run --help)");
   if (st == OT_OK && !a.ids_text == !a.ids_file)
-    st = ot_fail(OT_ERR_INVALID_ARG, "%s: give exactly one of --prompt-ids and --prompt-file", prog);
+    st = ot_fail(OT_ERR_INVALID_ARG, "give exactly one of --prompt-ids and --prompt-file (see omptensor run --help)");
   int32_t *ids = NULL;
   int n_ids = 0;
   if (st == OT_OK)
     st = a.ids_text ? ot_cli_parse_ids(a.ids_text, "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
+  if (st == OT_OK)
+    st = check_prompt(a.model, ids, n_ids, a.gen.max_new_tokens, a.ids_text ? "--prompt-ids" : a.ids_file);
   if (st == OT_OK) st = ot_cli_session_start(&s);
   ot_lm *m = NULL;
   if (st == OT_OK) st = ot_model_load(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), ot_cli_progress, &s, &m);

@@ -5,21 +5,24 @@
 #include "cli/common.h"
 #include "cli/trace_svg.h"
 
-static int usage(FILE *f, int rc) {
-  fprintf(f, "usage: omptensor trace summarize TRACE.json\n"
-             "       omptensor trace plot TRACE.json -o timeline.svg\n\n"
-             "Reads a trace written with --trace (Chrome trace JSON; it also opens in\n"
-             "https://ui.perfetto.dev). summarize prints the memory summary: peak and current\n"
-             "device bytes, budget, bytes to device and host, uploads, evictions, write-backs\n"
-             "avoided, transfer time overlapped with compute. plot draws device memory over\n"
-             "time against the budget and the kernel/transfer lanes as an SVG picture.\n");
-  return rc;
+static int usage(void) {
+  printf("usage: omptensor trace summarize TRACE.json\n"
+         "       omptensor trace plot TRACE.json -o timeline.svg\n\n"
+         "Reads a trace written with --trace (Chrome trace JSON; it also opens in\n"
+         "https://ui.perfetto.dev). summarize prints the memory summary: peak and current\n"
+         "device bytes, budget, bytes to device and host, uploads, evictions, write-backs\n"
+         "avoided, transfer time overlapped with compute. plot draws device memory over\n"
+         "time against the budget and the kernel/transfer lanes as an SVG picture.\n");
+  return 0;
 }
 
 int ot_cli_trace(int argc, char **argv) {
   const char *prog = "omptensor trace";
-  if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage(stdout, 0);
-  if (argc < 3) return usage(stderr, 2);
+  if (argc >= 2 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) return usage();
+  if (argc < 3) {
+    fprintf(stderr, "%s: expected summarize|plot TRACE.json (see omptensor trace --help)\n", prog);
+    return 2;
+  }
   const char *verb = argv[1], *path = argv[2], *out = NULL;
   for (int i = 3; i < argc; i++) {
     if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) out = argv[++i];
@@ -48,9 +51,10 @@ int ot_cli_trace(int argc, char **argv) {
     ot_trace_summary s = ot_trace_summarize(t);
     ot_trace_summary_print(&s, stdout);
     st = ot_trace_check_budget(t, budget ? budget : UINT64_MAX);
-    if (st == OT_OK) printf("budget check: device bytes never exceeded %s\n", budget ? "the budget" : "(no budget recorded)");
+    if (st == OT_OK) printf("budget check: device bytes never exceeded %s\n", budget && budget != UINT64_MAX ? "the budget" : "(no budget limit)");
     else printf("budget check: FAILED: %s\n", ot_last_error());
-    st = OT_OK;
+    ot_trace_destroy(t);
+    return st == OT_OK ? 0 : 1; /* the trace breaks the guarantee: a failure, not bad input */
   }
   ot_trace_destroy(t);
   return st == OT_OK ? 0 : ot_cli_fail(prog, st);

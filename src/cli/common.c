@@ -1,6 +1,7 @@
 /* common.c — see common.h. */
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <unistd.h>
 
 #include "cli/common.h"
@@ -23,8 +24,17 @@ int ot_cli_exit_code(ot_status s) {
 }
 
 int ot_cli_fail(const char *prog, ot_status s) {
+  ot_cli_progress_end(); /* after a bar cut short, the error starts its own line */
   const char *m = ot_last_error();
-  fprintf(stderr, "%s: %s\n", prog, m[0] ? m : ot_status_str(s));
+  if (!m[0]) m = ot_status_str(s);
+  /* Messages from the option parser already start with "PROG: ". */
+  size_t n = strlen(prog);
+  if (!strncmp(m, prog, n) && m[n] == ':' && m[n + 1] == ' ') m += n + 2;
+  /* Exactly one line whatever the message holds (a parser's text may carry a
+   * newline): scripts and batch logs grep for it. */
+  fprintf(stderr, "%s: ", prog);
+  for (; *m; m++) fputc(*m == '\n' || *m == '\r' ? ' ' : *m, stderr);
+  fputc('\n', stderr);
   return ot_cli_exit_code(s);
 }
 
@@ -101,35 +111,66 @@ void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t b) {
   snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", v, u[i]);
 }
 
+/* One progress display per process (the CLI runs one job): the phase being
+ * shown, its last percentage, and whether a bar is drawn without its newline
+ * yet (an error then starts on a fresh line). */
+static struct {
+  const char *what;
+  int pct;
+  int open;
+} bar = {NULL, -1, 0};
+
+void ot_cli_progress_end(void) {
+  if (bar.open) fputc('\n', stderr);
+  bar.open = 0;
+}
+
+/* Columns of the terminal on stderr; 80 when it cannot tell. */
+static int term_cols(void) {
+  struct winsize ws;
+  return ioctl(STDERR_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col > 0 ? ws.ws_col : 80;
+}
+
 void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total) {
   ot_cli_session *s = user;
-  static int last_pct = -1;
-  static const char *last_what;
-  if (what != last_what) last_pct = -1, last_what = what;
+  if (what != bar.what) {
+    ot_cli_progress_end(); /* a new phase while a bar is open: keep the old one's line */
+    bar.what = what, bar.pct = -1;
+  }
   int pct = total ? (int)(100.0 * (double)done / (double)total) : 100;
   if (pct > 100) pct = 100;
+  if (pct == bar.pct) return;
   if (s && s->tty) {
-    if (pct == last_pct) return;
-    int w = 30, fill = pct * w / 100;
-    fprintf(stderr, "\r%-9s [", what);
-    for (int i = 0; i < w; i++) fputc(i < fill ? '#' : ' ', stderr);
+    char tail[80];
     if (!strcmp(what, "load")) {
       char a[32], b[32];
       ot_cli_fmt_bytes(a, sizeof a, done);
       ot_cli_fmt_bytes(b, sizeof b, total);
-      fprintf(stderr, "] %3d%% %s / %s", pct, a, b);
+      snprintf(tail, sizeof tail, "%3d%% %s / %s", pct, a, b);
     } else {
-      fprintf(stderr, "] %3d%% %llu / %llu", pct, (unsigned long long)done, (unsigned long long)total);
+      snprintf(tail, sizeof tail, "%3d%% %llu / %llu", pct, (unsigned long long)done, (unsigned long long)total);
     }
-    if (done >= total) fputc('\n', stderr);
+    /* The bar shrinks (or goes) on a narrow terminal: a line that wraps
+     * cannot be redrawn with '\r'. */
+    int w = term_cols() - 1 - 10 - 3 - (int)strlen(tail);
+    w = w > 30 ? 30 : w;
+    fprintf(stderr, "\r%-9s ", what);
+    if (w >= 5) {
+      int fill = pct * w / 100;
+      fputc('[', stderr);
+      for (int i = 0; i < w; i++) fputc(i < fill ? '#' : ' ', stderr);
+      fputs("] ", stderr);
+    }
+    fprintf(stderr, "%s\033[K", tail); /* \033[K: clear what a longer previous line left */
+    bar.open = done < total;
+    if (!bar.open) fputc('\n', stderr);
     fflush(stderr);
   } else {
-    /* Not a terminal (a batch job's log): a plain line per 10 %. */
-    if (pct / 10 == last_pct / 10 && done < total) return;
-    if (pct == last_pct) return;
+    /* Not a terminal (a batch job's log): a plain line per 10 %, and the end. */
+    if (pct / 10 == bar.pct / 10 && done < total) return;
     fprintf(stderr, "%s: %d%%\n", what, pct);
   }
-  last_pct = pct;
+  bar.pct = pct;
 }
 
 ot_dtype ot_cli_weight_dtype(const ot_settings *st) {

@@ -44,9 +44,11 @@ void ot_cli_session_end(ot_cli_session *s);
 /* The shared option table (settings + --config + --verbose). */
 const ot_opt *ot_cli_common_opts(void);
 
-/* Progress callback for ot_progress_fn: a bar on a terminal, a line per 10 %
- * otherwise. `user` is the session. */
+/* Progress callback for ot_progress_fn: a bar redrawn on one line on a terminal
+ * (ending with a newline), a plain "load: 40%" line per 10 % otherwise. `user` is the session. */
 void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total);
+/* Ends a bar left open by a phase that stopped early (before an error message). */
+void ot_cli_progress_end(void);
 
 /* The weight dtype --dtype asks for (int8 means q8b), or keep the checkpoint's. */
 ot_dtype ot_cli_weight_dtype(const ot_settings *st);

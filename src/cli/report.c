@@ -14,7 +14,9 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "backend", json_string(ot_backend_name(ot_ctx_backend(s->ctx))));
   json_object_set_new(o, "device", dev == OT_DEVICE_HOST ? json_string("host") : json_integer(dev));
   json_object_set_new(o, "strategy", json_string(ot_strategy_name(s->sched.strategy)));
-  json_object_set_new(o, "budget_bytes", json_integer((json_int_t)ot_ctx_budget(s->ctx, s->sched.device_index)));
+  uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
+  /* null: no limit (the host backend without --gpu-memory-limit) */
+  json_object_set_new(o, "budget_bytes", budget == UINT64_MAX ? json_null() : json_integer((json_int_t)budget));
   json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
   json_object_set_new(o, "peak_device_bytes", json_integer((json_int_t)t->peak_device_bytes));
   json_object_set_new(o, "bytes_to_device", json_integer((json_int_t)t->bytes_to_device));
@@ -49,7 +51,9 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
     char w[32], b[32];
     ot_cli_fmt_bytes(w, sizeof w, m->weight_bytes);
-    ot_cli_fmt_bytes(b, sizeof b, ot_ctx_budget(s->ctx, s->sched.device_index));
+    uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
+    if (budget == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
+    else ot_cli_fmt_bytes(b, sizeof b, budget);
     fprintf(f, "weights %s, budget %s, backend %s, offload %s\n", w, b, ot_backend_name(ot_ctx_backend(s->ctx)),
             ot_strategy_name(s->sched.strategy));
     ot_trace_summary_print(&t, f);

@@ -29,6 +29,7 @@ static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
 ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path) {
   size_t n = ot_trace_count(t);
   if (n == 0) return ot_fail(OT_ERR_INVALID_ARG, "trace plot: the trace has no events");
+  if (budget == UINT64_MAX) budget = 0; /* no limit: no budget line, and the scale follows the peak */
   uint64_t t_end = 1, peak = 1;
   int devs[16], ndev = 0;
   for (size_t i = 0; i < n; i++) {
@@ -47,8 +48,8 @@ ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path
   double sx = (W - LEFT - 20) / (double)t_end;
   fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" font-family=\"sans-serif\" font-size=\"11\">\n", W, H);
   fprintf(f, "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n");
-  fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">omptensor trace: %.3f s, peak %.3f GiB, budget %.3f GiB</text>\n",
-          LEFT, (double)t_end / 1e9, gib(peak), gib(budget));
+  fprintf(f, "<text x=\"%.0f\" y=\"20\" font-size=\"14\">omptensor trace: %.3f s, peak %.3f GiB, budget %.3f GiB%s</text>\n",
+          LEFT, (double)t_end / 1e9, gib(peak), gib(budget), budget ? "" : " (no limit)");
   for (int d = 0; d < ndev; d++) {
     double y0 = 40 + d * block_h, ym = y0 + MEM_H;
     fprintf(f, "<text x=\"4\" y=\"%.1f\" font-weight=\"bold\">device %d</text>\n", y0 + 12, devs[d]);

@@ -239,7 +239,8 @@ static void print_bytes(FILE *f, const char *label, uint64_t b) {
 void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
   if (!s || !f) return;
   fprintf(f, "omptensor memory summary (%d run%s)\n", s->runs, s->runs == 1 ? "" : "s");
-  if (s->budget) print_bytes(f, "budget", s->budget);
+  if (s->budget == UINT64_MAX) fprintf(f, "  %-28s %14s\n", "budget", "unlimited");
+  else if (s->budget) print_bytes(f, "budget", s->budget);
   print_bytes(f, "peak device bytes", s->peak_device_bytes);
   print_bytes(f, "current device bytes", s->current_device_bytes);
   print_bytes(f, "to device", s->bytes_to_device);

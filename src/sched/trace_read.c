@@ -21,9 +21,12 @@ ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budge
   if (budget) *budget = 0;
   json_error_t err;
   json_t *root = json_load_file(path, 0, &err);
-  if (!root)
-    return ot_fail(strstr(err.text, "unable to open") ? OT_ERR_NOT_FOUND : OT_ERR_FORMAT, "%s: %s (line %d)", path,
-                   err.text, err.line);
+  if (!root) {
+    if (err.line < 1) /* jansson could not read the file; its text names it and says why */
+      return ot_fail(strstr(err.text, "No such file") ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s", err.text);
+    return ot_fail(OT_ERR_FORMAT, "%s: invalid JSON at line %d: %s (not a trace written with --trace?)", path,
+                   err.line, err.text);
+  }
   json_t *arr = json_object_get(root, "traceEvents");
   json_t *other = json_object_get(root, "otherData");
   if (!json_is_array(arr) || !json_is_object(other) ||
