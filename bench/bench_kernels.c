@@ -225,7 +225,7 @@ static ot_status call_case(void *user, int rep) {
   switch (c->kind) {
   case BK_COPY_KERNEL: copy_kernel(dev, v[0].p, v[1].p, ot_kview_numel(v[0])); return OT_OK;
   case BK_COPY_MEMCPY:
-    if (omp_target_memcpy(v[0].p, v[1].p, ot_dtype_bytes(v[0].dt, ot_kview_numel(v[0])), 0, 0, dev, dev))
+    if (ot_mem_copy(v[0].p, dev, v[1].p, dev, ot_dtype_bytes(v[0].dt, ot_kview_numel(v[0]))) != OT_OK)
       return ot_fail(OT_ERR_DEVICE, "omp_target_memcpy device-to-device failed on device %d", dev);
     return OT_OK;
   case BK_ADD: return ot_k_add(dev, v[0], v[1], v[2]);
