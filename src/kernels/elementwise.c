@@ -1,4 +1,5 @@
-/* elementwise.c — add, mul, scale, bias add, GELU (tanh form), SiLU, SwiGLU.
+/* elementwise.c — add, mul, scale, bias add, GELU (tanh form), SiLU, SwiGLU,
+ * and the backward of GELU and SiLU (a = x, b = dy).
  *
  * One kernel body serves all ops: y[i] = f(a[i], b[i]) over y's shape, with
  * numpy broadcasting of a and b (dims aligned from the right; a dim of 1
@@ -7,9 +8,10 @@
  * place). f32/f16/bf16 in any mix. */
 #include "kernels/kcommon.h"
 
-enum { EW_ADD, EW_MUL, EW_SCALE, EW_GELU, EW_SILU, EW_SWIGLU };
+enum { EW_ADD, EW_MUL, EW_SCALE, EW_GELU, EW_SILU, EW_SWIGLU, EW_GELU_BWD, EW_SILU_BWD };
 
-static const char *const ew_names[] = {"add", "mul", "scale", "gelu", "silu", "swiglu"};
+static const char *const ew_names[] = {"add", "mul", "scale", "gelu", "silu", "swiglu", "gelu_backward",
+                                       "silu_backward"};
 
 #define GELU_K0 0.7978845608028654f /* sqrt(2/pi) */
 #define GELU_K1 0.044715f
@@ -22,7 +24,15 @@ static inline float ew_apply(int op, float a, float b, float s) {
   case EW_SCALE: return a * s;
   case EW_GELU: return 0.5f * a * (1.0f + tanhf(GELU_K0 * (a + GELU_K1 * a * a * a)));
   case EW_SILU: return a / (1.0f + expf(-a));
-  default: return a / (1.0f + expf(-a)) * b; /* EW_SWIGLU */
+  case EW_SWIGLU: return a / (1.0f + expf(-a)) * b;
+  case EW_GELU_BWD: {
+    const float t = tanhf(GELU_K0 * (a + GELU_K1 * a * a * a));
+    return b * (0.5f * (1.0f + t) + 0.5f * a * (1.0f - t * t) * GELU_K0 * (1.0f + 3.0f * GELU_K1 * a * a));
+  }
+  default: { /* EW_SILU_BWD: silu' = s (1 + x (1 - s)) */
+    const float sg = 1.0f / (1.0f + expf(-a));
+    return b * sg * (1.0f + a * (1.0f - sg));
+  }
   }
 }
 OT_DECLARE_TARGET_END
@@ -34,11 +44,19 @@ static double ew_apply_ref(int op, double a, double b, double s) {
   case EW_SCALE: return a * s;
   case EW_GELU: return 0.5 * a * (1.0 + tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
   case EW_SILU: return a / (1.0 + exp(-a));
-  default: return a / (1.0 + exp(-a)) * b;
+  case EW_SWIGLU: return a / (1.0 + exp(-a)) * b;
+  case EW_GELU_BWD: {
+    const double k0 = 0.7978845608028654, k1 = 0.044715, t = tanh(k0 * (a + k1 * a * a * a));
+    return b * (0.5 * (1.0 + t) + 0.5 * a * (1.0 - t * t) * k0 * (1.0 + 3.0 * k1 * a * a));
+  }
+  default: {
+    const double sg = 1.0 / (1.0 + exp(-a));
+    return b * sg * (1.0 + a * (1.0 - sg));
+  }
   }
 }
 
-static int ew_binary(int op) { return op == EW_ADD || op == EW_MUL || op == EW_SWIGLU; }
+static int ew_binary(int op) { return op != EW_SCALE && op != EW_GELU && op != EW_SILU; }
 
 /* Checks y, a (and b for binary ops); returns the operands as 4-D views
  * broadcast to y's shape (stride 0 where they repeat). */
@@ -126,6 +144,9 @@ ot_status ot_k_gelu(int dev, ot_kview y, ot_kview x) { return ew_run(dev, EW_GEL
 ot_status ot_k_silu(int dev, ot_kview y, ot_kview x) { return ew_run(dev, EW_SILU, y, x, x, 0); }
 ot_status ot_k_swiglu(int dev, ot_kview y, ot_kview gate, ot_kview up) { return ew_run(dev, EW_SWIGLU, y, gate, up, 0); }
 
+ot_status ot_k_gelu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy) { return ew_run(dev, EW_GELU_BWD, dx, x, dy, 0); }
+ot_status ot_k_silu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy) { return ew_run(dev, EW_SILU_BWD, dx, x, dy, 0); }
+
 ot_status ot_ref_add(ot_kview y, ot_kview a, ot_kview b) { return ew_ref(EW_ADD, y, a, b, 0); }
 ot_status ot_ref_mul(ot_kview y, ot_kview a, ot_kview b) { return ew_ref(EW_MUL, y, a, b, 0); }
 ot_status ot_ref_bias_add(ot_kview y, ot_kview x, ot_kview bias) { return ew_ref(EW_ADD, y, x, bias, 0); }
@@ -133,3 +154,27 @@ ot_status ot_ref_scale(ot_kview y, ot_kview x, float s) { return ew_ref(EW_SCALE
 ot_status ot_ref_gelu(ot_kview y, ot_kview x) { return ew_ref(EW_GELU, y, x, x, 0); }
 ot_status ot_ref_silu(ot_kview y, ot_kview x) { return ew_ref(EW_SILU, y, x, x, 0); }
 ot_status ot_ref_swiglu(ot_kview y, ot_kview gate, ot_kview up) { return ew_ref(EW_SWIGLU, y, gate, up, 0); }
+ot_status ot_ref_gelu_backward(ot_kview dx, ot_kview x, ot_kview dy) { return ew_ref(EW_GELU_BWD, dx, x, dy, 0); }
+ot_status ot_ref_silu_backward(ot_kview dx, ot_kview x, ot_kview dy) { return ew_ref(EW_SILU_BWD, dx, x, dy, 0); }
+
+/* SwiGLU backward from the pieces above: dgate = silu'(gate) * (dy * up) (dy * up
+ * staged in dgate), then dup = silu(gate) * dy (last, so dup may be dy). */
+typedef ot_status (*ew_fn)(int dev, int op, ot_kview y, ot_kview a, ot_kview b, float s);
+
+static ot_status ew_ref_dev(int dev, int op, ot_kview y, ot_kview a, ot_kview b, float s) {
+  (void)dev;
+  return ew_ref(op, y, a, b, s);
+}
+
+static ot_status swiglu_bwd(ew_fn f, int dev, ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy) {
+  OT_TRY(f(dev, EW_MUL, dgate, dy, up, 0));
+  OT_TRY(f(dev, EW_SILU_BWD, dgate, gate, dgate, 0));
+  return f(dev, EW_SWIGLU, dup, gate, dy, 0);
+}
+
+ot_status ot_k_swiglu_backward(int dev, ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy) {
+  return swiglu_bwd(ew_run, dev, dgate, dup, gate, up, dy);
+}
+ot_status ot_ref_swiglu_backward(ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy) {
+  return swiglu_bwd(ew_ref_dev, 0, dgate, dup, gate, up, dy);
+}

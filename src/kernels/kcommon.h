@@ -145,6 +145,23 @@ int ot_kruns_on_host(int dev);
  * kernels (gemv_gpu.c, warp_gpu.c) may run there. */
 int ot_kfast_gpu(int dev);
 
+/* Runs STMT (a call of a declare-target row function using OT_TEAM_REDUCE /
+ * OT_TEAM_FOR inside) for every row `r` in [0, rows): on a device executing
+ * on host threads as a parallel loop over rows (the team loops inside then
+ * run serially in each thread: independent outputs in parallel, as CPUs
+ * like), elsewhere one team per row. */
+#define OT_KROWS(dev, rows, r, clauses, STMT)                   \
+  do {                                                          \
+    const int64_t ot_krows_n_ = (rows);                         \
+    if (ot_kruns_on_host(dev) && ot_krows_n_ > 1) {             \
+      OT_PARFOR(dev, clauses)                                   \
+      for (int64_t r = 0; r < ot_krows_n_; r++) STMT;           \
+    } else {                                                    \
+      OT_TEAMS(dev, ot_kteams(dev, ot_krows_n_), clauses)       \
+      for (int64_t r = 0; r < ot_krows_n_; r++) STMT;           \
+    }                                                           \
+  } while (0)
+
 /* The row offset (elements) of flattened row r of a 4-D view over its first
  * three dims. */
 OT_DECLARE_TARGET_BEGIN

@@ -151,4 +151,147 @@ ot_status ot_k_argmax(int dev, ot_kview idx, ot_kview x);
 ot_status ot_ref_embedding(ot_kview out, ot_kview table, ot_kview ids);
 ot_status ot_ref_argmax(ot_kview idx, ot_kview x);
 
+/* ---- sampling -------------------------------------------------------------------
+ * idx[r] = a token drawn from softmax(logits[r, :] / temperature), restricted
+ * to the top_k largest logits (0 or >= vocab: all; ties at the k-th value all
+ * stay) and then to the smallest set of most likely tokens whose probability
+ * is >= top_p (>= 1: all), renormalised.
+ *   logits [rows, vocab] or [vocab] f32/f16/bf16 (vocab <= 2^23), idx [rows] i32;
+ *   temperature > 0; NaN logits are never drawn.
+ * Deterministic: the draw is a counter-based RNG of (seed, step, row)
+ * (splitmix64), and every decision is exact integer arithmetic on 40-bit
+ * fixed-point weights (tokens with probability below ~2^-40 of the max are
+ * never drawn), so every device and the reference pick the same token. */
+ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p,
+                      uint64_t seed, uint64_t step);
+ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
+                        uint64_t step);
+
+/* ==== training ====================================================================
+ * Backward kernels follow the gradient convention at the top: parameter
+ * gradients (dw, db, dbias, dtable, dwpe, the matmul's db) ACCUMULATE, activation
+ * gradients (dx, da, dq, dk, dv, dlogits, dgate, dup) are overwritten. No
+ * float atomics anywhere: every reduction has a fixed order or shape, so a
+ * rerun on the same device gives the same bits. */
+
+/* ---- cross-entropy (fused loss + gradient) -----------------------------------------
+ *   logits  [rows, vocab] f32/f16/bf16      targets [rows] i32 (-100: ignored)
+ *   losses  [rows] f32: per-row loss (0 where ignored)   loss [1] f32: their mean
+ *           over the rows not ignored (PyTorch reduction "mean"; 0 if all are)
+ *   dlogits [rows, vocab] f32/f16/bf16 or none: grad_scale * (softmax - onehot)
+ *           / (rows not ignored), zero rows where ignored; may be logits itself.
+ * grad_scale is 1 normally; the loss scale for f16 training, or 1/micro-batches.
+ * A target outside [0, vocab) other than -100 makes its loss (and the mean)
+ * NaN (PyTorch raises). */
+ot_status ot_k_cross_entropy(int dev, ot_kview loss, ot_kview losses, ot_kview dlogits, ot_kview logits,
+                             ot_kview targets, float grad_scale);
+ot_status ot_ref_cross_entropy(ot_kview loss, ot_kview losses, ot_kview dlogits, ot_kview logits, ot_kview targets,
+                               float grad_scale);
+
+/* ---- matmul / bias backward ------------------------------------------------------
+ * For c = a @ op(b) (ot_k_matmul's shapes): da = dc @ op(b)^T (overwrite),
+ * db += a^T @ dc, or dc^T @ a for trans_b (HF Linear W [out, in]). da or db may
+ * be none. A 2-D db with a batched dc gets the sum over the batch. Runs
+ * ot_k_matmul on transposed views.
+ * bias_backward: dbias [n] += sum of dy [.., n] over all leading dims. */
+ot_status ot_k_matmul_backward(int dev, ot_kview da, ot_kview db, ot_kview dc, ot_kview a, ot_kview b, int trans_b);
+ot_status ot_k_bias_backward(int dev, ot_kview dbias, ot_kview dy);
+ot_status ot_ref_matmul_backward(ot_kview da, ot_kview db, ot_kview dc, ot_kview a, ot_kview b, int trans_b);
+ot_status ot_ref_bias_backward(ot_kview dbias, ot_kview dy);
+
+/* ---- pointwise backward (shapes and broadcasting as the elementwise ops) ----------
+ *   gelu_backward    dx = dy * gelu'(x)     (tanh form)
+ *   silu_backward    dx = dy * silu'(x),  silu' = s (1 + x (1 - s)), s = sigmoid(x)
+ *   swiglu_backward  dgate = dy * up * silu'(gate),  dup = dy * silu(gate)
+ * dx may alias dy. dgate must not alias an input (it stages dy * up, rounded
+ * to dgate's dtype); dup may alias dy.
+ * softmax_backward: for y = softmax(scale * x) (causal or not): dx = scale * y
+ *   * (dy - sum(dy * y)) per row; dx, y, dy same shape; dx may alias dy. */
+ot_status ot_k_gelu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_k_silu_backward(int dev, ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_k_swiglu_backward(int dev, ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy);
+ot_status ot_k_softmax_backward(int dev, ot_kview dx, ot_kview y, ot_kview dy, float scale);
+ot_status ot_ref_gelu_backward(ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_ref_silu_backward(ot_kview dx, ot_kview x, ot_kview dy);
+ot_status ot_ref_swiglu_backward(ot_kview dgate, ot_kview dup, ot_kview gate, ot_kview up, ot_kview dy);
+ot_status ot_ref_softmax_backward(ot_kview dx, ot_kview y, ot_kview dy, float scale);
+
+/* ---- normalisation backward ---------------------------------------------------------
+ * For y = layernorm(x; w, b, eps) / rmsnorm(x; w, eps) (shapes as forward;
+ * statistics recomputed from x):
+ *   dx  [.., d] overwritten; must not alias x or dy
+ *   dw, db [d] accumulate (+=), each may be none (then dx alone is computed)
+ * dw and db are reduced over rows in a fixed order (no atomics). With dw/db,
+ * dx first stages xhat (see norm_bwd.c): give an f32 dx for exact dw. */
+ot_status ot_k_layernorm_backward(int dev, ot_kview dx, ot_kview dw, ot_kview db, ot_kview dy, ot_kview x, ot_kview w,
+                                  float eps);
+ot_status ot_k_rmsnorm_backward(int dev, ot_kview dx, ot_kview dw, ot_kview dy, ot_kview x, ot_kview w, float eps);
+ot_status ot_ref_layernorm_backward(ot_kview dx, ot_kview dw, ot_kview db, ot_kview dy, ot_kview x, ot_kview w,
+                                    float eps);
+ot_status ot_ref_rmsnorm_backward(ot_kview dx, ot_kview dw, ot_kview dy, ot_kview x, ot_kview w, float eps);
+
+/* ---- embedding / positions backward ------------------------------------------------
+ * embedding_backward: dtable[ids[r], :] += dout[r, :]
+ *   dtable [vocab, d] f32/f16/bf16, dout [n, d], ids [n] i32; ids outside
+ *   [0, vocab) add nothing (the forward gave them a zero row). Repeated ids add
+ *   up in row order (one thread per column: deterministic, no atomics).
+ * positions_backward: dwpe[pos + t, :] += sum over b of dout[b, t, :]
+ *   dwpe [max_pos, d], dout [T, d] or [B, T, d]; rows [pos, pos + T) must fit. */
+ot_status ot_k_embedding_backward(int dev, ot_kview dtable, ot_kview dout, ot_kview ids);
+ot_status ot_k_positions_backward(int dev, ot_kview dwpe, ot_kview dout, int64_t pos);
+ot_status ot_ref_embedding_backward(ot_kview dtable, ot_kview dout, ot_kview ids);
+ot_status ot_ref_positions_backward(ot_kview dwpe, ot_kview dout, int64_t pos);
+
+/* ---- optimizers (one parameter tensor per call, flattened to [n]) ----------------------
+ *   p    [n] f32 master weights, updated in place
+ *   g    [n] f32/f16/bf16 gradient, multiplied by grad_scale first (1/loss
+ *        scale to unscale f16 gradients; 1 otherwise)
+ *   m, v [n] f32 AdamW moments (zeroed before step 1); buf [n] f32 SGD momentum
+ *        buffer (zeroed before the first step; none when momentum == 0)
+ *   copy [n] f16/bf16/f32 or none: receives the updated p (rounded to nearest
+ *        even), the low-precision weights the next forward reads.
+ * AdamW is torch.optim.AdamW (decoupled decay p *= 1 - lr*wd first, then the
+ * bias-corrected Adam step; see optim.c for the exact operation order); t is
+ * the step number, from 1. SGD is torch.optim.SGD with dampening 0. */
+typedef struct ot_kadamw {
+  float lr, beta1, beta2, eps, weight_decay;
+  int64_t t;
+  float grad_scale;
+} ot_kadamw;
+
+typedef struct ot_ksgd {
+  float lr, momentum, weight_decay;
+  int nesterov;
+  float grad_scale;
+} ot_ksgd;
+
+ot_status ot_k_adamw(int dev, ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h);
+ot_status ot_k_sgd(int dev, ot_kview p, ot_kview g, ot_kview buf, ot_kview copy, ot_ksgd h);
+ot_status ot_ref_adamw(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h);
+ot_status ot_ref_sgd(ot_kview p, ot_kview g, ot_kview buf, ot_kview copy, ot_ksgd h);
+
+/* ---- gradient statistics (loss scaling, clipping) -----------------------------------
+ * stats [2] f32 ACCUMULATES over calls (zero it, then one call per gradient):
+ *   stats[0] += sum of g^2 over the finite values (double inside),
+ *   stats[1] += number of Inf/NaN values (> 0: skip the step, shrink the scale).
+ * g [n] f32/f16/bf16. Global norm = sqrt(stats[0]); to clip or unscale, use
+ * ot_k_scale in place, or the optimizers' grad_scale. One team: deterministic. */
+ot_status ot_k_grad_stats(int dev, ot_kview stats, ot_kview g);
+ot_status ot_ref_grad_stats(ot_kview stats, ot_kview g);
+
+/* ---- attention backward (training: no cache) --------------------------------------------
+ * For out = causal softmax(q k^T / sqrt(head_dim)) v per head, with GQA
+ * (query i sees keys j <= i):
+ *   q, dout, dq [T, n_heads, head_dim]; k, v, dk, dv [T, n_kv_heads, head_dim]
+ *   (f32/f16/bf16, any strides); dq, dk, dv overwritten (dk, dv summed over
+ *   the heads of their group).
+ *   ws [T, n_heads, 2] f32 workspace: left holding each query row's
+ *   log-sum-exp and D_i = sum_j P_ij (dout_i . v_j).
+ * Straightforward and deterministic, O(T^2 head_dim^2) per head: not yet
+ * the tiled flash-attention backward. */
+ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
+                                  ot_kview q, ot_kview k, ot_kview v);
+ot_status ot_ref_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout, ot_kview q,
+                                    ot_kview k, ot_kview v);
+
 #endif

@@ -83,3 +83,62 @@ ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal) {
   }
   return OT_OK;
 }
+
+/* ---- backward: dx = scale * y * (dy - sum_c dy_c y_c), per row ------------------
+ * Masked columns have y == 0, so the causal mask needs no special case. */
+static ot_status smb_check(ot_kview dx, ot_kview y, ot_kview dy, sm_rows *r) {
+  OT_TRY(sm_check(dx, y, r));
+  OT_TRY(ot_kcheck("softmax_backward", "dy", dy, 1, 4, OT_KM_FLOAT));
+  int same = dy.ndim == y.ndim;
+  for (int d = 0; same && d < y.ndim; d++) same = dy.ne[d] == y.ne[d];
+  if (!same)
+    return ot_fail(OT_ERR_SHAPE, "softmax_backward: y %s and dy %s differ in shape", ot_kshape_str(y),
+                   ot_kshape_str(dy));
+  return OT_OK;
+}
+
+ot_status ot_k_softmax_backward(int dev, ot_kview dx, ot_kview y, ot_kview dy, float scale) {
+  sm_rows sr;
+  OT_TRY(smb_check(dx, y, dy, &sr));
+  if (sr.rows == 0 || sr.n == 0) return OT_OK;
+  ot_kview g4 = ot_kview_4d(dy);
+  const void *yp = y.p, *gp = dy.p;
+  void *dp = dx.p;
+  const int ydt = y.dt, gdt = dy.dt, ddt = dx.dt;
+  const int64_t rows = sr.rows, n = sr.n, n1 = sr.n1, n2 = sr.n2;
+  const int64_t ys0 = sr.xs[0], ys1 = sr.xs[1], ys2 = sr.xs[2], ys3 = sr.xs[3];
+  const int64_t ds0 = sr.ys[0], ds1 = sr.ys[1], ds2 = sr.ys[2], ds3 = sr.ys[3];
+  const int64_t gs0 = g4.nb[0], gs1 = g4.nb[1], gs2 = g4.nb[2], gs3 = g4.nb[3];
+  OT_TEAMS(dev, ot_kteams(dev, rows), OT_DEVPTR(yp, gp, dp))
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t yo = ot_krow_off(r, n1, n2, ys0, ys1, ys2), go = ot_krow_off(r, n1, n2, gs0, gs1, gs2),
+                  dO = ot_krow_off(r, n1, n2, ds0, ds1, ds2);
+    float dot = 0.0f;
+    OT_TEAM_REDUCE(+ : dot)
+    for (int64_t c = 0; c < n; c++) dot += ot_kld(ydt, yp, yo + c * ys3) * ot_kld(gdt, gp, go + c * gs3);
+    /* dx may alias dy: every read of the row finished in the reduction */
+    OT_TEAM_FOR
+    for (int64_t c = 0; c < n; c++)
+      ot_kst(ddt, dp, dO + c * ds3,
+             scale * ot_kld(ydt, yp, yo + c * ys3) * (ot_kld(gdt, gp, go + c * gs3) - dot));
+  }
+  return OT_OK;
+}
+
+ot_status ot_ref_softmax_backward(ot_kview dx, ot_kview y, ot_kview dy, float scale) {
+  sm_rows sr;
+  OT_TRY(smb_check(dx, y, dy, &sr));
+  ot_kview g4 = ot_kview_4d(dy);
+  for (int64_t r = 0; r < sr.rows; r++) {
+    const int64_t yo = ot_krow_off(r, sr.n1, sr.n2, sr.xs[0], sr.xs[1], sr.xs[2]);
+    const int64_t dO = ot_krow_off(r, sr.n1, sr.n2, sr.ys[0], sr.ys[1], sr.ys[2]);
+    const int64_t go = ot_krow_off(r, sr.n1, sr.n2, g4.nb[0], g4.nb[1], g4.nb[2]);
+    double dot = 0.0;
+    for (int64_t c = 0; c < sr.n; c++)
+      dot += (double)ot_kld(y.dt, y.p, yo + c * sr.xs[3]) * ot_kld(dy.dt, dy.p, go + c * g4.nb[3]);
+    for (int64_t c = 0; c < sr.n; c++)
+      ot_kst(dx.dt, dx.p, dO + c * sr.ys[3],
+             (float)(scale * ot_kld(y.dt, y.p, yo + c * sr.xs[3]) * (ot_kld(dy.dt, dy.p, go + c * g4.nb[3]) - dot)));
+  }
+  return OT_OK;
+}

@@ -44,8 +44,8 @@ static ot_status pick(const ot_gen_opts *o, const float *row, int64_t vocab, uin
   ot_kview v = ot_kview_2d((void *)row, OT_F32, 1, vocab);
   ot_kview out = ot_kview_1d(tok, OT_I32, 1);
   if (o->greedy) return ot_ref_argmax(out, v);
-  (void)step;
-  return ot_fail(OT_ERR_UNSUPPORTED, "sampling (temperature/top-k/top-p) is not built yet; use greedy decoding");
+  /* the logits row is on the host; the draw depends only on (seed, step) */
+  return ot_ref_sample(out, v, o->temperature, o->top_k, o->top_p, o->seed, step);
 }
 
 static double row_sum(const float *row, int64_t n) {
