@@ -4,6 +4,7 @@
 #define OT_SAMPLES_MLP_IMPL_H
 
 #include "mlp.h"
+#include "tlist.h"
 #include "weightset.h"
 
 #define MLP_TRY(x)              \
@@ -11,16 +12,6 @@
     ot_status s_ = (x);         \
     if (s_ != OT_OK) return s_; \
   } while (0)
-
-/* A list of tensors destroyed together. */
-typedef struct mlp_tlist {
-  ot_tensor **t;
-  int n, cap;
-} mlp_tlist;
-
-ot_status mlp_tlist_new(mlp_tlist *l, ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
-                        ot_tensor **out);
-void mlp_tlist_release(mlp_tlist *l);
 
 struct mlp_trainer {
   ot_ctx *ctx;
@@ -32,13 +23,13 @@ struct mlp_trainer {
   ot_tensor *W[MLP_MAX_LAYERS];            /* [dims[l + 1], dims[l]] (Linear: y = x W^T) */
   ot_tensor *b[MLP_MAX_LAYERS];            /* [dims[l + 1]] */
   ot_tensor *mW[MLP_MAX_LAYERS], *vW[MLP_MAX_LAYERS], *mb[MLP_MAX_LAYERS], *vb[MLP_MAX_LAYERS];
-  mlp_tlist state;                         /* the moments */
+  ot_tlist state;                         /* the moments */
   /* the teacher, on the host: [teacher_hidden, in], [th], [classes, th], [classes] */
   float *tW1, *tb1, *tW2, *tb2;
   /* the recorded step and its plan */
   ot_program *prog;
   ot_plan *plan;
-  mlp_tlist step;                          /* inputs, activations, gradients, losses of the recording */
+  ot_tlist step;                          /* inputs, activations, gradients, losses of the recording */
   ot_tensor **x, **y, **loss;              /* [micro_batches] inputs [B, in], labels i32 [B], loss [1] */
   int step_slot;
   int recompute[MLP_MAX_LAYERS];

@@ -7,27 +7,6 @@
 
 #include "mlp_impl.h"
 
-ot_status mlp_tlist_new(mlp_tlist *l, ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
-                        ot_tensor **out) {
-  *out = NULL;
-  if (l->n == l->cap) {
-    int nc = l->cap ? 2 * l->cap : 64;
-    ot_tensor **nt = realloc(l->t, (size_t)nc * sizeof *nt);
-    if (!nt) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "mlp: no host memory for the tensor list");
-    l->t = nt;
-    l->cap = nc;
-  }
-  ot_status s = ot_tensor_create(ctx, name, dt, ndim, shape, out);
-  if (s == OT_OK) l->t[l->n++] = *out;
-  return s;
-}
-
-void mlp_tlist_release(mlp_tlist *l) {
-  for (int i = l->n - 1; i >= 0; i--) ot_tensor_destroy(l->t[i]);
-  free(l->t);
-  memset(l, 0, sizeof *l);
-}
-
 /* splitmix64 of a counter: batches depend only on (seed, step, micro-batch, row). */
 static uint64_t mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
@@ -57,13 +36,10 @@ ot_status mlp_model_init(mlp_trainer *t) {
     float bound = 1.0f / sqrtf((float)t->dims[l]);
     MLP_TRY(ot_wset_add(&t->w, OT_F32, 2, sW, bound, &t->W[l], "W%d", l));
     MLP_TRY(ot_wset_add(&t->w, OT_F32, 1, sb, bound, &t->b[l], "b%d", l));
-    char n[32];
-    ot_tensor **st[4] = {&t->mW[l], &t->vW[l], &t->mb[l], &t->vb[l]};
-    static const char *sn[4] = {"m.W%d", "v.W%d", "m.b%d", "v.b%d"};
-    for (int k = 0; k < 4; k++) {
-      snprintf(n, sizeof n, sn[k], l);
-      MLP_TRY(mlp_tlist_new(&t->state, t->ctx, n, OT_F32, k < 2 ? 2 : 1, k < 2 ? sW : sb, st[k]));
-    }
+    MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->mW[l], "m.W%d", l));
+    MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->vW[l], "v.W%d", l));
+    MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->mb[l], "m.b%d", l));
+    MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->vb[l], "v.b%d", l));
   }
   int64_t in = c->in_dim, th = c->teacher_hidden, nc = c->classes;
   t->tW1 = malloc((size_t)(th * in + th + nc * th + nc) * sizeof(float));
@@ -85,7 +61,7 @@ ot_status mlp_model_init(mlp_trainer *t) {
 
 void mlp_model_release(mlp_trainer *t) {
   ot_wset_destroy(&t->w);
-  mlp_tlist_release(&t->state);
+  ot_tlist_release(&t->state);
   free(t->tW1);
   free(t->xbuf);
   free(t->ybuf);

@@ -22,10 +22,8 @@
 #include "mlp_impl.h"
 
 static ot_status act(mlp_trainer *t, int64_t rows, int64_t cols, ot_tensor **out, const char *fmt, int a, int b) {
-  char name[64];
-  snprintf(name, sizeof name, fmt, a, b);
   int64_t shape[2] = {rows, cols};
-  return mlp_tlist_new(&t->step, t->ctx, name, OT_F32, 2, shape, out);
+  return ot_tlist_new(&t->step, t->ctx, OT_F32, 2, shape, out, fmt, a, b);
 }
 
 /* z = h W^T + b */
@@ -40,16 +38,11 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   const int L = c->layers, B = c->batch;
   ot_tensor *h[MLP_MAX_LAYERS + 1], *z[MLP_MAX_LAYERS], *losses;
   int64_t sB[1] = {B}, s1[1] = {1};
-  char name[48];
-  snprintf(name, sizeof name, "x.mb%d", mb);
   int64_t sx[2] = {B, c->in_dim};
-  MLP_TRY(mlp_tlist_new(&t->step, t->ctx, name, OT_F32, 2, sx, &t->x[mb]));
-  snprintf(name, sizeof name, "y.mb%d", mb);
-  MLP_TRY(mlp_tlist_new(&t->step, t->ctx, name, OT_I32, 1, sB, &t->y[mb]));
-  snprintf(name, sizeof name, "loss.mb%d", mb);
-  MLP_TRY(mlp_tlist_new(&t->step, t->ctx, name, OT_F32, 1, s1, &t->loss[mb]));
-  snprintf(name, sizeof name, "losses.mb%d", mb);
-  MLP_TRY(mlp_tlist_new(&t->step, t->ctx, name, OT_F32, 1, sB, &losses));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sx, &t->x[mb], "x.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_I32, 1, sB, &t->y[mb], "y.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s1, &t->loss[mb], "loss.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sB, &losses, "losses.mb%d", mb));
 
   /* forward */
   h[0] = t->x[mb];
@@ -98,11 +91,8 @@ static ot_status record(mlp_trainer *t) {
   ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
   for (int l = 0; l < c->layers; l++) {
     int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
-    char n[32];
-    snprintf(n, sizeof n, "dW%d", l);
-    MLP_TRY(mlp_tlist_new(&t->step, t->ctx, n, OT_F32, 2, sW, &dW[l]));
-    snprintf(n, sizeof n, "db%d", l);
-    MLP_TRY(mlp_tlist_new(&t->step, t->ctx, n, OT_F32, 1, sb, &db[l]));
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sW, &dW[l], "dW%d", l));
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sb, &db[l], "db%d", l));
   }
   for (int mb = 0; mb < c->micro_batches; mb++) MLP_TRY(record_micro_batch(t, mb, dW, db));
   ot_adamw_opts o = c->adam;
@@ -121,7 +111,7 @@ void mlp_step_release(mlp_trainer *t) {
   t->plan = NULL;
   ot_program_destroy(t->prog);
   t->prog = NULL;
-  mlp_tlist_release(&t->step);
+  ot_tlist_release(&t->step);
 }
 
 int mlp_recompute_cost(const mlp_config *c, double bytes, double flops) {
