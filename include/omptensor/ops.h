@@ -81,6 +81,91 @@ ot_status ot_op_add_positions(ot_program *p, ot_tensor *out, ot_tensor *table, i
 /* out i32 [rows] = argmax over the last dim of x [rows, n] (first on ties). */
 ot_status ot_op_argmax(ot_program *p, ot_tensor *out, ot_tensor *x);
 
+
+/* ---- training ------------------------------------------------------------
+ * Backward ops written out per op (no autograd): the model records its
+ * forward, then the backward of each op in reverse order, then the update.
+ * Gradient convention (as the kernels): gradients of PARAMETERS accumulate
+ * (+=: micro-batches and tied weights add up; record ot_op_zero on them
+ * first), gradients of activations are overwritten. Activation gradients
+ * are f32; parameter gradients f32 (f16/bf16 allowed where the kernel says). */
+
+/* Fused mean cross-entropy (natural log, PyTorch "mean", target -100
+ * ignored): logits [rows, V] f32, targets i32 [rows] ->
+ * loss [1] f32 (the mean), losses [rows] f32 (per row), and, unless dlogits
+ * is NULL, dlogits [rows, V] = grad_scale * (softmax - onehot) / valid rows
+ * (grad_scale: 1, or 1/micro-batches to average accumulated gradients; may
+ * be logits itself). */
+ot_status ot_op_cross_entropy(ot_program *p, ot_tensor *loss, ot_tensor *losses, ot_tensor *dlogits,
+                              ot_tensor *logits, ot_tensor *targets, float grad_scale);
+
+/* Backward of ot_op_matmul(out, a, w, trans_w, 0):
+ * da [M, K] = dout @ op(w)^T (overwritten), dw += a^T dout (dout^T a for
+ * trans_w: w [N, K]), summed over a batch dim. da or dw may be NULL. */
+ot_status ot_op_matmul_backward(ot_program *p, ot_tensor *da, ot_tensor *dw, ot_tensor *dout, ot_tensor *a,
+                                ot_tensor *w, int trans_w);
+/* db [n] += sum over the rows of dy [.., n] (a bias broadcast over rows). */
+ot_status ot_op_bias_backward(ot_program *p, ot_tensor *db, ot_tensor *dy);
+
+/* dx = dy * f'(x) for out = gelu(x) / silu(x); dx may be dy (in place). */
+ot_status ot_op_gelu_backward(ot_program *p, ot_tensor *dx, ot_tensor *x, ot_tensor *dy);
+ot_status ot_op_silu_backward(ot_program *p, ot_tensor *dx, ot_tensor *x, ot_tensor *dy);
+/* For out = silu(gate) * up: dgate (not aliasing an input), dup (may be dy). */
+ot_status ot_op_swiglu_backward(ot_program *p, ot_tensor *dgate, ot_tensor *dup, ot_tensor *gate, ot_tensor *up,
+                                ot_tensor *dy);
+
+/* Backward of the row norms (statistics recomputed from x): dx [rows, n]
+ * overwritten (not aliasing x or dy), dw/db [n] accumulate (each may be NULL). */
+ot_status ot_op_layernorm_backward(ot_program *p, ot_tensor *dx, ot_tensor *dw, ot_tensor *db, ot_tensor *dy,
+                                   ot_tensor *x, ot_tensor *w, float eps);
+ot_status ot_op_rmsnorm_backward(ot_program *p, ot_tensor *dx, ot_tensor *dw, ot_tensor *dy, ot_tensor *x,
+                                 ot_tensor *w, float eps);
+
+/* Causal self-attention of one sequence without a KV cache (training):
+ * out, q [T, H, hd], k, v [T, KV, hd]; query t sees keys 0..t. */
+ot_status ot_op_causal_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v);
+/* Its backward: dq [T, H, hd], dk, dv [T, KV, hd] overwritten; ws [T, H, 2]
+ * f32 is a workspace the op writes (per-row log-sum-exp and D). */
+ot_status ot_op_causal_attention_backward(ot_program *p, ot_tensor *dq, ot_tensor *dk, ot_tensor *dv, ot_tensor *ws,
+                                          ot_tensor *dout, ot_tensor *q, ot_tensor *k, ot_tensor *v);
+
+/* dtable[ids[t]] += dout[t] (ids outside the table add nothing);
+ * dtable [vocab, n], dout [T, n], ids i32 [T]. */
+ot_status ot_op_embedding_backward(ot_program *p, ot_tensor *dtable, ot_tensor *dout, ot_tensor *ids);
+/* Backward of ot_op_add_positions: dtable[pos + t] += dout[t] for
+ * dout [T, n] (or [B, T, n], summed over B), pos = scalars[pos_slot]. */
+ot_status ot_op_positions_backward(ot_program *p, ot_tensor *dtable, ot_tensor *dout, int pos_slot);
+
+/* t = 0 (gradient accumulators before the first accumulating op). The op
+ * only writes t: its old contents are never read or uploaded. */
+ot_status ot_op_zero(ot_program *p, ot_tensor *t);
+
+/* Optimizers, one parameter tensor per op; the step number t (from 1, for
+ * Adam's bias correction) is read from run-time scalar step_slot when the
+ * op runs, so one recorded update replays for every step. */
+typedef struct ot_adamw_opts {
+  float lr, beta1, beta2, eps, weight_decay; /* torch.optim.AdamW's */
+  float grad_scale;                          /* gradients are multiplied by it first (1: none) */
+  int step_slot;                             /* run-time scalar holding t >= 1 */
+} ot_adamw_opts;
+ot_adamw_opts ot_adamw_opts_default(void); /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, scale 1, slot -1 */
+
+/* param [..] f32 updated in place from grad (same numel, f32/f16/bf16);
+ * m, v [..] f32 moments (persistent, zero before step 1); copy NULL or a
+ * low-precision copy of param written after the update. */
+ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tensor *m, ot_tensor *v, ot_tensor *copy,
+                      const ot_adamw_opts *o);
+
+typedef struct ot_sgd_opts {
+  float lr, momentum, weight_decay;
+  int nesterov;
+  float grad_scale;
+} ot_sgd_opts;
+/* torch.optim.SGD (dampening 0); buf [..] f32 momentum buffer (NULL when
+ * momentum == 0). */
+ot_status ot_op_sgd(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tensor *buf, ot_tensor *copy,
+                    const ot_sgd_opts *o);
+
 #ifdef __cplusplus
 }
 #endif

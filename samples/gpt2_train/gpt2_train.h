@@ -1,0 +1,51 @@
+/* gpt2_train.h — GPT-2 (GPT2LMHeadModel) training steps on omptensor's
+ * public API: the whole step (forward, backward written out per op, AdamW
+ * on every parameter) recorded once, planned once under the budget, replayed
+ * per step with new token ids.
+ *
+ *     gpt2t_opts o = gpt2t_opts_default();
+ *     o.B = 2; o.T = 16;
+ *     gpt2_trainer *g;
+ *     gpt2t_create(ctx, "tests/data/models/gpt2_small", &o, NULL, &g);
+ *     for (...) gpt2t_step(g, inputs, targets, trace, &loss);  // [B*T] ids each
+ *     gpt2t_destroy(g);
+ *
+ * The weights are loaded as f32 master weights and updated in place (their
+ * homes hold the trained values after every step). Gradients follow
+ * PyTorch: the mean cross-entropy over B*T tokens; lm_head is tied to wte,
+ * whose gradient sums both uses. Attention runs per sequence (causal, no
+ * KV cache); everything else over all B*T rows at once. */
+#ifndef OT_SAMPLES_GPT2_TRAIN_H
+#define OT_SAMPLES_GPT2_TRAIN_H
+
+#include "omptensor/omptensor.h"
+#include "omptensor/ops.h"
+
+typedef struct gpt2t_opts {
+  int B, T;             /* sequences per step and tokens per sequence (T <= n_positions) */
+  ot_adamw_opts adam;   /* step_slot is set by the trainer */
+  int keep_grads;       /* gradients become program outputs: readable after a step */
+  int keep_logits;      /* the logits become an output */
+} gpt2t_opts;
+
+gpt2t_opts gpt2t_opts_default(void); /* B 1, T 64, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0 */
+
+typedef struct gpt2_trainer gpt2_trainer;
+
+ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, const ot_sched_opts *so,
+                       gpt2_trainer **out);
+void gpt2t_destroy(gpt2_trainer *g); /* NULL is fine */
+
+/* One step on inputs/targets [B*T] (row-major [B, T]); *loss gets the mean
+ * loss before the update. */
+ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
+
+/* Parameters in GPT2LMHeadModel.named_parameters() order. */
+int gpt2t_num_params(const gpt2_trainer *g);
+const char *gpt2t_param_name(const gpt2_trainer *g, int i);
+const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i);
+const ot_tensor *gpt2t_grad(const gpt2_trainer *g, int i);  /* the last step's (keep_grads) */
+const ot_tensor *gpt2t_logits(const gpt2_trainer *g);       /* [B*T, vocab] (keep_logits) */
+const ot_program *gpt2t_program(const gpt2_trainer *g);
+
+#endif

@@ -1,0 +1,48 @@
+/* gpt2t_impl.h (sample-internal) — the GPT-2 trainer's state, shared by
+ * gpt2t_model.c (parameters, the public calls) and gpt2t_step.c (the
+ * recorded step). */
+#ifndef OT_SAMPLES_GPT2T_IMPL_H
+#define OT_SAMPLES_GPT2T_IMPL_H
+
+#include "gpt2_train.h"
+#include "omptensor/hfconfig.h"
+#include "omptensor/safetensors.h"
+#include "tlist.h"
+
+#define GT_TRY(x)               \
+  do {                          \
+    ot_status s_ = (x);         \
+    if (s_ != OT_OK) return s_; \
+  } while (0)
+
+/* One parameter: the f32 master weight, its gradient, AdamW moments. */
+typedef struct gt_param {
+  char name[96];
+  ot_tensor *w, *g, *m, *v;
+} gt_param;
+
+/* Indices into params of one layer's tensors, in named_parameters() order. */
+enum { GT_LN1_W, GT_LN1_B, GT_ATTN_W, GT_ATTN_B, GT_PROJ_W, GT_PROJ_B, GT_LN2_W, GT_LN2_B, GT_FC_W, GT_FC_B,
+       GT_FC2_W, GT_FC2_B, GT_PER_LAYER };
+
+struct gpt2_trainer {
+  ot_ctx *ctx;
+  ot_hf_config cfg;
+  gpt2t_opts o;
+  ot_sched_opts so;
+  gt_param *P;      /* [n_params]: wte, wpe, layers..., ln_f.weight, ln_f.bias */
+  int n_params;
+  ot_tlist keep;    /* parameters, gradients, moments, activations, views */
+  ot_program *prog;
+  ot_plan *plan;
+  ot_tensor *ids, *targets, *loss, *logits;
+  int pos_slot, step_slot;
+  int64_t steps_done;
+};
+
+/* The parameter of layer l (-1: the embeddings / final norm by their index). */
+static inline gt_param *gt_layer(gpt2_trainer *g, int l, int which) { return &g->P[2 + l * GT_PER_LAYER + which]; }
+
+ot_status gt_record(gpt2_trainer *g); /* gpt2t_step.c */
+
+#endif

@@ -1,0 +1,115 @@
+/* gpt2t_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
+ * Face checkpoint) and its public calls. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpt2t_impl.h"
+
+gpt2t_opts gpt2t_opts_default(void) {
+  gpt2t_opts o = {.B = 1, .T = 64, .adam = ot_adamw_opts_default()};
+  o.adam.weight_decay = 0.0f;
+  return o;
+}
+
+/* Reads parameter `name` [shape] as f32 and makes its gradient and moments. */
+static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
+                           const char *name) {
+  gt_param *p = &g->P[i];
+  snprintf(p->name, sizeof p->name, "%s", name);
+  const ot_st_info *info;
+  GT_TRY(ot_ckpt_find(ck, name, &info));
+  int ok = info->ndim == ndim;
+  for (int d = 0; ok && d < ndim; d++) ok = info->shape[d] == shape[d];
+  if (!ok || info->dtype != OT_F32)
+    return ot_set_error(OT_ERR_SHAPE, "%s: '%s' must be F32 of the shape config.json implies", ot_ckpt_dir(ck), name);
+  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->w, "%s", name));
+  GT_TRY(ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes));
+  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->g, "grad.%s", name));
+  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->m, "m.%s", name));
+  return ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->v, "v.%s", name);
+}
+
+static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {
+  const ot_hf_config *c = &g->cfg;
+  int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, P = c->max_position_embeddings;
+  int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
+  int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
+  GT_TRY(add_param(g, ck, 0, 2, sVD, "transformer.wte.weight"));
+  GT_TRY(add_param(g, ck, 1, 2, sPD, "transformer.wpe.weight"));
+  static const char *const names[GT_PER_LAYER] = {
+      "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
+      "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
+      "mlp.c_proj.bias"};
+  const int64_t *shapes[GT_PER_LAYER] = {sD, sD, sD3, s3, sDD, sD, sD, sD, sDF, sF, sFD, sD};
+  static const int ndims[GT_PER_LAYER] = {1, 1, 2, 1, 2, 1, 1, 1, 2, 1, 2, 1};
+  for (int l = 0; l < c->num_layers; l++)
+    for (int k = 0; k < GT_PER_LAYER; k++) {
+      char n[96];
+      snprintf(n, sizeof n, "transformer.h.%d.%s", l, names[k]);
+      GT_TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
+    }
+  int last = g->n_params - 2;
+  GT_TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
+  return add_param(g, ck, last + 1, 1, sD, "transformer.ln_f.bias");
+}
+
+ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, const ot_sched_opts *so,
+                       gpt2_trainer **out) {
+  *out = NULL;
+  gpt2_trainer *g = calloc(1, sizeof *g);
+  if (!g) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+  g->ctx = ctx;
+  g->o = o ? *o : gpt2t_opts_default();
+  g->so = so ? *so : ot_sched_opts_default();
+  ot_ckpt *ck = NULL;
+  ot_status s = ot_hf_config_load(model_dir, &g->cfg);
+  if (s == OT_OK && g->cfg.arch != OT_ARCH_GPT2)
+    s = ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2_train trains gpt2 models, not '%s'", model_dir, g->cfg.model_type);
+  if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
+    s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
+                     g->o.T, (long long)g->cfg.max_position_embeddings);
+  if (s == OT_OK) {
+    g->n_params = 4 + (int)g->cfg.num_layers * GT_PER_LAYER;
+    g->P = calloc((size_t)g->n_params, sizeof *g->P);
+    if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+  }
+  if (s == OT_OK) s = ot_ckpt_open(model_dir, &ck);
+  if (s == OT_OK) s = load(g, ck);
+  ot_ckpt_close(ck);
+  if (s == OT_OK) s = gt_record(g);
+  if (s == OT_OK) s = ot_sched_plan(ctx, g->prog, &g->so, &g->plan);
+  if (s != OT_OK) {
+    gpt2t_destroy(g);
+    return s;
+  }
+  *out = g;
+  return OT_OK;
+}
+
+void gpt2t_destroy(gpt2_trainer *g) {
+  if (!g) return;
+  ot_plan_destroy(g->plan);
+  ot_program_destroy(g->prog);
+  ot_tlist_release(&g->keep);
+  free(g->P);
+  free(g);
+}
+
+ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
+  size_t n = (size_t)g->o.B * (size_t)g->o.T * sizeof(int32_t);
+  memcpy(ot_tensor_data(g->ids), inputs, n);
+  memcpy(ot_tensor_data(g->targets), targets, n);
+  GT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
+  GT_TRY(ot_sched_run(g->plan, trace));
+  g->steps_done++;
+  if (loss) *loss = *(const float *)ot_tensor_data(g->loss);
+  return OT_OK;
+}
+
+int gpt2t_num_params(const gpt2_trainer *g) { return g->n_params; }
+const char *gpt2t_param_name(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }
+const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].w : NULL; }
+const ot_tensor *gpt2t_grad(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].g : NULL; }
+const ot_tensor *gpt2t_logits(const gpt2_trainer *g) { return g->logits; }
+const ot_program *gpt2t_program(const gpt2_trainer *g) { return g->prog; }

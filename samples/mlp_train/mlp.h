@@ -1,0 +1,99 @@
+/* mlp.h — training a multi-layer perceptron under a device memory budget, on
+ * omptensor's public API (ops.h, program.h, sched.h): the sample of issue 7.
+ *
+ * The task has a known optimum: a fixed random teacher MLP labels random
+ * inputs with its argmax class; the student (layers Linear + GELU, the last
+ * Linear alone) learns them by cross-entropy, so the loss can fall to 0.
+ *
+ * The whole step — zeroing the gradients, forward and backward of every
+ * micro-batch (backward written out per op), and the AdamW update — is
+ * recorded ONCE as a program, planned once under the budget, and replayed
+ * every step with a new batch: the inputs and labels are program inputs, the
+ * weights and AdamW moments persistent, the step number a run-time scalar.
+ *
+ *     mlp_config c = mlp_config_default();
+ *     mlp_trainer *t;
+ *     mlp_trainer_create(ctx, &c, &sched_opts, &t);
+ *     for (int s = 0; s < steps; s++) { float loss; mlp_trainer_step(t, trace, &loss); }
+ *     mlp_trainer_destroy(t);
+ *
+ * Activations under a budget. The scheduler already offloads (writes home
+ * and reloads) live activations when the budget is tight. Recomputation is
+ * chosen here, when the step is recorded (mlp_recompute):
+ *   none  keep every activation (the scheduler may offload them);
+ *   all   checkpoint every layer: its pre-activation z = h W^T + b is dropped
+ *         after the forward (its last use is the GELU) and recorded again,
+ *         into a fresh tensor, right before the layer's backward; the layer
+ *         inputs h (the checkpoints) are kept;
+ *   auto  keep everything if the whole step fits the budget (a plan with
+ *         strategy `none` succeeds); otherwise per layer, recompute when the
+ *         cost model of mlp_recompute_cost says it is cheaper than offloading.
+ */
+#ifndef OT_SAMPLES_MLP_H
+#define OT_SAMPLES_MLP_H
+
+#include <stdint.h>
+
+#include "omptensor/omptensor.h"
+#include "omptensor/ops.h"
+
+typedef enum mlp_recompute { MLP_RECOMPUTE_NONE = 0, MLP_RECOMPUTE_ALL, MLP_RECOMPUTE_AUTO } mlp_recompute;
+
+const char *mlp_recompute_name(mlp_recompute r);
+ot_status mlp_recompute_parse(const char *s, mlp_recompute *out); /* "none" | "all" | "auto" */
+
+#define MLP_MAX_LAYERS 16
+
+typedef struct mlp_config {
+  int in_dim, hidden, classes; /* student: in -> hidden -> ... -> hidden -> classes */
+  int layers;                  /* Linear layers of the student, 2..MLP_MAX_LAYERS */
+  int teacher_hidden;          /* the teacher: in -> teacher_hidden -> classes (GELU between) */
+  int batch;                   /* rows per micro-batch */
+  int micro_batches;           /* gradients accumulate over these, then one update */
+  mlp_recompute recompute;
+  /* the auto cost model's rates (GPU.md's H200 figures by default) */
+  double pcie_bytes_per_s;     /* 55e9: pinned host <-> device */
+  double flops_per_s;          /* 4.5e12: the naive OpenMP GEMM */
+  ot_adamw_opts adam;          /* step_slot is set by the trainer */
+  uint64_t seed;               /* teacher, student init and batches */
+} mlp_config;
+
+mlp_config mlp_config_default(void);
+
+/* The cost model of `auto` for one layer whose dropped activation has
+ * `bytes` and whose recomputation costs `flops`:
+ *   offload   = 2 * bytes / pcie_bytes_per_s  (written home after the
+ *               forward, read back before the backward)
+ *   recompute = flops / flops_per_s           (the layer's matmul + bias again)
+ * Recompute iff recompute < offload; returns 1 to recompute. For a Linear
+ * layer of fan-in K on a batch of B rows and H outputs (z is 4 B H bytes,
+ * its matmul 2 B H K flops) that is K < 4 * flops_per_s / pcie_bytes_per_s:
+ * recompute narrow layers, offload wide ones (K < ~327 on the H200 figures). */
+int mlp_recompute_cost(const mlp_config *c, double bytes, double flops);
+
+typedef struct mlp_trainer mlp_trainer;
+
+/* Builds teacher and student, records the step and plans it with `so` (NULL:
+ * defaults). Errors (a budget below the minimum, bad sizes) name the cause. */
+ot_status mlp_trainer_create(ot_ctx *ctx, const mlp_config *c, const ot_sched_opts *so, mlp_trainer **out);
+void mlp_trainer_destroy(mlp_trainer *t); /* NULL is fine */
+
+/* One training step (batch number = steps done so far): writes the batches,
+ * runs the program, returns the mean loss over the micro-batches. */
+ot_status mlp_trainer_step(mlp_trainer *t, ot_trace *trace, float *loss);
+
+/* All student parameters, concatenated (W0, b0, W1, b1, ...), into dst
+ * (mlp_trainer_num_params floats). */
+int64_t mlp_trainer_num_params(const mlp_trainer *t);
+ot_status mlp_trainer_read_params(const mlp_trainer *t, float *dst);
+
+/* What was recorded and planned. */
+const ot_program *mlp_trainer_program(const mlp_trainer *t);
+const ot_plan *mlp_trainer_plan(const mlp_trainer *t);
+int mlp_trainer_recomputed(const mlp_trainer *t, int layer); /* 1 if that layer's activation is recomputed */
+/* The smallest feasible budget of the recorded step (ot_sched_min_budget). */
+ot_status mlp_trainer_min_budget(const mlp_trainer *t, uint64_t *bytes);
+/* Bytes of every storage the step touches: the budget at which nothing moves. */
+uint64_t mlp_trainer_total_bytes(const mlp_trainer *t);
+
+#endif

@@ -1,0 +1,152 @@
+/* mlp_step.c — recording one training step of the MLP as a program:
+ *
+ *   for each micro-batch i (own input, labels and activations):
+ *     h0 = x_i
+ *     layer l:  z_l = h_l W_l^T + b_l ;  h_{l+1} = gelu(z_l)  (the last layer: logits = z)
+ *     loss_i, dlogits = cross_entropy(logits, y_i), scaled by 1/micro_batches
+ *     backward, l = L-1 .. 0 (g: the gradient flowing down):
+ *       [checkpointed layer: z_l recomputed into a fresh tensor here]
+ *       g = gelu'(z_l) * g          (not for the last layer)
+ *       db_l += sum_rows g ; dW_l += g^T h_l ; g = g W_l   (not below layer 0)
+ *   AdamW on every W_l, b_l with t = scalar "step"
+ *
+ * Every micro-batch has its own activation tensors: the scheduler's liveness
+ * is per storage from first to last use, so reusing one tensor across
+ * micro-batches would keep it live (and written home if evicted) in between.
+ * Gradients of parameters are zeroed right before their first accumulation
+ * and die at the update, so they do not occupy the device during the first
+ * forward. */
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "mlp_impl.h"
+
+static ot_status act(mlp_trainer *t, int64_t rows, int64_t cols, ot_tensor **out, const char *fmt, int a, int b) {
+  int64_t shape[2] = {rows, cols};
+  return ot_tlist_new(&t->step, t->ctx, OT_F32, 2, shape, out, fmt, a, b);
+}
+
+/* z = h W^T + b */
+static ot_status linear(ot_program *p, ot_tensor *z, ot_tensor *h, ot_tensor *W, ot_tensor *b) {
+  MLP_TRY(ot_op_matmul(p, z, h, W, 1, 0));
+  return ot_op_add(p, z, z, b);
+}
+
+static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_tensor **db) {
+  const mlp_config *c = &t->c;
+  ot_program *p = t->prog;
+  const int L = c->layers, B = c->batch;
+  ot_tensor *h[MLP_MAX_LAYERS + 1], *z[MLP_MAX_LAYERS], *losses;
+  int64_t sB[1] = {B}, s1[1] = {1};
+  int64_t sx[2] = {B, c->in_dim};
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sx, &t->x[mb], "x.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_I32, 1, sB, &t->y[mb], "y.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s1, &t->loss[mb], "loss.mb%d", mb));
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sB, &losses, "losses.mb%d", mb));
+
+  /* forward */
+  h[0] = t->x[mb];
+  for (int l = 0; l < L; l++) {
+    MLP_TRY(act(t, B, t->dims[l + 1], &z[l], "z%d.mb%d", l, mb));
+    MLP_TRY(linear(p, z[l], h[l], t->W[l], t->b[l]));
+    if (l == L - 1) break;
+    MLP_TRY(act(t, B, t->dims[l + 1], &h[l + 1], "h%d.mb%d", l + 1, mb));
+    MLP_TRY(ot_op_gelu(p, h[l + 1], z[l]));
+  }
+  /* loss; the logits become their own gradient (in place) */
+  ot_tensor *g = z[L - 1];
+  MLP_TRY(ot_op_cross_entropy(p, t->loss[mb], losses, g, g, t->y[mb], 1.0f / (float)c->micro_batches));
+
+  /* backward */
+  for (int l = L - 1; l >= 0; l--) {
+    if (l < L - 1) {
+      ot_tensor *zl = z[l];
+      if (t->recompute[l]) {
+        MLP_TRY(act(t, B, t->dims[l + 1], &zl, "z%d.mb%d.recomputed", l, mb));
+        MLP_TRY(linear(p, zl, h[l], t->W[l], t->b[l]));
+      }
+      MLP_TRY(ot_op_gelu_backward(p, g, zl, g));
+    }
+    if (mb == 0) {
+      MLP_TRY(ot_op_zero(p, db[l]));
+      MLP_TRY(ot_op_zero(p, dW[l]));
+    }
+    MLP_TRY(ot_op_bias_backward(p, db[l], g));
+    ot_tensor *dh = NULL;
+    if (l > 0) MLP_TRY(act(t, B, t->dims[l], &dh, "dh%d.mb%d", l, mb));
+    MLP_TRY(ot_op_matmul_backward(p, dh, dW[l], g, h[l], t->W[l], 1));
+    g = dh;
+  }
+  MLP_TRY(ot_program_mark_input(p, t->x[mb]));
+  MLP_TRY(ot_program_mark_input(p, t->y[mb]));
+  return ot_program_mark_output(p, t->loss[mb]);
+}
+
+/* Records the step with the layers' recompute flags as they are. */
+static ot_status record(mlp_trainer *t) {
+  const mlp_config *c = &t->c;
+  MLP_TRY(ot_program_create(t->ctx, &t->prog));
+  ot_program *p = t->prog;
+  MLP_TRY(ot_program_scalar_create(p, "step", &t->step_slot));
+  ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
+  for (int l = 0; l < c->layers; l++) {
+    int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sW, &dW[l], "dW%d", l));
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sb, &db[l], "db%d", l));
+  }
+  for (int mb = 0; mb < c->micro_batches; mb++) MLP_TRY(record_micro_batch(t, mb, dW, db));
+  ot_adamw_opts o = c->adam;
+  o.step_slot = t->step_slot;
+  for (int l = 0; l < c->layers; l++) {
+    MLP_TRY(ot_op_adamw(p, t->W[l], dW[l], t->mW[l], t->vW[l], NULL, &o));
+    MLP_TRY(ot_op_adamw(p, t->b[l], db[l], t->mb[l], t->vb[l], NULL, &o));
+    ot_tensor *keep[6] = {t->W[l], t->b[l], t->mW[l], t->vW[l], t->mb[l], t->vb[l]};
+    for (int k = 0; k < 6; k++) MLP_TRY(ot_program_mark_persistent(p, keep[k]));
+  }
+  return OT_OK;
+}
+
+void mlp_step_release(mlp_trainer *t) {
+  ot_plan_destroy(t->plan);
+  t->plan = NULL;
+  ot_program_destroy(t->prog);
+  t->prog = NULL;
+  ot_tlist_release(&t->step);
+}
+
+int mlp_recompute_cost(const mlp_config *c, double bytes, double flops) {
+  double offload = 2.0 * bytes / c->pcie_bytes_per_s, recompute = flops / c->flops_per_s;
+  return recompute < offload;
+}
+
+/* auto: does the whole step fit the budget with nothing moving? */
+static ot_status fits_resident(mlp_trainer *t, int *fits) {
+  ot_sched_opts o = t->so;
+  o.strategy = OT_STRATEGY_NONE;
+  ot_plan *pl = NULL;
+  ot_status s = ot_sched_plan(t->ctx, t->prog, &o, &pl);
+  ot_plan_destroy(pl);
+  *fits = s == OT_OK;
+  return s == OT_OK || s == OT_ERR_BUDGET ? OT_OK : s;
+}
+
+ot_status mlp_step_record(mlp_trainer *t) {
+  const mlp_config *c = &t->c;
+  for (int l = 0; l < c->layers; l++) t->recompute[l] = c->recompute == MLP_RECOMPUTE_ALL && l < c->layers - 1;
+  MLP_TRY(record(t));
+  if (c->recompute == MLP_RECOMPUTE_AUTO) {
+    int fits;
+    MLP_TRY(fits_resident(t, &fits));
+    int any = 0;
+    for (int l = 0; !fits && l < c->layers - 1; l++) {
+      double rows = c->batch, out = t->dims[l + 1];
+      t->recompute[l] = mlp_recompute_cost(c, 4.0 * rows * out, 2.0 * rows * out * t->dims[l] + rows * out);
+      any |= t->recompute[l];
+    }
+    if (any) {
+      mlp_step_release(t);
+      MLP_TRY(record(t));
+    }
+  }
+  return ot_sched_plan(t->ctx, t->prog, &t->so, &t->plan);
+}

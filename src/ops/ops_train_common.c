@@ -1,0 +1,52 @@
+/* ops_train_common.c — operand lists and checks shared by the training ops. */
+#include "ops/ops_train_impl.h"
+
+static int push(ot_tensor **list, int *n, ot_tensor *t) {
+  if (!t) return -1;
+  list[*n] = t;
+  return (*n)++;
+}
+
+int ot_targs_in(ot_train_args *a, ot_tensor *t) { return push(a->in, &a->n_in, t); }
+int ot_targs_out(ot_train_args *a, ot_tensor *t) { return push(a->out, &a->n_out, t); }
+
+int ot_targs_acc(ot_train_args *a, ot_tensor *t) {
+  push(a->in, &a->n_in, t);
+  return push(a->out, &a->n_out, t);
+}
+
+ot_kview ot_targs_in_view(const ot_op_exec *e, int i) {
+  return i < 0 ? ot_kview_none() : ot_ops_view(e->in_t[i], e->in[i]);
+}
+
+ot_kview ot_targs_out_view(const ot_op_exec *e, int i) {
+  return i < 0 ? ot_kview_none() : ot_ops_view(e->out_t[i], e->out[i]);
+}
+
+ot_kview ot_targs_flat(const ot_tensor *t, void *p) {
+  return t ? ot_kview_1d(p, t->dt, ot_tensor_numel(t)) : ot_kview_none();
+}
+
+ot_status ot_targs_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run,
+                          const ot_train_args *a, const void *params, size_t params_bytes, double flops) {
+  return ot_ops_record(p, kind, named, run, a->in, a->n_in, a->out, a->n_out, params, params_bytes, flops);
+}
+
+ot_status ot_ops_check_dim(const char *op, const ot_tensor *a, int da, const ot_tensor *b, int db) {
+  int64_t x = ot_tensor_dim(a, da < 0 ? a->ndim + da : da), y = ot_tensor_dim(b, db < 0 ? b->ndim + db : db);
+  if (x == y) return OT_OK;
+  return ot_fail(OT_ERR_SHAPE, "%s: dim %d of '%s' (%lld) and dim %d of '%s' (%lld) must be equal", op, da, a->name,
+                 (long long)x, db, b->name, (long long)y);
+}
+
+ot_status ot_ops_check_contiguous(const char *op, const ot_tensor *t) {
+  if (ot_tensor_is_contiguous(t)) return OT_OK;
+  return ot_fail(OT_ERR_SHAPE, "%s: '%s' must be contiguous (pass the whole parameter, not a strided view)", op,
+                 t->name);
+}
+
+ot_status ot_ops_check_numel(const char *op, const ot_tensor *a, const ot_tensor *b) {
+  if (ot_tensor_numel(a) == ot_tensor_numel(b)) return OT_OK;
+  return ot_fail(OT_ERR_SHAPE, "%s: '%s' has %lld elements and '%s' %lld; they must match", op, a->name,
+                 (long long)ot_tensor_numel(a), b->name, (long long)ot_tensor_numel(b));
+}

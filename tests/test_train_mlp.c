@@ -1,0 +1,240 @@
+/* test_train_mlp.c — the MLP training step of samples/mlp_train under a
+ * budget (issue 7):
+ *   - for every backend this build has, budgets from the smallest feasible
+ *     to unlimited (every strategy at the smallest), and checkpoint
+ *     none/all/auto, 3 steps (2 micro-batches each) give losses and parameters BITWISE equal to the
+ *     unlimited run without recomputation; every trace respects its budget;
+ *   - at the smallest budget without recomputation activations are written
+ *     home and reloaded; with checkpoint all each run has more kernels (the
+ *     recomputed layers);
+ *   - auto keeps everything when the step fits and follows its cost model
+ *     when it does not;
+ *   - the loss falls below half its first value on the teacher task. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "mlp.h"
+#include "ot_test.h"
+
+enum { STEPS = 3 };
+
+typedef struct result {
+  float loss[STEPS];
+  float *params;
+  int64_t n_params;
+  int kernels_per_run; /* kernel events of the last run */
+  int activation_writebacks, activation_reloads;
+} result;
+
+static mlp_config small_config(mlp_recompute r) {
+  mlp_config c = mlp_config_default();
+  c.in_dim = 12;
+  c.hidden = 48;
+  c.classes = 6;
+  c.layers = 4;
+  c.batch = 16;
+  c.micro_batches = 2;
+  c.recompute = r;
+  return c;
+}
+
+/* An activation of the step: z*, h*, dh* (see mlp_step.c's names). */
+static int is_activation(const char *name) {
+  return name && (name[0] == 'z' || name[0] == 'h' || !strncmp(name, "dh", 2));
+}
+
+static void count_trace(const ot_trace *tr, result *r) {
+  int last_run = -1;
+  for (size_t i = 0; i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    if (e->run > last_run) last_run = e->run, r->kernels_per_run = 0;
+    if (e->kind == OT_TRACE_KERNEL) r->kernels_per_run++;
+    if (e->kind == OT_TRACE_DOWNLOAD && is_activation(e->name)) r->activation_writebacks++;
+    if (e->kind == OT_TRACE_UPLOAD && is_activation(e->name)) r->activation_reloads++;
+  }
+}
+
+/* Trains STEPS steps; budget 0: the context's (unlimited). */
+static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t budget, result *r,
+                  int *recomputed /* [layers] or NULL */) {
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = be;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_sched_opts so = ot_sched_opts_default();
+  so.strategy = st;
+  so.budget_bytes = budget;
+  mlp_trainer *t;
+  OT_ASSERT_OK(mlp_trainer_create(ctx, c, &so, &t));
+  ot_trace *tr;
+  OT_ASSERT_OK(ot_trace_create(&tr));
+  for (int s = 0; s < STEPS; s++) OT_ASSERT_OK(mlp_trainer_step(t, tr, &r->loss[s]));
+  uint64_t checked = budget ? budget : ot_ctx_budget(ctx, 0);
+  OT_ASSERT_OK(ot_trace_check_budget(tr, checked));
+  memset(&r->kernels_per_run, 0, sizeof(int) * 3);
+  count_trace(tr, r);
+  r->n_params = mlp_trainer_num_params(t);
+  r->params = malloc((size_t)r->n_params * sizeof(float));
+  assert_non_null(r->params);
+  OT_ASSERT_OK(mlp_trainer_read_params(t, r->params));
+  for (int l = 0; recomputed && l < c->layers; l++) recomputed[l] = mlp_trainer_recomputed(t, l);
+  ot_trace_destroy(tr);
+  mlp_trainer_destroy(t);
+  ot_ctx_destroy(ctx);
+}
+
+static uint64_t min_budget(ot_backend be, const mlp_config *c) {
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = be;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  mlp_trainer *t;
+  OT_ASSERT_OK(mlp_trainer_create(ctx, c, NULL, &t));
+  uint64_t b;
+  OT_ASSERT_OK(mlp_trainer_min_budget(t, &b));
+  mlp_trainer_destroy(t);
+  ot_ctx_destroy(ctx);
+  return b;
+}
+
+static void assert_same(const result *ref, const result *r, const char *what) {
+  for (int s = 0; s < STEPS; s++)
+    if (memcmp(&ref->loss[s], &r->loss[s], sizeof(float)))
+      fail_msg("%s: loss of step %d is %.9g, the unlimited run gave %.9g", what, s + 1, r->loss[s], ref->loss[s]);
+  assert_int_equal(ref->n_params, r->n_params);
+  for (int64_t i = 0; i < r->n_params; i++)
+    if (memcmp(&ref->params[i], &r->params[i], sizeof(float)))
+      fail_msg("%s: parameter %lld is %.9g after %d steps, the unlimited run gave %.9g", what, (long long)i,
+               r->params[i], STEPS, ref->params[i]);
+}
+
+static void backends(ot_backend *b, int *n) {
+  *n = 0;
+  b[(*n)++] = OT_BACKEND_HOST;
+#ifdef OT_OFFLOAD
+  b[(*n)++] = OT_BACKEND_MAP;
+  b[(*n)++] = OT_BACKEND_USM;
+#endif
+}
+
+static void budgets_and_checkpoints(void **state) {
+  (void)state;
+  ot_backend bk[3];
+  int nb;
+  backends(bk, &nb);
+  static const mlp_recompute modes[] = {MLP_RECOMPUTE_NONE, MLP_RECOMPUTE_ALL, MLP_RECOMPUTE_AUTO};
+  for (int b = 0; b < nb; b++) {
+    mlp_config c0 = small_config(MLP_RECOMPUTE_NONE);
+    result ref;
+    train(bk[b], &c0, OT_STRATEGY_NONE, 0, &ref, NULL);
+    int ref_kernels = ref.kernels_per_run;
+    for (int m = 0; m < 3; m++) {
+      mlp_config c = small_config(modes[m]);
+      uint64_t lo = min_budget(bk[b], &c);
+      /* the smallest feasible budget with every strategy, one between, and
+       * unlimited (the ref ran `none`) */
+      const uint64_t budgets[5] = {lo, lo, lo, lo + lo / 2, 0};
+      const ot_strategy strat[5] = {OT_STRATEGY_MINIMAL, OT_STRATEGY_BALANCED, OT_STRATEGY_AGGRESSIVE,
+                                    OT_STRATEGY_BALANCED, OT_STRATEGY_AGGRESSIVE};
+      for (int k = 0; k < 5; k++) {
+        char what[160];
+        snprintf(what, sizeof what, "%s, checkpoint %s, budget %llu, %s", ot_backend_name(bk[b]),
+                 mlp_recompute_name(modes[m]), (unsigned long long)budgets[k], ot_strategy_name(strat[k]));
+        result r;
+        int rec[MLP_MAX_LAYERS];
+        train(bk[b], &c, strat[k], budgets[k], &r, rec);
+        assert_same(&ref, &r, what);
+        if (modes[m] == MLP_RECOMPUTE_NONE && k == 0 &&
+            (r.activation_writebacks == 0 || r.activation_reloads == 0))
+          fail_msg("%s: no activation was written home and reloaded (%d write-backs, %d reloads)", what,
+                   r.activation_writebacks, r.activation_reloads);
+        /* all: layers 0..L-2 recomputed, 2 ops each per micro-batch */
+        if (modes[m] == MLP_RECOMPUTE_ALL) {
+          int want = ref_kernels + 2 * (c.layers - 1) * c.micro_batches;
+          if (r.kernels_per_run != want)
+            fail_msg("%s: %d kernels per step, expected %d (recomputation)", what, r.kernels_per_run, want);
+        }
+        /* auto with room for everything recomputes nothing */
+        if (modes[m] == MLP_RECOMPUTE_AUTO && budgets[k] == 0)
+          for (int l = 0; l < c.layers; l++) assert_int_equal(rec[l], 0);
+        free(r.params);
+      }
+    }
+    free(ref.params);
+  }
+}
+
+/* auto under a tight budget follows the cost model, layer by layer. */
+static void auto_cost_model(void **state) {
+  (void)state;
+  mlp_config c = small_config(MLP_RECOMPUTE_AUTO);
+  c.in_dim = 8; /* layer 0 has fan-in 8, the others 48 */
+  uint64_t lo = min_budget(OT_BACKEND_HOST, &c);
+  /* recompute iff K < 4 * flops_rate / pcie: a rate giving a threshold of 24 */
+  c.pcie_bytes_per_s = 1e9;
+  c.flops_per_s = 6e9;
+  result r;
+  int rec[MLP_MAX_LAYERS];
+  train(OT_BACKEND_HOST, &c, OT_STRATEGY_BALANCED, lo, &r, rec);
+  assert_int_equal(rec[0], 1);
+  assert_int_equal(rec[1], 0);
+  assert_int_equal(rec[2], 0);
+  assert_int_equal(rec[3], 0); /* the last layer has nothing to drop */
+  free(r.params);
+  /* the model itself */
+  assert_int_equal(mlp_recompute_cost(&c, 4.0 * 16 * 48, 2.0 * 16 * 48 * 8), 1);
+  assert_int_equal(mlp_recompute_cost(&c, 4.0 * 16 * 48, 2.0 * 16 * 48 * 48), 0);
+}
+
+static void loss_falls(void **state) {
+  (void)state;
+  ot_ctx_opts co = ot_ctx_opts_default();
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  mlp_config c = mlp_config_default();
+  mlp_trainer *t;
+  OT_ASSERT_OK(mlp_trainer_create(ctx, &c, NULL, &t));
+  float first = 0, last10 = 0, loss;
+  for (int s = 0; s < 200; s++) {
+    OT_ASSERT_OK(mlp_trainer_step(t, NULL, &loss));
+    assert_true(isfinite(loss));
+    if (s == 0) first = loss;
+    if (s >= 190) last10 += loss / 10;
+  }
+  /* 8 classes: the first loss is near ln 8 */
+  assert_true(fabsf(first - logf(8.0f)) < 0.3f);
+  if (!(last10 < 0.5f * first)) fail_msg("loss %.4f -> %.4f (mean of the last 10 steps): not below half", first, last10);
+  mlp_trainer_destroy(t);
+  ot_ctx_destroy(ctx);
+}
+
+static void bad_options(void **state) {
+  (void)state;
+  mlp_recompute r;
+  OT_ASSERT_FAILS(mlp_recompute_parse("some", &r), OT_ERR_INVALID_ARG, "none, all, auto");
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = OT_BACKEND_HOST;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  mlp_config c = small_config(MLP_RECOMPUTE_NONE);
+  c.layers = 1;
+  mlp_trainer *t;
+  OT_ASSERT_FAILS(mlp_trainer_create(ctx, &c, NULL, &t), OT_ERR_INVALID_ARG, "layers");
+  c = small_config(MLP_RECOMPUTE_NONE);
+  ot_sched_opts so = ot_sched_opts_default();
+  so.budget_bytes = 1024; /* below every op's working set */
+  OT_ASSERT_FAILS(mlp_trainer_create(ctx, &c, &so, &t), OT_ERR_BUDGET, "budget");
+  ot_ctx_destroy(ctx);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(budgets_and_checkpoints),
+      cmocka_unit_test(auto_cost_model),
+      cmocka_unit_test(loss_falls),
+      cmocka_unit_test(bad_options),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
