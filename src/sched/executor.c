@@ -133,13 +133,13 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
-    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, r->tr, ev);
+    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, r->tr, ev);
     return OT_OK;
   }
   case OT_EV_DOWNLOAD: {
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: write-back of '%s', not resident (planner bug)", ps->name);
     size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
-    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, r->tr, ev);
+    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, r->tr, ev);
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
   }
   case OT_EV_FREE:
@@ -253,6 +253,12 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   free(r.pend);
   if (s != OT_OK) {
     plan->runs = 0; /* the device state is unknown: start the next run from nothing */
+    /* issue 8: a failed transfer leaves the queue's error sticky and the
+     * arena's contents unknown. Every transfer has completed (wait_all
+     * above), so drop the queue and the arena now; the next run allocates
+     * them again (prepare) and can succeed, and ot_plan_destroy has
+     * nothing left to wait for. */
+    ot_exec_release(plan);
     return s;
   }
   plan->runs++;

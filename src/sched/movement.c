@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "sched/movement.h"
 #include "sched/trace_impl.h"
 
@@ -21,6 +22,7 @@ typedef struct xfer {
   void *dst;
   const void *src;
   size_t bytes;
+  const char *name; /* the tensor's storage, for the failure message */
   ot_trace *tr;
   size_t ev;
   uint64_t ticket;
@@ -81,14 +83,24 @@ static void run_one(ot_movement *m, xfer *x) {
     nanosleep(&ts, NULL);
   }
   uint64_t t0 = ot_now_ns();
-  int rc = do_copy(m, x);
+  /* OMPTENSOR_FAULT=transfer:N (core/fault.h) fails the N-th real transfer. */
+  int injected = x->dir != XFER_RELEASE && x->bytes && ot_fault_hit(OT_FAULT_TRANSFER);
+  int rc = injected ? -1 : do_copy(m, x);
   uint64_t t1 = ot_now_ns();
   if (x->tr && x->ev != (size_t)-1) ot_trace_set_times(x->tr, x->ev, t0, t1);
   pthread_mutex_lock(&m->mu);
   if (rc != 0 && !m->failed) {
     m->failed = 1;
-    snprintf(m->err, sizeof m->err, "%s of %zu bytes to/from device %d failed (omp_target_memcpy/prefetch returned %d)",
-             x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : "release", x->bytes, m->dev, rc);
+    char why[64];
+    if (injected) snprintf(why, sizeof why, "injected by OMPTENSOR_FAULT");
+    else snprintf(why, sizeof why, "%s returned %d",
+                  m->kind == OT_MV_PREFETCH ? "cudaMemPrefetchAsync" : "omp_target_memcpy", rc);
+    char dir[48];
+    if (x->dir == XFER_UP) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
+    else snprintf(dir, sizeof dir, "device %d -> host", m->dev);
+    snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
+             x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : "release", x->name ? x->name : "?",
+             x->bytes, dir, why);
   }
   m->done = x->ticket;
   pthread_cond_broadcast(&m->done_cv);
@@ -161,9 +173,9 @@ void ot_movement_destroy(ot_movement *m) {
   free(m);
 }
 
-static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, ot_trace *tr,
-                        size_t ev) {
-  xfer local = {NULL, dir, dst, src, bytes, tr, ev, 0};
+static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
+                        ot_trace *tr, size_t ev) {
+  xfer local = {NULL, dir, dst, src, bytes, name, tr, ev, 0};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
@@ -190,18 +202,18 @@ static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src
   return ticket;
 }
 
-uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, ot_trace *tr,
-                            size_t ev) {
-  return enqueue(m, XFER_UP, dev_dst, home_src, bytes, tr, ev);
+uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
+                            ot_trace *tr, size_t ev) {
+  return enqueue(m, XFER_UP, dev_dst, home_src, bytes, name, tr, ev);
 }
 
-uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, ot_trace *tr,
-                              size_t ev) {
-  return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, tr, ev);
+uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
+                              ot_trace *tr, size_t ev) {
+  return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, name, tr, ev);
 }
 
 void ot_movement_release(ot_movement *m, void *home, size_t bytes) {
-  if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, (size_t)-1);
+  if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, NULL, (size_t)-1);
 }
 
 void ot_movement_advise_read_mostly(ot_movement *m, void *home, size_t bytes) {
