@@ -16,6 +16,7 @@
 #define N 777
 #define LAYERS 4
 
+#ifdef OT_OFFLOAD
 /* Transfers of one run of `plan` (first or steady, as the plan stands). */
 static unsigned long count_transfers(ot_plan *plan) {
   OT_ASSERT_OK(ot_fault_configure("transfer:4000000000")); /* counts, never fires */
@@ -32,6 +33,8 @@ static void check_message(const char *spec) {
   if (!(up || down) || !strstr(m, "OMPTENSOR_FAULT") || !strstr(m, "bytes"))
     fail_msg("%s: message '%s' should name the tensor, the direction and the injection", spec, m);
 }
+
+#endif
 
 static void each_transfer(ot_strategy strat, int steady) {
 #ifndef OT_OFFLOAD
