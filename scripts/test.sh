@@ -3,15 +3,17 @@
 #
 # Builds and runs the cmocka suite for the presets host (target regions on the
 # host), offload-host (x86_64 host-offload plugin: maps really copy) and asan
-# (offload-host under AddressSanitizer + UBSan + LeakSanitizer), then compiles
-# (does not run) the nvptx GPU build with the CUDA 11.8 device tools.
+# (offload-host under AddressSanitizer + UBSan + LeakSanitizer), compiles
+# (does not run) the nvptx GPU build with the CUDA 11.8 device tools, and
+# last runs the libFuzzer targets (preset fuzz, scripts/fuzz.sh) for
+# OT_FUZZ_SECONDS each (default 30: six targets, about 4 minutes in all).
 #
-#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx
+#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx)
+[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx fuzz)
 
 gpu_flag=""
 for p in "${presets[@]}"; do case "$p" in nvptx*) gpu_flag=--gpu ;; esac; done
@@ -19,7 +21,9 @@ scripts/setup.sh $gpu_flag
 
 jobs=$(nproc 2>/dev/null || echo 2)
 failed=()
+run_fuzz=0
 for p in "${presets[@]}"; do
+  if [ "$p" = fuzz ]; then run_fuzz=1; continue; fi # its own step, below
   echo "=== preset $p: configure + build"
   cmake --preset "$p" >/dev/null
   cmake --build "build/$p" -j"$jobs"
@@ -31,6 +35,10 @@ for p in "${presets[@]}"; do
       ;;
   esac
 done
+if [ $run_fuzz -eq 1 ]; then
+  echo "=== preset fuzz: every libFuzzer target for ${OT_FUZZ_SECONDS:-30} s (scripts/fuzz.sh)"
+  if ! scripts/fuzz.sh "${OT_FUZZ_SECONDS:-30}" 2>&1; then failed+=(fuzz); fi
+fi
 if [ ${#failed[@]} -gt 0 ]; then
   echo "test.sh: FAILED in preset(s): ${failed[*]}" >&2
   exit 1

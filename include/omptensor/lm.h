@@ -120,6 +120,7 @@ typedef struct ot_gen_result {
   ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
 } ot_gen_result;
 
+/* On failure *r is left empty (calling ot_gen_result_free on it is harmless). */
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
 void ot_gen_result_free(ot_gen_result *r);
 

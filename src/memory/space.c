@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "memory/device.h"
 #include "omptensor/memory.h"
 
@@ -65,6 +66,13 @@ ot_status ot_mem_alloc(ot_mem_space s, int dev, size_t bytes, void **out) {
   if (bytes == 0) return OT_OK;
   void *p = NULL;
   int native = ot_mem_space_native(s, dev);
+  /* OMPTENSOR_FAULT (core/fault.h): fail as the driver would, same status. */
+  static const int fault_kind[OT_MEM_SPACE_COUNT] = {-1, OT_FAULT_PINNED_ALLOC, OT_FAULT_MANAGED_ALLOC,
+                                                     OT_FAULT_DEVICE_ALLOC};
+  if ((unsigned)s < OT_MEM_SPACE_COUNT && fault_kind[s] >= 0 && ot_fault_hit((ot_fault_kind)fault_kind[s]))
+    return ot_fail(s == OT_MEM_DEVICE ? OT_ERR_DEVICE_OOM : OT_ERR_OUT_OF_MEMORY,
+                   "cannot allocate %zu bytes of %s memory (injected by OMPTENSOR_FAULT)", bytes,
+                   ot_mem_space_name(s));
   switch (s) {
   case OT_MEM_HOST: p = host_alloc(bytes); break;
   case OT_MEM_PINNED:

@@ -21,6 +21,7 @@
 #include "sched/executor.h"
 #include "sched/movement.h"
 #include "sched/trace_impl.h"
+#include "sched/verify.h"
 
 typedef struct pending {
   size_t off, block;
@@ -54,6 +55,8 @@ void ot_exec_release(ot_plan *plan) {
   plan->xs = NULL;
   free(plan->args);
   plan->args = NULL;
+  free(plan->vrec); /* a failed run's homes are in an unknown state: forget them (verify.h) */
+  plan->vrec = NULL;
 }
 
 /* Allocates what a run needs, once per plan (again after a failure). */
@@ -63,6 +66,11 @@ static ot_status prepare_once(ot_plan *plan) {
   plan->xs = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->xs);
   plan->args = calloc((size_t)(p->max_args ? p->max_args : 1), sizeof *plan->args);
   if (!plan->xs || !plan->args) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory");
+  /* OMPTENSOR_VERIFY (verify.h): one checksum record per storage. */
+  if (kind == OT_MV_COPY && ot_verify_level() > 0) {
+    plan->vrec = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->vrec);
+    if (!plan->vrec) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory for OMPTENSOR_VERIFY");
+  }
   if (kind == OT_MV_COPY && plan->extent) {
     ot_status s = ot_mem_alloc(OT_MEM_DEVICE, plan->dev, plan->extent, &plan->base);
     if (s != OT_OK)
@@ -91,6 +99,9 @@ static char *dev_addr(const run_state *r, int s) {
   if (r->kind != OT_MV_COPY || !ps->block) return ps->st->home;
   return (char *)plan->base + plan->xs[s].off;
 }
+
+/* Storage s's OMPTENSOR_VERIFY record, or NULL when verification is off. */
+static ot_verify_rec *vrec_of(ot_plan *plan, int s) { return plan->vrec ? &plan->vrec[s] : NULL; }
 
 static size_t record(run_state *r, ot_trace_kind k, unsigned flags, int op, const char *name, uint64_t bytes,
                      int64_t delta) {
@@ -133,13 +144,13 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
-    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, r->tr, ev);
+    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
     return OT_OK;
   }
   case OT_EV_DOWNLOAD: {
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: write-back of '%s', not resident (planner bug)", ps->name);
     size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
-    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, r->tr, ev);
+    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
   }
   case OT_EV_FREE:
@@ -247,12 +258,21 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   r.run = trace ? ot_trace_next_run(trace) : 0;
   if (trace) ot_trace_set_budget(trace, plan->budget);
   const ot_schedule *sc = plan->runs ? &plan->steady : &plan->first;
+  if (plan->vrec) /* inputs are rewritten between runs: verified only within one (verify.h) */
+    for (int i = 0; i < plan->prog->n_st; i++)
+      if (plan->prog->st[i].role & OT_ROLE_INPUT) plan->vrec[i].has = 0;
   ot_status s = run_schedule(&r, sc);
   ot_status w = ot_movement_wait_all(plan->mv);
   if (s == OT_OK) s = w;
   free(r.pend);
   if (s != OT_OK) {
     plan->runs = 0; /* the device state is unknown: start the next run from nothing */
+    /* issue 8: a failed transfer leaves the queue's error sticky and the
+     * arena's contents unknown. Every transfer has completed (wait_all
+     * above), so drop the queue and the arena now; the next run allocates
+     * them again (prepare) and can succeed, and ot_plan_destroy has
+     * nothing left to wait for. */
+    ot_exec_release(plan);
     return s;
   }
   plan->runs++;
@@ -260,5 +280,7 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
 }
 
 void ot_sched_invalidate(ot_plan *plan) {
-  if (plan) plan->runs = 0;
+  if (!plan) return;
+  plan->runs = 0;
+  if (plan->vrec) memset(plan->vrec, 0, (size_t)plan->prog->n_st * sizeof *plan->vrec); /* homes changed */
 }

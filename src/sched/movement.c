@@ -6,7 +6,9 @@
 #include <time.h>
 
 #include "core/error.h"
+#include "core/fault.h"
 #include "sched/movement.h"
+#include "sched/verify.h"
 #include "sched/trace_impl.h"
 
 #ifdef OT_HAVE_CUDA
@@ -21,6 +23,8 @@ typedef struct xfer {
   void *dst;
   const void *src;
   size_t bytes;
+  const char *name; /* the tensor's storage, for the failure message */
+  ot_verify_rec *rec; /* OMPTENSOR_VERIFY: the home's record (NULL: not verified) */
   ot_trace *tr;
   size_t ev;
   uint64_t ticket;
@@ -37,7 +41,9 @@ struct ot_movement {
   uint64_t issued, done;
   int stop;
   int failed;          /* a transfer failed: everything after it is suspect */
-  char err[256];
+  ot_status fail_status; /* OT_ERR_DEVICE, or OT_ERR_INTEGRITY (verify.h) */
+  int verify;          /* OMPTENSOR_VERIFY level for this queue (0 unless kind is OT_MV_COPY) */
+  char err[320];
 #ifdef OT_HAVE_CUDA
   cudaStream_t stream;
 #endif
@@ -75,20 +81,87 @@ static int do_copy(ot_movement *m, const xfer *x) {
 
 unsigned ot_movement_test_delay_us = 0;
 
+/* OMPTENSOR_VERIFY=2: the checksum of a device range, read back into a
+ * scratch buffer (one more copy). 0 if it could not be read (no check). */
+static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t *sum) {
+  void *tmp = malloc(bytes);
+  if (!tmp) return 0;
+  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0};
+  int ok = do_copy(m, &rb) == 0;
+  if (ok) *sum = ot_checksum64(tmp, bytes);
+  free(tmp);
+  return ok;
+}
+
+/* One transfer with the integrity checks of verify.h around it. Returns
+ * 0, or -1 with *st and why[] set (why: the complete message for an
+ * integrity failure, the cause for a device failure). */
+static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, size_t why_len) {
+  *st = OT_ERR_DEVICE;
+  /* OMPTENSOR_FAULT=transfer:N (core/fault.h) fails the N-th real transfer. */
+  if (x->dir != XFER_RELEASE && x->bytes && ot_fault_hit(OT_FAULT_TRANSFER)) {
+    snprintf(why, why_len, "injected by OMPTENSOR_FAULT");
+    return -1;
+  }
+  int v = x->rec && x->bytes && x->dir != XFER_RELEASE ? m->verify : 0;
+  uint64_t sum = 0, dev_sum;
+  if (v && x->dir == XFER_UP) {
+    sum = ot_checksum64(x->src, x->bytes);
+    if (x->rec->has && x->rec->sum != sum) {
+      *st = OT_ERR_INTEGRITY;
+      snprintf(why, why_len,
+               "integrity check (OMPTENSOR_VERIFY): the home of '%s' (%zu bytes) changed since it was last uploaded "
+               "or written home (checksum %016llx, expected %016llx): it was modified without "
+               "ot_sched_invalidate, or the memory is corrupt",
+               x->name ? x->name : "?", x->bytes, (unsigned long long)sum, (unsigned long long)x->rec->sum);
+      return -1;
+    }
+  }
+  int rc = do_copy(m, x);
+  if (rc != 0) {
+    snprintf(why, why_len, "%s returned %d", m->kind == OT_MV_PREFETCH ? "cudaMemPrefetchAsync" : "omp_target_memcpy",
+             rc);
+    return -1;
+  }
+  if (!v) return 0;
+  if (x->dir == XFER_DOWN) sum = ot_checksum64(x->dst, x->bytes);
+  x->rec->sum = sum;
+  x->rec->has = 1;
+  if (v >= 2 && read_back(m, x->dir == XFER_UP ? x->dst : x->src, x->bytes, &dev_sum) && dev_sum != sum) {
+    *st = OT_ERR_INTEGRITY;
+    snprintf(why, why_len,
+             "integrity check (OMPTENSOR_VERIFY=2): the device copy of '%s' (%zu bytes) differs from its home right "
+             "after the %s (checksums %016llx and %016llx)",
+             x->name ? x->name : "?", x->bytes, x->dir == XFER_UP ? "upload" : "write-back",
+             (unsigned long long)dev_sum, (unsigned long long)sum);
+    return -1;
+  }
+  return 0;
+}
+
 static void run_one(ot_movement *m, xfer *x) {
   if (ot_movement_test_delay_us) {
     struct timespec ts = {0, (long)ot_movement_test_delay_us * 1000L};
     nanosleep(&ts, NULL);
   }
   uint64_t t0 = ot_now_ns();
-  int rc = do_copy(m, x);
+  ot_status st;
+  char why[256];
+  int rc = transfer(m, x, &st, why, sizeof why);
   uint64_t t1 = ot_now_ns();
   if (x->tr && x->ev != (size_t)-1) ot_trace_set_times(x->tr, x->ev, t0, t1);
   pthread_mutex_lock(&m->mu);
   if (rc != 0 && !m->failed) {
     m->failed = 1;
-    snprintf(m->err, sizeof m->err, "%s of %zu bytes to/from device %d failed (omp_target_memcpy/prefetch returned %d)",
-             x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : "release", x->bytes, m->dev, rc);
+    m->fail_status = st;
+    char dir[48];
+    if (x->dir == XFER_UP) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
+    else snprintf(dir, sizeof dir, "device %d -> host", m->dev);
+    if (st == OT_ERR_INTEGRITY) snprintf(m->err, sizeof m->err, "%s", why);
+    else
+      snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
+               x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : "release",
+               x->name ? x->name : "?", x->bytes, dir, why);
   }
   m->done = x->ticket;
   pthread_cond_broadcast(&m->done_cv);
@@ -123,6 +196,7 @@ ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out) {
   m->kind = kind;
   m->dev = dev;
   m->host = omp_get_initial_device();
+  m->verify = kind == OT_MV_COPY ? ot_verify_level() : 0;
   pthread_mutex_init(&m->mu, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done_cv, NULL);
@@ -161,9 +235,9 @@ void ot_movement_destroy(ot_movement *m) {
   free(m);
 }
 
-static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, ot_trace *tr,
-                        size_t ev) {
-  xfer local = {NULL, dir, dst, src, bytes, tr, ev, 0};
+static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
+                        ot_verify_rec *rec, ot_trace *tr, size_t ev) {
+  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
@@ -190,18 +264,18 @@ static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src
   return ticket;
 }
 
-uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, ot_trace *tr,
-                            size_t ev) {
-  return enqueue(m, XFER_UP, dev_dst, home_src, bytes, tr, ev);
+uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
+                            ot_verify_rec *rec, ot_trace *tr, size_t ev) {
+  return enqueue(m, XFER_UP, dev_dst, home_src, bytes, name, rec, tr, ev);
 }
 
-uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, ot_trace *tr,
-                              size_t ev) {
-  return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, tr, ev);
+uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
+                              ot_verify_rec *rec, ot_trace *tr, size_t ev) {
+  return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, name, rec, tr, ev);
 }
 
 void ot_movement_release(ot_movement *m, void *home, size_t bytes) {
-  if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, (size_t)-1);
+  if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, NULL, NULL, (size_t)-1);
 }
 
 void ot_movement_advise_read_mostly(ot_movement *m, void *home, size_t bytes) {
@@ -234,7 +308,7 @@ ot_status ot_movement_wait(ot_movement *m, uint64_t t) {
   while (m->done < t) pthread_cond_wait(&m->done_cv, &m->mu);
   int failed = m->failed;
   pthread_mutex_unlock(&m->mu);
-  return failed ? ot_fail(OT_ERR_DEVICE, "%s", m->err) : OT_OK;
+  return failed ? ot_fail(m->fail_status, "%s", m->err) : OT_OK;
 }
 
 ot_status ot_movement_wait_all(ot_movement *m) {

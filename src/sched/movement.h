@@ -27,6 +27,7 @@
 
 #include "omptensor/status.h"
 #include "omptensor/trace.h"
+#include "sched/verify.h"
 
 typedef enum ot_mv_kind { OT_MV_NONE = 0, OT_MV_COPY, OT_MV_PREFETCH } ot_mv_kind;
 
@@ -36,13 +37,15 @@ typedef struct ot_movement ot_movement;
 ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out);
 void ot_movement_destroy(ot_movement *m); /* waits for the queue; NULL is fine */
 
-/* Queue a copy of `bytes` home -> device (up) or device -> home (down).
- * The trace event `ev` (of trace `tr`, may be NULL) gets the start and end
+/* Queue a copy of `bytes` home -> device (up) or device -> home (down);
+ * `name` (the storage's, kept until the copy completes) goes into the
+ * failure message; `rec` (may be NULL) is the home's OMPTENSOR_VERIFY
+ * record, checked and updated on the transfer thread (verify.h). The trace event `ev` (of trace `tr`, may be NULL) gets the start and end
  * times. Returns the ticket. */
-uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, ot_trace *tr,
-                            size_t ev);
-uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, ot_trace *tr,
-                              size_t ev);
+uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
+                            ot_verify_rec *rec, ot_trace *tr, size_t ev);
+uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
+                              ot_verify_rec *rec, ot_trace *tr, size_t ev);
 /* OT_MV_PREFETCH: moves the pages of a dropped copy off the device (no-op
  * for the other kinds, where the arena block is simply reused). */
 void ot_movement_release(ot_movement *m, void *home, size_t bytes);
@@ -55,8 +58,10 @@ extern unsigned ot_movement_test_delay_us;
 
 /* Has ticket t completed? (never blocks) */
 int ot_movement_done(ot_movement *m, uint64_t t);
-/* Blocks until ticket t (0: nothing) has completed. OT_ERR_DEVICE if any
- * transfer so far failed (the message names it). */
+/* Blocks until ticket t (0: nothing) has completed. OT_ERR_DEVICE (or
+ * OT_ERR_INTEGRITY, verify.h) if any transfer so far failed (the message names the first failed one: tensor,
+ * direction, bytes). The failure is sticky: the executor drops the whole
+ * queue after a failed run (executor.c). */
 ot_status ot_movement_wait(ot_movement *m, uint64_t t);
 ot_status ot_movement_wait_all(ot_movement *m);
 

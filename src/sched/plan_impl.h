@@ -79,6 +79,7 @@ struct ot_plan {
   struct ot_movement *mv;
   ot_exec_storage *xs; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */
+  struct ot_verify_rec *vrec; /* [n_st] OMPTENSOR_VERIFY records (sched/verify.h); NULL when off */
 };
 
 /* Builds the two schedules (planner.c). */

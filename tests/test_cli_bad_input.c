@@ -1,0 +1,145 @@
+/* test_cli_bad_input.c — issue 5's "Bad input" list through the
+ * `omptensor` command ($OT_CLI): each case exits with status 2 and its
+ * last stderr line names the file (or option) and the problem; in the asan
+ * preset the command is built with ASan/LSan, so a crash or a leak would
+ * change the exit status. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "ot_test.h"
+
+static char dir[64];
+
+static void write_file(const char *name, const void *data, size_t n) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  FILE *f = fopen(p, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  fclose(f);
+}
+
+/* A safetensors file: 8-byte length, the header, `data` zero bytes. */
+static void write_st(const char *name, const char *header, size_t data) {
+  size_t hl = strlen(header), n = 8 + hl + data;
+  unsigned char *b = calloc(1, n);
+  for (int i = 0; i < 8; i++) b[i] = (unsigned char)((uint64_t)hl >> (8 * i));
+  memcpy(b + 8, header, hl);
+  write_file(name, b, n);
+  free(b);
+}
+
+/* Runs `omptensor ARGS` in dir; returns the exit status, last stderr line in last[]. */
+static int cli(const char *args, char *last, size_t len) {
+  const char *exe = getenv("OT_CLI");
+  assert_non_null(exe);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >/dev/null 2>stderr.txt", dir, exe, args);
+  int rc = system(cmd);
+  assert_true(rc != -1 && WIFEXITED(rc));
+  char p[256];
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "r");
+  assert_non_null(f);
+  last[0] = 0;
+  char line[1024];
+  while (fgets(line, sizeof line, f))
+    if (line[0] != '\n') snprintf(last, len, "%s", line);
+  fclose(f);
+  return WEXITSTATUS(rc);
+}
+
+static void expect(const char *args, const char *needle1, const char *needle2) {
+  char last[1024];
+  int rc = cli(args, last, sizeof last);
+  if (rc != 2) fail_msg("omptensor %s: exit status %d, want 2 (stderr: %s)", args, rc, last);
+  if (!strstr(last, needle1) || !strstr(last, needle2))
+    fail_msg("omptensor %s: error '%s' should mention '%s' and '%s'", args, last, needle1, needle2);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(dir, sizeof dir, "/tmp/ot_badinput_XXXXXX");
+  return mkdtemp(dir) ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  char cmd[128];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  return system(cmd) == 0 ? 0 : -1;
+}
+
+static void safetensors_files(void **state) {
+  (void)state;
+  expect("inspect missing.safetensors", "missing.safetensors", "cannot open");
+  unsigned char trunc[5] = {1, 2, 3, 4, 5};
+  write_file("short.safetensors", trunc, sizeof trunc);
+  expect("inspect short.safetensors", "short.safetensors", "truncated");
+  write_st("hlen.safetensors", "{}", 0);
+  unsigned char big[10] = {0xff, 0xff, 0xff, 0, 0, 0, 0, 0, '{', '}'};
+  write_file("hlen.safetensors", big, sizeof big);
+  expect("inspect hlen.safetensors", "hlen.safetensors", "beyond the file");
+  write_st("json.safetensors", "{\"a\": [1,", 0);
+  expect("inspect json.safetensors", "json.safetensors", "invalid JSON");
+  write_st("range.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]}}", 8);
+  expect("inspect range.safetensors", "range.safetensors", "'a'");
+  write_st("overlap.safetensors",
+           "{\"a\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[0,16]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[4],\"data_offsets\":[8,24]}}",
+           24);
+  expect("inspect overlap.safetensors", "overlap.safetensors", "overlap");
+  write_st("dtype.safetensors", "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+  expect("inspect dtype.safetensors", "dtype.safetensors", "F33");
+}
+
+/* A model directory whose config and checkpoint disagree. */
+static void model_dirs(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[1024];
+  /* wrong shape: intermediate_size 172 -> 170 */
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s/shape' && sed 's/\"intermediate_size\": 172/\"intermediate_size\": 170/' "
+           "'%s/models/llama_gqa/config.json' > '%s/shape/config.json' && "
+           "ln -sf '%s/models/llama_gqa/model.safetensors' '%s/shape/model.safetensors'",
+           dir, data, dir, data, dir);
+  assert_int_equal(system(cmd), 0);
+  expect("run shape --prompt-ids 1,2 --max-new-tokens 1", "gate_proj", "shape");
+  /* missing tensor: a checkpoint holding only lm_head */
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/missing' && cp '%s/models/llama_gqa/config.json' '%s/missing/'", dir,
+           data, dir);
+  assert_int_equal(system(cmd), 0);
+  write_st("missing/model.safetensors", "{\"lm_head.weight\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
+  expect("run missing --prompt-ids 1,2 --max-new-tokens 1", "missing", "model.embed_tokens.weight");
+  expect("run nowhere --prompt-ids 1", "nowhere", "");
+}
+
+static void options_and_config(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  char args[1024];
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-ids 1,2 --gpu-memory-limit 3XB", data);
+  expect(args, "--gpu-memory-limit", "3XB");
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-ids 1,2 --bogus", data);
+  expect(args, "--bogus", "unknown option");
+  const char yaml[] = "memory:\n  max_gpu_memory: [1\n";
+  write_file("bad.yaml", yaml, sizeof yaml - 1);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-ids 1,2 --config bad.yaml", data);
+  expect(args, "bad.yaml", "malformed YAML");
+  const char unknown[] = "memory:\n  max_gpu_memroy: 3GB\n";
+  write_file("typo.yaml", unknown, sizeof unknown - 1);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-ids 1,2 --config typo.yaml", data);
+  expect(args, "typo.yaml", "max_gpu_memroy");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(model_dirs),
+                                     cmocka_unit_test(options_and_config)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}

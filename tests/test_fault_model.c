@@ -1,0 +1,133 @@
+/* test_fault_model.c — OMPTENSOR_FAULT on the path a user runs: load the
+ * llama_gqa reference model (samples' ot_model_load) and generate under a
+ * budget that forces offloading, with the N-th pinned allocation, device
+ * allocation or transfer failing. Each failure is a status with a message;
+ * the model (after a failed generate) generates again with the clean
+ * result; everything is destroyed without leaks (asan preset). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/fault.h"
+#include "models.h"
+#include "ot_test.h"
+
+#define NEW_TOKENS 3
+
+static const int32_t prompt[] = {1, 5, 9, 2, 7};
+#define NP ((int)(sizeof prompt / sizeof prompt[0]))
+
+static char *model_dir(void) {
+  const char *d = getenv("OT_TEST_DATA");
+  assert_non_null(d);
+  size_t n = strlen(d) + 32;
+  char *p = malloc(n);
+  snprintf(p, n, "%s/models/llama_gqa", d);
+  return p;
+}
+
+static ot_ctx *make_ctx(void) {
+  ot_ctx_opts co = ot_ctx_opts_default();
+#ifdef OT_OFFLOAD
+  co.backend = OT_BACKEND_MAP; /* pinned homes, a device arena, real copies */
+#else
+  co.backend = OT_BACKEND_HOST;
+#endif
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  return ctx;
+}
+
+/* Generates NEW_TOKENS under the model's smallest budget. */
+static ot_status generate(ot_lm *m, int32_t *tokens) {
+  ot_gen_opts g = ot_gen_opts_default();
+  g.max_new_tokens = NEW_TOKENS;
+  g.stop_at_eos = 0;
+  g.sched.strategy = OT_STRATEGY_BALANCED;
+  ot_status s = ot_lm_min_budget(m, NP, 0, &g.sched.budget_bytes);
+  if (s != OT_OK) return s;
+  ot_gen_result r;
+  s = ot_generate(m, prompt, NP, &g, &r);
+  if (s == OT_OK) {
+    assert_int_equal(r.n_tokens, NEW_TOKENS);
+    memcpy(tokens, r.tokens, NEW_TOKENS * sizeof *tokens);
+    ot_gen_result_free(&r);
+  }
+  return s;
+}
+
+/* The N-th pinned allocation of the load fails, for N spread over all. */
+static void load_fails(void **state) {
+  (void)state;
+  char *dir = model_dir();
+  ot_ctx *ctx = make_ctx();
+  OT_ASSERT_OK(ot_fault_configure("pinned_alloc:4000000000"));
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  unsigned long k = ot_fault_count(OT_FAULT_PINNED_ALLOC);
+  ot_lm_destroy(m);
+#ifdef OT_OFFLOAD
+  assert_true(k >= 10); /* one per weight at least */
+#endif
+  unsigned long ns[] = {1, 2, 3, k / 2, k - 1, k};
+  for (size_t i = 0; i < sizeof ns / sizeof ns[0]; i++) {
+    if (ns[i] < 1 || ns[i] > k) continue;
+    char spec[32];
+    snprintf(spec, sizeof spec, "pinned_alloc:%lu", ns[i]);
+    OT_ASSERT_OK(ot_fault_configure(spec));
+    ot_status s = ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m);
+    if (s != OT_ERR_OUT_OF_MEMORY) fail_msg("%s: load gave %s (%s)", spec, ot_status_str(s), ot_last_error());
+    if (!strstr(ot_last_error(), "OMPTENSOR_FAULT") || !strstr(ot_last_error(), "pinned"))
+      fail_msg("%s: message '%s'", spec, ot_last_error());
+  }
+  OT_ASSERT_OK(ot_fault_configure(NULL));
+  ot_ctx_destroy(ctx);
+  free(dir);
+}
+
+/* Device allocations and transfers of a generate fail; the same model then
+ * generates the clean tokens. */
+static void generate_fails(void **state) {
+  (void)state;
+  char *dir = model_dir();
+  ot_ctx *ctx = make_ctx();
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  int32_t want[NEW_TOKENS], got[NEW_TOKENS];
+  OT_ASSERT_OK(ot_fault_configure("transfer:4000000000,device_alloc:4000000000"));
+  OT_ASSERT_OK(generate(m, want));
+  unsigned long nt = ot_fault_count(OT_FAULT_TRANSFER), na = ot_fault_count(OT_FAULT_DEVICE_ALLOC);
+#ifdef OT_OFFLOAD
+  assert_true(nt > 20);  /* the weights stream under the smallest budget */
+  assert_true(na >= 2);  /* the prefill and the decode plan's arenas */
+#else
+  assert_int_equal(nt, 0);
+  assert_int_equal(na, 0);
+#endif
+  char specs[16][48];
+  int n_specs = 0;
+  for (unsigned long a = 1; a <= na && a <= 3; a++) snprintf(specs[n_specs++], 48, "device_alloc:%lu", a);
+  unsigned long ts[] = {1, 2, nt / 7, nt / 3, nt / 2, nt - 1, nt};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+    if (ts[i] >= 1 && ts[i] <= nt) snprintf(specs[n_specs++], 48, "transfer:%lu", ts[i]);
+  for (int i = 0; i < n_specs; i++) {
+    OT_ASSERT_OK(ot_fault_configure(specs[i]));
+    ot_status s = generate(m, got);
+    ot_status want_s = strncmp(specs[i], "transfer", 8) == 0 ? OT_ERR_DEVICE : OT_ERR_DEVICE_OOM;
+    if (s != want_s) fail_msg("%s: generate gave %s (%s)", specs[i], ot_status_str(s), ot_last_error());
+    if (!strstr(ot_last_error(), "OMPTENSOR_FAULT")) fail_msg("%s: message '%s'", specs[i], ot_last_error());
+    if (want_s == OT_ERR_DEVICE && !strstr(ot_last_error(), " of '"))
+      fail_msg("%s: message '%s' names no tensor", specs[i], ot_last_error());
+    OT_ASSERT_OK(ot_fault_configure(NULL));
+    OT_ASSERT_OK(generate(m, got));
+    assert_memory_equal(got, want, sizeof want);
+  }
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+  free(dir);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(load_fails), cmocka_unit_test(generate_fails)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
