@@ -77,11 +77,12 @@ static ot_status prepare_once(ot_plan *plan) {
       return ot_fail_context(s, "device %d: allocating the plan's arena of %zu bytes (budget %llu)", plan->dev,
                              plan->extent, (unsigned long long)plan->budget);
   }
+  /* No cudaMemAdviseSetReadMostly on weights: with it a prefetch to the
+   * device makes a duplicate, and the prefetch back to the host that evicts a
+   * copy leaves that duplicate on the GPU. On the H200 (2026-11-29) a 25 %
+   * budget then held all 7.8 GB of a model (cudaMemGetInfo) while our own
+   * count said 1.75 GB: the budget must be real, so evictions migrate. */
   OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), &plan->mv));
-  if (kind == OT_MV_PREFETCH)
-    for (int i = 0; i < p->n_st; i++)
-      if (!(p->st[i].role & (OT_ROLE_WRITTEN | OT_ROLE_INPUT)))
-        ot_movement_advise_read_mostly(plan->mv, p->st[i].st->home, p->st[i].bytes);
   return OT_OK;
 }
 

@@ -278,22 +278,6 @@ void ot_movement_release(ot_movement *m, void *home, size_t bytes) {
   if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, NULL, NULL, (size_t)-1);
 }
 
-void ot_movement_advise_read_mostly(ot_movement *m, void *home, size_t bytes) {
-#ifdef OT_HAVE_CUDA
-  if (m->kind == OT_MV_PREFETCH && bytes) {
-    struct cudaMemLocation loc;
-    memset(&loc, 0, sizeof loc);
-    loc.type = cudaMemLocationTypeDevice;
-    loc.id = m->dev;
-    cudaMemAdvise(home, bytes, cudaMemAdviseSetReadMostly, loc);
-  }
-#else
-  (void)m;
-  (void)home;
-  (void)bytes;
-#endif
-}
-
 int ot_movement_done(ot_movement *m, uint64_t t) {
   if (m->kind == OT_MV_NONE || t == 0) return 1;
   pthread_mutex_lock(&m->mu);
