@@ -37,6 +37,18 @@ typedef struct ot_movement ot_movement;
 ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out);
 void ot_movement_destroy(ot_movement *m); /* waits for the queue; NULL is fine */
 
+/* Queue a copy of `bytes` home -> device (up) or device -> home (down);
+ * `name` (the storage's, kept until the copy completes) goes into the
+ * failure message; `rec` (may be NULL) is the home's OMPTENSOR_VERIFY
+ * record, checked and updated on the transfer thread (verify.h). The trace event `ev` (of trace `tr`, may be NULL) gets the start and end
+ * times. Returns the ticket. */
+uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
+                            ot_verify_rec *rec, ot_trace *tr, size_t ev);
+uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
+                              ot_verify_rec *rec, ot_trace *tr, size_t ev);
+/* OT_MV_PREFETCH: moves the pages of a dropped copy off the device (no-op
+ * for the other kinds, where the arena block is simply reused). */
+void ot_movement_release(ot_movement *m, void *home, size_t bytes);
 
 /* Tests only: every transfer sleeps this long first (0: no delay), which
  * makes a missing wait show up as wrong numbers. */
