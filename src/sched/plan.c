@@ -5,6 +5,7 @@
 
 #include "core/context_impl.h"
 #include "core/error.h"
+#include "memory/device.h"
 #include "sched/executor.h"
 #include "sched/plan_impl.h"
 
@@ -75,6 +76,24 @@ static ot_status check_feasible(const ot_plan *plan) {
   return OT_OK;
 }
 
+/* usm on a real GPU cannot keep a budget smaller than the program: the
+ * driver leaves the pages of managed memory on the device after a prefetch
+ * back to the host (H200, 2026-11-29: 7.0 GB resident under a 1.75 GB budget,
+ * by cudaMemGetInfo, with or without read-mostly advice). The budget is a
+ * hard guarantee, so such a plan is refused rather than silently exceeded. */
+static ot_status check_usm_budget(const ot_plan *plan) {
+  if (plan->ctx->backend != OT_BACKEND_USM || !ot_dev_is_gpu(plan->dev)) return OT_OK;
+  const ot_program *p = plan->prog;
+  uint64_t all = 0;
+  for (int i = 0; i < p->n_st; i++) all += p->st[i].block;
+  if (all <= plan->capacity) return OT_OK;
+  return ot_fail(OT_ERR_UNSUPPORTED,
+                 "backend usm cannot hold device %d to a budget of %llu bytes when the program needs %llu: the "
+                 "CUDA driver keeps evicted managed pages on the GPU. Use --backend map (the default), or a budget "
+                 "of at least %llu bytes",
+                 plan->dev, (unsigned long long)plan->budget, (unsigned long long)all, (unsigned long long)all);
+}
+
 static int debug_plan(void) {
   const char *e = getenv("OMPTENSOR_DEBUG");
   return e && strstr(e, "plan") != NULL;
@@ -112,6 +131,7 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   uint64_t cap = plan->budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
   plan->capacity = cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
   ot_status s = o.strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
+  if (s == OT_OK) s = check_usm_budget(plan);
   if (s == OT_OK) s = ot_plan_build(plan);
   if (s == OT_OK) s = ot_schedule_finish(&plan->first, prog, plan->strategy, plan->capacity);
   if (s == OT_OK) s = ot_schedule_finish(&plan->steady, prog, plan->strategy, plan->capacity);
