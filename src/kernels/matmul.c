@@ -8,6 +8,7 @@
  * device pointers; q8b and odd strides stay on the portable kernels below. */
 #include <omp.h>
 
+#include "kernels/blas_gpu.h"
 #include "kernels/gemv_gpu.h"
 #include "kernels/kcommon.h"
 
@@ -240,6 +241,10 @@ ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, 
     ot_kgemv_gpu(dev, c.p, p.cs[1], a.p, p.as[1], b.p, b.dt, p.bs[2], p.M, p.N, p.K, accumulate);
     return OT_OK;
   }
+  /* The vendor GEMM (cuBLAS) where selected and expressible. */
+  int done;
+  OT_TRY(ot_kblas_gemm(dev, c, a, b, p.batch, p.M, p.N, p.K, p.as, p.bs, p.cs, accumulate, &done));
+  if (done) return OT_OK;
   if (ot_kruns_on_host(dev)) mm_host(dev, c, a, b, p, accumulate);
   else if (p.M == 1 && p.bs[1] == 1) mv_rows(dev, c, a, b, p, accumulate);
   else if (p.M == 1) mv_cols(dev, c, a, b, p, accumulate);
