@@ -134,7 +134,7 @@ static void backends(ot_backend *b, int *n) {
   b[(*n)++] = OT_BACKEND_HOST;
 #ifdef OT_OFFLOAD
   b[(*n)++] = OT_BACKEND_MAP;
-  b[(*n)++] = OT_BACKEND_USM;
+  if (ot_test_usm_offloads()) b[(*n)++] = OT_BACKEND_USM;
 #endif
 }
 

@@ -239,7 +239,7 @@ static void budget_is_bitwise(void **state) {
   int nb = 1;
 #ifdef OT_OFFLOAD
   bk[nb++] = OT_BACKEND_MAP;
-  bk[nb++] = OT_BACKEND_USM;
+  if (ot_test_usm_offloads()) bk[nb++] = OT_BACKEND_USM;
 #endif
   for (int b = 0; b < nb; b++) {
     float l0[MAX_STEPS], l1[MAX_STEPS];

@@ -2,6 +2,7 @@
 #include <omp.h>
 #include <string.h>
 
+#include "memory/device.h"
 #include "ot_test.h"
 
 uint64_t ot_test_rand_u64(uint64_t *s) {
@@ -25,4 +26,12 @@ int ot_test_dev(void) {
   if (omp_get_num_devices() > 0) return 0;
 #endif
   return omp_get_initial_device();
+}
+
+int ot_test_usm_offloads(void) {
+#ifdef OT_OFFLOAD
+  return omp_get_num_devices() > 0 && !ot_dev_is_gpu(0);
+#else
+  return 0;
+#endif
 }

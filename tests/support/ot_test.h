@@ -40,4 +40,9 @@ void ot_test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi
  * initial (host) device. */
 int ot_test_dev(void);
 
+/* Whether the usm backend may offload here (budgets below the program's
+ * size): on emulated devices yes; on a real GPU usm plans must fit the whole
+ * program (src/sched/plan.c), so the offloading tests skip usm there. */
+int ot_test_usm_offloads(void);
+
 #endif
