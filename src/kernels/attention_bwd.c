@@ -7,7 +7,7 @@
  *   dq_i  = scale sum_j dS_ij k_j
  *   dk_j  = scale sum_{i >= j, heads of the group} dS_ij q_i
  *   dv_j  = sum_{i >= j, heads of the group} P_ij dO_i
- * Straightforward, not tiled: pass 1 (a team per (i, h)) stores each row's
+ * Straightforward, not tiled: pass 1 (a thread per (i, h)) stores each row's
  * log-sum-exp and D_i in the workspace; passes 2 and 3 give each output
  * element one thread, which recomputes the scores and dP it needs (O(T hd)
  * per element: fine for tests and small models, the place to tile later).
@@ -89,9 +89,7 @@ static inline float ab_dot(int adt, const void *a, const int64_t as[3], int64_t 
 static void ab_row(const ab_geom *g, int64_t r, const void *qp, const void *kp, const void *vp, const void *op, float *wsp) {
   const int64_t i = r / g->H, h = r % g->H, hk = h / g->g, n = i + 1;
   float mx = -INFINITY, l = 0.0f, dsum = 0.0f;
-  OT_TEAM_REDUCE(max : mx)
   for (int64_t j = 0; j < n; j++) mx = fmaxf(mx, g->scale * ab_dot(g->qdt, qp, g->q, i, h, g->kdt, kp, g->k, j, hk, g->hd));
-  OT_TEAM_REDUCE(+ : l, dsum)
   for (int64_t j = 0; j < n; j++) {
     const float e = expf(g->scale * ab_dot(g->qdt, qp, g->q, i, h, g->kdt, kp, g->k, j, hk, g->hd) - mx);
     l += e;
@@ -119,7 +117,12 @@ ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv
   void *dqp = dq.p, *dkp = dk.p, *dvp = dv.p;
   float *wsp = ws.p;
   const int64_t T = g.T, H = g.H, Hk = g.Hk, hd = g.hd;
-  OT_KROWS(dev, T * H, r, OT_DEVPTR(qp, kp, vp, op, wsp) firstprivate(g), ab_row(&g, r, qp, kp, vp, op, wsp));
+  /* One thread per row, sums in a fixed serial order. (A team per row with
+   * team reductions, inside a called function with the geometry passed by
+   * address, gave wrong results on the H200 though right on host devices.) */
+  const int64_t rows = T * H;
+  OT_PARFOR(dev, OT_DEVPTR(qp, kp, vp, op, wsp) firstprivate(g))
+  for (int64_t r = 0; r < rows; r++) ab_row(&g, r, qp, kp, vp, op, wsp);
   OT_PARFOR3(dev, OT_DEVPTR(qp, kp, vp, op, wsp, dqp) firstprivate(g))
   for (int64_t i = 0; i < T; i++)
     for (int64_t h = 0; h < H; h++)
