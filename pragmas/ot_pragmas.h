@@ -94,6 +94,9 @@
   OT_PRAGMA(omp target teams ompx_bare num_teams(nteams) thread_limit(nthreads)  \
             device(dev) __VA_ARGS__)
 
+/* A host-side critical section (named). */
+#define OT_CRITICAL(name) OT_PRAGMA(omp critical(name))
+
 /* Host-side parallel loop (references, conversion of large host buffers). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
 

@@ -129,14 +129,7 @@ static void compare_to_reference(const char *set, double tol_rel, const run_out 
   ot_npy_free(&ref);
 }
 
-static void backends(ot_backend *b, int *n) {
-  *n = 0;
-  b[(*n)++] = OT_BACKEND_HOST;
-#ifdef OT_OFFLOAD
-  b[(*n)++] = OT_BACKEND_MAP;
-  if (ot_test_usm_offloads()) b[(*n)++] = OT_BACKEND_USM;
-#endif
-}
+static void backends(ot_backend *b, int *n) { *n = ot_test_backends(b); }
 
 static void parity(void **state) {
   (void)state;

@@ -110,14 +110,7 @@ static void assert_same(const result *ref, const result *r, const char *what) {
                r->params[i], STEPS, ref->params[i]);
 }
 
-static void backends(ot_backend *b, int *n) {
-  *n = 0;
-  b[(*n)++] = OT_BACKEND_HOST;
-#ifdef OT_OFFLOAD
-  b[(*n)++] = OT_BACKEND_MAP;
-  if (ot_test_usm_offloads()) b[(*n)++] = OT_BACKEND_USM;
-#endif
-}
+static void backends(ot_backend *b, int *n) { *n = ot_test_backends(b); }
 
 static void budgets_and_checkpoints(void **state) {
   (void)state;

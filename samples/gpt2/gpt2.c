@@ -50,12 +50,6 @@ static void gpt2_destroy(ot_lm *m) {
   free(m);
 }
 
-#define TRY(x)                       \
-  do {                               \
-    ot_status s_ = (x);              \
-    if (s_ != OT_OK) return s_;      \
-  } while (0)
-
 static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   gpt2 *g = m->impl;
   const ot_hf_config *c = &g->cfg;

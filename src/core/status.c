@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "ot_pragmas.h"
 
 static _Thread_local char last_msg[1024];
 
@@ -73,7 +74,7 @@ void ot_warn_once(const char *key, const char *fmt, ...) {
   static const char *seen[32];
   static int n_seen;
   int first = 1;
-#pragma omp critical(ot_warn_once)
+  OT_CRITICAL(ot_warn_once)
   {
     for (int i = 0; i < n_seen; i++)
       if (strcmp(seen[i], key) == 0) first = 0;

@@ -11,16 +11,12 @@
 #include <cmocka.h>
 
 #include "ktest.h"
+#include "ot_test.h"
 #include "omptensor/memory.h"
 
 #define GUARD 64 /* bytes before and after each buffer */
 
-int ot_test_dev(void) {
-#ifdef OT_OFFLOAD
-  if (omp_get_num_devices() > 0) return 0;
-#endif
-  return omp_get_initial_device();
-}
+/* ot_test_dev() and the random numbers come from ot_test.c (ot_test.h). */
 
 void *ot_test_dev_alloc(size_t bytes) {
   void *p = NULL;
@@ -49,16 +45,9 @@ void ot_test_download(void *host_dst, const void *dev_src, size_t bytes) {
       omp_target_memcpy(host_dst, dev_src, bytes, 0, 0, omp_get_initial_device(), ot_test_dev()), 0);
 }
 
-uint64_t ot_trand_u64(uint64_t *s) {
-  uint64_t z = (*s += 0x9e3779b97f4a7c15ull);
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
-}
+uint64_t ot_trand_u64(uint64_t *s) { return ot_test_rand_u64(s); }
 
-float ot_trand_f(uint64_t *s, float lo, float hi) {
-  return lo + (hi - lo) * (float)((ot_trand_u64(s) >> 40) * 0x1p-24);
-}
+float ot_trand_f(uint64_t *s, float lo, float hi) { return ot_test_rand_uniform(s, lo, hi); }
 
 static size_t elem_bytes(ot_dtype dt) { return dt == OT_Q8B ? 0 : ot_dtype_bytes(dt, 1); }
 

@@ -20,7 +20,7 @@
 
 #include "kernels/kernels.h"
 
-int ot_test_dev(void);
+int ot_test_dev(void); /* ot_test.h: device 0 if there is one, else the host */
 
 /* device memory on ot_test_dev() and copies to/from it (assert on failure) */
 void *ot_test_dev_alloc(size_t bytes);

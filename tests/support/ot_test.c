@@ -35,3 +35,13 @@ int ot_test_usm_offloads(void) {
   return 0;
 #endif
 }
+
+int ot_test_backends(ot_backend b[3]) {
+  int n = 0;
+  b[n++] = OT_BACKEND_HOST;
+#ifdef OT_OFFLOAD
+  b[n++] = OT_BACKEND_MAP;
+  if (ot_test_usm_offloads()) b[n++] = OT_BACKEND_USM;
+#endif
+  return n;
+}

@@ -45,4 +45,8 @@ int ot_test_dev(void);
  * program (src/sched/plan.c), so the offloading tests skip usm there. */
 int ot_test_usm_offloads(void);
 
+/* The backends this build can test with offloading budgets: host, and map
+ * (+ usm where it offloads) when there is a device. Returns how many. */
+int ot_test_backends(ot_backend b[3]);
+
 #endif
