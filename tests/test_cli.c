@@ -24,6 +24,7 @@
 
 #include <cmocka.h>
 
+#include "memory/device.h"
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
 #include "ot_testio.h"
@@ -596,6 +597,38 @@ static void test_run_reference(void **state) {
   expect_bad(cli("trace", "plot", trace), "trace plot without -o", "-o");
 }
 
+/* --devices 2 with per-device limits: the model split over devices 0 and 1
+ * (the reference's greedy tokens, a trace with kernels on both); on a build
+ * without offload devices it runs on the host as one stage, saying so. */
+static void test_run_devices(void **state) {
+  (void)state;
+  manifest m;
+  read_manifest(&m);
+  char trace[4096];
+  path_in(trace, sizeof trace, "trace.json");
+  cli_res r = cli("run", gqa, "--prompt-ids", m.ids, "-n", "4", "--json", "--devices", "2", "--gpu-memory-limit",
+                  "0:200KB,1:300KB", "--trace", trace);
+  expect_ok(&r, "run --devices 2");
+  json_t *o = one_json_object(&r);
+  json_t *toks = json_object_get(o, "tokens"), *devs = json_object_get(o, "devices");
+  for (int i = 0; i < 4; i++) assert_int_equal(json_integer_value(json_array_get(toks, (size_t)i)), m.gen[i]);
+  if (ot_num_devices() >= 2) {
+    assert_int_equal(json_array_size(devs), 2);
+    assert_int_equal(json_integer_value(json_array_get(devs, 1)), 1);
+    assert_int_equal(json_integer_value(json_array_get(json_object_get(o, "device_budgets_bytes"), 1)), 300000);
+    assert_true(jint(o, "peak_device_bytes") <= 300000);
+    size_t n;
+    char *b = slurp(trace, &n);
+    assert_non_null(strstr(b, "\"name\":\"device 1\"")); /* a process (lane group) per device */
+    free(b);
+  } else {
+    assert_int_equal(json_array_size(devs), 1);
+    assert_non_null(strstr(r.err, "running on the host as one stage"));
+  }
+  json_decref(o);
+  cli_free(&r);
+}
+
 /* flags > OMPTENSOR_* > --config, seen in --json's budget_bytes and strategy;
  * and the tokens do not depend on either. */
 static void test_precedence(void **state) {
@@ -704,6 +737,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_model_for_config, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_options, setup, teardown),
       cmocka_unit_test_setup_teardown(test_run_reference, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_run_devices, setup, teardown),
       cmocka_unit_test_setup_teardown(test_precedence, setup, teardown),
       cmocka_unit_test_setup_teardown(test_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_demo, setup, teardown),

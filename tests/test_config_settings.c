@@ -41,6 +41,7 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "  max_gpu_memory: 3GB\n"
                                "backend: map\n"
                                "device: 2\n"
+                               "devices: 2\n"
                                "trace: file.trace.json\n"
                                "dtype: bf16\n"
                                "json: yes\n";
@@ -71,6 +72,7 @@ static void test_yaml_file(void **state) {
   assert_int_equal(s.gpu_memory_limit.all.bytes, 3000000000ull);
   assert_int_equal(s.backend, OT_BACKEND_MAP);
   assert_int_equal(s.device, 2);
+  assert_int_equal(s.devices, 2);
   assert_string_equal(s.trace_path, "file.trace.json");
   assert_int_equal(s.has_dtype, 1);
   assert_int_equal(s.dtype, OT_BF16);
@@ -234,6 +236,14 @@ static void test_ctx_opts(void **state) {
   assert_int_equal(o.budgets[0], 1000000000ull);
   assert_int_equal(o.budgets[1], 2ull << 30);
   assert_int_equal(o.budget_bytes, 1000000000ull);
+  /* --devices sets the device count (and so how many budgets are filled) */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "devices", "2"));
+  o = ot_ctx_opts_default();
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
+  assert_int_equal(o.n_devices, 2);
+  assert_int_equal(o.budgets[1], 2ull << 30);
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "devices", "0"), OT_ERR_INVALID_ARG, "--devices", "bad device count '0'");
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "devices", "1"));
   /* per-device entries are absolute device numbers */
   OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
   o.n_devices = 1;

@@ -101,7 +101,7 @@ typedef struct ot_gen_opts {
   uint64_t seed;
   int stop_at_eos;       /* stop when eos_token is produced */
   int64_t eos_token;
-  ot_sched_opts sched;   /* strategy, device, budget */
+  ot_sched_opts sched;   /* strategy, device, budget; n_stages default OT_SCHED_ALL_DEVICES: layers split over the context's devices */
   ot_trace *trace;       /* may be NULL */
   const char *logits_out;/* .npy path: f32 [prompt_len, vocab] logits of the prompt, or NULL */
   ot_progress_fn progress;

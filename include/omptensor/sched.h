@@ -49,6 +49,36 @@
  *
  * Set OMPTENSOR_DEBUG=plan to print every plan (decisions and reasons) on
  * stderr when it is made.
+ *
+ * Several devices (pipeline placement). With opts.n_stages > 1 (or
+ * OT_SCHED_ALL_DEVICES on a context with several devices) ot_sched_plan
+ * splits the op list into n consecutive stages, stage k on the context's
+ * device device_index + k, and returns one plan that runs them in order:
+ *   - the split minimises max_k (W_k + ops_k) / budget_k, where W_k is the
+ *     bytes of the weights and persistent state (KV caches) stage k touches
+ *     (each counted once per stage that uses it), i.e. weights are spread in
+ *     proportion to the budgets; a stage whose largest op working set does
+ *     not fit its device is never chosen. Every stage gets at least one op
+ *     (with fewer ops than devices, fewer stages are used);
+ *   - each stage is a sub-program (the same ops, tensors and scalars) planned
+ *     by the single-device planner under its own device's budget, so it
+ *     offloads to the host as one device would;
+ *   - a storage used by several stages: a weight (never written) gets its own
+ *     copy on every device that uses it (tied embeddings); a written storage
+ *     is an activation passed at the stage boundary: the stage that writes it
+ *     writes it home after its last write (when a later stage or the next run
+ *     reads it), and a stage that reads it before writing it uploads it as an
+ *     input (never kept between runs). So every device only ever holds copies
+ *     that the home also holds after the writer's stage; a KV cache used by one
+ *     layer's ops stays with that layer's stage.
+ *   - the boundary goes through the host (device -> home -> device), on the
+ *     plans' own transfer threads; for a decode step that is the hidden state
+ *     (kilobytes). A direct omp_target_memcpy between devices is not done yet.
+ * Stages run one after the other on the calling thread (one token's step is
+ * sequential); the trace holds one RUN event per stage (later stages carry
+ * OT_TRACE_STAGE and share the run number), events carry their device.
+ * ot_plan_get_stats sums the stages (peak_bytes and arena_bytes: the sum over
+ * the devices); ot_plan_stage gives each stage.
  */
 #ifndef OMPTENSOR_SCHED_H
 #define OMPTENSOR_SCHED_H
@@ -78,10 +108,14 @@ typedef enum ot_strategy {
 const char *ot_strategy_name(ot_strategy s);
 ot_status ot_strategy_parse(const char *s, ot_strategy *out);
 
+#define OT_SCHED_ALL_DEVICES (-1) /* n_stages: every context device from device_index on */
+
 typedef struct ot_sched_opts {
   ot_strategy strategy;  /* default balanced */
-  int device_index;      /* which of the context's devices (0 .. ot_ctx_num_devices-1) */
-  uint64_t budget_bytes; /* 0: the context's budget for that device */
+  int device_index;      /* which of the context's devices (0 .. ot_ctx_num_devices-1); the first stage's */
+  uint64_t budget_bytes; /* 0: the context's budget for that device (for a pipeline: every stage's budget) */
+  int n_stages;          /* 0 or 1: one device; > 1: a pipeline over that many devices (see above);
+                            OT_SCHED_ALL_DEVICES: as many as the context has from device_index on */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -119,6 +153,21 @@ typedef struct ot_plan_stats {
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);
+
+/* Stages of a plan: 1 for a single-device plan. */
+int ot_plan_num_stages(const ot_plan *plan);
+
+typedef struct ot_plan_stage_info {
+  int first_op, n_ops;   /* the stage's ops in the program: [first_op, first_op + n_ops) */
+  int device_index;      /* context index of its device */
+  int device;            /* OpenMP device number */
+  uint64_t budget;
+  uint64_t weight_bytes; /* weights and persistent state it uses (blocks; what the split balanced) */
+  const ot_plan *plan;   /* the stage's single-device plan (of a sub-program; for stats and printing) */
+} ot_plan_stage_info;
+
+/* Stage k (0 .. ot_plan_num_stages - 1); a single-device plan is its own stage 0. */
+ot_status ot_plan_stage(const ot_plan *plan, int k, ot_plan_stage_info *out);
 
 #ifdef __cplusplus
 }

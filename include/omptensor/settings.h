@@ -21,13 +21,14 @@
  *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
  *     backend: auto                  # auto | map | usm | host
  *     device: 0
+ *     devices: 2                     # layers split over devices 0 and 1 (sched.h, "Several devices")
  *     trace: run.trace.json
  *     dtype: bf16
  *     json: false
  *
  * Unknown keys are errors naming the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
- * OMPTENSOR_DEVICE, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON.
+ * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON.
  */
 #ifndef OMPTENSOR_SETTINGS_H
 #define OMPTENSOR_SETTINGS_H
@@ -83,6 +84,7 @@ typedef enum ot_setting {
   OT_SET_OFFLOAD,
   OT_SET_BACKEND,
   OT_SET_DEVICE,
+  OT_SET_DEVICES,
   OT_SET_TRACE,
   OT_SET_DTYPE,
   OT_SET_JSON,
@@ -96,6 +98,7 @@ typedef struct ot_settings {
   ot_strategy offload;           /* default balanced (sched.h) */
   ot_backend backend;            /* default auto */
   int device;                    /* default -1: device 0 if any, else the host */
+  int devices;                   /* default 0 (one): devices device, device + 1, ... to split the model over */
   char *trace_path;              /* NULL: no trace */
   ot_dtype dtype;                /* meaningful when has_dtype */
   int has_dtype;
@@ -125,8 +128,9 @@ ot_status ot_settings_load_file(ot_settings *s, const char *path);
 /* The same on a buffer; label names it in messages. */
 ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, const char *label);
 
-/* Fills backend, device and budgets of `o` (budget_bytes and budgets[0 ..
- * o->n_devices - 1], for devices device, device + 1, ...), resolving
+/* Fills backend, device, n_devices (when `devices` is set) and budgets of `o`
+ * (budget_bytes and budgets[0 .. o->n_devices - 1], for devices device,
+ * device + 1, ...), resolving
  * percentages against the memory each device reports; a percentage on a
  * device that reports no size (an emulated one) is OT_ERR_UNSUPPORTED.
  * With the host backend, or no offload device, percentages are skipped. */

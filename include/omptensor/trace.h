@@ -42,6 +42,7 @@ typedef enum ot_trace_kind {
 #define OT_TRACE_EVICT 8u       /* FREE: evicted while live (it will be uploaded again) */
 #define OT_TRACE_PREFETCH 16u   /* UPLOAD: issued before the slot of the op that needs it */
 #define OT_TRACE_DIRTY 32u      /* FREE with DEAD: the copy differed from its home and needs no write-back */
+#define OT_TRACE_STAGE 64u      /* RUN: a later pipeline stage of the run that the last unflagged RUN opened */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;
@@ -99,6 +100,10 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f);
  * Also checks every KERNEL event has OT_TRACE_RESIDENT_OK. OT_ERR_BUDGET (or
  * OT_ERR_STATE) with the first offending event in the message. */
 ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget);
+
+/* The same per device: an event on devices[i] is checked against budgets[i];
+ * an event on a device not listed is OT_ERR_STATE. */
+ot_status ot_trace_check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets);
 
 /* Records the budget of the runs that follow (the executor calls it). */
 void ot_trace_set_budget(ot_trace *t, uint64_t budget);

@@ -86,6 +86,7 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
   OT_TRY(ot_ctx_create(&o, &s->ctx));
   s->sched.strategy = s->settings.offload;
   s->sched.device_index = 0;
+  s->sched.n_stages = OT_SCHED_ALL_DEVICES; /* --devices N: the model split over N devices */
   /* Always traced: the summary (and --json) report measured bytes and peaks;
    * the file is written only with --trace. */
   OT_TRY(ot_trace_create(&s->trace));

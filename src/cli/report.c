@@ -15,6 +15,15 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "device", dev == OT_DEVICE_HOST ? json_string("host") : json_integer(dev));
   json_object_set_new(o, "strategy", json_string(ot_strategy_name(s->sched.strategy)));
   uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
+  json_t *devs = json_array(), *budgets = json_array(); /* every device the steps were split over */
+  for (int i = 0; i < ot_ctx_num_devices(s->ctx); i++) {
+    int d = ot_ctx_device(s->ctx, i);
+    uint64_t b = ot_ctx_budget(s->ctx, i);
+    json_array_append_new(devs, d == OT_DEVICE_HOST ? json_string("host") : json_integer(d));
+    json_array_append_new(budgets, b == UINT64_MAX ? json_null() : json_integer((json_int_t)b));
+  }
+  json_object_set_new(o, "devices", devs);
+  json_object_set_new(o, "device_budgets_bytes", budgets);
   /* null: no limit (the host backend without --gpu-memory-limit) */
   json_object_set_new(o, "budget_bytes", budget == UINT64_MAX ? json_null() : json_integer((json_int_t)budget));
   json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
@@ -56,6 +65,13 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
     else ot_cli_fmt_bytes(b, sizeof b, budget);
     fprintf(f, "weights %s, budget %s, backend %s, offload %s\n", w, b, ot_backend_name(ot_ctx_backend(s->ctx)),
             ot_strategy_name(s->sched.strategy));
+    for (int i = 0; ot_ctx_num_devices(s->ctx) > 1 && i < ot_ctx_num_devices(s->ctx); i++) {
+      uint64_t bi = ot_ctx_budget(s->ctx, i);
+      if (bi == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
+      else ot_cli_fmt_bytes(b, sizeof b, bi);
+      fprintf(f, "%s device %d budget %s", i ? "," : "pipeline over:", ot_ctx_device(s->ctx, i), b);
+      if (i == ot_ctx_num_devices(s->ctx) - 1) fputc('\n', f);
+    }
     ot_trace_summary_print(&t, f);
   }
   return s->settings.trace_path ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;

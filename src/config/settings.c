@@ -41,6 +41,17 @@ static ot_status parse_device(const char *v, value *out) {
   return OT_OK;
 }
 
+static ot_status parse_devices(const char *v, value *out) {
+  int d = 0;
+  const char *p = v;
+  for (; *p >= '0' && *p <= '9' && d < 1000000; p++) d = d * 10 + (*p - '0');
+  if (p == v || *p || d < 1 || d > OT_MAX_DEVICES)
+    return ot_fail(OT_ERR_INVALID_ARG, "bad device count '%s' (1 to %d consecutive devices from --device)", v,
+                   OT_MAX_DEVICES);
+  out->integer = d;
+  return OT_OK;
+}
+
 ot_status ot_settings_parse_bool(const char *v, int *out) {
   static const char *const yes[] = {"1", "true", "yes", "on"}, *const no[] = {"0", "false", "no", "off"};
   for (int i = 0; i < 4; i++) {
@@ -58,6 +69,7 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
   case OT_SET_OFFLOAD: s->offload = v->offload; break;
   case OT_SET_BACKEND: s->backend = v->backend; break;
   case OT_SET_DEVICE: s->device = v->integer; break;
+  case OT_SET_DEVICES: s->devices = v->integer; break;
   case OT_SET_TRACE: free(s->trace_path); s->trace_path = v->str; v->str = NULL; break;
   case OT_SET_DTYPE: s->dtype = v->dtype; s->has_dtype = 1; break;
   case OT_SET_JSON: s->json = v->integer; break;
@@ -75,6 +87,8 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                         parse_backend},
     [OT_SET_DEVICE] = {"device", "OMPTENSOR_DEVICE", "device", "N", "OpenMP device number (default 0, or the host)",
                        parse_device},
+    [OT_SET_DEVICES] = {"devices", "OMPTENSOR_DEVICES", "devices", "N",
+                        "split the model over N devices from --device, layers by budget (default 1)", parse_devices},
     [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace},
     [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE", "weight storage: f32 | f16 | bf16 | q8b",
                       parse_dtype},
@@ -140,6 +154,7 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
   if (!s || !o) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_to_ctx_opts: NULL argument");
   o->backend = s->backend;
   o->device = s->device;
+  if (s->devices > 0) o->n_devices = s->devices;
   /* On the host (asked for, or no offload device at all, where auto picks the
    * host) no device budget applies, so a percentage has nothing to resolve. */
   int on_host = s->backend == OT_BACKEND_HOST || ot_num_devices() == 0;
@@ -193,6 +208,7 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
     case OT_SET_OFFLOAD: fputs(ot_strategy_name(s->offload), f); break;
     case OT_SET_BACKEND: fputs(ot_backend_name(s->backend), f); break;
     case OT_SET_DEVICE: s->device < 0 ? fputs("auto", f) : fprintf(f, "%d", s->device); break;
+    case OT_SET_DEVICES: fprintf(f, "%d", s->devices > 0 ? s->devices : 1); break;
     case OT_SET_TRACE: fputs(s->trace_path ? s->trace_path : "(none)", f); break;
     case OT_SET_DTYPE: fputs(s->has_dtype ? ot_dtype_name(s->dtype) : "(as stored)", f); break;
     case OT_SET_JSON: fputs(s->json ? "true" : "false", f); break;

@@ -126,6 +126,9 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
     return ot_fail(OT_ERR_INVALID_ARG, "%d devices asked; at most %d", n, OT_MAX_DEVICES);
   int first = o.device;
   if (b == OT_BACKEND_HOST) {
+    if (n > 1)
+      ot_warn_once("host-devices", "%d devices asked, but the host backend has none: running on the host as one "
+                   "stage", n);
     first = OT_DEVICE_HOST;
     n = 1;
   } else {

@@ -4,7 +4,9 @@
  * recorded and planned once; the decode plan is replayed for every new
  * token with the position as a run-time scalar. The two plans never hold
  * device memory at the same time: the prompt plan is destroyed before the
- * decode plan is made, so the budget holds across both. */
+ * decode plan is made, so the budget holds across both. With n_stages > 1
+ * (the default OT_SCHED_ALL_DEVICES on a context with several devices) each
+ * step is a pipeline over the devices (sched.h, "Several devices"). */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,6 +32,7 @@ ot_gen_opts ot_gen_opts_default(void) {
   o.top_p = 1.0f;
   o.eos_token = -1;
   o.sched = ot_sched_opts_default();
+  o.sched.n_stages = OT_SCHED_ALL_DEVICES; /* a context with several devices splits the model over them */
   return o;
 }
 

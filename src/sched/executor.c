@@ -234,10 +234,10 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   return OT_OK;
 }
 
-static ot_status run_schedule(run_state *r, const ot_schedule *sc) {
+static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
   const ot_program *p = r->plan->prog;
   OT_TRY(start_state(r, sc));
-  record(r, OT_TRACE_RUN, 0, -1, "run", 0, 0);
+  record(r, OT_TRACE_RUN, run_flags, -1, "run", 0, 0);
   for (int slot = 0; slot <= p->n_ops; slot++) {
     for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) OT_TRY(do_event(r, &sc->ev[x]));
     if (slot < p->n_ops) OT_TRY(run_op(r, slot));
@@ -250,19 +250,24 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   if (plan->version != plan->prog->version)
     return ot_fail(OT_ERR_STATE, "ot_sched_run: the program changed after it was planned (ops or marks added); "
                                  "plan it again");
+  if (plan->n_stages) return ot_pipeline_run(plan, trace);
+  return ot_exec_run(plan, trace, 0);
+}
+
+ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
   OT_TRY(prepare(plan));
   run_state r = {0};
   r.plan = plan;
   r.tr = trace;
   r.omp_dev = ot_omp_device(plan->dev);
   r.kind = mv_kind(plan);
-  r.run = trace ? ot_trace_next_run(trace) : 0;
+  r.run = trace ? ot_trace_next_run(trace) - (later_stage ? 1 : 0) : 0;
   if (trace) ot_trace_set_budget(trace, plan->budget);
   const ot_schedule *sc = plan->runs ? &plan->steady : &plan->first;
   if (plan->vrec) /* inputs are rewritten between runs: verified only within one (verify.h) */
     for (int i = 0; i < plan->prog->n_st; i++)
       if (plan->prog->st[i].role & OT_ROLE_INPUT) plan->vrec[i].has = 0;
-  ot_status s = run_schedule(&r, sc);
+  ot_status s = run_schedule(&r, sc, later_stage ? OT_TRACE_STAGE : 0);
   ot_status w = ot_movement_wait_all(plan->mv);
   if (s == OT_OK) s = w;
   free(r.pend);
@@ -282,6 +287,7 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
 
 void ot_sched_invalidate(ot_plan *plan) {
   if (!plan) return;
+  for (int k = 0; k < plan->n_stages; k++) ot_sched_invalidate(plan->stages[k].plan);
   plan->runs = 0;
   if (plan->vrec) memset(plan->vrec, 0, (size_t)plan->prog->n_st * sizeof *plan->vrec); /* homes changed */
 }

@@ -117,6 +117,13 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   if (o.device_index < 0 || o.device_index >= ctx->n_dev)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: device index %d, but the context uses %d device(s)",
                    o.device_index, ctx->n_dev);
+  int n_stages = o.n_stages == OT_SCHED_ALL_DEVICES ? ctx->n_dev - o.device_index : o.n_stages;
+  if (n_stages < 0 || o.device_index + n_stages > ctx->n_dev)
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "ot_sched_plan: %d pipeline stages from device index %d, but the context uses %d device(s)%s",
+                   o.n_stages, o.device_index, ctx->n_dev,
+                   ctx->backend == OT_BACKEND_HOST ? " (the host backend has one: use n_stages 1 or OT_SCHED_ALL_DEVICES)"
+                                                   : "; create the context with n_devices (--devices N)");
   /* The analysis is a cache inside the program (roles depend on the marks). */
   OT_TRY(ot_program_analyse((ot_program *)prog));
   ot_plan *plan = calloc(1, sizeof *plan);
@@ -130,6 +137,16 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
   uint64_t cap = plan->budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
   plan->capacity = cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
+  if (n_stages > 1 && prog->n_ops > 1) {
+    ot_status ps = ot_pipeline_plan(plan, &o, n_stages);
+    if (ps != OT_OK) {
+      ot_plan_destroy(plan);
+      return ps;
+    }
+    if (debug_plan()) ot_plan_print(plan, stderr);
+    *out = plan;
+    return OT_OK;
+  }
   ot_status s = o.strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
   if (s == OT_OK) s = check_usm_budget(plan);
   if (s == OT_OK) s = ot_plan_build(plan);
@@ -148,6 +165,7 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
 
 void ot_plan_destroy(ot_plan *plan) {
   if (!plan) return;
+  ot_pipeline_free(plan);
   ot_exec_release(plan);
   ot_schedule_free(&plan->first);
   ot_schedule_free(&plan->steady);
@@ -157,5 +175,32 @@ void ot_plan_destroy(ot_plan *plan) {
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
   ot_plan_stats z = {0};
   if (!plan) return z;
-  return steady ? plan->steady.stats : plan->first.stats;
+  if (!plan->n_stages) return steady ? plan->steady.stats : plan->first.stats;
+  for (int k = 0; k < plan->n_stages; k++) { /* summed over the devices */
+    ot_plan_stats a = ot_plan_get_stats(plan->stages[k].plan, steady);
+    z.arena_bytes += a.arena_bytes;
+    z.peak_bytes += a.peak_bytes;
+    z.kept_bytes += a.kept_bytes;
+    z.uploads += a.uploads, z.downloads += a.downloads, z.evictions += a.evictions, z.allocs += a.allocs;
+    z.bytes_up += a.bytes_up, z.bytes_down += a.bytes_down;
+  }
+  return z;
+}
+
+int ot_plan_num_stages(const ot_plan *plan) { return !plan ? 0 : plan->n_stages ? plan->n_stages : 1; }
+
+ot_status ot_plan_stage(const ot_plan *plan, int k, ot_plan_stage_info *out) {
+  if (!plan || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_plan_stage: NULL argument");
+  if (k < 0 || k >= ot_plan_num_stages(plan))
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_plan_stage: stage %d, but the plan has %d", k, ot_plan_num_stages(plan));
+  if (!plan->n_stages) {
+    *out = (ot_plan_stage_info){0, plan->prog->n_ops, plan->dev_index, plan->dev, plan->budget, 0, plan};
+    for (int i = 0; i < plan->prog->n_st; i++)
+      if (plan->prog->st[i].role & OT_ROLE_KEEP) out->weight_bytes += plan->prog->st[i].block;
+    return OT_OK;
+  }
+  const ot_stage *st = &plan->stages[k];
+  *out = (ot_plan_stage_info){st->first_op, st->n_ops, st->dev_index, st->plan->dev, st->plan->budget,
+                              st->weight_bytes, st->plan};
+  return OT_OK;
 }

@@ -56,6 +56,16 @@ typedef struct ot_schedule {
 
 struct ot_movement;
 
+/* One stage of a pipeline plan (pipeline.c): ops [first_op, first_op + n_ops)
+ * of the program, recorded again as a sub-program and planned on one device. */
+typedef struct ot_stage {
+  int first_op, n_ops;
+  int dev_index;
+  uint64_t weight_bytes;
+  ot_program *sub;
+  ot_plan *plan;
+} ot_stage;
+
 /* Executor state of one storage. */
 typedef struct ot_exec_storage {
   int resident;
@@ -80,6 +90,11 @@ struct ot_plan {
   ot_exec_storage *xs; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */
   struct ot_verify_rec *vrec; /* [n_st] OMPTENSOR_VERIFY records (sched/verify.h); NULL when off */
+  /* pipeline (pipeline.c): n_stages > 0 makes this plan a list of stage plans;
+   * the fields above the executor's are then only ctx, prog, version,
+   * strategy, dev_index, dev (the first stage's), budget (the first stage's) */
+  int n_stages;
+  ot_stage *stages;
 };
 
 /* Builds the two schedules (planner.c). */
@@ -88,5 +103,11 @@ ot_status ot_plan_build(ot_plan *plan);
 ot_status ot_schedule_finish(ot_schedule *s, const ot_program *p, ot_strategy strat, size_t capacity);
 ot_status ot_schedule_push(ot_schedule *s, ot_plan_event e);
 void ot_schedule_free(ot_schedule *s);
+
+/* Splits `prog` into n_stages stages and plans each (pipeline.c); fills the
+ * pipeline fields of `plan` (ctx, prog, version, strategy set by the caller). */
+ot_status ot_pipeline_plan(ot_plan *plan, const ot_sched_opts *o, int n_stages);
+ot_status ot_pipeline_run(ot_plan *plan, ot_trace *trace);
+void ot_pipeline_free(ot_plan *plan);
 
 #endif

@@ -54,6 +54,18 @@ static void print_schedule(FILE *f, const ot_plan *plan, const ot_schedule *s, c
 void ot_plan_print(const ot_plan *plan, FILE *f) {
   if (!plan || !f) return;
   const ot_program *p = plan->prog;
+  if (plan->n_stages) {
+    fprintf(f, "pipeline plan: %d ops over %d devices\n", p->n_ops, plan->n_stages);
+    for (int k = 0; k < plan->n_stages; k++) {
+      const ot_stage *st = &plan->stages[k];
+      fprintf(f, "stage %d: ops #%d..#%d (%s .. %s), device %d, budget %llu bytes, weights and state %llu bytes\n", k,
+              st->first_op, st->first_op + st->n_ops - 1, p->ops[st->first_op].name,
+              p->ops[st->first_op + st->n_ops - 1].name, st->plan->dev, (unsigned long long)st->plan->budget,
+              (unsigned long long)st->weight_bytes);
+      ot_plan_print(st->plan, f);
+    }
+    return;
+  }
   fprintf(f, "plan: %d ops, %d tensors, strategy %s, device %d, budget %llu bytes (arena %zu, used up to %zu)\n",
           p->n_ops, p->n_st, ot_strategy_name(plan->strategy), plan->dev, (unsigned long long)plan->budget,
           plan->capacity, plan->extent);

@@ -118,7 +118,7 @@ size_t ot_trace_add(ot_trace *t, const ot_trace_event *e) {
   t->ev[idx].name = nm;
   t->ev[idx].start_ns = rel(t, e->start_ns);
   t->ev[idx].end_ns = rel(t, e->end_ns);
-  if (e->kind == OT_TRACE_RUN) t->runs++;
+  if (e->kind == OT_TRACE_RUN && !(e->flags & OT_TRACE_STAGE)) t->runs++;
 out:
   if (idx == (size_t)-1) t->broken = 1;
   pthread_mutex_unlock(&t->mu);
@@ -193,7 +193,7 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
     s.current_device_bytes = e->device_bytes;
     double d = (double)(e->end_ns - e->start_ns) * 1e-9;
     switch (e->kind) {
-    case OT_TRACE_RUN: s.runs++; break;
+    case OT_TRACE_RUN: s.runs += !(e->flags & OT_TRACE_STAGE); break;
     case OT_TRACE_KERNEL:
       s.kernels++;
       s.kernel_s += d;
@@ -253,7 +253,18 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
           s->transfer_s > 0 ? 100.0 * s->overlap_s / s->transfer_s : 0.0, "wall time", s->wall_s);
 }
 
-ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget) {
+/* The budget of device `dev`: budgets[i] where devices[i] == dev; with
+ * devices == NULL the one budget budgets[0]. 0 with *found = 0 if not listed. */
+static uint64_t budget_of(int n, const int *devices, const uint64_t *budgets, int dev, int *found) {
+  *found = 1;
+  if (!devices) return budgets[0];
+  for (int i = 0; i < n; i++)
+    if (devices[i] == dev) return budgets[i];
+  *found = 0;
+  return 0;
+}
+
+static ot_status check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets) {
   if (!t) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_check_budget: trace is NULL");
   if (t->broken) return ot_fail(OT_ERR_STATE, "trace is incomplete (ran out of host memory while recording)");
   /* bytes in use per device, recomputed from the blocks */
@@ -261,7 +272,11 @@ ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget) {
   int64_t used[NDEV] = {0};
   for (size_t i = 0; i < t->n; i++) {
     const ot_trace_event *e = &t->ev[i];
-    int d = e->device < 0 ? 0 : e->device % NDEV;
+    int d = e->device < 0 ? 0 : e->device % NDEV, found;
+    uint64_t budget = budget_of(n, devices, budgets, e->device, &found);
+    if (!found)
+      return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d has no budget in the check", i,
+                     e->run, e->op, e->name, e->device);
     if (e->kind == OT_TRACE_RUN) used[d] = (int64_t)e->device_bytes;
     used[d] += e->block_delta;
     if (used[d] < 0)
@@ -279,4 +294,11 @@ ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget) {
                      e->run, e->op, e->name);
   }
   return OT_OK;
+}
+
+ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget) { return check_budgets(t, 1, NULL, &budget); }
+
+ot_status ot_trace_check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets) {
+  if (n < 1 || !devices || !budgets) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_check_budgets: no devices given");
+  return check_budgets(t, n, devices, budgets);
 }
