@@ -60,9 +60,9 @@ if [ ! -f "$src" ]; then
     "$uri" | $SUDO tee "$src" >/dev/null
   $SUDO apt-get update -qq
 fi
-work=$(mktemp -d); chmod 755 "$work"   # apt-get download runs as _apt
+work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
-( cd "$work" && apt-get download -qq nvidia-cuda-toolkit )
+( cd "$work" && apt-get download -qq -o APT::Sandbox::User=root nvidia-cuda-toolkit )
 deb=$(ls "$work"/nvidia-cuda-toolkit_*.deb)
 dpkg -x "$deb" "$work/x"
 mkdir -p "$tc/bin" "$tc/nvvm/libdevice" "$tc/include"
