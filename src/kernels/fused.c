@@ -1,9 +1,10 @@
 /* fused.c — kernels that do in one launch what a decode step would otherwise
  * do in several. A synchronous launch costs ~26 us on the H200
  * (bench/RESULTS.md) while a decode step's small kernels do a few us of work
- * each, so launches, not bytes, bound a resident decode: fusing the q/k/v
- * projections, gate/up/SwiGLU, and RoPE with the KV-cache append takes a
- * Llama layer from 15 launches to 8.
+ * each, so launches, not bytes, bound a resident decode. RoPE with the
+ * KV-cache append is one launch instead of four; the q/k/v and gate/up/SwiGLU
+ * forms are one op each but still one GEMV launch per matrix (see
+ * gemv_gpu.c for why the single-launch version is off).
  *
  * Each fused kernel has a fast path (GPU, eligible layouts) and falls back to
  * the separate kernels, which define its semantics; the references compose
