@@ -1,5 +1,6 @@
 /* device.c — device numbering and kinds. */
 #include <omp.h>
+#include <stdio.h>
 
 #include "memory/device.h"
 #include "omptensor/context.h"
@@ -25,4 +26,10 @@ int ot_dev_is_gpu(int dev) {
   (void)dev;
   return 0;
 #endif
+}
+
+const char *ot_dev_label(int dev, char buf[32]) {
+  if (dev < 0) return "the host";
+  snprintf(buf, 32, "device %d", dev);
+  return buf;
 }

@@ -13,6 +13,9 @@ int ot_dev_is_host(int dev);
  * (false for the x86_64 host-offload plugin's emulated devices). */
 int ot_dev_is_gpu(int dev);
 
+/* "device 3", or "the host" for the host device: for messages. */
+const char *ot_dev_label(int dev, char buf[32]);
+
 /* Number of OpenMP offload devices (0 on a plain host build). */
 int ot_num_devices(void);
 

@@ -67,10 +67,11 @@ static ot_status check_feasible(const ot_plan *plan) {
       if (n < 0) break;
       len += (size_t)n;
     }
+    char lbl[32];
     return ot_fail(OT_ERR_BUDGET,
-                   "op '%s' (#%d) needs %llu bytes on device %d at once (%s; each rounded up to %d) but the budget "
+                   "op '%s' (#%d) needs %llu bytes on %s at once (%s; each rounded up to %d) but the budget "
                    "is %llu bytes; give a budget of at least %llu bytes",
-                   o->name, i, (unsigned long long)w, plan->dev, list, OT_SCHED_ALIGN,
+                   o->name, i, (unsigned long long)w, ot_dev_label(plan->dev, lbl), list, OT_SCHED_ALIGN,
                    (unsigned long long)plan->budget, (unsigned long long)w);
   }
   return OT_OK;

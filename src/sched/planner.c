@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "memory/device.h"
 #include "sched/plan_impl.h"
 
 typedef struct sim {
@@ -353,11 +354,13 @@ static ot_status build_none(ot_plan *plan) {
   const ot_program *p = plan->prog;
   uint64_t total = 0;
   for (int i = 0; i < p->n_st; i++) total += p->st[i].n_uses ? p->st[i].block : 0;
+  char lbl[32];
   if (total > plan->capacity)
     return ot_fail(OT_ERR_BUDGET,
                    "strategy none keeps all %d tensors resident: %llu bytes (each rounded up to %d), but the budget "
-                   "on device %d is %llu bytes; raise the budget or use strategy minimal, balanced or aggressive",
-                   p->n_st, (unsigned long long)total, OT_SCHED_ALIGN, plan->dev, (unsigned long long)plan->budget);
+                   "on %s is %llu bytes; raise the budget or use strategy minimal, balanced or aggressive",
+                   p->n_st, (unsigned long long)total, OT_SCHED_ALIGN, ot_dev_label(plan->dev, lbl),
+                   (unsigned long long)plan->budget);
   ot_arena *a;
   OT_TRY(ot_arena_create(plan->capacity, OT_SCHED_ALIGN, &a));
   ot_resident *keep = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *keep);
