@@ -91,6 +91,11 @@ typedef void (*ot_progress_fn)(void *user, const char *what, uint64_t done, uint
 ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
                             const int64_t *shape, ot_tensor **out);
 
+/* The checks of ot_lm_load_weight without reading anything: the tensor is in
+ * the checkpoint, with that shape and a float dtype (*found may be NULL). */
+ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                             const ot_st_info **found);
+
 /* ---- generation ----------------------------------------------------------- */
 typedef struct ot_gen_opts {
   int max_new_tokens;

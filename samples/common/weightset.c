@@ -43,7 +43,7 @@ static ot_status keep(ot_wset *w, ot_tensor *t) {
   }
   w->t[w->n++] = t;
   w->bytes += ot_tensor_storage_bytes(t);
-  if (w->progress) w->progress(w->user, "load", w->bytes, w->total > w->bytes ? w->total : w->bytes);
+  if (w->progress && !w->dry) w->progress(w->user, "load", w->bytes, w->total > w->bytes ? w->total : w->bytes);
   return OT_OK;
 }
 
@@ -57,7 +57,15 @@ ot_status ot_wset_add(ot_wset *w, ot_dtype dt, int ndim, const int64_t *shape, f
   *out = NULL;
   ot_tensor *t;
   ot_status s;
-  if (w->ck) {
+  if (w->dry) {
+    /* A check before any byte is read: a wrong or incomplete checkpoint fails
+     * at once, not after gigabytes of earlier layers. The tensor wraps one
+     * byte it never reads, so the model's views can still be made. */
+    static unsigned char nothing;
+    if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
+    s = w->ck ? ot_lm_check_weight(w->ck, name, ndim, shape, NULL) : OT_OK;
+    if (s == OT_OK) s = ot_tensor_wrap(w->ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t);
+  } else if (w->ck) {
     s = ot_lm_load_weight(w->ctx, w->ck, name, dt, ndim, shape, &t);
   } else {
     if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;

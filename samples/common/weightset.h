@@ -15,6 +15,7 @@ typedef struct ot_wset {
   uint64_t total;          /* expected bytes, for progress */
   ot_progress_fn progress;
   void *user;
+  int dry;                 /* check names, shapes and dtypes only: tensors wrap no data */
 } ot_wset;
 
 /* Adds weight `name` [shape] in dtype dt: read from the checkpoint, or, if

@@ -127,8 +127,8 @@ static ot_status keep(gpt2 *g, ot_tensor *t) {
   return OT_OK;
 }
 
-ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
-                       ot_progress_fn progress, void *user, ot_lm **out) {
+static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, int dry,
+                      ot_progress_fn progress, void *user, ot_lm **out) {
   *out = NULL;
   if (cfg->arch != OT_ARCH_GPT2)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2: config is for '%s', not gpt2", ot_arch_name(cfg->arch));
@@ -154,7 +154,7 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   g->cfg = *cfg;
   g->L = L;
   g->extra = extra;
-  g->w = (ot_wset){.ctx = ctx, .ck = ck, .progress = progress, .user = user};
+  g->w = (ot_wset){.ctx = ctx, .ck = ck, .progress = progress, .user = user, .dry = dry};
   ot_wset *w = &g->w;
   int64_t D = cfg->hidden_size, F = cfg->intermediate_size, V = cfg->vocab_size, P = cfg->max_position_embeddings;
   ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "transformer.h.0.mlp.c_fc.weight");
@@ -203,4 +203,13 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   }
   *out = m;
   return OT_OK;
+}
+
+ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
+                       ot_progress_fn progress, void *user, ot_lm **out) {
+  /* every tensor checked before the first byte is read */
+  ot_lm *m;
+  TRY(make(ctx, cfg, ck, wdtype, 1, NULL, NULL, &m));
+  ot_lm_destroy(m);
+  return make(ctx, cfg, ck, wdtype, 0, progress, user, out);
 }

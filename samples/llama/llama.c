@@ -119,7 +119,7 @@ static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
 
 /* Loads (ck != NULL) or synthesises (seed) the weights. */
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, uint64_t seed,
-                      ot_progress_fn progress, void *user, ot_lm **out) {
+                      int dry, ot_progress_fn progress, void *user, ot_lm **out) {
   *out = NULL;
   ot_lm *m = calloc(1, sizeof *m);
   llama *l = calloc(1, sizeof *l);
@@ -137,7 +137,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   m->max_seq = m->n_ctx = cfg->max_position_embeddings;
   l->cfg = *cfg;
   l->L = L;
-  l->w = (ot_wset){.ctx = ctx, .ck = ck, .seed = seed, .progress = progress, .user = user};
+  l->w = (ot_wset){.ctx = ctx, .ck = ck, .seed = seed, .progress = progress, .user = user, .dry = dry};
 
   int64_t D = cfg->hidden_size, H = cfg->num_heads, KV = cfg->num_kv_heads, hd = cfg->head_dim;
   int64_t F = cfg->intermediate_size, V = cfg->vocab_size;
@@ -190,10 +190,14 @@ ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck,
   if (cfg->attention_bias || cfg->mlp_bias)
     return ot_set_error(OT_ERR_UNSUPPORTED, "%s: llama with attention_bias/mlp_bias is not supported yet",
                         ot_ckpt_dir(ck));
-  return make(ctx, cfg, ck, wdtype, 0, progress, user, out);
+  /* every tensor checked before the first byte is read */
+  ot_lm *m;
+  TRY(make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, &m));
+  ot_lm_destroy(m);
+  return make(ctx, cfg, ck, wdtype, 0, 0, progress, user, out);
 }
 
 ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
                              ot_progress_fn progress, void *user, ot_lm **out) {
-  return make(ctx, cfg, NULL, wdtype, seed, progress, user, out);
+  return make(ctx, cfg, NULL, wdtype, seed, 0, progress, user, out);
 }

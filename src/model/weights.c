@@ -13,12 +13,10 @@ static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
   if (k < n) snprintf(buf + k, n - k, "]");
 }
 
-ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
-                            const int64_t *shape, ot_tensor **out) {
-  *out = NULL;
+ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, const int64_t *shape,
+                             const ot_st_info **found) {
   const ot_st_info *info;
-  ot_status s = ot_ckpt_find(ck, name, &info);
-  if (s != OT_OK) return s;
+  OT_TRY(ot_ckpt_find(ck, name, &info));
   int same = info->ndim == ndim;
   for (int i = 0; same && i < ndim; i++) same = info->shape[i] == shape[i];
   if (!same) {
@@ -31,6 +29,16 @@ ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot
   if (info->dtype != OT_F32 && info->dtype != OT_F16 && info->dtype != OT_BF16)
     return ot_fail(OT_ERR_DTYPE, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", ot_ckpt_dir(ck), name,
                    ot_dtype_name(info->dtype));
+  if (found) *found = info;
+  return OT_OK;
+}
+
+ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
+                            const int64_t *shape, ot_tensor **out) {
+  *out = NULL;
+  const ot_st_info *info;
+  OT_TRY(ot_lm_check_weight(ck, name, ndim, shape, &info));
+  ot_status s;
   /* q8b needs whole blocks along rows; vectors (norms, biases) stay f32. */
   if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
   ot_tensor *t;
