@@ -126,6 +126,11 @@ typedef struct ot_gen_result {
 } ot_gen_result;
 
 /* On failure *r is left empty (calling ot_gen_result_free on it is harmless). */
+/* Records and plans the prompt and decode steps of a generation without
+ * running them: the budget errors ot_generate would give, before any weight
+ * is read (works on a shapes-only model). */
+ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o);
+
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
 void ot_gen_result_free(ot_gen_result *r);
 

@@ -29,10 +29,17 @@
 ot_status ot_model_load(ot_ctx *ctx, const char *dir, ot_dtype wdtype, ot_progress_fn progress, void *user,
                         ot_lm **out);
 
+/* The same model with its weights checked but not read: tensors carry names,
+ * dtypes and shapes only. It can be recorded and planned (to check a budget
+ * before loading gigabytes), never run. */
+ot_status ot_model_load_shapes(ot_ctx *ctx, const char *dir, ot_dtype wdtype, ot_lm **out);
+
 ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
                         ot_progress_fn progress, void *user, ot_lm **out);
 ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
                        ot_progress_fn progress, void *user, ot_lm **out);
+ot_status ot_llama_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out);
+ot_status ot_gpt2_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out);
 
 /* A deterministic synthetic Llama (no checkpoint): weights drawn from `seed`,
  * scaled like a trained model's so activations stay in range. The demo's model. */

@@ -213,3 +213,7 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
   ot_lm_destroy(m);
   return make(ctx, cfg, ck, wdtype, 0, progress, user, out);
 }
+
+ot_status ot_gpt2_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out) {
+  return make(ctx, cfg, ck, wdtype, 1, NULL, NULL, out);
+}

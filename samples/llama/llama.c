@@ -197,6 +197,10 @@ ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck,
   return make(ctx, cfg, ck, wdtype, 0, 0, progress, user, out);
 }
 
+ot_status ot_llama_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out) {
+  return make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, out);
+}
+
 ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
                              ot_progress_fn progress, void *user, ot_lm **out) {
   return make(ctx, cfg, NULL, wdtype, seed, 0, progress, user, out);

@@ -110,6 +110,14 @@ int ot_cli_run(int argc, char **argv) {
     st = check_prompt(a.model, ids, n_ids, a.gen.max_new_tokens, a.ids_text ? "--prompt-ids" : a.ids_file);
   if (st == OT_OK) st = ot_cli_session_start(&s);
   ot_lm *m = NULL;
+  if (st == OT_OK) {
+    /* Names, shapes and the plans under the budget, before any weight is read. */
+    a.gen.sched = s.sched;
+    st = ot_model_load_shapes(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), &m);
+    if (st == OT_OK) st = ot_generate_check(m, n_ids, &a.gen);
+    ot_lm_destroy(m);
+    m = NULL;
+  }
   if (st == OT_OK) st = ot_model_load(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), ot_cli_progress, &s, &m);
   ot_gen_result r = {0};
   if (st == OT_OK) {

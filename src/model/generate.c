@@ -135,3 +135,18 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
   if (s != OT_OK) ot_gen_result_free(r);
   return s;
 }
+
+ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
+  m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
+  const int T[2] = {n_prompt, 1}, all[2] = {o->logits_out != NULL, 0};
+  for (int i = 0; i < (o->max_new_tokens > 1 ? 2 : 1); i++) {
+    ot_lm_step st = {0};
+    ot_plan *plan = NULL;
+    ot_status s = m->vt->build(m, T[i], all[i], &st);
+    if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+    ot_plan_destroy(plan);
+    ot_lm_step_destroy(&st);
+    if (s != OT_OK) return s;
+  }
+  return OT_OK;
+}
