@@ -35,11 +35,12 @@ static ot_tensor *vec(ot_ctx *ctx, const char *name, ot_dtype dt, int64_t n) {
   return t;
 }
 
-static void read(const ot_tensor *t, float *dst, int64_t n) { OT_ASSERT_OK(ot_tensor_read_f32(t, dst, n)); }
+static void read_f32(const ot_tensor *t, float *dst, int64_t n) { OT_ASSERT_OK(ot_tensor_read_f32(t, dst, n)); }
 
 static void assert_bits(const float *a, const float *b, int64_t n, const char *what) {
   for (int64_t i = 0; i < n; i++)
-    if (memcmp(&a[i], &b[i], sizeof(float))) fail_msg("%s: element %lld is %.9g, want %.9g", what, (long long)i, a[i], b[i]);
+    if (memcmp(&a[i], &b[i], sizeof(float)))
+      fail_msg("%s: element %lld is %.9g, want %.9g", what, (long long)i, a[i], b[i]);
 }
 
 /* One program: zero(stats); grad_stats over gi (2 non-finite) and gb;
@@ -92,7 +93,7 @@ static void scaling_ops(void **state) {
   OT_ASSERT_OK(ot_program_set_scalar(p, k, 10));
   OT_ASSERT_OK(ot_sched_run(plan, NULL));
   float st[2];
-  read(f.stats, st, 2);
+  read_f32(f.stats, st, 2);
   double ss = 0;
   for (int i = 0; i < N; i++) {
     if (isfinite(giv[i])) ss += (double)giv[i] * giv[i];
@@ -100,36 +101,36 @@ static void scaling_ops(void **state) {
   }
   assert_true(st[1] == 2.0f);
   if (!(fabs(st[0] - ss) < 1e-5 * ss)) fail_msg("grad_stats: sum of squares %.9g, want %.9g", st[0], ss);
-  read(f.x, out, N);
+  read_f32(f.x, out, N);
   for (int i = 0; i < N; i++) ref[i] = ldexpf(xv[i], 10);
   assert_bits(out, ref, N, "loss_scale by 2^10");
   /* 2^10 g unscaled by 2^-10 is g exactly: the same update as from g */
-  read(f.pa, out, N);
-  read(f.pb, ref, N);
+  read_f32(f.pa, out, N);
+  read_f32(f.pb, ref, N);
   assert_bits(out, ref, N, "adamw with scale_slot 2^10");
   for (int i = 0; i < N; i++) assert_true(out[i] != pv[i]);
   /* the copy is the f16 rounding of the master */
   ot_tensor *r16 = vec(f.ctx, "r16", OT_F16, N);
   OT_ASSERT_OK(ot_tensor_write_f32(r16, out, N));
-  read(r16, ref, N);
-  read(f.ca, out2, N);
+  read_f32(r16, ref, N);
+  read_f32(f.ca, out2, N);
   assert_bits(out2, ref, N, "f16 copy after an update");
 
   /* run 2: skipped: param and moments unchanged, the copy rewritten */
   float pa1[N], ma1[N], va1[N];
-  read(f.pa, pa1, N);
-  read(f.ma, ma1, N);
-  read(f.va, va1, N);
+  read_f32(f.pa, pa1, N);
+  read_f32(f.ma, ma1, N);
+  read_f32(f.va, va1, N);
   OT_ASSERT_OK(ot_program_set_scalar(p, step, 2));
   OT_ASSERT_OK(ot_program_set_scalar(p, skip, 1));
   OT_ASSERT_OK(ot_sched_run(plan, NULL));
-  read(f.pa, out, N);
+  read_f32(f.pa, out, N);
   assert_bits(out, pa1, N, "skipped adamw: param");
-  read(f.ma, out, N);
+  read_f32(f.ma, out, N);
   assert_bits(out, ma1, N, "skipped adamw: m");
-  read(f.va, out, N);
+  read_f32(f.va, out, N);
   assert_bits(out, va1, N, "skipped adamw: v");
-  read(f.ca, out2, N);
+  read_f32(f.ca, out2, N);
   assert_bits(out2, ref, N, "f16 copy after a skipped update");
 
   /* a scale that is no finite f32 is refused when the op runs */

@@ -4,8 +4,8 @@
  *   mlp_train [--steps N] [--batch N] [--micro-batches N] [--layers N]
  *             [--hidden N] [--lr X] [--seed N] [--checkpoint none|all|auto]
  *             [--gpu-memory-limit SIZE] [--offload none|minimal|balanced|aggressive]
- *             [--backend auto *             [--precision fp32|bf16|f16] [--loss-scale-log2 K] [--scale-growth-interval N]
-|map|usm|host] [--trace FILE] [--print-every N]
+ *             [--backend auto|map|usm|host] [--trace FILE] [--print-every N]
+ *             [--precision fp32|bf16|f16] [--loss-scale-log2 K] [--scale-growth-interval N]
  *
  * The whole step is recorded once and replayed; with --trace the Chrome trace
  * of every step is written to FILE and the memory summary printed. */
@@ -26,7 +26,8 @@ static int usage(FILE *f) {
   fprintf(f, "usage: mlp_train [--steps N] [--batch N] [--micro-batches N] [--layers N] [--hidden N] [--lr X]\n"
              "                 [--seed N] [--checkpoint none|all|auto] [--gpu-memory-limit SIZE]\n"
              "                 [--offload none|minimal|balanced|aggressive] [--backend auto|map|usm|host]\n"
-             "                 [--trace FILE] [--print-every N]\n");
+             "                 [--trace FILE] [--print-every N] [--precision fp32|bf16|f16]\n"
+             "                 [--loss-scale-log2 K] [--scale-growth-interval N]\n");
   return f == stdout ? 0 : 2;
 }
 
