@@ -147,14 +147,30 @@ typedef struct ot_adamw_opts {
   float lr, beta1, beta2, eps, weight_decay; /* torch.optim.AdamW's */
   float grad_scale;                          /* gradients are multiplied by it first (1: none) */
   int step_slot;                             /* run-time scalar holding t >= 1 */
+  /* Dynamic loss scaling (both -1: off). scale_slot: run-time scalar k, the
+   * gradients are also multiplied by 2^-k (they carry a loss scale 2^k, see
+   * ot_op_loss_scale). skip_slot: run-time scalar; nonzero skips the update
+   * (param, m, v unchanged; copy rewritten from param), for a step whose
+   * gradients overflowed (ot_op_grad_stats). */
+  int scale_slot, skip_slot;
 } ot_adamw_opts;
-ot_adamw_opts ot_adamw_opts_default(void); /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, scale 1, slot -1 */
+ot_adamw_opts ot_adamw_opts_default(void); /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, scale 1, slots -1 */
 
 /* param [..] f32 updated in place from grad (same numel, f32/f16/bf16);
  * m, v [..] f32 moments (persistent, zero before step 1); copy NULL or a
  * low-precision copy of param written after the update. */
 ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tensor *m, ot_tensor *v, ot_tensor *copy,
                       const ot_adamw_opts *o);
+
+/* Dynamic loss scaling (f16 gradients): the scale is a power of two, 2^k
+ * with k = scalars[scale_slot] read when the op runs, so one recorded step
+ * replays with a changing scale. x [..] f32/f16/bf16 contiguous *= 2^k in
+ * place (record it on the loss gradient, e.g. dlogits after ot_op_cross_entropy). */
+ot_status ot_op_loss_scale(ot_program *p, ot_tensor *x, int scale_slot);
+/* stats [2] f32 += {sum of g^2 over the finite values, number of Inf/NaN in g}
+ * for grad [..] f32/f16/bf16 contiguous. Record ot_op_zero(stats) first, then
+ * one op per gradient; mark stats an output and read it after the run. */
+ot_status ot_op_grad_stats(ot_program *p, ot_tensor *stats, ot_tensor *grad);
 
 typedef struct ot_sgd_opts {
   float lr, momentum, weight_decay;

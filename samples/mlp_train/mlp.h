@@ -42,6 +42,29 @@ typedef enum mlp_recompute { MLP_RECOMPUTE_NONE = 0, MLP_RECOMPUTE_ALL, MLP_RECO
 const char *mlp_recompute_name(mlp_recompute r);
 ot_status mlp_recompute_parse(const char *s, mlp_recompute *out); /* "none" | "all" | "auto" */
 
+/* Precision of the matmuls (issue 7). fp32: everything f32. bf16 / f16: the
+ * forward and backward matmuls read a bf16 / f16 COPY of each weight, which
+ * AdamW writes from the f32 master after every update (its `copy`);
+ * activations and activation gradients stay f32. f16 adds dynamic loss
+ * scaling: its weight/bias GRADIENTS are f16 too (with f32 gradients nothing
+ * overflows or underflows and a scale would do nothing), the loss gradient
+ * is multiplied by 2^k (ot_op_loss_scale), ot_op_grad_stats counts Inf/NaN in
+ * the gradients, and the host, between replays, skips the update of a step
+ * that overflowed and halves the scale, and doubles it after
+ * scale_growth_interval good steps in a row. The optimizer unscales (2^-k).
+ *
+ * The skip needs the host between backward and update, but one replay runs
+ * both. So with f16 the recorded step runs the update of the PREVIOUS step
+ * first (AdamW's skip_slot set from that step's stats; its gradients are
+ * persistent between replays), then zeroing, forward and backward of this
+ * step: the forward still sees every update before it, as with fp32, but the
+ * last step's update is still pending after it (mlp_trainer_read_params
+ * shows the parameters the last forward used). One program and one plan
+ * (one arena under the budget) instead of two plans with two arenas. */
+typedef enum mlp_precision { MLP_FP32 = 0, MLP_BF16, MLP_F16 } mlp_precision;
+const char *mlp_precision_name(mlp_precision p);
+ot_status mlp_precision_parse(const char *s, mlp_precision *out); /* "fp32" | "bf16" | "f16" */
+
 #define MLP_MAX_LAYERS 16
 
 typedef struct mlp_config {
@@ -51,6 +74,9 @@ typedef struct mlp_config {
   int batch;                   /* rows per micro-batch */
   int micro_batches;           /* gradients accumulate over these, then one update */
   mlp_recompute recompute;
+  mlp_precision precision;
+  int loss_scale_log2;         /* f16: the initial loss scale 2^k (16), -126..127 */
+  int scale_growth_interval;   /* f16: double the scale after this many good steps (200) */
   /* the auto cost model's rates (GPU.md's H200 figures by default) */
   double pcie_bytes_per_s;     /* 55e9: pinned host <-> device */
   double flops_per_s;          /* 4.5e12: the naive OpenMP GEMM */
@@ -81,6 +107,10 @@ void mlp_trainer_destroy(mlp_trainer *t); /* NULL is fine */
 /* One training step (batch number = steps done so far): writes the batches,
  * runs the program, returns the mean loss over the micro-batches. */
 ot_status mlp_trainer_step(mlp_trainer *t, ot_trace *trace, float *loss);
+/* f16 loss scaling so far: steps whose update was skipped (gradients had
+ * Inf/NaN), and the current scale's exponent (0 for fp32/bf16). */
+int64_t mlp_trainer_skipped_steps(const mlp_trainer *t);
+int mlp_trainer_loss_scale_log2(const mlp_trainer *t);
 
 /* All student parameters, concatenated (W0, b0, W1, b1, ...), into dst
  * (mlp_trainer_num_params floats). */

@@ -22,6 +22,7 @@ struct mlp_trainer {
   ot_wset w;
   ot_tensor *W[MLP_MAX_LAYERS];            /* [dims[l + 1], dims[l]] (Linear: y = x W^T) */
   ot_tensor *b[MLP_MAX_LAYERS];            /* [dims[l + 1]] */
+  ot_tensor *Wc[MLP_MAX_LAYERS];           /* bf16/f16: the low-precision copies the matmuls read (else W) */
   ot_tensor *mW[MLP_MAX_LAYERS], *vW[MLP_MAX_LAYERS], *mb[MLP_MAX_LAYERS], *vb[MLP_MAX_LAYERS];
   ot_tlist state;                         /* the moments */
   /* the teacher, on the host: [teacher_hidden, in], [th], [classes, th], [classes] */
@@ -32,6 +33,10 @@ struct mlp_trainer {
   ot_tlist step;                          /* inputs, activations, gradients, losses of the recording */
   ot_tensor **x, **y, **loss;              /* [micro_batches] inputs [B, in], labels i32 [B], loss [1] */
   int step_slot;
+  int scale_slot, unscale_slot, skip_slot;  /* f16: loss scale 2^k of this step, 2^k of the previous, skip flag */
+  ot_tensor *stats;                        /* f16: [2] grad_stats of this step (output) */
+  int scale_k, prev_k, pending_skip;       /* f16: host side of the loss scaling */
+  int64_t updates, skipped, good_run;      /* applied updates (Adam's t), skipped steps, good steps in a row */
   int recompute[MLP_MAX_LAYERS];
   int64_t steps_done;
   float *xbuf;                             /* [B, in] */

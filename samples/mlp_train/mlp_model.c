@@ -27,6 +27,24 @@ static float gelu(float x) { /* the tanh form, as ot_op_gelu */
   return 0.5f * x * (1.0f + tanhf(0.7978845608f * (x + 0.044715f * x * x * x)));
 }
 
+/* Wc[l]: W[l] itself (fp32) or its bf16/f16 copy, written here from the f32
+ * master (AdamW rewrites it after every update). */
+static ot_status low_copy(mlp_trainer *t, int l) {
+  if (t->c.precision == MLP_FP32) {
+    t->Wc[l] = t->W[l];
+    return OT_OK;
+  }
+  int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, n = sW[0] * sW[1];
+  ot_dtype dt = t->c.precision == MLP_BF16 ? OT_BF16 : OT_F16;
+  MLP_TRY(ot_tlist_new(&t->state, t->ctx, dt, 2, sW, &t->Wc[l], "W%d.%s", l, mlp_precision_name(t->c.precision)));
+  float *buf = malloc((size_t)n * sizeof *buf);
+  if (!buf) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "mlp: no host memory for the copy of W%d", l);
+  ot_status s = ot_tensor_read_f32(t->W[l], buf, n);
+  if (s == OT_OK) s = ot_tensor_write_f32(t->Wc[l], buf, n);
+  free(buf);
+  return s;
+}
+
 ot_status mlp_model_init(mlp_trainer *t) {
   const mlp_config *c = &t->c;
   t->w = (ot_wset){.ctx = t->ctx, .seed = c->seed};
@@ -40,6 +58,7 @@ ot_status mlp_model_init(mlp_trainer *t) {
     MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->vW[l], "v.W%d", l));
     MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->mb[l], "m.b%d", l));
     MLP_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->vb[l], "v.b%d", l));
+    MLP_TRY(low_copy(t, l));
   }
   int64_t in = c->in_dim, th = c->teacher_hidden, nc = c->classes;
   t->tW1 = malloc((size_t)(th * in + th + nc * th + nc) * sizeof(float));

@@ -8,7 +8,8 @@
  *       [checkpointed layer: z_l recomputed into a fresh tensor here]
  *       g = gelu'(z_l) * g          (not for the last layer)
  *       db_l += sum_rows g ; dW_l += g^T h_l ; g = g W_l   (not below layer 0)
- *   AdamW on every W_l, b_l with t = scalar "step"
+ *   AdamW on every W_l, b_l with t = scalar "step" (f16: first, for the
+ *   previous step; see mlp.h)
  *
  * Every micro-batch has its own activation tensors: the scheduler's liveness
  * is per storage from first to last use, so reusing one tensor across
@@ -32,6 +33,8 @@ static ot_status linear(ot_program *p, ot_tensor *z, ot_tensor *h, ot_tensor *W,
   return ot_op_add(p, z, z, b);
 }
 
+/* f16: dlogits carry the loss scale 2^k, so the f16 parameter gradients
+ * neither underflow nor (when k is right) overflow. */
 static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_tensor **db) {
   const mlp_config *c = &t->c;
   ot_program *p = t->prog;
@@ -48,7 +51,7 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   h[0] = t->x[mb];
   for (int l = 0; l < L; l++) {
     MLP_TRY(act(t, B, t->dims[l + 1], &z[l], "z%d.mb%d", l, mb));
-    MLP_TRY(linear(p, z[l], h[l], t->W[l], t->b[l]));
+    MLP_TRY(linear(p, z[l], h[l], t->Wc[l], t->b[l]));
     if (l == L - 1) break;
     MLP_TRY(act(t, B, t->dims[l + 1], &h[l + 1], "h%d.mb%d", l + 1, mb));
     MLP_TRY(ot_op_gelu(p, h[l + 1], z[l]));
@@ -56,6 +59,7 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   /* loss; the logits become their own gradient (in place) */
   ot_tensor *g = z[L - 1];
   MLP_TRY(ot_op_cross_entropy(p, t->loss[mb], losses, g, g, t->y[mb], 1.0f / (float)c->micro_batches));
+  if (c->precision == MLP_F16) MLP_TRY(ot_op_loss_scale(p, g, t->scale_slot));
 
   /* backward */
   for (int l = L - 1; l >= 0; l--) {
@@ -63,7 +67,7 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
       ot_tensor *zl = z[l];
       if (t->recompute[l]) {
         MLP_TRY(act(t, B, t->dims[l + 1], &zl, "z%d.mb%d.recomputed", l, mb));
-        MLP_TRY(linear(p, zl, h[l], t->W[l], t->b[l]));
+        MLP_TRY(linear(p, zl, h[l], t->Wc[l], t->b[l]));
       }
       MLP_TRY(ot_op_gelu_backward(p, g, zl, g));
     }
@@ -74,7 +78,7 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
     MLP_TRY(ot_op_bias_backward(p, db[l], g));
     ot_tensor *dh = NULL;
     if (l > 0) MLP_TRY(act(t, B, t->dims[l], &dh, "dh%d.mb%d", l, mb));
-    MLP_TRY(ot_op_matmul_backward(p, dh, dW[l], g, h[l], t->W[l], 1));
+    MLP_TRY(ot_op_matmul_backward(p, dh, dW[l], g, h[l], t->Wc[l], 1));
     g = dh;
   }
   MLP_TRY(ot_program_mark_input(p, t->x[mb]));
@@ -82,30 +86,64 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   return ot_program_mark_output(p, t->loss[mb]);
 }
 
-/* Records the step with the layers' recompute flags as they are. */
-static ot_status record(mlp_trainer *t) {
+/* AdamW on every W_l, b_l (writing the low-precision copy of W_l). With
+ * f16 it applies the PREVIOUS step's gradients, unscaled by that step's 2^k,
+ * unless the host set the skip flag (see mlp.h). */
+static ot_status record_update(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
   const mlp_config *c = &t->c;
-  MLP_TRY(ot_program_create(t->ctx, &t->prog));
   ot_program *p = t->prog;
-  MLP_TRY(ot_program_scalar_create(p, "step", &t->step_slot));
-  ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
-  for (int l = 0; l < c->layers; l++) {
-    int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
-    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sW, &dW[l], "dW%d", l));
-    MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sb, &db[l], "db%d", l));
-  }
-  for (int mb = 0; mb < c->micro_batches; mb++) MLP_TRY(record_micro_batch(t, mb, dW, db));
   ot_adamw_opts o = c->adam;
   o.step_slot = t->step_slot;
+  if (c->precision == MLP_F16) {
+    o.scale_slot = t->unscale_slot;
+    o.skip_slot = t->skip_slot;
+  }
   for (int l = 0; l < c->layers; l++) {
-    MLP_TRY(ot_op_adamw(p, t->W[l], dW[l], t->mW[l], t->vW[l], NULL, &o));
+    ot_tensor *copy = c->precision == MLP_FP32 ? NULL : t->Wc[l];
+    MLP_TRY(ot_op_adamw(p, t->W[l], dW[l], t->mW[l], t->vW[l], copy, &o));
     MLP_TRY(ot_op_adamw(p, t->b[l], db[l], t->mb[l], t->vb[l], NULL, &o));
-    ot_tensor *keep[6] = {t->W[l], t->b[l], t->mW[l], t->vW[l], t->mb[l], t->vb[l]};
-    for (int k = 0; k < 6; k++) MLP_TRY(ot_program_mark_persistent(p, keep[k]));
+    ot_tensor *keep[7] = {t->W[l], t->b[l], t->mW[l], t->vW[l], t->mb[l], t->vb[l], t->Wc[l]};
+    for (int k = 0; k < 7; k++) MLP_TRY(ot_program_mark_persistent(p, keep[k]));
   }
   return OT_OK;
 }
 
+/* f16: stats = {sum g^2, Inf/NaN count} over every parameter gradient. */
+static ot_status record_stats(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
+  ot_program *p = t->prog;
+  int64_t s2[1] = {2};
+  MLP_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s2, &t->stats, "grad_stats"));
+  MLP_TRY(ot_op_zero(p, t->stats));
+  for (int l = 0; l < t->c.layers; l++) {
+    MLP_TRY(ot_op_grad_stats(p, t->stats, dW[l]));
+    MLP_TRY(ot_op_grad_stats(p, t->stats, db[l]));
+  }
+  return ot_program_mark_output(p, t->stats);
+}
+
+/* Records the step with the layers' recompute flags as they are. */
+static ot_status record(mlp_trainer *t) {
+  const mlp_config *c = &t->c;
+  const int f16 = c->precision == MLP_F16;
+  MLP_TRY(ot_program_create(t->ctx, &t->prog));
+  ot_program *p = t->prog;
+  MLP_TRY(ot_program_scalar_create(p, "step", &t->step_slot));
+  if (f16) {
+    MLP_TRY(ot_program_scalar_create(p, "loss_scale_log2", &t->scale_slot));
+    MLP_TRY(ot_program_scalar_create(p, "prev_loss_scale_log2", &t->unscale_slot));
+    MLP_TRY(ot_program_scalar_create(p, "skip_update", &t->skip_slot));
+  }
+  ot_dtype gdt = f16 ? OT_F16 : OT_F32;
+  ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
+  for (int l = 0; l < c->layers; l++) {
+    int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, gdt, 2, sW, &dW[l], "dW%d", l));
+    MLP_TRY(ot_tlist_new(&t->step, t->ctx, gdt, 1, sb, &db[l], "db%d", l));
+  }
+  if (f16) MLP_TRY(record_update(t, dW, db));
+  for (int mb = 0; mb < c->micro_batches; mb++) MLP_TRY(record_micro_batch(t, mb, dW, db));
+  return f16 ? record_stats(t, dW, db) : record_update(t, dW, db);
+}
 void mlp_step_release(mlp_trainer *t) {
   ot_plan_destroy(t->plan);
   t->plan = NULL;

@@ -5,6 +5,7 @@
  *             [--hidden N] [--lr X] [--seed N] [--checkpoint none|all|auto]
  *             [--gpu-memory-limit SIZE] [--offload none|minimal|balanced|aggressive]
  *             [--backend auto|map|usm|host] [--trace FILE] [--print-every N]
+ *             [--precision fp32|bf16|f16] [--loss-scale-log2 K] [--scale-growth-interval N]
  *
  * The whole step is recorded once and replayed; with --trace the Chrome trace
  * of every step is written to FILE and the memory summary printed. */
@@ -25,7 +26,8 @@ static int usage(FILE *f) {
   fprintf(f, "usage: mlp_train [--steps N] [--batch N] [--micro-batches N] [--layers N] [--hidden N] [--lr X]\n"
              "                 [--seed N] [--checkpoint none|all|auto] [--gpu-memory-limit SIZE]\n"
              "                 [--offload none|minimal|balanced|aggressive] [--backend auto|map|usm|host]\n"
-             "                 [--trace FILE] [--print-every N]\n");
+             "                 [--trace FILE] [--print-every N] [--precision fp32|bf16|f16]\n"
+             "                 [--loss-scale-log2 K] [--scale-growth-interval N]\n");
   return f == stdout ? 0 : 2;
 }
 
@@ -52,6 +54,14 @@ static int parse(cli *a, int argc, char **argv) {
     else if (!strcmp(o, "--layers")) ok = int_arg(o, v, 2, &a->c.layers);
     else if (!strcmp(o, "--hidden")) ok = int_arg(o, v, 1, &a->c.hidden);
     else if (!strcmp(o, "--print-every")) ok = int_arg(o, v, 1, &a->print_every);
+    else if (!strcmp(o, "--scale-growth-interval")) ok = int_arg(o, v, 1, &a->c.scale_growth_interval);
+    else if (!strcmp(o, "--loss-scale-log2")) {
+      ok = v && int_arg(o, v, -126, &a->c.loss_scale_log2) && a->c.loss_scale_log2 <= 127;
+      if (v && !ok) fprintf(stderr, "mlp_train: --loss-scale-log2 must be -126..127\n");
+    } else if (!strcmp(o, "--precision")) {
+      ok = mlp_precision_parse(v, &a->c.precision) == OT_OK;
+      if (!ok) fprintf(stderr, "mlp_train: %s\n", ot_last_error());
+    }
     else if (!strcmp(o, "--seed")) {
       int s;
       ok = int_arg(o, v, 0, &s);
@@ -110,9 +120,10 @@ int main(int argc, char **argv) {
     goto done;
   }
   printf("mlp: %d layers, hidden %d, batch %d x %d micro-batches, backend %s, budget %llu bytes, offload %s, "
-         "checkpoint %s (recomputed layers:",
+         "checkpoint %s, precision %s (recomputed layers:",
          a.c.layers, a.c.hidden, a.c.batch, a.c.micro_batches, ot_backend_name(ot_ctx_backend(ctx)),
-         (unsigned long long)ot_ctx_budget(ctx, 0), ot_strategy_name(so.strategy), mlp_recompute_name(a.c.recompute));
+         (unsigned long long)ot_ctx_budget(ctx, 0), ot_strategy_name(so.strategy), mlp_recompute_name(a.c.recompute),
+         mlp_precision_name(a.c.precision));
   int any = 0;
   for (int l = 0; l < a.c.layers; l++)
     if (mlp_trainer_recomputed(t, l)) printf(" %d", l), any = 1;
@@ -132,6 +143,9 @@ int main(int argc, char **argv) {
     if (s == 0 || (s + 1) % a.print_every == 0 || s + 1 == a.steps) printf("step %5d  loss %.6f\n", s + 1, loss);
   }
   printf("loss %.6f -> %.6f (%.1f%% of the first)\n", first, loss, first > 0 ? 100.0 * loss / first : 0.0);
+  if (a.c.precision == MLP_F16)
+    printf("f16 loss scaling: %lld of %d steps skipped (Inf/NaN gradients), scale now 2^%d\n",
+           (long long)mlp_trainer_skipped_steps(t), a.steps, mlp_trainer_loss_scale_log2(t));
   if (a.set.trace_path) {
     ot_trace_summary sum = ot_trace_summarize(tr);
     ot_trace_summary_print(&sum, stdout);

@@ -19,9 +19,23 @@ ot_status mlp_recompute_parse(const char *s, mlp_recompute *out) {
   return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
 }
 
+static const char *const precision_names[] = {"fp32", "bf16", "f16"};
+
+const char *mlp_precision_name(mlp_precision p) { return (unsigned)p < 3 ? precision_names[p] : "?"; }
+
+ot_status mlp_precision_parse(const char *s, mlp_precision *out) {
+  for (int i = 0; s && i < 3; i++)
+    if (!strcmp(s, precision_names[i])) {
+      *out = (mlp_precision)i;
+      return OT_OK;
+    }
+  return ot_set_error(OT_ERR_INVALID_ARG, "--precision: '%s' is not one of fp32, bf16, f16", s ? s : "(null)");
+}
+
 mlp_config mlp_config_default(void) {
   mlp_config c = {.in_dim = 16, .hidden = 64, .classes = 8, .layers = 3, .teacher_hidden = 32, .batch = 64,
-                  .micro_batches = 1, .recompute = MLP_RECOMPUTE_NONE, .pcie_bytes_per_s = 55e9,
+                  .micro_batches = 1, .recompute = MLP_RECOMPUTE_NONE, .precision = MLP_FP32, .loss_scale_log2 = 16,
+                  .scale_growth_interval = 200, .pcie_bytes_per_s = 55e9,
                   .flops_per_s = 4.5e12, .adam = ot_adamw_opts_default(), .seed = 1234};
   c.adam.lr = 3e-3f;
   c.adam.weight_decay = 0.0f;
@@ -39,6 +53,12 @@ static ot_status check_config(const mlp_config *c) {
                         c->in_dim, c->hidden, c->classes, c->teacher_hidden, c->batch, c->micro_batches);
   if ((unsigned)c->recompute > MLP_RECOMPUTE_AUTO || !(c->pcie_bytes_per_s > 0) || !(c->flops_per_s > 0))
     return ot_set_error(OT_ERR_INVALID_ARG, "mlp: bad checkpoint mode or cost-model rates");
+  if ((unsigned)c->precision > MLP_F16 || c->loss_scale_log2 < -126 || c->loss_scale_log2 > 127 ||
+      c->scale_growth_interval < 1)
+    return ot_set_error(OT_ERR_INVALID_ARG,
+                        "mlp: precision %d, loss scale 2^%d, growth interval %d; use fp32/bf16/f16, an exponent in "
+                        "-126..127 and an interval >= 1",
+                        (int)c->precision, c->loss_scale_log2, c->scale_growth_interval);
   return OT_OK;
 }
 
@@ -50,6 +70,9 @@ ot_status mlp_trainer_create(ot_ctx *ctx, const mlp_config *c, const ot_sched_op
   t->ctx = ctx;
   t->c = *c;
   t->so = so ? *so : ot_sched_opts_default();
+  t->scale_k = c->loss_scale_log2;
+  t->prev_k = c->loss_scale_log2;
+  t->pending_skip = 1; /* f16: the first replay has no previous gradients to apply */
   for (int l = 0; l <= c->layers; l++) t->dims[l] = l == 0 ? c->in_dim : l == c->layers ? c->classes : c->hidden;
   size_t nmb = (size_t)c->micro_batches;
   t->x = calloc(nmb, sizeof *t->x);
@@ -76,17 +99,51 @@ void mlp_trainer_destroy(mlp_trainer *t) {
   free(t);
 }
 
+/* f16: the run-time scalars of the next replay. Its update applies the
+ * previous step's gradients (unless they overflowed) as Adam step t = updates + 1 (a skipped update ignores t). */
+static ot_status set_scale_scalars(mlp_trainer *t) {
+  MLP_TRY(ot_program_set_scalar(t->prog, t->skip_slot, t->pending_skip));
+  MLP_TRY(ot_program_set_scalar(t->prog, t->unscale_slot, t->prev_k));
+  MLP_TRY(ot_program_set_scalar(t->prog, t->scale_slot, t->scale_k));
+  return ot_program_set_scalar(t->prog, t->step_slot, t->updates + 1);
+}
+
+/* f16, after a replay: its update (if not skipped) is done; this step's
+ * gradients decide the next skip flag and the scale (GradScaler's rule with
+ * backoff 1/2 and growth 2). */
+static void update_scale(mlp_trainer *t) {
+  if (!t->pending_skip) t->updates++;
+  float st[2];
+  memcpy(st, ot_tensor_data(t->stats), sizeof st);
+  t->prev_k = t->scale_k;
+  t->pending_skip = st[1] != 0.0f;
+  if (t->pending_skip) {
+    t->skipped++;
+    t->good_run = 0;
+    if (t->scale_k > -126) t->scale_k--;
+  } else if (++t->good_run >= t->c.scale_growth_interval) {
+    t->good_run = 0;
+    if (t->scale_k < 127) t->scale_k++;
+  }
+}
+
 ot_status mlp_trainer_step(mlp_trainer *t, ot_trace *trace, float *loss) {
+  const int f16 = t->c.precision == MLP_F16;
   for (int mb = 0; mb < t->c.micro_batches; mb++) MLP_TRY(mlp_model_batch(t, t->steps_done, mb));
-  MLP_TRY(ot_program_set_scalar(t->prog, t->step_slot, t->steps_done + 1));
+  if (f16) MLP_TRY(set_scale_scalars(t));
+  else MLP_TRY(ot_program_set_scalar(t->prog, t->step_slot, t->steps_done + 1));
   MLP_TRY(ot_sched_run(t->plan, trace));
   t->steps_done++;
+  if (f16) update_scale(t);
+  else t->updates++;
   double sum = 0;
   for (int mb = 0; mb < t->c.micro_batches; mb++) sum += *(const float *)ot_tensor_data(t->loss[mb]);
   if (loss) *loss = (float)(sum / t->c.micro_batches);
   return OT_OK;
 }
 
+int64_t mlp_trainer_skipped_steps(const mlp_trainer *t) { return t->skipped; }
+int mlp_trainer_loss_scale_log2(const mlp_trainer *t) { return t->c.precision == MLP_F16 ? t->scale_k : 0; }
 int64_t mlp_trainer_num_params(const mlp_trainer *t) {
   int64_t n = 0;
   for (int l = 0; l < t->c.layers; l++) n += ot_tensor_numel(t->W[l]) + ot_tensor_numel(t->b[l]);

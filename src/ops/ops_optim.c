@@ -3,6 +3,8 @@
 #include "ops/ops_train_impl.h"
 #include "ot_pragmas.h"
 
+#include <math.h>
+
 #define NULL_ARG(op) ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument", op)
 
 /* ---- zero ------------------------------------------------------------------
@@ -36,7 +38,7 @@ ot_status ot_op_zero(ot_program *p, ot_tensor *t) {
 
 ot_adamw_opts ot_adamw_opts_default(void) {
   return (ot_adamw_opts){.lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.01f,
-                         .grad_scale = 1.0f, .step_slot = -1};
+                         .grad_scale = 1.0f, .step_slot = -1, .scale_slot = -1, .skip_slot = -1};
 }
 
 /* param, grad, m/v or buf, copy: the same number of elements, contiguous. */
@@ -66,15 +68,38 @@ static ot_kview flat_out(const ot_op_exec *e, int i) {
   return i < 0 ? ot_kview_none() : ot_targs_flat(e->out_t[i], e->out[i]);
 }
 
+/* scalars[slot] of a running op; a slot beyond the program's fails. */
+static ot_status slot_value(const ot_op_exec *e, int slot, const char *what, int64_t *v) {
+  if (slot >= e->n_scalars)
+    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the %s) does not exist", e->name, slot, what);
+  *v = e->scalars[slot];
+  return OT_OK;
+}
+
+/* The skipped update of a step whose gradients overflowed: only the
+ * low-precision copy is written (it is an output: its old bytes may not be
+ * on the device). */
+static ot_status skip_update(const ot_op_exec *e, const upd_params *q) {
+  if (q->copy < 0) return OT_OK;
+  return ot_k_scale(e->device, flat_out(e, q->copy), flat_out(e, q->p), 1.0f);
+}
+
 static ot_status run_adamw(const ot_op_exec *e) {
   const upd_params *q = e->params;
   const ot_adamw_opts *o = &q->adam;
+  int64_t skip = 0, k = 0;
+  if (o->skip_slot >= 0) OT_TRY(slot_value(e, o->skip_slot, "skip flag", &skip));
+  if (skip) return skip_update(e, q);
+  if (o->scale_slot >= 0) OT_TRY(slot_value(e, o->scale_slot, "loss scale exponent", &k));
+  if (k < -126 || k > 127)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
+                   e->name, (long long)k);
   if (o->step_slot < 0 || o->step_slot >= e->n_scalars)
     return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the step) does not exist", e->name, o->step_slot);
   int64_t t = e->scalars[o->step_slot];
   if (t < 1) return ot_fail(OT_ERR_INVALID_ARG, "%s: step %lld; AdamW steps count from 1 (set the step scalar)",
                             e->name, (long long)t);
-  ot_kadamw h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t, o->grad_scale};
+  ot_kadamw h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t, ldexpf(o->grad_scale, (int)-k)};
   return ot_k_adamw(e->device, flat_out(e, q->p), ot_targs_flat(e->in_t[q->g], e->in[q->g]), flat_out(e, q->s1),
                     flat_out(e, q->s2), flat_out(e, q->copy), h);
 }
@@ -97,6 +122,9 @@ ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tenso
   if (o->step_slot < 0) /* a slot beyond the program's scalars fails when the op runs */
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): step_slot %d is not a run-time scalar (ot_program_scalar_create)",
                    op, ot_tensor_name(param), o->step_slot);
+  if (o->scale_slot < -1 || o->skip_slot < -1)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d / skip_slot %d: use -1 (off) or a run-time scalar", op,
+                   ot_tensor_name(param), o->scale_slot, o->skip_slot);
   ot_train_args a = {0};
   upd_params prm = {.adam = *o};
   update_args(&a, &prm, param, grad, m, v, copy);
