@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "model_test.h"
 #include "models.h"
 #include "omptensor/npy.h"
 #include "ot_test.h"
@@ -30,14 +31,6 @@ static const ref_set sets[] = {
     {"llama_sharded", 1e-4}, {"llama_bf16", 1e-4}, {"llama_odd_f16", 1e-4},
 };
 
-static char *path_of(const char *set, const char *file) {
-  const char *root = getenv("OT_TEST_DATA");
-  size_t n = strlen(root) + strlen(set) + strlen(file) + 16;
-  char *p = malloc(n);
-  snprintf(p, n, "%s/models/%s%s%s", root, set, file[0] ? "/" : "", file);
-  return p;
-}
-
 typedef struct manifest {
   int32_t prompt[64];
   int n_prompt;
@@ -46,7 +39,7 @@ typedef struct manifest {
 } manifest;
 
 static void read_manifest(const char *set, manifest *m) {
-  char *p = path_of(set, "manifest.json");
+  char *p = ot_test_model_path(set, "manifest.json");
   json_error_t err;
   json_t *root = json_load_file(p, 0, &err);
   if (!root) fail_msg("%s: %s", p, err.text);
@@ -62,11 +55,7 @@ static void read_manifest(const char *set, manifest *m) {
   free(p);
 }
 
-typedef struct run_out {
-  ot_npy_array logits;
-  int32_t tokens[64];
-  int n_tokens;
-} run_out;
+typedef ot_test_gen run_out;
 
 /* Runs one set on one backend under one budget (0 = unlimited). */
 static void run_set(const char *set, ot_backend backend, uint64_t budget, ot_strategy strategy, const manifest *mf,
@@ -76,36 +65,16 @@ static void run_set(const char *set, ot_backend backend, uint64_t budget, ot_str
   o.budget_bytes = budget;
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&o, &ctx));
-  char *dir = path_of(set, "");
-  ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-  char npy[] = "/tmp/ot_parity_XXXXXX";
-  int fd = mkstemp(npy);
-  assert_true(fd >= 0);
-  close(fd);
   ot_trace *tr;
   OT_ASSERT_OK(ot_trace_create(&tr));
-  ot_gen_opts g = ot_gen_opts_default();
-  g.max_new_tokens = mf->n_gen;
-  g.logits_out = npy;
-  g.sched.strategy = strategy;
-  g.trace = tr;
-  ot_gen_result r;
-  OT_ASSERT_OK(ot_generate(m, mf->prompt, mf->n_prompt, &g, &r));
+  ot_test_generate(ctx, set, mf->prompt, mf->n_prompt, mf->n_gen, strategy, tr, out);
   OT_ASSERT_OK(ot_trace_check_budget(tr, ot_ctx_budget(ctx, 0)));
-  OT_ASSERT_OK(ot_npy_read(npy, &out->logits));
-  out->n_tokens = r.n_tokens;
-  memcpy(out->tokens, r.tokens, (size_t)r.n_tokens * sizeof *r.tokens);
-  unlink(npy);
-  ot_gen_result_free(&r);
   ot_trace_destroy(tr);
-  ot_lm_destroy(m);
   ot_ctx_destroy(ctx);
-  free(dir);
 }
 
 static void compare_to_reference(const char *set, double tol_rel, const run_out *o, const manifest *mf) {
-  char *p = path_of(set, "logits.npy");
+  char *p = ot_test_model_path(set, "logits.npy");
   ot_npy_array ref;
   OT_ASSERT_OK(ot_npy_read(p, &ref));
   free(p);
@@ -152,7 +121,7 @@ static void parity(void **state) {
         o.backend = bk[b];
         ot_ctx *ctx;
         OT_ASSERT_OK(ot_ctx_create(&o, &ctx));
-        char *dir = path_of(sets[s].name, "");
+        char *dir = ot_test_model_path(sets[s].name, "");
         ot_lm *m;
         OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
         uint64_t budget = (uint64_t)((double)m->weight_bytes * fractions[f]), floor_b;

@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "memory/device.h"
+#include "model_test.h"
 #include "models.h"
 #include "omptensor/npy.h"
 #include "ot_test.h"
@@ -25,19 +26,7 @@ static const int32_t prompt[] = {1, 17, 42, 99, 3, 250, 7, 64};
 #define N_PROMPT ((int)(sizeof prompt / sizeof *prompt))
 #define N_GEN 6
 
-static char *path_of(const char *set, const char *file) {
-  const char *root = getenv("OT_TEST_DATA");
-  size_t n = strlen(root) + strlen(set) + strlen(file) + 16;
-  char *p = malloc(n);
-  snprintf(p, n, "%s/models/%s%s%s", root, set, file[0] ? "/" : "", file);
-  return p;
-}
-
-typedef struct run_out {
-  ot_npy_array logits;
-  int32_t tokens[N_GEN];
-  int n_tokens;
-} run_out;
+typedef ot_test_gen run_out;
 
 static ot_ctx *make_ctx(int n_dev, const uint64_t *budgets) {
   ot_ctx_opts o = ot_ctx_opts_default();
@@ -53,22 +42,9 @@ static ot_ctx *make_ctx(int n_dev, const uint64_t *budgets) {
 /* Generates with `set` on devices 0..n_dev-1 (budgets NULL: the default). */
 static void run_set(const char *set, int n_dev, const uint64_t *budgets, ot_strategy strategy, run_out *out) {
   ot_ctx *ctx = make_ctx(n_dev, budgets);
-  char *dir = path_of(set, "");
-  ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-  char npy[] = "/tmp/ot_multidev_XXXXXX";
-  int fd = mkstemp(npy);
-  assert_true(fd >= 0);
-  close(fd);
   ot_trace *tr;
   OT_ASSERT_OK(ot_trace_create(&tr));
-  ot_gen_opts g = ot_gen_opts_default();
-  g.max_new_tokens = N_GEN;
-  g.logits_out = npy;
-  g.sched.strategy = strategy;
-  g.trace = tr;
-  ot_gen_result r;
-  OT_ASSERT_OK(ot_generate(m, prompt, N_PROMPT, &g, &r));
+  ot_test_generate(ctx, set, prompt, N_PROMPT, N_GEN, strategy, tr, out);
   int devs[4];
   uint64_t bud[4];
   for (int k = 0; k < n_dev; k++) devs[k] = ot_ctx_device(ctx, k), bud[k] = ot_ctx_budget(ctx, k);
@@ -84,21 +60,14 @@ static void run_set(const char *set, int n_dev, const uint64_t *budgets, ot_stra
   }
   /* one prompt step and N_GEN - 1 decode steps, whatever the stage count */
   assert_int_equal(ot_trace_summarize(tr).runs, N_GEN);
-  OT_ASSERT_OK(ot_npy_read(npy, &out->logits));
-  out->n_tokens = r.n_tokens;
-  memcpy(out->tokens, r.tokens, (size_t)r.n_tokens * sizeof *r.tokens);
-  unlink(npy);
-  ot_gen_result_free(&r);
   ot_trace_destroy(tr);
-  ot_lm_destroy(m);
   ot_ctx_destroy(ctx);
-  free(dir);
 }
 
 /* The model's weight bytes and the smallest feasible budget of its steps. */
 static void model_sizes(const char *set, uint64_t *weights, uint64_t *floor_b) {
   ot_ctx *ctx = make_ctx(1, NULL);
-  char *dir = path_of(set, "");
+  char *dir = ot_test_model_path(set, "");
   ot_lm *m;
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
   *weights = m->weight_bytes;
@@ -143,12 +112,12 @@ static void same_as_one_device(const char *set, int n_dev) {
 static void reference_logits(void **state) {
   (void)state;
   if (ot_num_devices() < 2) skip();
-  char *p = path_of("llama_gqa", "logits.npy");
+  char *p = ot_test_model_path("llama_gqa", "logits.npy");
   ot_npy_array ref;
   OT_ASSERT_OK(ot_npy_read(p, &ref));
   free(p);
   /* the reference prompt: its length is the logits' row count */
-  char *mp = path_of("llama_gqa", "manifest.json");
+  char *mp = ot_test_model_path("llama_gqa", "manifest.json");
   json_error_t err;
   json_t *root = json_load_file(mp, 0, &err);
   if (!root) fail_msg("%s: %s", mp, err.text);
@@ -162,7 +131,7 @@ static void reference_logits(void **state) {
   assert_int_equal(n, ref.shape[0]);
   for (int n_dev = 1; n_dev <= 2; n_dev++) {
     ot_ctx *ctx = make_ctx(n_dev, NULL);
-    char *dir = path_of("llama_gqa", "");
+    char *dir = ot_test_model_path("llama_gqa", "");
     ot_lm *m;
     OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
     char npy[] = "/tmp/ot_multidev_XXXXXX";

@@ -1,0 +1,25 @@
+/* model_test.h — running the reference models of tests/data/models in tests. */
+#ifndef OT_MODEL_TEST_H
+#define OT_MODEL_TEST_H
+
+#include <stdint.h>
+
+#include "omptensor/lm.h"
+#include "omptensor/npy.h"
+
+/* $OT_TEST_DATA/models/<set>[/<file>], malloc'd. */
+char *ot_test_model_path(const char *set, const char *file);
+
+typedef struct ot_test_gen {
+  ot_npy_array logits; /* f32 [n_prompt, vocab] of the prompt; ot_npy_free it */
+  int32_t tokens[64];
+  int n_tokens;
+} ot_test_gen;
+
+/* Loads reference set `set` into ctx and generates n_gen (<= 64) greedy tokens
+ * from the prompt under `strategy`, recording into tr (the caller checks the
+ * trace against its budgets); fails the test on any error. */
+void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n_prompt, int n_gen,
+                      ot_strategy strategy, ot_trace *tr, ot_test_gen *out);
+
+#endif
