@@ -19,6 +19,7 @@
 
 #include "mlp.h"
 #include "ot_test.h"
+#include "mlp_test.h"
 
 /* ---- the ops ------------------------------------------------------------------ */
 
@@ -271,20 +272,6 @@ static void assert_same(const run *ref, const run *r, int steps, const char *wha
              r->scale_log2, (long long)ref->skipped, ref->scale_log2);
 }
 
-static uint64_t min_budget(ot_backend be, const mlp_config *c) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = be;
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  mlp_trainer *t;
-  OT_ASSERT_OK(mlp_trainer_create(ctx, c, NULL, &t));
-  uint64_t b;
-  OT_ASSERT_OK(mlp_trainer_min_budget(t, &b));
-  mlp_trainer_destroy(t);
-  ot_ctx_destroy(ctx);
-  return b;
-}
-
 enum { BUDGET_STEPS = 6 };
 
 /* Every precision, every backend: the smallest budget (two strategies)
@@ -308,7 +295,7 @@ static void budgets_bitwise(void **state) {
       if (ps[i] == MLP_F16 && !(ref.skipped > 0 && ref.skipped < BUDGET_STEPS - 1))
         fail_msg("f16 from 2^19: %lld of %d steps skipped; the test wants some of both", (long long)ref.skipped,
                  BUDGET_STEPS);
-      uint64_t lo = min_budget(bk[b], &c);
+      uint64_t lo = ot_test_mlp_min_budget(bk[b], &c);
       static const ot_strategy st[2] = {OT_STRATEGY_MINIMAL, OT_STRATEGY_AGGRESSIVE};
       for (int k = 0; k < 2; k++) {
         char what[128];

@@ -17,6 +17,7 @@
 
 #include "mlp.h"
 #include "ot_test.h"
+#include "mlp_test.h"
 
 enum { STEPS = 3 };
 
@@ -85,20 +86,6 @@ static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t b
   ot_ctx_destroy(ctx);
 }
 
-static uint64_t min_budget(ot_backend be, const mlp_config *c) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = be;
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  mlp_trainer *t;
-  OT_ASSERT_OK(mlp_trainer_create(ctx, c, NULL, &t));
-  uint64_t b;
-  OT_ASSERT_OK(mlp_trainer_min_budget(t, &b));
-  mlp_trainer_destroy(t);
-  ot_ctx_destroy(ctx);
-  return b;
-}
-
 static void assert_same(const result *ref, const result *r, const char *what) {
   for (int s = 0; s < STEPS; s++)
     if (memcmp(&ref->loss[s], &r->loss[s], sizeof(float)))
@@ -125,7 +112,7 @@ static void budgets_and_checkpoints(void **state) {
     int ref_kernels = ref.kernels_per_run;
     for (int m = 0; m < 3; m++) {
       mlp_config c = small_config(modes[m]);
-      uint64_t lo = min_budget(bk[b], &c);
+      uint64_t lo = ot_test_mlp_min_budget(bk[b], &c);
       /* the smallest feasible budget with every strategy, one between, and
        * unlimited (the ref ran `none`) */
       const uint64_t budgets[5] = {lo, lo, lo, lo + lo / 2, 0};
@@ -164,7 +151,7 @@ static void auto_cost_model(void **state) {
   (void)state;
   mlp_config c = small_config(MLP_RECOMPUTE_AUTO);
   c.in_dim = 8; /* layer 0 has fan-in 8, the others 48 */
-  uint64_t lo = min_budget(OT_BACKEND_HOST, &c);
+  uint64_t lo = ot_test_mlp_min_budget(OT_BACKEND_HOST, &c);
   /* recompute iff K < 4 * flops_rate / pcie: a rate giving a threshold of 24 */
   c.pcie_bytes_per_s = 1e9;
   c.flops_per_s = 6e9;
