@@ -18,17 +18,41 @@
 #ifndef OT_SAMPLES_GPT2_TRAIN_H
 #define OT_SAMPLES_GPT2_TRAIN_H
 
+#include "omptensor/hfconfig.h"
 #include "omptensor/omptensor.h"
 #include "omptensor/ops.h"
+
+/* Activation checkpointing, chosen per layer when the step is recorded:
+ *   none  every activation is kept (the scheduler offloads them to host
+ *         memory and reloads them for the backward when the budget is tight);
+ *   all   every layer is a checkpoint: only its input h is kept, and its
+ *         forward is recorded again, into fresh tensors, right before its
+ *         backward (the activations of the first forward die at once);
+ *   auto  none if the whole step fits the budget (a plan with strategy
+ *         `none` succeeds); otherwise recompute a layer when the cost model
+ *         says recomputing is cheaper than offloading: its forward's flops
+ *         over flops_per_s against twice its activation bytes over
+ *         pcie_bytes_per_s (written home after the forward, read back). */
+typedef enum gpt2t_checkpoint { GPT2T_CKPT_NONE = 0, GPT2T_CKPT_ALL, GPT2T_CKPT_AUTO } gpt2t_checkpoint;
+const char *gpt2t_checkpoint_name(gpt2t_checkpoint c);
+ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out); /* "none" | "all" | "auto" */
 
 typedef struct gpt2t_opts {
   int B, T;             /* sequences per step and tokens per sequence (T <= n_positions) */
   ot_adamw_opts adam;   /* step_slot is set by the trainer */
   int keep_grads;       /* gradients become program outputs: readable after a step */
-  int keep_logits;      /* the logits become an output */
+  int keep_logits;      /* the logits become an output (else the loss gradient overwrites them) */
+  gpt2t_checkpoint checkpoint;
+  double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, GPU.md's H200) */
+  double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
+  int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, 0.02), the residual
+                           projections 0.02/sqrt(2 n_layer), biases 0, norms 1) from config.json alone */
+  uint64_t seed;        /* for init_random */
 } gpt2t_opts;
 
-gpt2t_opts gpt2t_opts_default(void); /* B 1, T 64, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0 */
+/* B 1, T 64, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0, checkpoint
+ * none, weights from the checkpoint. */
+gpt2t_opts gpt2t_opts_default(void);
 
 typedef struct gpt2_trainer gpt2_trainer;
 
@@ -47,5 +71,14 @@ const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i);
 const ot_tensor *gpt2t_grad(const gpt2_trainer *g, int i);  /* the last step's (keep_grads) */
 const ot_tensor *gpt2t_logits(const gpt2_trainer *g);       /* [B*T, vocab] (keep_logits) */
 const ot_program *gpt2t_program(const gpt2_trainer *g);
+const ot_plan *gpt2t_plan(const gpt2_trainer *g);
+const ot_hf_config *gpt2t_config(const gpt2_trainer *g);
+int gpt2t_recomputed(const gpt2_trainer *g, int layer); /* 1 if that layer is a checkpoint */
+int64_t gpt2t_num_weights(const gpt2_trainer *g);        /* parameters (numbers), wte counted once */
+
+/* Writes the current weights as a Hugging Face checkpoint: DIR/config.json
+ * (the model's, as loaded) and DIR/model.safetensors (F32, GPT2LMHeadModel
+ * names; lm_head tied). Creates DIR if missing. */
+ot_status gpt2t_save(const gpt2_trainer *g, const char *dir);
 
 #endif
