@@ -19,7 +19,7 @@
 #include "omptensor/safetensors.h"
 #include "ot_test.h"
 
-enum { MAX_BT = 64, MAX_STEPS = 10 };
+enum { MAX_BT = 1024, MAX_STEPS = 10 };
 
 typedef struct ref {
   int B, T, steps;
@@ -45,7 +45,7 @@ static void read_ref(ref *r) {
   json_t *b = json_object_get(m, "batch");
   r->B = (int)json_integer_value(json_object_get(b, "B"));
   r->T = (int)json_integer_value(json_object_get(b, "T"));
-  assert_true(r->B * r->T <= MAX_BT && r->B > 0 && r->T > 0);
+  assert_true(r->B * r->T <= 64 && r->B > 0 && r->T > 0);
   for (int i = 0; i < r->B; i++)
     for (int t = 0; t < r->T; t++) {
       r->inputs[i * r->T + t] = (int32_t)json_integer_value(json_array_get(json_array_get(json_object_get(b, "inputs"), i), t));
@@ -65,8 +65,10 @@ static void read_ref(ref *r) {
   json_decref(m);
 }
 
-static gpt2_trainer *make(ot_ctx *ctx, const ref *r, uint64_t budget) {
+/* The reference's batch and optimizer, gradients and logits readable. */
+static gpt2t_opts ref_opts(const ref *r, gpt2t_checkpoint ck) {
   gpt2t_opts o = gpt2t_opts_default();
+  o.checkpoint = ck;
   o.B = r->B;
   o.T = r->T;
   o.adam.lr = r->lr;
@@ -76,6 +78,11 @@ static gpt2_trainer *make(ot_ctx *ctx, const ref *r, uint64_t budget) {
   o.adam.weight_decay = r->wd;
   o.keep_grads = 1;
   o.keep_logits = 1;
+  return o;
+}
+
+static gpt2_trainer *make(ot_ctx *ctx, const ref *r, uint64_t budget, gpt2t_checkpoint ck) {
+  gpt2t_opts o = ref_opts(r, ck);
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = budget;
   gpt2_trainer *g;
@@ -177,18 +184,27 @@ static void check_after(gpt2_trainer *g, const ref *r, float *const *before) {
   ot_st_close(f);
 }
 
-/* Runs all steps; returns losses and final parameters (concatenated). */
-static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses, int check, int64_t *n_out) {
+/* What a training run chose and did (train's optional output). */
+typedef struct run_info {
+  int recomputed;       /* layers that were checkpoints */
+  int evictions;        /* live copies evicted (offloaded) over the run, from the trace */
+  uint64_t budget;      /* the budget it ran under */
+} run_info;
+
+/* Runs all steps with checkpoint mode ck; budget 0: unlimited, 1: the
+ * smallest feasible. Returns losses and final parameters (concatenated). */
+static float *train_ck(ot_backend be, const ref *r, uint64_t budget, gpt2t_checkpoint ck, float *losses, int check,
+                       int64_t *n_out, run_info *info) {
   ot_ctx_opts co = ot_ctx_opts_default();
   co.backend = be;
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  gpt2_trainer *g = make(ctx, r, 0);
+  gpt2_trainer *g = make(ctx, r, budget > 1 ? budget : 0, ck);
   if (budget == 1) { /* the smallest feasible budget */
     uint64_t b;
     OT_ASSERT_OK(ot_sched_min_budget(gpt2t_program(g), &b, NULL));
     gpt2t_destroy(g);
-    g = make(ctx, r, budget = b);
+    g = make(ctx, r, budget = b, ck);
   }
   int np = gpt2t_num_params(g);
   float **before = calloc((size_t)np, sizeof *before);
@@ -204,6 +220,12 @@ static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses,
   }
   OT_ASSERT_OK(ot_trace_check_budget(tr, budget ? budget : ot_ctx_budget(ctx, 0)));
   if (check) check_after(g, r, before);
+  if (info) {
+    info->recomputed = 0;
+    for (int l = 0; l < gpt2t_config(g)->num_layers; l++) info->recomputed += gpt2t_recomputed(g, l);
+    info->evictions = ot_trace_summarize(tr).evictions;
+    info->budget = budget;
+  }
   int64_t n = 0;
   for (int i = 0; i < np; i++) n += ot_tensor_numel(gpt2t_param(g, i));
   float *all = malloc((size_t)n * sizeof *all), *q = all;
@@ -219,6 +241,10 @@ static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses,
   gpt2t_destroy(g);
   ot_ctx_destroy(ctx);
   return all;
+}
+
+static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses, int check, int64_t *n_out) {
+  return train_ck(be, r, budget, GPT2T_CKPT_NONE, losses, check, n_out, NULL);
 }
 
 static void against_pytorch(void **state) {
@@ -256,10 +282,206 @@ static void budget_is_bitwise(void **state) {
   }
 }
 
+/* The backend that really moves data when this build has one (offload), else the host's. */
+static ot_backend moving_backend(void) {
+#ifdef OT_OFFLOAD
+  return OT_BACKEND_MAP;
+#else
+  return OT_BACKEND_HOST;
+#endif
+}
+
+static void expect_same(const char *what, const float *l0, const float *p0, int64_t n0, const float *l1,
+                        const float *p1, int64_t n1, int steps) {
+  assert_int_equal(n0, n1);
+  if (memcmp(l0, l1, sizeof(float) * (size_t)steps)) fail_msg("%s: losses differ from the plain run", what);
+  if (memcmp(p0, p1, sizeof(float) * (size_t)n0)) fail_msg("%s: parameters differ from the plain run", what);
+}
+
+/* The checkpoint tests need activations that outweigh the parameters (as
+ * in real training): 4 sequences of 64 tokens of the reference model, ids
+ * from a fixed hash, instead of the reference's 2 x 16. */
+static void big_batch(ref *r) {
+  read_ref(r);
+  r->B = 4;
+  r->T = 64;
+  for (int i = 0; i < r->B * r->T; i++) {
+    r->inputs[i] = (int32_t)((i * 2654435761u) >> 24);
+    r->targets[i] = (int32_t)(((i + 1) * 2654435761u) >> 24);
+  }
+}
+
+/* Checkpointing every layer (recompute in the backward) gives bitwise the
+ * plain run's losses and parameters, unlimited and at the smallest budget. */
+static void checkpoint_all_is_bitwise(void **state) {
+  (void)state;
+  ref r;
+  big_batch(&r);
+  r.steps = 2;
+  float l0[MAX_STEPS], l1[MAX_STEPS];
+  int64_t n0, n1;
+  run_info ri;
+  ot_backend be = moving_backend();
+  float *p0 = train_ck(be, &r, 0, GPT2T_CKPT_NONE, l0, 0, &n0, &ri);
+  assert_int_equal(ri.recomputed, 0);
+  for (int tight = 0; tight < 2; tight++) {
+    float *p1 = train_ck(be, &r, tight, GPT2T_CKPT_ALL, l1, 0, &n1, &ri);
+    assert_int_equal(ri.recomputed, 2); /* gpt2_small has 2 layers */
+    expect_same(tight ? "checkpoint all, smallest budget" : "checkpoint all", l0, p0, n0, l1, p1, n1, r.steps);
+    free(p1);
+  }
+  free(p0);
+}
+
+/* Does the step's plan under `budget` evict no live copy, in the first run
+ * or the replays? (The runs below check their traces.) */
+static int plan_fits(ot_ctx *ctx, const ref *r, gpt2t_checkpoint ck, uint64_t budget) {
+  gpt2t_opts o = ref_opts(r, ck);
+  ot_sched_opts so = ot_sched_opts_default();
+  so.budget_bytes = budget;
+  gpt2_trainer *g = NULL;
+  ot_status s = gpt2t_create(ctx, r->model, &o, &so, &g);
+  if (s != OT_OK) assert_int_equal(s, OT_ERR_BUDGET);
+  int fits = s == OT_OK && ot_plan_get_stats(gpt2t_plan(g), 0).evictions == 0 &&
+             ot_plan_get_stats(gpt2t_plan(g), 1).evictions == 0;
+  gpt2t_destroy(g);
+  return fits;
+}
+
+/* About the smallest budget (to 16 KiB) at which the plan evicts nothing, by
+ * bisection (fitting is not exactly monotone in the budget near the edge:
+ * the kept set between replays changes with it). */
+static uint64_t resident_budget(ot_ctx *ctx, const ref *r, gpt2t_checkpoint ck) {
+  uint64_t lo = 1, hi = 64u << 20; /* hi: far above the tiny model's whole footprint */
+  while (hi - lo > 16384) {
+    uint64_t mid = lo + (hi - lo) / 2;
+    if (plan_fits(ctx, r, ck, mid)) hi = mid;
+    else lo = mid;
+  }
+  return hi;
+}
+
+/* auto at several budgets: where plain plans evict nothing it recomputes
+ * nothing; where only checkpoints avoid evictions it recomputes some layers
+ * and its run offloads nothing; where neither does, its run offloads. Each
+ * of the three must occur, and every run is bitwise the plain one. */
+static void checkpoint_auto_chooses(void **state) {
+  (void)state;
+  ref r;
+  big_batch(&r);
+  r.steps = 2;
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = moving_backend();
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  uint64_t b_none = resident_budget(ctx, &r, GPT2T_CKPT_NONE), b_all = resident_budget(ctx, &r, GPT2T_CKPT_ALL);
+  /* checkpoints must lower the budget that needs no offload: the design's point */
+  if (!(b_all + 65536 < b_none))
+    fail_msg("resident budget with every layer checkpointed %llu, without %llu: recomputation saved nothing",
+             (unsigned long long)b_all, (unsigned long long)b_none);
+  uint64_t budgets[] = {0, b_none + b_none / 4, b_all + (b_none - b_all) / 2, b_all + 8192, 1};
+  int seen[3] = {0, 0, 0}; /* kept everything, recomputed without offload, offloaded */
+  float l0[MAX_STEPS], l1[MAX_STEPS];
+  int64_t n0, n1;
+  run_info ri;
+  float *p0 = train_ck(co.backend, &r, 0, GPT2T_CKPT_NONE, l0, 0, &n0, &ri);
+  for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
+    uint64_t b = budgets[i];
+    int none_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, GPT2T_CKPT_NONE, b));
+    int all_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, GPT2T_CKPT_ALL, b));
+    float *p1 = train_ck(co.backend, &r, b, GPT2T_CKPT_AUTO, l1, 0, &n1, &ri);
+    char what[96];
+    snprintf(what, sizeof what, "auto at budget %llu", (unsigned long long)ri.budget);
+    if (none_fits) {
+      if (ri.recomputed || ri.evictions) fail_msg("%s: it all fits, yet %d layers recomputed, %d evictions", what,
+                                                  ri.recomputed, ri.evictions);
+      seen[0] = 1;
+    } else if (all_fits) {
+      if (!ri.recomputed || ri.evictions)
+        fail_msg("%s: checkpoints fit, yet %d layers recomputed, %d evictions", what, ri.recomputed, ri.evictions);
+      seen[1] = 1;
+    } else {
+      if (!ri.evictions) fail_msg("%s: nothing fits without offload, yet the run evicted nothing", what);
+      seen[2] = 1;
+    }
+    expect_same(what, l0, p0, n0, l1, p1, n1, r.steps);
+    free(p1);
+  }
+  if (!seen[0] || !seen[1] || !seen[2])
+    fail_msg("the budgets did not cover every case (kept %d, recomputed %d, offloaded %d)", seen[0], seen[1], seen[2]);
+  free(p0);
+  ot_ctx_destroy(ctx);
+}
+
+/* mean and standard deviation of parameter i */
+static void moments(const gpt2_trainer *g, int i, double *mean, double *sd) {
+  float *x = read_f32(gpt2t_param(g, i));
+  int64_t n = ot_tensor_numel(gpt2t_param(g, i));
+  double s1 = 0, s2 = 0;
+  for (int64_t j = 0; j < n; j++) s1 += x[j], s2 += (double)x[j] * x[j];
+  *mean = s1 / (double)n;
+  *sd = sqrt(fmax(s2 / (double)n - *mean * *mean, 0));
+  free(x);
+}
+
+/* Training from scratch: GPT-2's initialization from config.json alone
+ * (no weights read), deterministic per seed; the first loss is that of
+ * near-uniform logits, ln(vocab), and falls when trained on one batch. */
+static void random_init(void **state) {
+  (void)state;
+  ref r;
+  read_ref(&r);
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
+  gpt2t_opts o = ref_opts(&r, GPT2T_CKPT_NONE);
+  o.init_random = 1;
+  o.adam.lr = 3e-3f;
+  gpt2_trainer *g, *g2;
+  OT_ASSERT_OK(gpt2t_create(ctx, r.model, &o, NULL, &g));
+  const int L = (int)gpt2t_config(g)->num_layers;
+  for (int i = 0; i < gpt2t_num_params(g); i++) {
+    const char *name = gpt2t_param_name(g, i);
+    double mean, sd, want_sd = 0.02;
+    moments(g, i, &mean, &sd);
+    int norm = strstr(name, ".ln_") != NULL, bias = strstr(name, ".bias") != NULL;
+    if (norm || bias) {
+      double want = norm && !bias ? 1.0 : 0.0;
+      if (mean != want || sd != 0) fail_msg("%s: mean %g sd %g, expected all %g", name, mean, sd, want);
+      continue;
+    }
+    if (strstr(name, "c_proj.weight")) want_sd /= sqrt(2.0 * L);
+    if (fabs(sd / want_sd - 1) > 0.05 || fabs(mean) > 0.1 * want_sd)
+      fail_msg("%s: mean %g sd %g, expected normal(0, %g)", name, mean, sd, want_sd);
+  }
+  /* the same seed gives the same weights; another seed others */
+  for (int seed = 0; seed < 2; seed++) {
+    gpt2t_opts o2 = o;
+    o2.seed = o.seed + (uint64_t)seed;
+    OT_ASSERT_OK(gpt2t_create(ctx, r.model, &o2, NULL, &g2));
+    float *a = read_f32(gpt2t_param(g, 0)), *b = read_f32(gpt2t_param(g2, 0));
+    int same = !memcmp(a, b, sizeof(float) * (size_t)ot_tensor_numel(gpt2t_param(g, 0)));
+    if (same != !seed) fail_msg("seed %d: wte is %s the first trainer's", seed, same ? "the same as" : "not");
+    free(a);
+    free(b);
+    gpt2t_destroy(g2);
+  }
+  float loss[6];
+  for (int s = 0; s < 6; s++) OT_ASSERT_OK(gpt2t_step(g, r.inputs, r.targets, NULL, &loss[s]));
+  double lnv = log((double)gpt2t_config(g)->vocab_size);
+  if (fabs(loss[0] - lnv) > 0.05) fail_msg("first loss %.4f, expected about ln(vocab) = %.4f", loss[0], lnv);
+  for (int s = 1; s < 6; s++)
+    if (!(loss[s] < loss[s - 1])) fail_msg("loss did not fall at step %d: %.4f after %.4f", s, loss[s], loss[s - 1]);
+  gpt2t_destroy(g);
+  ot_ctx_destroy(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(against_pytorch),
       cmocka_unit_test(budget_is_bitwise),
+      cmocka_unit_test(checkpoint_all_is_bitwise),
+      cmocka_unit_test(checkpoint_auto_chooses),
+      cmocka_unit_test(random_init),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -32,7 +32,10 @@ struct gpt2_trainer {
   ot_sched_opts so;
   gt_param *P;      /* [n_params]: wte, wpe, layers..., ln_f.weight, ln_f.bias */
   int n_params;
-  ot_tlist keep;    /* parameters, gradients, moments, activations, views */
+  ot_tlist keep;    /* parameters, gradients, moments */
+  ot_tlist acts;    /* the recording's inputs, activations and views (released to re-record) */
+  int shapes_only;  /* recording a trial: activations wrap no memory (planned, never run) */
+  int *recompute;   /* [n_layer]: 1 if the layer is a checkpoint */
   ot_program *prog;
   ot_plan *plan;
   ot_tensor *ids, *targets, *loss, *logits;
@@ -43,6 +46,13 @@ struct gpt2_trainer {
 /* The parameter of layer l (-1: the embeddings / final norm by their index). */
 static inline gt_param *gt_layer(gpt2_trainer *g, int l, int which) { return &g->P[2 + l * GT_PER_LAYER + which]; }
 
-ot_status gt_record(gpt2_trainer *g); /* gpt2t_step.c */
+/* gpt2t_step.c: records the step with g->recompute as it is (into g->prog,
+ * g->acts), and chooses g->recompute for the checkpoint mode, then plans. */
+ot_status gt_record(gpt2_trainer *g);
+void gt_release_recording(gpt2_trainer *g);
+ot_status gt_choose_and_plan(gpt2_trainer *g);
+
+/* gpt2t_init.c: GPT-2's initialization of parameter i (by its name). */
+ot_status gt_init_param(gpt2_trainer *g, int i);
 
 #endif

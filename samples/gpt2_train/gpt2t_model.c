@@ -1,5 +1,5 @@
 /* gpt2t_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
- * Face checkpoint) and its public calls. */
+ * Face checkpoint, or initialized from config.json alone) and its public calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,16 +7,28 @@
 #include "gpt2t_impl.h"
 
 gpt2t_opts gpt2t_opts_default(void) {
-  gpt2t_opts o = {.B = 1, .T = 64, .adam = ot_adamw_opts_default()};
+  gpt2t_opts o = {.B = 1, .T = 64, .adam = ot_adamw_opts_default(), .checkpoint = GPT2T_CKPT_NONE,
+                  .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234};
   o.adam.weight_decay = 0.0f;
   return o;
 }
 
-/* Reads parameter `name` [shape] as f32 and makes its gradient and moments. */
-static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
-                           const char *name) {
-  gt_param *p = &g->P[i];
-  snprintf(p->name, sizeof p->name, "%s", name);
+static const char *const ckpt_names[] = {"none", "all", "auto"};
+
+const char *gpt2t_checkpoint_name(gpt2t_checkpoint c) { return (unsigned)c < 3 ? ckpt_names[c] : "?"; }
+
+ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out) {
+  for (int i = 0; s && i < 3; i++)
+    if (!strcmp(s, ckpt_names[i])) {
+      *out = (gpt2t_checkpoint)i;
+      return OT_OK;
+    }
+  return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
+}
+
+/* Reads parameter `name` [shape] from the checkpoint, which must hold it as F32. */
+static ot_status read_param(gpt2_trainer *g, const ot_ckpt *ck, gt_param *p, int ndim, const int64_t *shape,
+                            const char *name) {
   const ot_st_info *info;
   GT_TRY(ot_ckpt_find(ck, name, &info));
   int ok = info->ndim == ndim;
@@ -24,7 +36,21 @@ static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, 
   if (!ok || info->dtype != OT_F32)
     return ot_set_error(OT_ERR_SHAPE, "%s: '%s' must be F32 of the shape config.json implies", ot_ckpt_dir(ck), name);
   GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->w, "%s", name));
-  GT_TRY(ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes));
+  return ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes);
+}
+
+/* Parameter `name` [shape]: read (ck NULL: initialized, gpt2t_init.c), with
+ * its gradient and AdamW moments. */
+static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
+                           const char *name) {
+  gt_param *p = &g->P[i];
+  snprintf(p->name, sizeof p->name, "%s", name);
+  if (ck) {
+    GT_TRY(read_param(g, ck, p, ndim, shape, name));
+  } else {
+    GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->w, "%s", name));
+    GT_TRY(gt_init_param(g, i));
+  }
   GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->g, "grad.%s", name));
   GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->m, "m.%s", name));
   return ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->v, "v.%s", name);
@@ -74,11 +100,18 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
     g->P = calloc((size_t)g->n_params, sizeof *g->P);
     if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
-  if (s == OT_OK) s = ot_ckpt_open(model_dir, &ck);
+  if (s == OT_OK) {
+    g->recompute = calloc((size_t)g->cfg.num_layers, sizeof *g->recompute);
+    if (!g->recompute) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+  }
+  if (s == OT_OK && (unsigned)g->o.checkpoint > GPT2T_CKPT_AUTO)
+    s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: checkpoint mode %d is not none, all or auto", (int)g->o.checkpoint);
+  if (s == OT_OK && g->o.checkpoint == GPT2T_CKPT_AUTO && !(g->o.pcie_bytes_per_s > 0 && g->o.flops_per_s > 0))
+    s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the auto checkpoint cost model needs positive rates");
+  if (s == OT_OK && !g->o.init_random) s = ot_ckpt_open(model_dir, &ck);
   if (s == OT_OK) s = load(g, ck);
   ot_ckpt_close(ck);
-  if (s == OT_OK) s = gt_record(g);
-  if (s == OT_OK) s = ot_sched_plan(ctx, g->prog, &g->so, &g->plan);
+  if (s == OT_OK) s = gt_choose_and_plan(g);
   if (s != OT_OK) {
     gpt2t_destroy(g);
     return s;
@@ -89,14 +122,16 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
 
 void gpt2t_destroy(gpt2_trainer *g) {
   if (!g) return;
-  ot_plan_destroy(g->plan);
-  ot_program_destroy(g->prog);
+  gt_release_recording(g);
   ot_tlist_release(&g->keep);
+  free(g->recompute);
   free(g->P);
   free(g);
 }
 
 ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
+  if (g->o.plan_only)
+    return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the trainer was made with plan_only; it cannot run a step");
   size_t n = (size_t)g->o.B * (size_t)g->o.T * sizeof(int32_t);
   memcpy(ot_tensor_data(g->ids), inputs, n);
   memcpy(ot_tensor_data(g->targets), targets, n);
@@ -113,3 +148,14 @@ const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i) { return i >= 0 && i 
 const ot_tensor *gpt2t_grad(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].g : NULL; }
 const ot_tensor *gpt2t_logits(const gpt2_trainer *g) { return g->logits; }
 const ot_program *gpt2t_program(const gpt2_trainer *g) { return g->prog; }
+const ot_plan *gpt2t_plan(const gpt2_trainer *g) { return g->plan; }
+const ot_hf_config *gpt2t_config(const gpt2_trainer *g) { return &g->cfg; }
+int gpt2t_recomputed(const gpt2_trainer *g, int layer) {
+  return layer >= 0 && layer < g->cfg.num_layers ? g->recompute[layer] : 0;
+}
+
+int64_t gpt2t_num_weights(const gpt2_trainer *g) {
+  int64_t n = 0;
+  for (int i = 0; i < g->n_params; i++) n += ot_tensor_numel(g->P[i].w);
+  return n;
+}

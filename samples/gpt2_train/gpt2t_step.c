@@ -12,6 +12,9 @@
  *
  * Every activation is its own tensor (none is overwritten in place), so the
  * backward finds the forward's values and the scheduler sees each one die. */
+#include <math.h>
+#include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "gpt2t_impl.h"
@@ -20,14 +23,30 @@ typedef struct rec {
   gpt2_trainer *g;
   ot_program *p;
   int64_t B, T, D, H, hd, F, V;
+  const char *tag; /* "" or ".rc": suffix of the names of recomputed activations */
 } rec;
+
+/* A new activation named "name.l" (".rc" when recomputed). A trial
+ * recording (shapes_only) wraps no memory: it is planned to see whether it
+ * fits, never run, and costs no gigabytes of host memory. */
+static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out, const char *name, int l) {
+  gpt2_trainer *g = r->g;
+  if (!g->shapes_only) return ot_tlist_new(&g->acts, g->ctx, dt, ndim, shape, out, "%s.%d%s", name, l, r->tag);
+  static max_align_t nothing;
+  char n[128];
+  snprintf(n, sizeof n, "%s.%d%s", name, l, r->tag);
+  ot_tensor *t = NULL;
+  GT_TRY(ot_tensor_wrap(g->ctx, n, dt, ndim, shape, &nothing, OT_MEM_HOST, &t));
+  *out = t;
+  return ot_tlist_keep(&g->acts, t);
+}
 
 static ot_status mat(rec *r, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
   int64_t s[2] = {rows, cols};
-  return ot_tlist_new(&r->g->keep, r->g->ctx, OT_F32, 2, s, out, "%s.%d", name, l);
+  return act(r, OT_F32, 2, s, out, name, l);
 }
 
-static ot_status keep(rec *r, ot_status s, ot_tensor *t) { return s == OT_OK ? ot_tlist_keep(&r->g->keep, t) : s; }
+static ot_status keep(rec *r, ot_status s, ot_tensor *t) { return s == OT_OK ? ot_tlist_keep(&r->g->acts, t) : s; }
 
 /* Column block j (of width n) of a [rows, k*n] matrix, or block j of a 1-D [k*n] vector. */
 static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) {
@@ -70,6 +89,8 @@ typedef struct layer_acts {
   ot_tensor *Wq[3], *bq[3], *dWq[3], *dbq[3]; /* q, k, v column views of c_attn and its gradient */
 } layer_acts;
 
+/* The layer's forward from A->h; h_out NULL: only its inner activations
+ * (a checkpointed layer's recomputation). */
 static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) {
   gpt2_trainer *g = r->g;
   const float eps = (float)g->cfg.norm_eps;
@@ -106,6 +127,7 @@ static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) 
   GT_TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
   GT_TRY(mat(r, BT, r->F, &A->a, "gelu", l));
   GT_TRY(ot_op_gelu(r->p, A->a, A->f));
+  if (!h_out) return OT_OK; /* recomputing for the backward: the output is not needed again */
   GT_TRY(mat(r, BT, r->D, h_out, "h", l + 1));
   return conv1d(r, *h_out, A->a, P[GT_FC2_W].w, P[GT_FC2_B].w, A->hm);
 }
@@ -132,7 +154,7 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   static const char *dn[3] = {"d.q", "d.k", "d.v"};
   for (int j = 0; j < 3; j++) GT_TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
   int64_t sws[3] = {BT, r->H, 2};
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, 3, sws, &ws, "attn_ws.%d", l));
+  GT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *v[8];
     ot_tensor *src[7] = {dq[0], dq[1], dq[2], datt, A->q, A->k, A->v};
@@ -158,7 +180,7 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
 ot_status gt_record(gpt2_trainer *g) {
   const ot_hf_config *c = &g->cfg;
   rec r = {.g = g, .B = g->o.B, .T = g->o.T, .D = c->hidden_size, .H = c->num_heads, .hd = c->head_dim,
-           .F = c->intermediate_size, .V = c->vocab_size};
+           .F = c->intermediate_size, .V = c->vocab_size, .tag = ""};
   const int64_t BT = r.B * r.T, L = c->num_layers;
   const float eps = (float)c->norm_eps;
   GT_TRY(ot_program_create(g->ctx, &g->prog));
@@ -166,9 +188,9 @@ ot_status gt_record(gpt2_trainer *g) {
   GT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
   GT_TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
   int64_t sBT[1] = {BT}, s1[1] = {1};
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_I32, 1, sBT, &g->ids, "ids"));
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_I32, 1, sBT, &g->targets, "targets"));
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, 1, s1, &g->loss, "loss"));
+  GT_TRY(act(&r, OT_I32, 1, sBT, &g->ids, "ids", 0));
+  GT_TRY(act(&r, OT_I32, 1, sBT, &g->targets, "targets", 0));
+  GT_TRY(act(&r, OT_F32, 1, s1, &g->loss, "loss", 0));
   gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
 
   layer_acts *A = calloc((size_t)L, sizeof *A);
@@ -192,8 +214,11 @@ ot_status gt_record(gpt2_trainer *g) {
   STEP(ot_op_layernorm(r.p, xf, h, lnf_w->w, lnf_b->w, eps));
   STEP(mat(&r, BT, r.V, &g->logits, "logits", 0));
   STEP(ot_op_matmul(r.p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
-  STEP(mat(&r, BT, r.V, &dlogits, "d.logits", 0));
-  STEP(ot_tlist_new(&g->keep, g->ctx, OT_F32, 1, sBT, &losses, "losses"));
+  /* the loss gradient overwrites the logits unless they are wanted: the two
+   * [BT, vocab] tensors are the step's largest */
+  dlogits = g->logits;
+  if (g->o.keep_logits) STEP(mat(&r, BT, r.V, &dlogits, "d.logits", 0));
+  STEP(act(&r, OT_F32, 1, sBT, &losses, "losses", 0));
   STEP(ot_op_cross_entropy(r.p, g->loss, losses, dlogits, g->logits, g->targets, 1.0f));
   /* backward: gradients zeroed first (they accumulate) */
   for (int i = 0; s == OT_OK && i < g->n_params; i++) STEP(ot_op_zero(r.p, g->P[i].g));
@@ -201,7 +226,17 @@ ot_status gt_record(gpt2_trainer *g) {
   STEP(ot_op_matmul_backward(r.p, dxf, wte->g, dlogits, xf, wte->w, 1));
   STEP(mat(&r, BT, r.D, &dh, "d.h", (int)L));
   STEP(ot_op_layernorm_backward(r.p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
-  for (int l = (int)L - 1; s == OT_OK && l >= 0; l--) STEP(backward_layer(&r, l, &A[l], dh, &dh));
+  for (int l = (int)L - 1; s == OT_OK && l >= 0; l--) {
+    layer_acts *Al = &A[l];
+    layer_acts R = {.h = A[l].h};
+    if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
+      r.tag = ".rc";
+      STEP(forward_layer(&r, l, &R, NULL));
+      r.tag = "";
+      Al = &R;
+    }
+    STEP(backward_layer(&r, l, Al, dh, &dh));
+  }
   STEP(ot_op_embedding_backward(r.p, wte->g, dh, g->ids));
   ot_tensor *dh3 = NULL;
   int64_t s3[3] = {r.B, r.T, r.D};
@@ -225,4 +260,89 @@ ot_status gt_record(gpt2_trainer *g) {
 #undef STEP
   free(A);
   return s;
+}
+
+void gt_release_recording(gpt2_trainer *g) {
+  ot_plan_destroy(g->plan);
+  g->plan = NULL;
+  ot_program_destroy(g->prog);
+  g->prog = NULL;
+  ot_tlist_release(&g->acts);
+  g->ids = g->targets = g->loss = g->logits = NULL;
+}
+
+/* Records again with g->recompute as set; a trial (shapes_only) is only planned. */
+static ot_status rerecord(gpt2_trainer *g, int shapes_only) {
+  gt_release_recording(g);
+  g->shapes_only = shapes_only;
+  ot_status s = gt_record(g);
+  g->shapes_only = 0;
+  return s;
+}
+
+/* Does the recorded step run without offloading: no live copy is evicted
+ * (to be uploaded again), in the first run or the replays? Not strategy
+ * `none`, which needs every storage at once: a recomputed activation is a
+ * new storage, but the one it replaces is dead by then and its space reused. */
+static ot_status fits_resident(gpt2_trainer *g, int *fits) {
+  ot_plan *pl = NULL;
+  ot_status s = ot_sched_plan(g->ctx, g->prog, &g->so, &pl);
+  *fits = s == OT_OK && ot_plan_get_stats(pl, 0).evictions == 0 && ot_plan_get_stats(pl, 1).evictions == 0;
+  ot_plan_destroy(pl);
+  return s == OT_OK || s == OT_ERR_BUDGET ? OT_OK : s;
+}
+
+/* The first k layers are checkpoints (their activations would live longest). */
+static ot_status trial_first_k(gpt2_trainer *g, int k, int *fits) {
+  for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = l < k;
+  GT_TRY(rerecord(g, 1));
+  return fits_resident(g, fits);
+}
+
+/* The cost model: recompute a layer iff its forward again (flops over
+ * flops_per_s) is cheaper than writing its activations home and reading them
+ * back (2 bytes over pcie_bytes_per_s). Per layer of B sequences of T: the
+ * dropped activations are x1, q, k, v, att, hm, x2 [BT, D], fc, gelu [BT, F]
+ * and the attention's [BT, H, 2] statistics; the forward is 2 BT D (4 D + 2 F)
+ * flops of matmuls plus about 2 B T^2 D of causal attention. */
+static int recompute_cheaper(const gpt2_trainer *g) {
+  const ot_hf_config *c = &g->cfg;
+  double BT = (double)g->o.B * g->o.T, D = (double)c->hidden_size, F = (double)c->intermediate_size;
+  double bytes = 4.0 * BT * (7 * D + 2 * F + 2.0 * (double)c->num_heads);
+  double flops = 2.0 * BT * D * (4 * D + 2 * F) + 2.0 * BT * g->o.T * D;
+  return flops / g->o.flops_per_s < 2.0 * bytes / g->o.pcie_bytes_per_s;
+}
+
+/* auto: nothing recomputed if everything fits; else the fewest checkpoints
+ * (the first k layers, k by bisection: fitting is taken as monotone in k)
+ * that make it run without offloading; else, the budget demanding offload anyway,
+ * every layer the cost model finds cheaper to recompute than to offload.
+ * Trials wrap no memory, so each costs a recording and a plan, not gigabytes. */
+static ot_status choose_auto(gpt2_trainer *g) {
+  const int L = (int)g->cfg.num_layers;
+  int fits;
+  GT_TRY(trial_first_k(g, 0, &fits));
+  if (fits) return OT_OK;
+  GT_TRY(trial_first_k(g, L, &fits));
+  if (!fits) {
+    int cheaper = recompute_cheaper(g);
+    for (int l = 0; l < L; l++) g->recompute[l] = cheaper;
+    return OT_OK;
+  }
+  int lo = 1, hi = L; /* hi fits */
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    GT_TRY(trial_first_k(g, mid, &fits));
+    if (fits) hi = mid;
+    else lo = mid + 1;
+  }
+  for (int l = 0; l < L; l++) g->recompute[l] = l < hi;
+  return OT_OK;
+}
+
+ot_status gt_choose_and_plan(gpt2_trainer *g) {
+  for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = g->o.checkpoint == GPT2T_CKPT_ALL;
+  if (g->o.checkpoint == GPT2T_CKPT_AUTO) GT_TRY(choose_auto(g));
+  GT_TRY(rerecord(g, g->o.plan_only));
+  return ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);
 }
