@@ -41,7 +41,7 @@ static ot_status write_config(const ot_hf_config *c, const char *path) {
                         "layer_norm_epsilon", c->norm_eps, "initializer_range", 0.02, "tie_word_embeddings", 1,
                         "torch_dtype", "float32");
   if (!o) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: cannot build the JSON", path);
-  int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(17));
+  int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
   json_decref(o);
   return rc == 0 ? OT_OK : ot_set_error(OT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
 }
