@@ -12,15 +12,21 @@
  * on any of these paths changes its exit status. */
 #include <jansson.h>
 #include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
 
+#include <cmocka.h>
+
 #include "gpt2_train.h"
 #include "gpt2t_data.h"
 #include "omptensor/npy.h"
-#include "ot_test.h"
+#include "omptensor/omptensor.h"
 #include "ot_testio.h"
 
 static char *tmp;          /* scratch directory */
