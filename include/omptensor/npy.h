@@ -7,7 +7,9 @@
  *     ot_npy_array a;
  *     if (ot_npy_read("ref.npy", &a) == OT_OK) { ... a.data, a.shape ...; ot_npy_free(&a); }
  *
- * Only little-endian, C-order float32 ('<f4') and int32 ('<i4') arrays. */
+ * Only little-endian, C-order float32 ('<f4') and int32 ('<i4') arrays; integer
+ * arrays of int64 ('<i8', NumPy's default) or uint16 ('<u2', token ids) are read
+ * as int32 (an int64 value outside int32 is an error naming its index). */
 #ifndef OMPTENSOR_NPY_H
 #define OMPTENSOR_NPY_H
 
@@ -28,7 +30,8 @@ typedef struct ot_npy_array {
   int ndim;        /* 0 (a scalar) .. OT_NPY_MAX_DIMS */
   int64_t shape[OT_NPY_MAX_DIMS];
   int64_t numel;
-  void *data;      /* malloc'd, numel elements; freed by ot_npy_free */
+  void *data;      /* malloc'd, numel elements (4 bytes each); freed by ot_npy_free */
+  int item_bytes;  /* bytes per element in the file: 4, or 8 / 2 for '<i8' / '<u2' read as int32 */
 } ot_npy_array;
 
 /* Writes `data` (numel = product of shape, host memory) as a version 1.0

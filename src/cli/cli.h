@@ -11,6 +11,7 @@ typedef struct ot_cli_cmd {
 
 int ot_cli_info(int argc, char **argv);
 int ot_cli_run(int argc, char **argv);
+int ot_cli_train(int argc, char **argv);
 int ot_cli_demo(int argc, char **argv);
 int ot_cli_inspect(int argc, char **argv);
 int ot_cli_trace(int argc, char **argv);

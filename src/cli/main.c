@@ -7,6 +7,7 @@
 static const ot_cli_cmd commands[] = {
     {"demo", "the main job: a synthetic Llama 4x the budget, with offloading", ot_cli_demo},
     {"run", "generate from a Hugging Face model directory", ot_cli_run},
+    {"train", "train a GPT-2 model directory on a token file (--data FILE)", ot_cli_train},
     {"inspect", "list the tensors of a safetensors file or model directory", ot_cli_inspect},
     {"trace", "summarize or plot a trace (trace summarize|plot TRACE.json)", ot_cli_trace},
     {"info", "devices, backends and the budget that would apply", ot_cli_info},

@@ -5,10 +5,8 @@
 #include "cli/report.h"
 #include "core/error.h"
 
-static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r,
-                            const ot_trace_summary *t) {
-  json_t *o = json_object(), *toks = json_array();
-  for (int i = 0; i < r->n_tokens; i++) json_array_append_new(toks, json_integer(r->tokens[i]));
+json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t) {
+  json_t *o = json_object();
   int dev = ot_ctx_device(s->ctx, s->sched.device_index);
   json_object_set_new(o, "model", json_string(model));
   json_object_set_new(o, "backend", json_string(ot_backend_name(ot_ctx_backend(s->ctx))));
@@ -26,7 +24,6 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "device_budgets_bytes", budgets);
   /* null: no limit (the host backend without --gpu-memory-limit) */
   json_object_set_new(o, "budget_bytes", budget == UINT64_MAX ? json_null() : json_integer((json_int_t)budget));
-  json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
   json_object_set_new(o, "peak_device_bytes", json_integer((json_int_t)t->peak_device_bytes));
   json_object_set_new(o, "bytes_to_device", json_integer((json_int_t)t->bytes_to_device));
   json_object_set_new(o, "bytes_to_host", json_integer((json_int_t)t->bytes_to_host));
@@ -34,6 +31,40 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "evictions", json_integer(t->evictions));
   json_object_set_new(o, "writebacks_avoided", json_integer(t->writebacks_avoided));
   json_object_set_new(o, "transfer_overlap_s", json_real(t->overlap_s));
+  return o;
+}
+
+ot_status ot_cli_json_print(json_t *o) {
+  char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
+  json_decref(o);
+  if (!txt) return ot_fail(OT_ERR_OUT_OF_MEMORY, "cannot format the JSON summary");
+  puts(txt);
+  free(txt);
+  return OT_OK;
+}
+
+void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f) {
+  char w[32], b[32];
+  ot_cli_fmt_bytes(w, sizeof w, weight_bytes);
+  uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
+  if (budget == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
+  else ot_cli_fmt_bytes(b, sizeof b, budget);
+  fprintf(f, "weights %s, budget %s, backend %s, offload %s\n", w, b, ot_backend_name(ot_ctx_backend(s->ctx)),
+          ot_strategy_name(s->sched.strategy));
+  for (int i = 0; ot_ctx_num_devices(s->ctx) > 1 && i < ot_ctx_num_devices(s->ctx); i++) {
+    uint64_t bi = ot_ctx_budget(s->ctx, i);
+    if (bi == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
+    else ot_cli_fmt_bytes(b, sizeof b, bi);
+    fprintf(f, "%s device %d budget %s", i ? "," : "pipeline over:", ot_ctx_device(s->ctx, i), b);
+    if (i == ot_ctx_num_devices(s->ctx) - 1) fputc('\n', f);
+  }
+}
+
+static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r,
+                            const ot_trace_summary *t) {
+  json_t *o = ot_cli_json_base(s, model, t), *toks = json_array();
+  for (int i = 0; i < r->n_tokens; i++) json_array_append_new(toks, json_integer(r->tokens[i]));
+  json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
   json_object_set_new(o, "tokens", toks);
   json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
   json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
@@ -47,31 +78,13 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
 ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r, FILE *f) {
   ot_trace_summary t = ot_trace_summarize(s->trace);
   if (s->settings.json) {
-    json_t *o = summary_json(s, model, m, r, &t);
-    char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
-    json_decref(o);
-    if (!txt) return ot_fail(OT_ERR_OUT_OF_MEMORY, "cannot format the JSON summary");
-    puts(txt);
-    free(txt);
+    OT_TRY(ot_cli_json_print(summary_json(s, model, m, r, &t)));
   } else {
     fprintf(f, "tokens:");
     for (int i = 0; i < r->n_tokens; i++) fprintf(f, "%s%d", i ? "," : " ", r->tokens[i]);
     fprintf(f, "\nprompt: %.1f ms; decode: %d tokens in %.1f ms = %.2f tokens/s\n", r->prefill_ms,
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
-    char w[32], b[32];
-    ot_cli_fmt_bytes(w, sizeof w, m->weight_bytes);
-    uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
-    if (budget == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
-    else ot_cli_fmt_bytes(b, sizeof b, budget);
-    fprintf(f, "weights %s, budget %s, backend %s, offload %s\n", w, b, ot_backend_name(ot_ctx_backend(s->ctx)),
-            ot_strategy_name(s->sched.strategy));
-    for (int i = 0; ot_ctx_num_devices(s->ctx) > 1 && i < ot_ctx_num_devices(s->ctx); i++) {
-      uint64_t bi = ot_ctx_budget(s->ctx, i);
-      if (bi == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
-      else ot_cli_fmt_bytes(b, sizeof b, bi);
-      fprintf(f, "%s device %d budget %s", i ? "," : "pipeline over:", ot_ctx_device(s->ctx, i), b);
-      if (i == ot_ctx_num_devices(s->ctx) - 1) fputc('\n', f);
-    }
+    ot_cli_print_setup(s, m->weight_bytes, f);
     ot_trace_summary_print(&t, f);
   }
   return s->settings.trace_path ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;

@@ -1,11 +1,22 @@
-/* report.h (internal) — what `run` and `demo` print after generating. */
+/* report.h (internal) — what `run`, `demo` and `train` print when done. */
 #ifndef OT_CLI_REPORT_H
 #define OT_CLI_REPORT_H
+
+#include <jansson.h>
 
 #include "cli/common.h"
 
 /* Human lines (ids, tokens/s, memory summary) on `f`, or with --json one
  * JSON object on stdout with the fields the README documents. */
 ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r, FILE *f);
+
+/* The fields every command's --json shares: model, backend, device(s),
+ * strategy, budget(s), and the trace's peak, bytes moved, uploads,
+ * evictions, overlap. A new object the caller adds to. */
+json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t);
+/* Prints o compactly on stdout as one line and releases it (NULL: out of memory). */
+ot_status ot_cli_json_print(json_t *o);
+/* "weights W, budget B, backend X, offload Y" (and the pipeline's devices). */
+void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f);
 
 #endif

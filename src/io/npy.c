@@ -54,6 +54,32 @@ ot_status ot_npy_write(const char *path, ot_dtype dtype, int ndim, const int64_t
   return s;
 }
 
+/* Integer arrays of int64 or uint16 become int32 in place: int64 walks
+ * forward (element i moves from byte 8i down to 4i, after every element it
+ * overwrites was read), uint16 backward (from 2i up to 4i). */
+static ot_status to_int32(ot_npy_array *a, const char *path) {
+  int32_t *dst = a->data;
+  if (a->item_bytes == 8) {
+    const unsigned char *src = a->data;
+    for (int64_t i = 0; i < a->numel; i++) {
+      int64_t v;
+      memcpy(&v, src + 8 * i, 8);
+      if (v < INT32_MIN || v > INT32_MAX)
+        return ot_fail(OT_ERR_FORMAT, "%s: int64 value %" PRId64 " at index %" PRId64 " does not fit int32", path, v,
+                       i);
+      dst[i] = (int32_t)v;
+    }
+  } else {
+    const unsigned char *src = a->data;
+    for (int64_t i = a->numel - 1; i >= 0; i--) {
+      uint16_t v;
+      memcpy(&v, src + 2 * i, 2);
+      dst[i] = v;
+    }
+  }
+  return OT_OK;
+}
+
 static ot_status read_body(int fd, uint64_t size, const char *path, ot_npy_array *out) {
   unsigned char pre[OT_NPY_PREFIX] = {0};
   OT_TRY(ot_io_pread_full(fd, pre, size < OT_NPY_PREFIX ? (size_t)size : OT_NPY_PREFIX, 0, path));
@@ -68,15 +94,19 @@ static ot_status read_body(int fd, uint64_t size, const char *path, ot_npy_array
   if (s == OT_OK) s = ot_npy_parse_header(head, total, path, out, &off);
   free(head);
   OT_TRY(s);
-  if (out->numel > INT64_MAX / 4) return ot_fail(OT_ERR_FORMAT, "%s: .npy shape has too many elements", path);
-  uint64_t need = (uint64_t)out->numel * 4;
+  const int ib = out->item_bytes;
+  if (out->numel > INT64_MAX / 8) return ot_fail(OT_ERR_FORMAT, "%s: .npy shape has too many elements", path);
+  uint64_t need = (uint64_t)out->numel * (uint64_t)ib;
   if (size - off != need)
     return ot_fail(OT_ERR_FORMAT, "%s: %s data: the shape needs %llu bytes, the file holds %llu", path,
                    size - off < need ? "truncated" : "excess", (unsigned long long)need,
                    (unsigned long long)(size - off));
-  out->data = malloc(need ? (size_t)need : 1);
-  if (!out->data) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %llu bytes", path, (unsigned long long)need);
-  return ot_io_pread_full(fd, out->data, (size_t)need, off, path);
+  /* Room for the file's elements and for the int32 result, whichever is larger. */
+  uint64_t cap = (uint64_t)out->numel * (ib > 4 ? (uint64_t)ib : 4);
+  out->data = malloc(cap ? (size_t)cap : 1);
+  if (!out->data) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot allocate %llu bytes", path, (unsigned long long)cap);
+  OT_TRY(ot_io_pread_full(fd, out->data, (size_t)need, off, path));
+  return ib == 4 ? OT_OK : to_int32(out, path);
 }
 
 ot_status ot_npy_read(const char *path, ot_npy_array *out) {

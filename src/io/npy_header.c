@@ -103,9 +103,13 @@ static ot_status descr(cursor *c, ot_npy_array *out) {
   OT_TRY(string_lit(c, d, sizeof d));
   if (strcmp(d, "<f4") == 0) out->dtype = OT_F32;
   else if (strcmp(d, "<i4") == 0) out->dtype = OT_I32;
+  else if (strcmp(d, "<i8") == 0 || strcmp(d, "<u2") == 0) out->dtype = OT_I32; /* widened or narrowed on read */
   else
-    return ot_fail(OT_ERR_DTYPE, "%s: .npy dtype '%s' is not supported (only '<f4' float32 and '<i4' int32)",
+    return ot_fail(OT_ERR_DTYPE,
+                   "%s: .npy dtype '%s' is not supported (only '<f4' float32, '<i4' int32, and '<i8' int64 or "
+                   "'<u2' uint16 read as int32)",
                    c->label, d);
+  out->item_bytes = d[2] == '8' ? 8 : d[2] == '2' ? 2 : 4;
   return OT_OK;
 }
 

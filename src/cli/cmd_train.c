@@ -1,0 +1,285 @@
+/* cmd_train.c — `omptensor train MODEL_DIR --data FILE`: train a GPT-2
+ * (GPT2LMHeadModel) on a token file under the device memory budget, with
+ * the sample trainer (samples/gpt2_train): one step recorded and planned
+ * once, replayed per batch. */
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "cli/cli.h"
+#include "cli/common.h"
+#include "cli/report.h"
+#include "core/error.h"
+#include "gpt2_train.h"
+#include "gpt2t_data.h"
+#include "omptensor/hfconfig.h"
+
+enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
+       OPT_DRY };
+
+/* The default sequence length: the model's whole context up to 256 tokens,
+ * long enough to learn from and short enough that a first try on a small
+ * budget plans quickly. */
+#define TRAIN_DEFAULT_T 256
+
+static const ot_opt train_opts[] = {
+    {"help", 'h', NULL, "show this help", OPT_HELP},
+    {"data", 0, "FILE", "training tokens: llm.c .bin (uint16) or .npy of int32/int64/uint16 ids (required)", OPT_DATA},
+    {"batch", 'b', "B", "sequences per step (default 4)", OPT_BATCH},
+    {"seq", 0, "T", "tokens per sequence (default min(n_positions, 256))", OPT_SEQ},
+    {"steps", 0, "N", "optimizer steps (default 10)", OPT_STEPS},
+    {"lr", 0, "LR", "AdamW learning rate (default 1e-3)", OPT_LR},
+    {"weight-decay", 0, "WD", "AdamW weight decay (default 0)", OPT_WD},
+    {"checkpoint", 0, "MODE", "activation checkpointing: none | all | auto (default auto: recompute only when "
+                              "the budget is tight and recomputing is cheaper than offloading)", OPT_CKPT},
+    {"init", 0, "random", "ignore the weights: initialize as GPT-2 does, from config.json alone", OPT_INIT},
+    {"seed", 0, "N", "seed for --init random (default 0)", OPT_SEED},
+    {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
+    {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
+    {0}};
+
+typedef struct train_args {
+  ot_cli_session *s;
+  const char *model, *data, *save;
+  gpt2t_opts o;
+  int steps, dry, help, T_given;
+} train_args;
+
+static ot_status num(const char *opt, const char *v, double lo, double hi, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi))
+    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+  *out = d;
+  return OT_OK;
+}
+
+static ot_status integer(const char *opt, const char *v, double lo, double hi, int *out) {
+  double d;
+  OT_TRY(num(opt, v, lo, hi, &d));
+  if (d != (double)(int)d) return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a whole number", opt, v);
+  *out = (int)d;
+  return OT_OK;
+}
+
+static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
+  train_args *a = user;
+  ot_status st;
+  if (ot_cli_session_option(a->s, o, v, &st)) return st;
+  if (!o) {
+    if (a->model) return ot_fail(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v);
+    a->model = v;
+    return OT_OK;
+  }
+  double d;
+  switch (o->id) {
+  case OPT_HELP: a->help = 1; return OT_OK;
+  case OPT_DATA: a->data = v; return OT_OK;
+  case OPT_BATCH: return integer(o->name, v, 1, 1 << 20, &a->o.B);
+  case OPT_SEQ: a->T_given = 1; return integer(o->name, v, 1, 1 << 24, &a->o.T);
+  case OPT_STEPS: return integer(o->name, v, 1, 1e9, &a->steps);
+  case OPT_LR: OT_TRY(num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
+  case OPT_WD: OT_TRY(num(o->name, v, 0, 10, &d)); a->o.adam.weight_decay = (float)d; return OT_OK;
+  case OPT_CKPT:
+    if (gpt2t_checkpoint_parse(v, &a->o.checkpoint) != OT_OK)
+      return ot_fail(OT_ERR_INVALID_ARG, "--checkpoint '%s': expected none, all or auto", v);
+    return OT_OK;
+  case OPT_INIT:
+    if (strcmp(v, "random")) return ot_fail(OT_ERR_INVALID_ARG, "--init '%s': only 'random' is known", v);
+    a->o.init_random = 1;
+    return OT_OK;
+  case OPT_SEED: OT_TRY(num(o->name, v, 0, 1.8e19, &d)); a->o.seed = (uint64_t)d; return OT_OK;
+  case OPT_SAVE: a->save = v; return OT_OK;
+  case OPT_DRY: a->dry = 1; return OT_OK;
+  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
+  }
+}
+
+/* What can be checked before any weight is read: the model is a GPT-2, T
+ * fits its positions, the token file is readable, in the vocabulary and
+ * long enough for one step. */
+static ot_status check_inputs(train_args *a, gpt2t_data **data) {
+  if (!a->model) return ot_fail(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
+  if (!a->data)
+    return ot_fail(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
+  if (a->s->settings.has_dtype && a->s->settings.dtype != OT_F32)
+    return ot_fail(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
+                   ot_dtype_name(a->s->settings.dtype));
+  ot_hf_config c;
+  OT_TRY(ot_hf_config_load(a->model, &c));
+  if (c.arch != OT_ARCH_GPT2)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: omptensor train trains GPT-2 models (model_type gpt2), not '%s'", a->model,
+                   c.model_type);
+  if (!a->T_given) a->o.T = c.max_position_embeddings < TRAIN_DEFAULT_T ? (int)c.max_position_embeddings : TRAIN_DEFAULT_T;
+  if (a->o.T > c.max_position_embeddings)
+    return ot_fail(OT_ERR_INVALID_ARG, "--seq %d: longer than the %lld positions of %s (n_positions); use --seq %lld or less",
+                   a->o.T, (long long)c.max_position_embeddings, a->model, (long long)c.max_position_embeddings);
+  OT_TRY(gpt2t_data_open(a->data, c.vocab_size, data));
+  int64_t need = (int64_t)a->o.B * a->o.T + 1;
+  if (gpt2t_data_tokens(*data) < need)
+    return ot_fail(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --batch %d x --seq %d needs %lld; "
+                   "use a longer file or a smaller --batch/--seq",
+                   a->data, (long long)gpt2t_data_tokens(*data), a->o.B, a->o.T, (long long)need);
+  return OT_OK;
+}
+
+static double now_ms(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec * 1e3 + (double)t.tv_nsec / 1e6;
+}
+
+/* "950", "9.9k", "1.2M" */
+static void fmt_rate(char *buf, size_t n, double v) {
+  if (v < 1e3) snprintf(buf, n, "%.0f", v);
+  else if (v < 1e6) snprintf(buf, n, "%.1fk", v / 1e3);
+  else snprintf(buf, n, "%.1fM", v / 1e6);
+}
+
+/* The layers recomputed in the backward, as a JSON array and "0,1,5" (or "none"). */
+static json_t *recomputed(const gpt2_trainer *g, char *buf, size_t n) {
+  json_t *arr = json_array();
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int l = 0; l < gpt2t_config(g)->num_layers; l++)
+    if (gpt2t_recomputed(g, l)) {
+      json_array_append_new(arr, json_integer(l));
+      if (k < n) k += (size_t)snprintf(buf + k, n - k, "%s%d", k ? "," : "", l);
+    }
+  if (!buf[0]) snprintf(buf, n, "none");
+  return arr;
+}
+
+typedef struct step_log {
+  float *loss;
+  double *ms;
+  int n;
+} step_log;
+
+/* Mean tokens/s over the steps after the first (the first also pays for
+ * the first uploads and the device arena); the first if it is the only one. */
+static double mean_rate(const step_log *L, int64_t tokens_per_step) {
+  double ms = 0;
+  int from = L->n > 1 ? 1 : 0;
+  for (int i = from; i < L->n; i++) ms += L->ms[i];
+  return ms > 0 ? (double)tokens_per_step * (L->n - from) * 1e3 / ms : 0;
+}
+
+static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
+  ot_cli_session *s = a->s;
+  ot_trace_summary t = ot_trace_summarize(s->trace);
+  ot_plan_stats ps = ot_plan_get_stats(gpt2t_plan(g), 1);
+  char rec[256];
+  json_t *layers = recomputed(g, rec, sizeof rec);
+  double rate = mean_rate(L, (int64_t)a->o.B * a->o.T);
+  if (s->settings.json) {
+    json_t *o = ot_cli_json_base(s, a->model, &t), *steps = json_array();
+    for (int i = 0; i < L->n; i++)
+      json_array_append_new(steps, json_pack("{s:i, s:f, s:f}", "step", i + 1, "loss", (double)L->loss[i], "ms", L->ms[i]));
+    json_object_set_new(o, "data", json_string(a->data));
+    json_object_set_new(o, "dry_run", json_boolean(a->dry));
+    json_object_set_new(o, "B", json_integer(a->o.B));
+    json_object_set_new(o, "T", json_integer(a->o.T));
+    json_object_set_new(o, "steps", steps);
+    json_object_set_new(o, "tokens_per_s", json_real(rate));
+    json_object_set(o, "budget", json_object_get(o, "budget_bytes")); /* the name the issue asks for */
+    json_object_set_new(o, "checkpoint", json_string(gpt2t_checkpoint_name(a->o.checkpoint)));
+    json_object_set_new(o, "recomputed_layers", layers);
+    json_object_set_new(o, "weights", json_integer((json_int_t)gpt2t_num_weights(g)));
+    json_object_set_new(o, "plan_peak_bytes", json_integer((json_int_t)ps.peak_bytes));
+    json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
+    json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
+    if (a->save && !a->dry) json_object_set_new(o, "saved", json_string(a->save));
+    OT_TRY(ot_cli_json_print(o));
+  } else {
+    json_decref(layers);
+    char pk[32], up[32], dn[32], r[32];
+    ot_cli_fmt_bytes(pk, sizeof pk, ps.peak_bytes);
+    ot_cli_fmt_bytes(up, sizeof up, ps.bytes_up);
+    ot_cli_fmt_bytes(dn, sizeof dn, ps.bytes_down);
+    if (a->dry) printf("dry run: the step of %d x %d tokens fits the budget\n", a->o.B, a->o.T);
+    else {
+      fmt_rate(r, sizeof r, rate);
+      printf("trained %d steps of %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n, a->o.B,
+             a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
+    }
+    printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s\n", pk, up, dn,
+           gpt2t_checkpoint_name(a->o.checkpoint), rec);
+    ot_cli_print_setup(s, (uint64_t)gpt2t_num_weights(g) * sizeof(float), stdout);
+    if (!a->dry) ot_trace_summary_print(&t, stdout);
+    if (a->save && !a->dry) printf("saved: %s\n", a->save);
+  }
+  return s->settings.trace_path && !a->dry ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;
+}
+
+static ot_status train(train_args *a, gpt2_trainer *g, gpt2t_data *data, step_log *L) {
+  size_t n = (size_t)a->o.B * (size_t)a->o.T;
+  int32_t *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
+  ot_status st = in && tg ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "no host memory for a batch");
+  /* With --json stdout holds the one JSON object; the step lines go to stderr. */
+  FILE *f = a->s->settings.json ? stderr : stdout;
+  for (int i = 0; st == OT_OK && i < a->steps; i++) {
+    st = gpt2t_data_next(data, a->o.B, a->o.T, in, tg);
+    double t0 = now_ms();
+    if (st == OT_OK) st = gpt2t_step(g, in, tg, a->s->trace, &L->loss[i]);
+    if (st != OT_OK) break;
+    L->ms[i] = now_ms() - t0;
+    L->n = i + 1;
+    char r[32];
+    fmt_rate(r, sizeof r, (double)n * 1e3 / (L->ms[i] > 0 ? L->ms[i] : 1e-3));
+    fprintf(f, "step %d/%d  loss %.4f  %.0f ms  %s tok/s\n", i + 1, a->steps, (double)L->loss[i], L->ms[i], r);
+    fflush(f);
+  }
+  free(in);
+  free(tg);
+  return st;
+}
+
+static void help(const ot_opt *const *tables) {
+  printf("usage: omptensor train MODEL_DIR --data FILE [options]\n\n"
+         "Trains a GPT-2 (GPT2LMHeadModel: config.json + *.safetensors, f32) on a token file with AdamW,\n"
+         "under the device memory budget: the whole step is recorded and planned once, then replayed\n"
+         "for each batch of B consecutive windows of T tokens (targets: the next token). At the end of\n"
+         "the file it starts over. Prints one line per step and a summary; --json prints one object.\n"
+         "Exit status: 0 ok, 2 bad input or a budget too small for one step, 1 a failure while running.\n\n"
+         "options:\n");
+  ot_args_print_help(stdout, tables);
+}
+
+int ot_cli_train(int argc, char **argv) {
+  const char *prog = "omptensor train";
+  ot_cli_session s;
+  ot_cli_session_init(&s, prog);
+  train_args a = {.s = &s, .o = gpt2t_opts_default(), .steps = 10};
+  a.o.B = 4;
+  a.o.checkpoint = GPT2T_CKPT_AUTO;
+  const ot_opt *tables[] = {train_opts, ot_settings_opts(), ot_cli_common_opts(), NULL};
+  ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
+  if (st == OT_OK && a.help) {
+    help(tables);
+    ot_cli_session_end(&s);
+    return 0;
+  }
+  gpt2t_data *data = NULL;
+  gpt2_trainer *g = NULL;
+  step_log L = {0};
+  if (st == OT_OK) st = check_inputs(&a, &data);
+  if (st == OT_OK) st = ot_cli_session_start(&s);
+  if (st == OT_OK) st = gpt2t_create(s.ctx, a.model, &a.o, &s.sched, &g);
+  if (st == OT_OK && s.verbose) ot_plan_print(gpt2t_plan(g), stderr);
+  if (st == OT_OK && !a.dry) {
+    L.loss = calloc((size_t)a.steps, sizeof *L.loss);
+    L.ms = calloc((size_t)a.steps, sizeof *L.ms);
+    st = L.loss && L.ms ? train(&a, g, data, &L) : ot_fail(OT_ERR_OUT_OF_MEMORY, "no host memory for %d steps", a.steps);
+  }
+  if (st == OT_OK && a.save && !a.dry) st = gpt2t_save(g, a.save);
+  if (st == OT_OK) st = report(&a, g, &L);
+  int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
+  free(L.loss);
+  free(L.ms);
+  gpt2t_destroy(g);
+  gpt2t_data_close(data);
+  ot_cli_session_end(&s);
+  return rc;
+}
