@@ -32,7 +32,7 @@
   } while (0)
 
 typedef struct args {
-  const char *model, *json;
+  const char *model, *json, *trace; /* --trace: Chrome trace of the last timed step */
   uint64_t budget;
   long T, max_b, steps;
   int only_plan;
@@ -74,10 +74,11 @@ static ot_status largest(ot_ctx *ctx, const args *a, gpt2t_checkpoint ck, int re
   int lo = 0, hi = (int)a->max_b + 1, fits, rc; /* lo fits (0: vacuously), hi does not */
   while (hi - lo > 1) {
     int mid = lo + (hi - lo) / 2;
+    double t = bc_now();
     ot_status s = probe(ctx, a, mid, ck, &fits, &rc);
     if (s != OT_OK) return s;
-    fprintf(stderr, "  plan B=%d checkpoint %s: %s (%d layers recomputed)\n", mid, gpt2t_checkpoint_name(ck),
-            fits == 1 ? "resident" : fits == 2 ? "feasible with offload" : "infeasible", rc);
+    fprintf(stderr, "  plan B=%d checkpoint %s: %s (%d layers recomputed) [%.1f s]\n", mid, gpt2t_checkpoint_name(ck),
+            fits == 1 ? "resident" : fits == 2 ? "feasible with offload" : "infeasible", rc, bc_now() - t);
     if (resident ? fits == 1 : fits >= 1) lo = mid;
     else hi = mid;
   }
@@ -98,6 +99,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
   ot_status s = make(ctx, a, B, ck, 0, &g);
   if (s != OT_OK) return s;
   double t_create = bc_now() - t0;
+  fprintf(stderr, "  %s B=%d: trainer made and planned in %.1f s\n", label, B, t_create);
   int64_t V = gpt2t_config(g)->vocab_size, n = (int64_t)B * a->T;
   int32_t *in = malloc((size_t)n * sizeof *in), *tg = malloc((size_t)n * sizeof *tg);
   double *ms = calloc((size_t)a->steps, sizeof *ms);
@@ -114,11 +116,14 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
     s = gpt2t_step(g, in, tg, step == a->steps ? tr : NULL, &loss);
     if (step > 0) ms[step - 1] = (bc_now() - t) * 1e3;
     if (step == 0) loss0 = loss;
+    fprintf(stderr, "  %s B=%d step %d: %.1f ms, loss %.4f\n", label, B, step, (bc_now() - t) * 1e3, loss);
   }
   if (s == OT_OK) {
     /* the last step ran with the trace on: check it, but time the others */
     ot_trace_summary sm = ot_trace_summarize(tr);
-    s = ot_trace_check_budget(tr, a->budget);
+    if (a->trace) s = ot_trace_write_chrome(tr, a->trace);
+    if (s == OT_OK) ot_trace_summary_print(&sm, stderr);
+    if (s == OT_OK) s = ot_trace_check_budget(tr, a->budget);
     int nt = a->steps > 1 ? (int)a->steps - 1 : 1;
     double med = bc_median(ms, nt), tok_s = (double)n / (med * 1e-3);
     int rc = 0;
@@ -157,6 +162,7 @@ static ot_status parse(int argc, char **argv, args *a) {
     i++;
     if (!strcmp(k, "--model")) a->model = v;
     else if (!strcmp(k, "--json")) a->json = v;
+    else if (!strcmp(k, "--trace")) a->trace = v;
     else if (!strcmp(k, "--budget")) BT_TRY(bc_parse_bytes(k, v, &a->budget));
     else if (!strcmp(k, "--seq")) BT_TRY(bc_parse_int(k, v, 1, 1 << 20, &a->T));
     else if (!strcmp(k, "--max-batch")) BT_TRY(bc_parse_int(k, v, 1, 4096, &a->max_b));
@@ -214,6 +220,7 @@ static ot_status run(const args *a) {
 }
 
 int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0); /* progress reaches a pipe (the driver script) line by line */
   args a;
   ot_status s = parse(argc, argv, &a);
   if (s == OT_OK) s = run(&a);

@@ -266,6 +266,7 @@ int ot_cli_train(int argc, char **argv) {
   step_log L = {0};
   if (st == OT_OK) st = check_inputs(&a, &data);
   if (st == OT_OK) st = ot_cli_session_start(&s);
+  a.o.plan_only = a.dry; /* a dry run allocates no activation memory */
   if (st == OT_OK) st = gpt2t_create(s.ctx, a.model, &a.o, &s.sched, &g);
   if (st == OT_OK && s.verbose) ot_plan_print(gpt2t_plan(g), stderr);
   if (st == OT_OK && !a.dry) {
