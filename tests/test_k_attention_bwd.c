@@ -92,6 +92,7 @@ static void test_attention_backward(void **st) {
   check(OT_F32, 5, 2, 2, 8, 2);   /* MHA */
   check(OT_F32, 7, 4, 2, 6, 3);   /* GQA, 2 query heads per kv head */
   check(OT_BF16, 9, 3, 1, 16, 4); /* MQA, bf16 inputs */
+  check(OT_F32, 6, 2, 1, 80, 5);  /* head_dim over one chunk of the kernel (64): a partial second chunk */
 }
 
 static void test_errors(void **st) {
