@@ -4,6 +4,7 @@
  *   db += a^T @ dc        (op = id)    db += dc^T @ a   (trans_b)
  * A 2-D b shared by a batched a (a weight) gets the sum over the batch:
  * one accumulating matmul per batch entry, in batch order (deterministic). */
+#include "kernels/colsum.h"
 #include "kernels/kcommon.h"
 
 typedef ot_status (*mm_fn)(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
@@ -69,13 +70,8 @@ ot_status ot_k_bias_backward(int dev, ot_kview dbias, ot_kview dy) {
   const void *gp = dy.p;
   void *bp = dbias.p;
   const int gdt = dy.dt, bdt = dbias.dt;
-  OT_PARFOR(dev, OT_DEVPTR(gp, bp))
-  for (int64_t j = 0; j < n; j++) {
-    float acc = 0.0f;
-    for (int64_t r = 0; r < rows; r++) acc += ot_kld(gdt, gp, ot_krow_off(r, n1, n2, s0, s1, s2) + j * s3);
-    ot_kst(bdt, bp, j * bs, ot_kld(bdt, bp, j * bs) + acc);
-  }
-  return OT_OK;
+  const ot_kcs_view gv = {gdt, gp, s0, s1, s2, s3};
+  return ot_kcolsum(dev, rows, n, n1, n2, gv, gv, 0, NULL, 0, bdt, bp, bs);
 }
 
 ot_status ot_ref_bias_backward(ot_kview dbias, ot_kview dy) {

@@ -9,6 +9,7 @@
  * xhat into dx, pass 2 (one thread per column, rows in order: deterministic,
  * no atomics) accumulates dw and db, pass 3 (per row) overwrites dx. A bf16
  * dx therefore rounds the xhat that dw sees; use an f32 dx for exact dw. */
+#include "kernels/colsum.h"
 #include "kernels/kcommon.h"
 
 typedef struct nb_geom {
@@ -111,17 +112,9 @@ static ot_status nb_run(int dev, int layer, ot_kview dx, ot_kview dw, ot_kview d
              nb_row(layer, 0, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,
                     ot_krow_off(r, n1, n2, g0, g1, g2), g3, wdt, wp, ws, ddt, dp, ot_krow_off(r, n1, n2, d0, d1, d2),
                     d3));
-    OT_PARFOR(dev, OT_DEVPTR(gp, dp, dwp, dbp))
-    for (int64_t c = 0; c < d; c++) {
-      float aw = 0.0f, ab = 0.0f;
-      for (int64_t r = 0; r < rows; r++) {
-        const float gv = ot_kld(gdt, gp, ot_krow_off(r, n1, n2, g0, g1, g2) + c * g3);
-        aw += gv * ot_kld(ddt, dp, ot_krow_off(r, n1, n2, d0, d1, d2) + c * d3);
-        ab += gv;
-      }
-      if (dwp) ot_kst(dwdt, dwp, c * dws, ot_kld(dwdt, dwp, c * dws) + aw);
-      if (dbp) ot_kst(dbdt, dbp, c * dbs, ot_kld(dbdt, dbp, c * dbs) + ab);
-    }
+    /* dw += sum_r dy * xhat (xhat staged in dx), db += sum_r dy */
+    const ot_kcs_view gv = {gdt, gp, g0, g1, g2, g3}, xh = {ddt, dp, d0, d1, d2, d3};
+    OT_TRY(ot_kcolsum(dev, rows, d, n1, n2, gv, xh, dwdt, dwp, dws, dbdt, dbp, dbs));
   }
   OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),
            nb_row(layer, 1, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,
