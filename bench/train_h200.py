@@ -111,11 +111,11 @@ def torch_largest_batch(cfg, T, budget, dev, attn, hi):
     return lo
 
 
-def run_ours(exe, prologue, model_dir, budget, T, steps, max_b, tmp):
+def run_ours(exe, model_dir, budget, T, steps, max_b, tmp, limit):
     jpath = os.path.join(tmp, "bench_train.jsonl")
     if os.path.exists(jpath):
         os.remove(jpath)
-    cmd = [exe, "--model", model_dir, "--budget", str(budget), "--seq", str(T), "--steps", str(steps),
+    cmd = ["timeout", "-k", "5", str(limit), exe, "--model", model_dir, "--budget", str(budget), "--seq", str(T), "--steps", str(steps),
            "--max-batch", str(max_b), "--json", jpath]
     print("$", " ".join(cmd), flush=True)
     with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, bufsize=1) as p:
@@ -136,7 +136,10 @@ def main():
     ap.add_argument("--budget", default="4GiB")
     ap.add_argument("--seq", type=int, default=1024)
     ap.add_argument("--steps", type=int, default=5)
-    ap.add_argument("--max-batch", type=int, default=32)
+    ap.add_argument("--max-batch", default="32,8",
+                    help="per config (comma-separated, the last repeats): every activation has a pinned host "
+                         "home, so host memory caps the offloaded batch")
+    ap.add_argument("--limit", type=int, default=240, help="seconds for each bench_train run")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--attn", default="eager", help="transformers attention: eager | sdpa")
     ap.add_argument("--tmp", default="/tmp/train-h200")
@@ -150,15 +153,17 @@ def main():
     out = {"date": datetime.date.today().isoformat(), "host": platform.node(), "budget": budget, "seq": a.seq,
            "torch": torch.__version__, "device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else "cpu",
            "attn": a.attn, "models": {}}
-    for name in a.configs.split(","):
+    caps = [int(x) for x in a.max_batch.split(",")]
+    for ci, name in enumerate(a.configs.split(",")):
+        max_b = caps[min(ci, len(caps) - 1)]
         cfg = load_config(name)
         res = out["models"][name] = {"config": cfg}
         print(f"== {name}: n_embd {cfg['n_embd']}, n_layer {cfg['n_layer']}, T={a.seq}, budget {budget / 2**30:.2f} GiB",
               flush=True)
         ours = []
         if a.bench_train:
-            rc, ours = run_ours(a.bench_train, None, os.path.join(HERE, "models", name), budget, a.seq, a.steps,
-                                a.max_batch, a.tmp)
+            rc, ours = run_ours(a.bench_train, os.path.join(HERE, "models", name), budget, a.seq, a.steps,
+                                max_b, a.tmp, a.limit)
             res["omptensor_rc"] = rc
         res["omptensor"] = ours
         fit = next((r for r in ours if r["bench"] == "train_fit"), None)
@@ -171,8 +176,7 @@ def main():
             res["torch"].append(row)
             print(f"  torch B={B}: " + (f"{t * 1e3:.1f} ms, {B * a.seq / t:.0f} tok/s, peak {peak / 2**30:.2f} GiB"
                                         if t else "out of memory"), flush=True)
-        res["torch_largest_B_at_budget"] = torch_largest_batch(cfg, a.seq, budget, dev, a.attn,
-                                                               max(batches) if fit else 8)
+        res["torch_largest_B_at_budget"] = torch_largest_batch(cfg, a.seq, budget, dev, a.attn, max_b)
         with open(a.out, "w") as f:
             json.dump(out, f, indent=1)
     # the table

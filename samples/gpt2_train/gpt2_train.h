@@ -48,8 +48,9 @@ typedef struct gpt2t_opts {
   int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, 0.02), the residual
                            projections 0.02/sqrt(2 n_layer), biases 0, norms 1) from config.json alone */
   uint64_t seed;        /* for init_random */
-  int plan_only;        /* record and plan only: activations get no memory, gpt2t_step refuses
-                           (checks a budget or a batch size without allocating gigabytes) */
+  int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
+                           checkpoint's names, shapes and dtypes are checked), gpt2t_step refuses:
+                           checks a budget or a batch size without allocating gigabytes */
 } gpt2t_opts;
 
 /* B 1, T 64, AdamW lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0, checkpoint

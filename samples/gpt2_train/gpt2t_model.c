@@ -1,5 +1,6 @@
 /* gpt2t_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
  * Face checkpoint, or initialized from config.json alone) and its public calls. */
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,34 +27,44 @@ ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out) {
   return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
 }
 
-/* Reads parameter `name` [shape] from the checkpoint, which must hold it as F32. */
-static ot_status read_param(gpt2_trainer *g, const ot_ckpt *ck, gt_param *p, int ndim, const int64_t *shape,
-                            const char *name) {
-  const ot_st_info *info;
-  GT_TRY(ot_ckpt_find(ck, name, &info));
-  int ok = info->ndim == ndim;
-  for (int d = 0; ok && d < ndim; d++) ok = info->shape[d] == shape[d];
-  if (!ok || info->dtype != OT_F32)
+/* Checks that the checkpoint holds parameter `name` as F32 of `shape`. */
+static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, const char *name,
+                            const ot_st_info **info) {
+  GT_TRY(ot_ckpt_find(ck, name, info));
+  int ok = (*info)->ndim == ndim;
+  for (int d = 0; ok && d < ndim; d++) ok = (*info)->shape[d] == shape[d];
+  if (!ok || (*info)->dtype != OT_F32)
     return ot_set_error(OT_ERR_SHAPE, "%s: '%s' must be F32 of the shape config.json implies", ot_ckpt_dir(ck), name);
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->w, "%s", name));
-  return ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes);
+  return OT_OK;
 }
 
-/* Parameter `name` [shape]: read (ck NULL: initialized, gpt2t_init.c), with
- * its gradient and AdamW moments. */
+/* A parameter-sized tensor; a plan-only trainer's wraps no memory (it is
+ * planned, never run: the plan needs names, dtypes and shapes only). */
+static ot_status param_tensor(gpt2_trainer *g, int ndim, const int64_t *shape, ot_tensor **out, const char *prefix,
+                              const char *name) {
+  if (!g->o.plan_only) return ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, out, "%s%s", prefix, name);
+  static max_align_t nothing;
+  char n[128];
+  snprintf(n, sizeof n, "%s%s", prefix, name);
+  ot_tensor *t = NULL;
+  GT_TRY(ot_tensor_wrap(g->ctx, n, OT_F32, ndim, shape, &nothing, OT_MEM_HOST, &t));
+  *out = t;
+  return ot_tlist_keep(&g->keep, t);
+}
+
+/* Parameter `name` [shape]: read from ck (NULL: initialized, gpt2t_init.c),
+ * with its gradient and AdamW moments. */
 static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
                            const char *name) {
   gt_param *p = &g->P[i];
   snprintf(p->name, sizeof p->name, "%s", name);
-  if (ck) {
-    GT_TRY(read_param(g, ck, p, ndim, shape, name));
-  } else {
-    GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->w, "%s", name));
-    GT_TRY(gt_init_param(g, i));
-  }
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->g, "grad.%s", name));
-  GT_TRY(ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->m, "m.%s", name));
-  return ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, &p->v, "v.%s", name);
+  const ot_st_info *info = NULL;
+  if (ck) GT_TRY(find_param(ck, ndim, shape, name, &info));
+  GT_TRY(param_tensor(g, ndim, shape, &p->w, "", name));
+  if (!g->o.plan_only) GT_TRY(ck ? ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes) : gt_init_param(g, i));
+  GT_TRY(param_tensor(g, ndim, shape, &p->g, "grad.", name));
+  GT_TRY(param_tensor(g, ndim, shape, &p->m, "m.", name));
+  return param_tensor(g, ndim, shape, &p->v, "v.", name);
 }
 
 static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {

@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gpt2_train.h"
+#include "gpt2t_impl.h"
 #include "omptensor/safetensors.h"
 
 /* mkdir -p: every missing parent too. */
@@ -78,6 +78,7 @@ static char *join(const char *dir, const char *name) {
 
 ot_status gpt2t_save(const gpt2_trainer *g, const char *dir) {
   if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: no directory given");
+  if (g->o.plan_only) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: a plan-only trainer holds no weights");
   ot_status s = make_dirs(dir);
   char *cfg = join(dir, "config.json"), *st = join(dir, "model.safetensors");
   if (s == OT_OK && (!cfg || !st)) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", dir);
