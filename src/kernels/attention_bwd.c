@@ -17,6 +17,7 @@
 #include <omp.h>
 #include <stdlib.h>
 
+#include "kernels/attention_bwd_gpu.h"
 #include "kernels/kcommon.h"
 
 /* Head dims a pass-2/3 thread accumulates at once (registers/local memory). */
@@ -118,6 +119,17 @@ ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv
   ab_geom g;
   OT_TRY(ab_check(dq, dk, dv, ws, dout, q, k, v, &g));
   if (g.T == 0 || g.H == 0 || g.hd == 0) return OT_OK;
+  const ot_kview *f32[] = {&dq, &dk, &dv, &dout, &q, &k, &v};
+  int fast = ot_kfast_gpu(dev) && ot_kattn_bwd_gpu_ok(g.hd) && ws.nb[2] == 1;
+  for (int i = 0; i < 7; i++) fast = fast && f32[i]->dt == OT_F32 && f32[i]->nb[2] == 1;
+  if (fast) {
+    const ot_kattn_bwd_gpu_args ga = {q.p, k.p, v.p, dout.p, dq.p, dk.p, dv.p, ws.p, g.T, g.H, g.Hk, g.hd,
+                                      q.nb[0], q.nb[1], k.nb[0], k.nb[1], v.nb[0], v.nb[1], dout.nb[0], dout.nb[1],
+                                      dq.nb[0], dq.nb[1], dk.nb[0], dk.nb[1], dv.nb[0], dv.nb[1], ws.nb[0], ws.nb[1],
+                                      ws.nb[2], g.scale};
+    ot_kattn_bwd_gpu(dev, &ga);
+    return OT_OK;
+  }
   const void *qp = q.p, *kp = k.p, *vp = v.p, *op = dout.p;
   void *dqp = dq.p, *dkp = dk.p, *dvp = dv.p;
   float *wsp = ws.p;

@@ -11,6 +11,7 @@
  * dx therefore rounds the xhat that dw sees; use an f32 dx for exact dw. */
 #include "kernels/colsum.h"
 #include "kernels/kcommon.h"
+#include "kernels/warp_gpu.h"
 
 typedef struct nb_geom {
   int64_t rows, d, n1, n2;
@@ -107,14 +108,26 @@ static ot_status nb_run(int dev, int layer, ot_kview dx, ot_kview dw, ot_kview d
                 dbs = dbp ? db.nb[0] : 0;
   const int64_t x0 = g.xs[0], x1 = g.xs[1], x2 = g.xs[2], x3 = g.xs[3], g0 = g.gs[0], g1 = g.gs[1], g2 = g.gs[2],
                 g3 = g.gs[3], d0 = g.ds[0], d1 = g.ds[1], d2 = g.ds[2], d3 = g.ds[3];
+  /* GPU and f32: the row passes as a warp per row */
+  const int fast = ot_kfast_gpu(dev) && xdt == OT_F32 && gdt == OT_F32 && wdt == OT_F32 && ddt == OT_F32;
+  ot_knorm_bwd_gpu_args ga = {layer, 0, eps, rows, d, n1, n2, xp, gp, wp, ws, dp,
+                              {x0, x1, x2, x3}, {g0, g1, g2, g3}, {d0, d1, d2, d3}};
   if (dwp || dbp) {
-    OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),
-             nb_row(layer, 0, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,
-                    ot_krow_off(r, n1, n2, g0, g1, g2), g3, wdt, wp, ws, ddt, dp, ot_krow_off(r, n1, n2, d0, d1, d2),
-                    d3));
+    if (fast)
+      ot_knorm_bwd_gpu(dev, &ga);
+    else
+      OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),
+               nb_row(layer, 0, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,
+                      ot_krow_off(r, n1, n2, g0, g1, g2), g3, wdt, wp, ws, ddt, dp, ot_krow_off(r, n1, n2, d0, d1, d2),
+                      d3));
     /* dw += sum_r dy * xhat (xhat staged in dx), db += sum_r dy */
     const ot_kcs_view gv = {gdt, gp, g0, g1, g2, g3}, xh = {ddt, dp, d0, d1, d2, d3};
     OT_TRY(ot_kcolsum(dev, rows, d, n1, n2, gv, xh, dwdt, dwp, dws, dbdt, dbp, dbs));
+  }
+  if (fast) {
+    ga.write_dx = 1;
+    ot_knorm_bwd_gpu(dev, &ga);
+    return OT_OK;
   }
   OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),
            nb_row(layer, 1, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,

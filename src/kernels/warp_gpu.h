@@ -22,4 +22,17 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
                   int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
                   int64_t D, int64_t pos);
 
+/* The row passes of the norm backward (norm_bwd.c): write_dx 0: dx = xhat;
+ * 1: dx = the input gradient. Rows flattened as ot_krow_off over [4] strides. */
+typedef struct ot_knorm_bwd_gpu_args {
+  int layer, write_dx;
+  float eps;
+  int64_t rows, d, n1, n2;
+  const float *x, *g, *w; /* x, g (dy) [rows, d]; w [d] with stride ws */
+  int64_t ws;
+  float *dx;
+  int64_t xs[4], gs[4], ds[4];
+} ot_knorm_bwd_gpu_args;
+void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a);
+
 #endif
