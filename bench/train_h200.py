@@ -97,8 +97,9 @@ def torch_largest_batch(cfg, T, budget, dev, attn, hi):
     allocator limited by set_per_process_memory_fraction)."""
     if dev.type != "cuda":
         return None
-    total = torch.cuda.get_device_properties(dev).total_memory
-    torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), dev)
+    idx = dev.index if dev.index is not None else torch.cuda.current_device()
+    total = torch.cuda.get_device_properties(idx).total_memory
+    torch.cuda.set_per_process_memory_fraction(min(1.0, budget / total), idx)
     lo, hi = 0, hi + 1
     try:
         while hi - lo > 1:
@@ -107,7 +108,7 @@ def torch_largest_batch(cfg, T, budget, dev, attn, hi):
             print(f"  torch B={mid} under the budget: {'fits' if t else 'out of memory'}", flush=True)
             lo, hi = (mid, hi) if t else (lo, mid)
     finally:
-        torch.cuda.set_per_process_memory_fraction(1.0, dev)
+        torch.cuda.set_per_process_memory_fraction(1.0, idx)
     return lo
 
 
