@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#define OT_KATTN_BWD_MAX_D 256
+#define OT_KATTN_BWD_MAX_D 128 /* shared memory: 8 rows + two padded 32-row tiles, < 48 KiB */
 
 typedef struct ot_kattn_bwd_gpu_args {
   const float *q, *k, *v, *dout;   /* q, dout [T, H, hd]; k, v [T, Hk, hd] */
