@@ -1,5 +1,6 @@
 /* tlist.c — see tlist.h. */
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,18 +22,36 @@ ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t) {
   return OT_OK;
 }
 
-ot_status ot_tlist_new(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out,
-                       const char *fmt, ...) {
+/* A new tensor named from fmt/ap: zeroed memory, or (no_memory) none. */
+static ot_status add(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, int no_memory,
+                     ot_tensor **out, const char *fmt, va_list ap) {
+  static max_align_t nothing; /* what a plan-only tensor "wraps": never read or written */
   char name[128];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(name, sizeof name, fmt, ap);
-  va_end(ap);
   *out = NULL;
   ot_tensor *t;
-  ot_status s = ot_tensor_create(ctx, name, dt, ndim, shape, &t);
+  ot_status s = no_memory ? ot_tensor_wrap(ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t)
+                          : ot_tensor_create(ctx, name, dt, ndim, shape, &t);
   if (s == OT_OK) s = ot_tlist_keep(l, t);
   if (s == OT_OK) *out = t;
+  return s;
+}
+
+ot_status ot_tlist_new(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out,
+                       const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ot_status s = add(l, ctx, dt, ndim, shape, 0, out, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+ot_status ot_tlist_add(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, int no_memory,
+                       ot_tensor **out, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  ot_status s = add(l, ctx, dt, ndim, shape, no_memory, out, fmt, ap);
+  va_end(ap);
   return s;
 }
 

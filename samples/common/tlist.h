@@ -13,6 +13,11 @@ typedef struct ot_tlist {
 /* Creates a zeroed tensor named printf-style and keeps it. */
 ot_status ot_tlist_new(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out,
                        const char *fmt, ...) __attribute__((format(printf, 7, 8)));
+/* The same, or with no_memory a tensor of that name, dtype and shape that
+ * wraps no memory: for programs that are recorded and planned (to check a
+ * budget) but never run. */
+ot_status ot_tlist_add(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, int no_memory,
+                       ot_tensor **out, const char *fmt, ...) __attribute__((format(printf, 8, 9)));
 /* Keeps t (a view made by the caller); on failure t is destroyed. */
 ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t);
 /* Destroys every tensor (the newest first) and empties the list. */

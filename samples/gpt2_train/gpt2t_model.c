@@ -1,6 +1,5 @@
 /* gpt2t_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
  * Face checkpoint, or initialized from config.json alone) and its public calls. */
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,14 +41,7 @@ static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, c
  * planned, never run: the plan needs names, dtypes and shapes only). */
 static ot_status param_tensor(gpt2_trainer *g, int ndim, const int64_t *shape, ot_tensor **out, const char *prefix,
                               const char *name) {
-  if (!g->o.plan_only) return ot_tlist_new(&g->keep, g->ctx, OT_F32, ndim, shape, out, "%s%s", prefix, name);
-  static max_align_t nothing;
-  char n[128];
-  snprintf(n, sizeof n, "%s%s", prefix, name);
-  ot_tensor *t = NULL;
-  GT_TRY(ot_tensor_wrap(g->ctx, n, OT_F32, ndim, shape, &nothing, OT_MEM_HOST, &t));
-  *out = t;
-  return ot_tlist_keep(&g->keep, t);
+  return ot_tlist_add(&g->keep, g->ctx, OT_F32, ndim, shape, g->o.plan_only, out, "%s%s", prefix, name);
 }
 
 /* Parameter `name` [shape]: read from ck (NULL: initialized, gpt2t_init.c),

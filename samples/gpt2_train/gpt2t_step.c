@@ -13,7 +13,6 @@
  * Every activation is its own tensor (none is overwritten in place), so the
  * backward finds the forward's values and the scheduler sees each one die. */
 #include <math.h>
-#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 
@@ -31,14 +30,7 @@ typedef struct rec {
  * fits, never run, and costs no gigabytes of host memory. */
 static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out, const char *name, int l) {
   gpt2_trainer *g = r->g;
-  if (!g->shapes_only) return ot_tlist_new(&g->acts, g->ctx, dt, ndim, shape, out, "%s.%d%s", name, l, r->tag);
-  static max_align_t nothing;
-  char n[128];
-  snprintf(n, sizeof n, "%s.%d%s", name, l, r->tag);
-  ot_tensor *t = NULL;
-  GT_TRY(ot_tensor_wrap(g->ctx, n, dt, ndim, shape, &nothing, OT_MEM_HOST, &t));
-  *out = t;
-  return ot_tlist_keep(&g->acts, t);
+  return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s", name, l, r->tag);
 }
 
 static ot_status mat(rec *r, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
