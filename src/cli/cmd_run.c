@@ -32,15 +32,6 @@ typedef struct run_args {
   int help;
 } run_args;
 
-static ot_status num(const char *opt, const char *v, double lo, double hi, double *out) {
-  char *end;
-  double d = strtod(v, &end);
-  if (end == v || *end || !(d >= lo && d <= hi))
-    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
-  *out = d;
-  return OT_OK;
-}
-
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   run_args *a = user;
   ot_status st;
@@ -55,11 +46,11 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_IDS: a->ids_text = v; return OT_OK;
   case OPT_FILE: a->ids_file = v; return OT_OK;
-  case OPT_MAXNEW: OT_TRY(num(o->name, v, 0, 1e6, &d)); a->gen.max_new_tokens = (int)d; return OT_OK;
-  case OPT_TEMP: OT_TRY(num(o->name, v, 0, 100, &d)); a->gen.temperature = (float)d; a->gen.greedy = d == 0; return OT_OK;
-  case OPT_TOPK: OT_TRY(num(o->name, v, 0, 1e9, &d)); a->gen.top_k = (int)d; a->gen.greedy = 0; return OT_OK;
-  case OPT_TOPP: OT_TRY(num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
-  case OPT_SEED: OT_TRY(num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
+  case OPT_MAXNEW: OT_TRY(ot_cli_num(o->name, v, 0, 1e6, &d)); a->gen.max_new_tokens = (int)d; return OT_OK;
+  case OPT_TEMP: OT_TRY(ot_cli_num(o->name, v, 0, 100, &d)); a->gen.temperature = (float)d; a->gen.greedy = d == 0; return OT_OK;
+  case OPT_TOPK: OT_TRY(ot_cli_num(o->name, v, 0, 1e9, &d)); a->gen.top_k = (int)d; a->gen.greedy = 0; return OT_OK;
+  case OPT_TOPP: OT_TRY(ot_cli_num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
+  case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
   case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
   default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }

@@ -46,18 +46,9 @@ typedef struct train_args {
   int steps, dry, help, T_given;
 } train_args;
 
-static ot_status num(const char *opt, const char *v, double lo, double hi, double *out) {
-  char *end;
-  double d = strtod(v, &end);
-  if (end == v || *end || !(d >= lo && d <= hi))
-    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
-  *out = d;
-  return OT_OK;
-}
-
 static ot_status integer(const char *opt, const char *v, double lo, double hi, int *out) {
   double d;
-  OT_TRY(num(opt, v, lo, hi, &d));
+  OT_TRY(ot_cli_num(opt, v, lo, hi, &d));
   if (d != (double)(int)d) return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a whole number", opt, v);
   *out = (int)d;
   return OT_OK;
@@ -79,8 +70,8 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_BATCH: return integer(o->name, v, 1, 1 << 20, &a->o.B);
   case OPT_SEQ: a->T_given = 1; return integer(o->name, v, 1, 1 << 24, &a->o.T);
   case OPT_STEPS: return integer(o->name, v, 1, 1e9, &a->steps);
-  case OPT_LR: OT_TRY(num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
-  case OPT_WD: OT_TRY(num(o->name, v, 0, 10, &d)); a->o.adam.weight_decay = (float)d; return OT_OK;
+  case OPT_LR: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
+  case OPT_WD: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.weight_decay = (float)d; return OT_OK;
   case OPT_CKPT:
     if (gpt2t_checkpoint_parse(v, &a->o.checkpoint) != OT_OK)
       return ot_fail(OT_ERR_INVALID_ARG, "--checkpoint '%s': expected none, all or auto", v);
@@ -89,7 +80,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
     if (strcmp(v, "random")) return ot_fail(OT_ERR_INVALID_ARG, "--init '%s': only 'random' is known", v);
     a->o.init_random = 1;
     return OT_OK;
-  case OPT_SEED: OT_TRY(num(o->name, v, 0, 1.8e19, &d)); a->o.seed = (uint64_t)d; return OT_OK;
+  case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->o.seed = (uint64_t)d; return OT_OK;
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
   default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);

@@ -178,3 +178,12 @@ ot_dtype ot_cli_weight_dtype(const ot_settings *st) {
   if (!st->has_dtype) return OT_DTYPE_KEEP;
   return st->dtype == OT_I8 ? OT_Q8B : st->dtype; /* --dtype int8: block-quantized int8 weights */
 }
+
+ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, double *out) {
+  char *end;
+  double d = strtod(v, &end);
+  if (end == v || *end || !(d >= lo && d <= hi))
+    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+  *out = d;
+  return OT_OK;
+}

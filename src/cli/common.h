@@ -53,6 +53,9 @@ void ot_cli_progress_end(void);
 /* The weight dtype --dtype asks for (int8 means q8b), or keep the checkpoint's. */
 ot_dtype ot_cli_weight_dtype(const ot_settings *st);
 
+/* Option --opt's value v as a number in [lo, hi], or an error naming both. */
+ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, double *out);
+
 /* "1.50 GiB" */
 void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t bytes);
 

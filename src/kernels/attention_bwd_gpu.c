@@ -14,31 +14,13 @@
 
 #include "kernels/attention_bwd_gpu.h"
 #include "kernels/kcommon.h"
+#include "kernels/warp_ops.h"
 
 #define ROWS 8               /* warps (rows) per block of 256 threads */
 #define TILE 32              /* partner rows per shared tile: one per lane */
 #define MD OT_KATTN_BWD_MAX_D
 #define PD (MD + 1)          /* padded tile row: lane l reads bank (l * PD + d) % 32, all distinct */
 #define PER (MD / 32)        /* head dims per lane */
-
-OT_DECLARE_TARGET_BEGIN
-static inline float ab_bcast(float v, int lane) {
-#ifdef __NVPTX__
-  return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, lane, 0x1f);
-#else
-  (void)lane;
-  return v;
-#endif
-}
-static inline float ab_wsum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32);
-  return ab_bcast(v, 0);
-}
-static inline float ab_wmax(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32));
-  return ab_bcast(v, 0);
-}
-OT_DECLARE_TARGET_END
 
 int ot_kattn_bwd_gpu_ok(int64_t hd) { return hd > 0 && hd <= OT_KATTN_BWD_MAX_D; }
 
@@ -90,8 +72,8 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
         }
         const float sc = j <= i ? s * scale : -INFINITY;
         if (!md) {
-          const float m2 = fmaxf(m, ab_wmax(sc)), alpha = expf(m - m2), p = j <= i ? expf(sc - m2) : 0.0f;
-          const float ps = ab_wsum(p), pd = ab_wsum(p * dp);
+          const float m2 = fmaxf(m, ot_warp_max(sc)), alpha = expf(m - m2), p = j <= i ? expf(sc - m2) : 0.0f;
+          const float ps = ot_warp_sum(p), pd = ot_warp_sum(p * dp);
           l = l * alpha + ps;
           dsum = dsum * alpha + pd;
           m = m2;
@@ -99,7 +81,7 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
           const float dS = j <= i ? expf(sc - lse) * (dp - D) : 0.0f;
           const int64_t nj = i - j0 + 1 < TILE ? i - j0 + 1 : TILE;
           for (int64_t jj = 0; jj < nj; jj++) {
-            const float gj = ab_bcast(dS, (int)jj);
+            const float gj = ot_warp_bcast(dS, (int)jj);
             for (int t = 0; t < PER; t++)
               if (lane + 32 * t < hd) acc[t] += gj * sk[jj][lane + 32 * t];
           }
@@ -165,7 +147,7 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
           const int live = i >= j && i < T;
           const float P = live ? expf(s * scale - tl[lane]) : 0.0f, dS = live ? P * (dp - tD[lane]) : 0.0f;
           for (int ii = 0; ii < TILE; ii++) {
-            const float pi = ab_bcast(P, ii), gi = ab_bcast(dS, ii);
+            const float pi = ot_warp_bcast(P, ii), gi = ot_warp_bcast(dS, ii);
             for (int t = 0; t < PER; t++)
               if (lane + 32 * t < hd) {
                 ak[t] += gi * tq[ii][lane + 32 * t];

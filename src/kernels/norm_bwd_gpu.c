@@ -7,17 +7,7 @@
 
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
-
-OT_DECLARE_TARGET_BEGIN
-static inline float nb_wsum(float v) {
-  for (int o = 16; o > 0; o >>= 1) v += ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32);
-#ifdef __NVPTX__
-  return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, 0, 0x1f);
-#else
-  return v;
-#endif
-}
-OT_DECLARE_TARGET_END
+#include "kernels/warp_ops.h"
 
 void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
   const float *x = a->x, *g = a->g, *w = a->w;
@@ -42,14 +32,14 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
       if (ln) {
         float s = 0.0f;
         for (int64_t c = lane; c < d; c += 32) s += xr[c * x3];
-        mean = nb_wsum(s) / (float)d;
+        mean = ot_warp_sum(s) / (float)d;
       }
       float ss = 0.0f;
       for (int64_t c = lane; c < d; c += 32) {
         const float v = xr[c * x3] - mean;
         ss += v * v;
       }
-      const float rs = 1.0f / sqrtf(nb_wsum(ss) / (float)d + eps);
+      const float rs = 1.0f / sqrtf(ot_warp_sum(ss) / (float)d + eps);
       if (!wdx) {
         for (int64_t c = lane; c < d; c += 32) dr[c * d3] = (xr[c * x3] - mean) * rs;
       } else {
@@ -59,7 +49,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
           sg += gv;
           sgx += gv * (xr[c * x3] - mean) * rs;
         }
-        const float mg = ln ? nb_wsum(sg) / (float)d : 0.0f, mgx = nb_wsum(sgx) / (float)d;
+        const float mg = ln ? ot_warp_sum(sg) / (float)d : 0.0f, mgx = ot_warp_sum(sgx) / (float)d;
         for (int64_t c = lane; c < d; c += 32) {
           const float xh = (xr[c * x3] - mean) * rs;
           dr[c * d3] = rs * (w[c * ws] * gr[c * g3] - mg - xh * mgx);

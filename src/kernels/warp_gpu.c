@@ -9,11 +9,9 @@
 
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
+#include "kernels/warp_ops.h"
 
 #define WARPS 8 /* rows per block of 256 threads */
-
-OT_DECLARE_TARGET_BEGIN
-OT_DECLARE_TARGET_END
 
 typedef struct __attribute__((aligned(16))) f4 {
   float x, y, z, w;
@@ -88,20 +86,6 @@ int ot_knorm_gpu_ok(const void *y, int64_t ys, const void *x, int64_t xs, const 
  * max/sum reduction per tile (not per key), then lanes own head_dim slices of
  * the output and accumulate the tile's V rows, read coalesced. The 8 warps'
  * partial (max, sum, acc) are merged through shared memory at the end. */
-OT_DECLARE_TARGET_BEGIN
-static inline float bcast(float v, int lane) {
-#ifdef __NVPTX__
-  return __nvvm_shfl_sync_idx_f32(0xffffffffu, v, lane, 0x1f);
-#else
-  (void)lane;
-  return v;
-#endif
-}
-static inline float warp_max(float v) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, ompx_shfl_down_sync_f(~0ull, v, (unsigned)o, 32));
-  return bcast(v, 0);
-}
-OT_DECLARE_TARGET_END
 
 void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const float *k,
                   int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
@@ -135,15 +119,15 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
         }
         sc = dot;
       }
-      const float m2 = fmaxf(mx, warp_max(sc)), alpha = expf(mx - m2);
+      const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
       const float p = j < nkeys ? expf(sc - m2) : 0.0f;
       float ps = p;
       for (int o = 16; o > 0; o >>= 1) ps += ompx_shfl_down_sync_f(~0ull, ps, (unsigned)o, 32);
-      sum = sum * alpha + bcast(ps, 0);
+      sum = sum * alpha + ot_warp_bcast(ps, 0);
       for (int i = 0; i < per; i++) acc[i] *= alpha;
       const int64_t nj = nkeys - j0 < 32 ? nkeys - j0 : 32;
       for (int jj = 0; jj < nj; jj++) {
-        const float pj = bcast(p, jj);
+        const float pj = ot_warp_bcast(p, jj);
         const float *vr = v + (j0 + jj) * v0 + kh * v1;
         for (int i = 0; i < per; i++) acc[i] += pj * vr[lane + 32 * i];
       }
