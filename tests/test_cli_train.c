@@ -159,6 +159,43 @@ static void test_loss_falls_json(void **state) {
   res_free(&r);
 }
 
+/* The losses of `steps` steps of `extra` options, from --json. */
+static void losses_of(const char *extra, int steps, double *out, json_int_t *accum) {
+  char args[8192];
+  snprintf(args, sizeof args, "train %s --data %s --steps %d --seq 32 --lr 3e-3 --checkpoint none --json %s", model,
+           tokens, steps, extra);
+  res r = cli(args);
+  expect_ok(&r, args);
+  json_error_t e;
+  json_t *o = json_loads(r.out, 0, &e);
+  if (!o) fail_msg("--json output is not JSON (%s): %s", e.text, r.out);
+  json_t *st = json_object_get(o, "steps");
+  assert_int_equal(json_array_size(st), steps);
+  for (int i = 0; i < steps; i++) out[i] = json_number_value(json_object_get(json_array_get(st, (size_t)i), "loss"));
+  *accum = json_integer_value(json_object_get(o, "accum"));
+  json_decref(o);
+  res_free(&r);
+}
+
+/* --accum 2 --batch 1 takes the same windows as --batch 2 and must train the
+ * same (up to the order of float sums: the gradients add per micro-batch). */
+static void test_accumulation(void **state) {
+  (void)state;
+  double a[3], b[3];
+  json_int_t na, nb;
+  losses_of("--batch 2", 3, a, &na);
+  losses_of("--batch 1 --accum 2", 3, b, &nb);
+  assert_int_equal(na, 1);
+  assert_int_equal(nb, 2);
+  for (int i = 0; i < 3; i++)
+    if (fabs(a[i] - b[i]) > 1e-4) fail_msg("step %d: loss %.6f with --accum 2, %.6f with --batch 2", i + 1, b[i], a[i]);
+  char args[8192];
+  snprintf(args, sizeof args, "train %s --data %s --accum 0", model, tokens);
+  expect_bad(args, "--accum");
+  snprintf(args, sizeof args, "train %s --data %s --accum 5 --batch 1 --seq 128", model, tokens); /* 641 > 600 */
+  expect_bad(args, "needs 641");
+}
+
 /* The parameters of a trainer made from `dir` (gpt2_small's shapes), concatenated. */
 static float *params_of(ot_ctx *ctx, const char *dir, int64_t *n) {
   gpt2t_opts o = gpt2t_opts_default();
@@ -285,7 +322,7 @@ static void test_help(void **state) {
   (void)state;
   res r = cli("train --help");
   expect_ok(&r, "train --help");
-  static const char *opts[] = {"--data", "--batch", "--seq", "--steps", "--lr", "--checkpoint", "--init",
+  static const char *opts[] = {"--data", "--batch", "--accum", "--seq", "--steps", "--lr", "--checkpoint", "--init",
                                "--save", "--dry-run", "--gpu-memory-limit", "--json"};
   for (size_t i = 0; i < sizeof opts / sizeof *opts; i++)
     if (!strstr(r.out, opts[i])) fail_msg("train --help does not mention %s", opts[i]);
@@ -298,6 +335,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_help),
       cmocka_unit_test(test_loss_falls_json),
+      cmocka_unit_test(test_accumulation),
       cmocka_unit_test(test_save_and_reload),
       cmocka_unit_test(test_dry_run),
       cmocka_unit_test(test_bad_input),

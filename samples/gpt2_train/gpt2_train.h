@@ -4,7 +4,7 @@
  * per step with new token ids.
  *
  *     gpt2t_opts o = gpt2t_opts_default();
- *     o.B = 2; o.T = 16;
+ *     o.B = 2; o.T = 16;                   // o.accum = 4: 4 micro-batches of 2 x 16 per update
  *     gpt2_trainer *g;
  *     gpt2t_create(ctx, "tests/data/models/gpt2_small", &o, NULL, &g);
  *     for (...) gpt2t_step(g, inputs, targets, trace, &loss);  // [B*T] ids each
@@ -38,10 +38,13 @@ const char *gpt2t_checkpoint_name(gpt2t_checkpoint c);
 ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out); /* "none" | "all" | "auto" */
 
 typedef struct gpt2t_opts {
-  int B, T;             /* sequences per step and tokens per sequence (T <= n_positions) */
+  int B, T;             /* sequences per micro-batch and tokens per sequence (T <= n_positions) */
+  int accum;            /* micro-batches per step (1): their gradients accumulate, then one update;
+                           the step's loss and gradient are the mean over all accum * B * T tokens */
   ot_adamw_opts adam;   /* step_slot is set by the trainer */
   int keep_grads;       /* gradients become program outputs: readable after a step */
-  int keep_logits;      /* the logits become an output (else the loss gradient overwrites them) */
+  int keep_logits;      /* the logits become an output (else the loss gradient overwrites them);
+                           accum must be 1 */
   gpt2t_checkpoint checkpoint;
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, GPU.md's H200) */
   double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
@@ -63,8 +66,8 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
                        gpt2_trainer **out);
 void gpt2t_destroy(gpt2_trainer *g); /* NULL is fine */
 
-/* One step on inputs/targets [B*T] (row-major [B, T]); *loss gets the mean
- * loss before the update. */
+/* One step on inputs/targets [accum*B*T] (row-major [accum, B, T]); *loss
+ * gets the mean loss before the update. */
 ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
 
 /* Parameters in GPT2LMHeadModel.named_parameters() order. */

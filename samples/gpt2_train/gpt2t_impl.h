@@ -38,7 +38,8 @@ struct gpt2_trainer {
   int *recompute;   /* [n_layer]: 1 if the layer is a checkpoint */
   ot_program *prog;
   ot_plan *plan;
-  ot_tensor *ids, *targets, *loss, *logits;
+  ot_tensor **ids, **targets, **loss; /* [accum] per micro-batch: [B*T] ids, [B*T] targets, [1] mean loss */
+  ot_tensor *logits;                  /* the last micro-batch's [B*T, vocab] */
   int pos_slot, step_slot;
   int64_t steps_done;
 };

@@ -7,7 +7,7 @@
 #include "gpt2t_impl.h"
 
 gpt2t_opts gpt2t_opts_default(void) {
-  gpt2t_opts o = {.B = 1, .T = 64, .adam = ot_adamw_opts_default(), .checkpoint = GPT2T_CKPT_NONE,
+  gpt2t_opts o = {.B = 1, .T = 64, .accum = 1, .adam = ot_adamw_opts_default(), .checkpoint = GPT2T_CKPT_NONE,
                   .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234};
   o.adam.weight_decay = 0.0f;
   return o;
@@ -103,9 +103,16 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
     g->P = calloc((size_t)g->n_params, sizeof *g->P);
     if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
+  if (s == OT_OK && (g->o.accum < 1 || (g->o.keep_logits && g->o.accum != 1)))
+    s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: accum %d must be >= 1 (and 1 to keep the logits)", g->o.accum);
   if (s == OT_OK) {
+    size_t na = (size_t)g->o.accum;
     g->recompute = calloc((size_t)g->cfg.num_layers, sizeof *g->recompute);
-    if (!g->recompute) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+    g->ids = calloc(na, sizeof *g->ids);
+    g->targets = calloc(na, sizeof *g->targets);
+    g->loss = calloc(na, sizeof *g->loss);
+    if (!g->recompute || !g->ids || !g->targets || !g->loss)
+      s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
   if (s == OT_OK && (unsigned)g->o.checkpoint > GPT2T_CKPT_AUTO)
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: checkpoint mode %d is not none, all or auto", (int)g->o.checkpoint);
@@ -125,8 +132,11 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
 
 void gpt2t_destroy(gpt2_trainer *g) {
   if (!g) return;
-  gt_release_recording(g);
+  if (g->ids) gt_release_recording(g);
   ot_tlist_release(&g->keep);
+  free(g->ids);
+  free(g->targets);
+  free(g->loss);
   free(g->recompute);
   free(g->P);
   free(g);
@@ -135,13 +145,17 @@ void gpt2t_destroy(gpt2_trainer *g) {
 ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
   if (g->o.plan_only)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the trainer was made with plan_only; it cannot run a step");
-  size_t n = (size_t)g->o.B * (size_t)g->o.T * sizeof(int32_t);
-  memcpy(ot_tensor_data(g->ids), inputs, n);
-  memcpy(ot_tensor_data(g->targets), targets, n);
+  const size_t n = (size_t)g->o.B * (size_t)g->o.T;
+  for (int mb = 0; mb < g->o.accum; mb++) {
+    memcpy(ot_tensor_data(g->ids[mb]), inputs + mb * n, n * sizeof *inputs);
+    memcpy(ot_tensor_data(g->targets[mb]), targets + mb * n, n * sizeof *targets);
+  }
   GT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
   GT_TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
-  if (loss) *loss = *(const float *)ot_tensor_data(g->loss);
+  double sum = 0;
+  for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);
+  if (loss) *loss = (float)(sum / g->o.accum);
   return OT_OK;
 }
 

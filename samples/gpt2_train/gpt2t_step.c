@@ -22,15 +22,17 @@ typedef struct rec {
   gpt2_trainer *g;
   ot_program *p;
   int64_t B, T, D, H, hd, F, V;
-  const char *tag; /* "" or ".rc": suffix of the names of recomputed activations */
+  const char *rc;  /* "" or ".rc": suffix of the names of recomputed activations */
+  char mb[16];     /* "" or ".mbN": suffix of micro-batch N's (N > 0) */
 } rec;
 
-/* A new activation named "name.l" (".rc" when recomputed). A trial
+/* A new activation named "name.l" (+ ".rc" when recomputed, + ".mbN" for
+ * micro-batch N > 0). A trial
  * recording (shapes_only) wraps no memory: it is planned to see whether it
  * fits, never run, and costs no gigabytes of host memory. */
 static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out, const char *name, int l) {
   gpt2_trainer *g = r->g;
-  return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s", name, l, r->tag);
+  return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s%s", name, l, r->rc, r->mb);
 }
 
 static ot_status mat(rec *r, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
@@ -169,172 +171,95 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   return OT_OK;
 }
 
+/* Micro-batch mb: forward, the loss (its gradient scaled by 1/accum: the
+ * step's loss is the mean over micro-batches), the gradients zeroed before
+ * the first micro-batch's backward, then the backward, which accumulates.
+ * A: [n_layer] scratch for the layer activations. */
+static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
+  gpt2_trainer *g = r->g;
+  const ot_hf_config *c = &g->cfg;
+  const int64_t BT = r->B * r->T, L = c->num_layers;
+  const float eps = (float)c->norm_eps;
+  r->mb[0] = '\0';
+  if (mb) snprintf(r->mb, sizeof r->mb, ".mb%d", mb);
+  int64_t sBT[1] = {BT}, s1[1] = {1};
+  GT_TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
+  GT_TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
+  GT_TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
+  gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
+  /* forward */
+  ot_tensor *h, *xf, *dlogits, *losses, *dxf, *dh;
+  GT_TRY(mat(r, BT, r->D, &h, "h", 0));
+  GT_TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
+  for (int64_t b = 0; b < r->B; b++) {
+    ot_tensor *hb;
+    GT_TRY(seq(r, h, b, 0, &hb));
+    GT_TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
+  }
+  for (int l = 0; l < L; l++) {
+    A[l] = (layer_acts){.h = h};
+    GT_TRY(forward_layer(r, l, &A[l], &h));
+  }
+  GT_TRY(mat(r, BT, r->D, &xf, "x.f", 0));
+  GT_TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
+  GT_TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
+  GT_TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
+  /* the loss gradient overwrites the logits unless they are wanted: the two
+   * [BT, vocab] tensors are the step's largest */
+  dlogits = g->logits;
+  if (g->o.keep_logits) GT_TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
+  GT_TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
+  GT_TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
+  /* backward */
+  for (int i = 0; mb == 0 && i < g->n_params; i++) GT_TRY(ot_op_zero(r->p, g->P[i].g));
+  GT_TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
+  GT_TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
+  GT_TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
+  GT_TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
+  for (int l = (int)L - 1; l >= 0; l--) {
+    layer_acts *Al = &A[l], R = {.h = A[l].h};
+    if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
+      r->rc = ".rc";
+      GT_TRY(forward_layer(r, l, &R, NULL));
+      r->rc = "";
+      Al = &R;
+    }
+    GT_TRY(backward_layer(r, l, Al, dh, &dh));
+  }
+  GT_TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
+  ot_tensor *dh3 = NULL;
+  int64_t s3[3] = {r->B, r->T, r->D};
+  GT_TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
+  GT_TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
+  GT_TRY(ot_program_mark_input(r->p, g->ids[mb]));
+  GT_TRY(ot_program_mark_input(r->p, g->targets[mb]));
+  return ot_program_mark_output(r->p, g->loss[mb]);
+}
+
 ot_status gt_record(gpt2_trainer *g) {
   const ot_hf_config *c = &g->cfg;
   rec r = {.g = g, .B = g->o.B, .T = g->o.T, .D = c->hidden_size, .H = c->num_heads, .hd = c->head_dim,
-           .F = c->intermediate_size, .V = c->vocab_size, .tag = ""};
-  const int64_t BT = r.B * r.T, L = c->num_layers;
-  const float eps = (float)c->norm_eps;
+           .F = c->intermediate_size, .V = c->vocab_size, .rc = ""};
   GT_TRY(ot_program_create(g->ctx, &g->prog));
   r.p = g->prog;
   GT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
   GT_TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
-  int64_t sBT[1] = {BT}, s1[1] = {1};
-  GT_TRY(act(&r, OT_I32, 1, sBT, &g->ids, "ids", 0));
-  GT_TRY(act(&r, OT_I32, 1, sBT, &g->targets, "targets", 0));
-  GT_TRY(act(&r, OT_F32, 1, s1, &g->loss, "loss", 0));
-  gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
-
-  layer_acts *A = calloc((size_t)L, sizeof *A);
+  layer_acts *A = calloc((size_t)c->num_layers, sizeof *A);
   if (!A) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   ot_status s = OT_OK;
-#define STEP(x) if (s == OT_OK) s = (x)
-  /* forward */
-  ot_tensor *h, *xf, *dlogits, *losses, *dxf, *dh;
-  STEP(mat(&r, BT, r.D, &h, "h", 0));
-  STEP(ot_op_embedding(r.p, h, wte->w, g->ids));
-  for (int64_t b = 0; s == OT_OK && b < r.B; b++) {
-    ot_tensor *hb;
-    STEP(seq(&r, h, b, 0, &hb));
-    STEP(ot_op_add_positions(r.p, hb, wpe->w, g->pos_slot));
-  }
-  for (int l = 0; s == OT_OK && l < L; l++) {
-    A[l].h = h;
-    STEP(forward_layer(&r, l, &A[l], &h));
-  }
-  STEP(mat(&r, BT, r.D, &xf, "x.f", 0));
-  STEP(ot_op_layernorm(r.p, xf, h, lnf_w->w, lnf_b->w, eps));
-  STEP(mat(&r, BT, r.V, &g->logits, "logits", 0));
-  STEP(ot_op_matmul(r.p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
-  /* the loss gradient overwrites the logits unless they are wanted: the two
-   * [BT, vocab] tensors are the step's largest */
-  dlogits = g->logits;
-  if (g->o.keep_logits) STEP(mat(&r, BT, r.V, &dlogits, "d.logits", 0));
-  STEP(act(&r, OT_F32, 1, sBT, &losses, "losses", 0));
-  STEP(ot_op_cross_entropy(r.p, g->loss, losses, dlogits, g->logits, g->targets, 1.0f));
-  /* backward: gradients zeroed first (they accumulate) */
-  for (int i = 0; s == OT_OK && i < g->n_params; i++) STEP(ot_op_zero(r.p, g->P[i].g));
-  STEP(mat(&r, BT, r.D, &dxf, "d.x.f", 0));
-  STEP(ot_op_matmul_backward(r.p, dxf, wte->g, dlogits, xf, wte->w, 1));
-  STEP(mat(&r, BT, r.D, &dh, "d.h", (int)L));
-  STEP(ot_op_layernorm_backward(r.p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
-  for (int l = (int)L - 1; s == OT_OK && l >= 0; l--) {
-    layer_acts *Al = &A[l];
-    layer_acts R = {.h = A[l].h};
-    if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
-      r.tag = ".rc";
-      STEP(forward_layer(&r, l, &R, NULL));
-      r.tag = "";
-      Al = &R;
-    }
-    STEP(backward_layer(&r, l, Al, dh, &dh));
-  }
-  STEP(ot_op_embedding_backward(r.p, wte->g, dh, g->ids));
-  ot_tensor *dh3 = NULL;
-  int64_t s3[3] = {r.B, r.T, r.D};
-  STEP(keep(&r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
-  STEP(ot_op_positions_backward(r.p, wpe->g, dh3, g->pos_slot));
+  for (int mb = 0; s == OT_OK && mb < g->o.accum; mb++) s = record_micro_batch(&r, mb, A);
+  free(A);
   /* update */
   ot_adamw_opts o = g->o.adam;
   o.step_slot = g->step_slot;
   for (int i = 0; s == OT_OK && i < g->n_params; i++) {
     gt_param *q = &g->P[i];
-    STEP(ot_op_adamw(r.p, q->w, q->g, q->m, q->v, NULL, &o));
-    STEP(ot_program_mark_persistent(r.p, q->w));
-    STEP(ot_program_mark_persistent(r.p, q->m));
-    STEP(ot_program_mark_persistent(r.p, q->v));
-    if (g->o.keep_grads) STEP(ot_program_mark_output(r.p, q->g));
+    s = ot_op_adamw(r.p, q->w, q->g, q->m, q->v, NULL, &o);
+    if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->w);
+    if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->m);
+    if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->v);
+    if (s == OT_OK && g->o.keep_grads) s = ot_program_mark_output(r.p, q->g);
   }
-  STEP(ot_program_mark_input(r.p, g->ids));
-  STEP(ot_program_mark_input(r.p, g->targets));
-  STEP(ot_program_mark_output(r.p, g->loss));
-  if (g->o.keep_logits) STEP(ot_program_mark_output(r.p, g->logits));
-#undef STEP
-  free(A);
+  if (s == OT_OK && g->o.keep_logits) s = ot_program_mark_output(r.p, g->logits);
   return s;
-}
-
-void gt_release_recording(gpt2_trainer *g) {
-  ot_plan_destroy(g->plan);
-  g->plan = NULL;
-  ot_program_destroy(g->prog);
-  g->prog = NULL;
-  ot_tlist_release(&g->acts);
-  g->ids = g->targets = g->loss = g->logits = NULL;
-}
-
-/* Records again with g->recompute as set; a trial (shapes_only) is only planned. */
-static ot_status rerecord(gpt2_trainer *g, int shapes_only) {
-  gt_release_recording(g);
-  g->shapes_only = shapes_only;
-  ot_status s = gt_record(g);
-  g->shapes_only = 0;
-  return s;
-}
-
-/* Does the recorded step run without offloading: no live copy is evicted
- * (to be uploaded again), in the first run or the replays? Not strategy
- * `none`, which needs every storage at once: a recomputed activation is a
- * new storage, but the one it replaces is dead by then and its space reused. */
-static ot_status fits_resident(gpt2_trainer *g, int *fits) {
-  ot_plan *pl = NULL;
-  ot_status s = ot_sched_plan(g->ctx, g->prog, &g->so, &pl);
-  *fits = s == OT_OK && ot_plan_get_stats(pl, 0).evictions == 0 && ot_plan_get_stats(pl, 1).evictions == 0;
-  ot_plan_destroy(pl);
-  return s == OT_OK || s == OT_ERR_BUDGET ? OT_OK : s;
-}
-
-/* The first k layers are checkpoints (their activations would live longest). */
-static ot_status trial_first_k(gpt2_trainer *g, int k, int *fits) {
-  for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = l < k;
-  GT_TRY(rerecord(g, 1));
-  return fits_resident(g, fits);
-}
-
-/* The cost model: recompute a layer iff its forward again (flops over
- * flops_per_s) is cheaper than writing its activations home and reading them
- * back (2 bytes over pcie_bytes_per_s). Per layer of B sequences of T: the
- * dropped activations are x1, q, k, v, att, hm, x2 [BT, D], fc, gelu [BT, F]
- * and the attention's [BT, H, 2] statistics; the forward is 2 BT D (4 D + 2 F)
- * flops of matmuls plus about 2 B T^2 D of causal attention. */
-static int recompute_cheaper(const gpt2_trainer *g) {
-  const ot_hf_config *c = &g->cfg;
-  double BT = (double)g->o.B * g->o.T, D = (double)c->hidden_size, F = (double)c->intermediate_size;
-  double bytes = 4.0 * BT * (7 * D + 2 * F + 2.0 * (double)c->num_heads);
-  double flops = 2.0 * BT * D * (4 * D + 2 * F) + 2.0 * BT * g->o.T * D;
-  return flops / g->o.flops_per_s < 2.0 * bytes / g->o.pcie_bytes_per_s;
-}
-
-/* auto: nothing recomputed if everything fits; else the fewest checkpoints
- * (the first k layers, k by bisection: fitting is taken as monotone in k)
- * that make it run without offloading; else, the budget demanding offload anyway,
- * every layer the cost model finds cheaper to recompute than to offload.
- * Trials wrap no memory, so each costs a recording and a plan, not gigabytes. */
-static ot_status choose_auto(gpt2_trainer *g) {
-  const int L = (int)g->cfg.num_layers;
-  int fits;
-  GT_TRY(trial_first_k(g, 0, &fits));
-  if (fits) return OT_OK;
-  GT_TRY(trial_first_k(g, L, &fits));
-  if (!fits) {
-    int cheaper = recompute_cheaper(g);
-    for (int l = 0; l < L; l++) g->recompute[l] = cheaper;
-    return OT_OK;
-  }
-  int lo = 1, hi = L; /* hi fits */
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    GT_TRY(trial_first_k(g, mid, &fits));
-    if (fits) hi = mid;
-    else lo = mid + 1;
-  }
-  for (int l = 0; l < L; l++) g->recompute[l] = l < hi;
-  return OT_OK;
-}
-
-ot_status gt_choose_and_plan(gpt2_trainer *g) {
-  for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = g->o.checkpoint == GPT2T_CKPT_ALL;
-  if (g->o.checkpoint == GPT2T_CKPT_AUTO) GT_TRY(choose_auto(g));
-  GT_TRY(rerecord(g, g->o.plan_only));
-  return ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);
 }

@@ -15,7 +15,7 @@
 #include "gpt2t_data.h"
 #include "omptensor/hfconfig.h"
 
-enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
+enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
        OPT_DRY };
 
 /* The default sequence length: the model's whole context up to 256 tokens,
@@ -26,7 +26,9 @@ enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OP
 static const ot_opt train_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
     {"data", 0, "FILE", "training tokens: llm.c .bin (uint16) or .npy of int32/int64/uint16 ids (required)", OPT_DATA},
-    {"batch", 'b', "B", "sequences per step (default 4)", OPT_BATCH},
+    {"batch", 'b', "B", "sequences per micro-batch (default 4)", OPT_BATCH},
+    {"accum", 0, "N", "micro-batches per step: gradients accumulate over N x B sequences, then one update "
+                      "(default 1)", OPT_ACCUM},
     {"seq", 0, "T", "tokens per sequence (default min(n_positions, 256))", OPT_SEQ},
     {"steps", 0, "N", "optimizer steps (default 10)", OPT_STEPS},
     {"lr", 0, "LR", "AdamW learning rate (default 1e-3)", OPT_LR},
@@ -68,6 +70,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_DATA: a->data = v; return OT_OK;
   case OPT_BATCH: return integer(o->name, v, 1, 1 << 20, &a->o.B);
+  case OPT_ACCUM: return integer(o->name, v, 1, 1 << 16, &a->o.accum);
   case OPT_SEQ: a->T_given = 1; return integer(o->name, v, 1, 1 << 24, &a->o.T);
   case OPT_STEPS: return integer(o->name, v, 1, 1e9, &a->steps);
   case OPT_LR: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
@@ -107,11 +110,11 @@ static ot_status check_inputs(train_args *a, gpt2t_data **data) {
     return ot_fail(OT_ERR_INVALID_ARG, "--seq %d: longer than the %lld positions of %s (n_positions); use --seq %lld or less",
                    a->o.T, (long long)c.max_position_embeddings, a->model, (long long)c.max_position_embeddings);
   OT_TRY(gpt2t_data_open(a->data, c.vocab_size, data));
-  int64_t need = (int64_t)a->o.B * a->o.T + 1;
+  int64_t need = (int64_t)a->o.accum * a->o.B * a->o.T + 1;
   if (gpt2t_data_tokens(*data) < need)
-    return ot_fail(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --batch %d x --seq %d needs %lld; "
-                   "use a longer file or a smaller --batch/--seq",
-                   a->data, (long long)gpt2t_data_tokens(*data), a->o.B, a->o.T, (long long)need);
+    return ot_fail(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --accum %d x --batch %d x --seq %d "
+                   "needs %lld; use a longer file or a smaller --accum/--batch/--seq",
+                   a->data, (long long)gpt2t_data_tokens(*data), a->o.accum, a->o.B, a->o.T, (long long)need);
   return OT_OK;
 }
 
@@ -163,7 +166,7 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
   ot_plan_stats ps = ot_plan_get_stats(gpt2t_plan(g), 1);
   char rec[256];
   json_t *layers = recomputed(g, rec, sizeof rec);
-  double rate = mean_rate(L, (int64_t)a->o.B * a->o.T);
+  double rate = mean_rate(L, (int64_t)a->o.accum * a->o.B * a->o.T);
   if (s->settings.json) {
     json_t *o = ot_cli_json_base(s, a->model, &t), *steps = json_array();
     for (int i = 0; i < L->n; i++)
@@ -171,6 +174,7 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "data", json_string(a->data));
     json_object_set_new(o, "dry_run", json_boolean(a->dry));
     json_object_set_new(o, "B", json_integer(a->o.B));
+    json_object_set_new(o, "accum", json_integer(a->o.accum));
     json_object_set_new(o, "T", json_integer(a->o.T));
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "tokens_per_s", json_real(rate));
@@ -189,11 +193,11 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
     ot_cli_fmt_bytes(pk, sizeof pk, ps.peak_bytes);
     ot_cli_fmt_bytes(up, sizeof up, ps.bytes_up);
     ot_cli_fmt_bytes(dn, sizeof dn, ps.bytes_down);
-    if (a->dry) printf("dry run: the step of %d x %d tokens fits the budget\n", a->o.B, a->o.T);
+    if (a->dry) printf("dry run: the step of %d x %d x %d tokens fits the budget\n", a->o.accum, a->o.B, a->o.T);
     else {
       fmt_rate(r, sizeof r, rate);
-      printf("trained %d steps of %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n, a->o.B,
-             a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
+      printf("trained %d steps of %d x %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n,
+             a->o.accum, a->o.B, a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
     }
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s\n", pk, up, dn,
            gpt2t_checkpoint_name(a->o.checkpoint), rec);
@@ -205,13 +209,13 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
 }
 
 static ot_status train(train_args *a, gpt2_trainer *g, gpt2t_data *data, step_log *L) {
-  size_t n = (size_t)a->o.B * (size_t)a->o.T;
+  size_t n = (size_t)a->o.accum * (size_t)a->o.B * (size_t)a->o.T;
   int32_t *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
   ot_status st = in && tg ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "no host memory for a batch");
   /* With --json stdout holds the one JSON object; the step lines go to stderr. */
   FILE *f = a->s->settings.json ? stderr : stdout;
   for (int i = 0; st == OT_OK && i < a->steps; i++) {
-    st = gpt2t_data_next(data, a->o.B, a->o.T, in, tg);
+    st = gpt2t_data_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
     double t0 = now_ms();
     if (st == OT_OK) st = gpt2t_step(g, in, tg, a->s->trace, &L->loss[i]);
     if (st != OT_OK) break;
