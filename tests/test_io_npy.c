@@ -129,6 +129,44 @@ static void test_numpy_headers(void **state) {
   ot_npy_free(&a);
 }
 
+/* A header then raw little-endian bytes (what NumPy writes for '<i8', '<u2'). */
+static void write_raw(const char *dir, const char *dict, const void *data, size_t n) {
+  unsigned char buf[1024] = {0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0};
+  size_t hl = strlen(dict);
+  buf[8] = (unsigned char)(hl & 0xff);
+  buf[9] = (unsigned char)(hl >> 8);
+  memcpy(buf + 10, dict, hl);
+  memcpy(buf + 10 + hl, data, n);
+  ot_write_bytes(dir, "in.npy", buf, 10 + hl + n);
+}
+
+/* int64 (NumPy's default integer) and uint16 (token ids) arrays read as
+ * int32; an int64 value outside int32 is refused, naming its index. */
+static void test_int64_uint16(void **state) {
+  const char *dir = *state;
+  char path[4096];
+  ot_tmp_path(path, sizeof path, dir, "in.npy");
+  ot_npy_array a;
+  const int64_t i8[4] = {0, -5, 2147483647, -2147483647 - 1};
+  write_raw(dir, "{'descr': '<i8', 'fortran_order': False, 'shape': (4,), }          \n", i8, sizeof i8);
+  OT_ASSERT_OK(ot_npy_read(path, &a));
+  assert_int_equal(a.dtype, OT_I32);
+  assert_int_equal(a.item_bytes, 8);
+  for (int i = 0; i < 4; i++) assert_int_equal(((int32_t *)a.data)[i], (int32_t)i8[i]);
+  ot_npy_free(&a);
+  const uint16_t u2[3] = {0, 50256, 65535};
+  write_raw(dir, "{'descr': '<u2', 'fortran_order': False, 'shape': (3,), }          \n", u2, sizeof u2);
+  OT_ASSERT_OK(ot_npy_read(path, &a));
+  assert_int_equal(a.dtype, OT_I32);
+  assert_int_equal(a.item_bytes, 2);
+  for (int i = 0; i < 3; i++) assert_int_equal(((int32_t *)a.data)[i], (int32_t)u2[i]);
+  ot_npy_free(&a);
+  const int64_t big[2] = {7, (int64_t)1 << 40};
+  write_raw(dir, "{'descr': '<i8', 'fortran_order': False, 'shape': (2,), }          \n", big, sizeof big);
+  assert_int_equal(ot_npy_read(path, &a), OT_ERR_FORMAT);
+  assert_non_null(strstr(ot_last_error(), "at index 1 does not fit int32"));
+}
+
 static void test_bad_npy(void **state) {
   const char *dir = *state;
   char path[4096];
@@ -207,6 +245,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_round_trip_i32_shapes, setup, teardown),
       cmocka_unit_test_setup_teardown(test_numpy_headers, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_npy, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_int64_uint16, setup, teardown),
       cmocka_unit_test(test_parse_prefixes),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
