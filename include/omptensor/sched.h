@@ -116,6 +116,9 @@ typedef struct ot_sched_opts {
   uint64_t budget_bytes; /* 0: the context's budget for that device (for a pipeline: every stage's budget) */
   int n_stages;          /* 0 or 1: one device; > 1: a pipeline over that many devices (see above);
                             OT_SCHED_ALL_DEVICES: as many as the context has from device_index on */
+  int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
+                            home after each run (see ot_sched_sync); one device, strategies other
+                            than none; ignored otherwise */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -132,12 +135,25 @@ ot_status ot_sched_min_budget(const ot_program *prog, uint64_t *bytes, int *op);
 
 /* Runs the program once. Kernels run on the calling thread; transfers on the
  * plan's transfer thread. When it returns OT_OK every output and persistent
- * tensor's home holds its result. `trace` may be NULL. */
+ * tensor's home holds its result (persistent ones: unless defer_writeback
+ * kept them on the device, see ot_sched_sync). `trace` may be NULL. */
 ot_status ot_sched_run(ot_plan *plan, ot_trace *trace);
 
 /* Forgets the device copies kept between runs (after the caller wrote the
- * home of a weight or persistent tensor). */
+ * home of a weight or persistent tensor). With defer_writeback it first
+ * writes the changed ones home (ot_sched_sync), so write homes only after a
+ * sync: a home written before it would be overwritten. */
 void ot_sched_invalidate(ot_plan *plan);
+
+/* defer_writeback: a persistent tensor the plan keeps resident between runs
+ * (weights being trained, optimizer moments, a KV cache) is then written home
+ * only when the plan evicts it, when it leaves the kept set, on
+ * ot_sched_sync and on ot_plan_destroy, not after every run: a training step
+ * or a decoded token no longer pays a copy of the whole state. Its home is
+ * stale between syncs. ot_sched_sync writes every such copy home and waits;
+ * without defer_writeback (or before the first run) it does nothing. If a
+ * run fails, the device copies are lost and the homes hold the last sync. */
+ot_status ot_sched_sync(ot_plan *plan);
 
 /* Prints every decision with its reason. */
 void ot_plan_print(const ot_plan *plan, FILE *f);

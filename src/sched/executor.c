@@ -285,8 +285,30 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
   return OT_OK;
 }
 
+ot_status ot_sched_sync(ot_plan *plan) {
+  if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_sync: plan is NULL");
+  if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) == OT_MV_NONE) return OT_OK;
+  /* after any run the copies kept are the steady schedule's start set */
+  run_state r = {0};
+  r.plan = plan;
+  r.kind = mv_kind(plan);
+  const ot_schedule *sc = &plan->steady;
+  for (int k = 0; k < sc->n_start; k++) {
+    if (!sc->start[k].dirty) continue;
+    const int st = sc->start[k].st;
+    const ot_prog_storage *ps = &plan->prog->st[st];
+    if (!plan->xs[st].resident) continue;
+    ot_movement_download(plan->mv, ps->st->home, dev_addr(&r, st), ps->bytes, ps->name, vrec_of(plan, st), NULL, 0);
+  }
+  ot_status w = ot_movement_wait_all(plan->mv);
+  return w == OT_OK ? OT_OK : ot_fail_context(w, "ot_sched_sync");
+}
+
 void ot_sched_invalidate(ot_plan *plan) {
   if (!plan) return;
+  if (plan->defer && ot_sched_sync(plan) != OT_OK)
+    ot_warn_once("defer-invalidate", "ot_sched_invalidate: writing deferred persistent tensors home failed (%s)",
+                 ot_last_error());
   for (int k = 0; k < plan->n_stages; k++) ot_sched_invalidate(plan->stages[k].plan);
   plan->runs = 0;
   if (plan->vrec) memset(plan->vrec, 0, (size_t)plan->prog->n_st * sizeof *plan->vrec); /* homes changed */

@@ -133,6 +133,7 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   plan->prog = (ot_program *)prog;
   plan->version = prog->version;
   plan->strategy = o.strategy;
+  plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
   plan->dev_index = o.device_index;
   plan->dev = ctx->dev[o.device_index];
   plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
@@ -166,6 +167,9 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
 
 void ot_plan_destroy(ot_plan *plan) {
   if (!plan) return;
+  if (plan->defer && ot_sched_sync(plan) != OT_OK)
+    ot_warn_once("defer-sync", "ot_plan_destroy: writing deferred persistent tensors home failed (%s); their homes hold the last "
+            "sync", ot_last_error());
   ot_pipeline_free(plan);
   ot_exec_release(plan);
   ot_schedule_free(&plan->first);

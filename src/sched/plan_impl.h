@@ -43,6 +43,7 @@ typedef struct ot_plan_event {
 typedef struct ot_resident {
   int st;
   size_t off;
+  int dirty;          /* defer_writeback: the copy is newer than its home */
 } ot_resident;
 
 typedef struct ot_schedule {
@@ -50,7 +51,7 @@ typedef struct ot_schedule {
   ot_plan_event *ev;
   int *slot_start;    /* [n_ops + 2]: first event of each slot */
   int n_start;
-  ot_resident *start; /* copies resident (clean) when the run starts */
+  ot_resident *start; /* copies resident when the run starts (dirty only with defer_writeback) */
   ot_plan_stats stats;
 } ot_schedule;
 
@@ -78,6 +79,7 @@ struct ot_plan {
   ot_program *prog;
   uint64_t version;   /* the program version planned */
   ot_strategy strategy;
+  int defer;          /* defer_writeback in effect (sched.h) */
   int dev_index, dev; /* context index and device number (OT_DEVICE_HOST for the host) */
   uint64_t budget;
   size_t capacity;    /* arena bytes: budget rounded down to OT_SCHED_ALIGN */

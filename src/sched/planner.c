@@ -34,6 +34,7 @@ typedef struct sim {
   int *pin;    /* op index that pins it (-1) */
   int *evicted; /* evicted earlier in this run */
   int lookahead; /* ops ahead whose uploads may be placed now (prefetch) */
+  int defer;     /* defer_writeback: persistent copies stay dirty past their last write */
   ot_resident *tmp; /* [n_st] scratch for window search */
 } sim;
 
@@ -148,7 +149,7 @@ static int cmp_off(const void *a, const void *b) {
 static ot_status evict_window(sim *m, int i, int after, size_t need, int for_st, int *found) {
   int r = 0;
   for (int s = 0; s < m->n_st; s++)
-    if (m->res[s]) m->tmp[r++] = (ot_resident){s, m->off[s]};
+    if (m->res[s]) m->tmp[r++] = (ot_resident){s, m->off[s], m->dirty[s]};
   qsort(m->tmp, (size_t)r, sizeof *m->tmp, cmp_off);
   size_t cap = ot_arena_get_stats(m->arena).capacity;
   int best_a = -1, best_b = -1;
@@ -280,7 +281,10 @@ static ot_status sim_op(sim *m, int i, int *missing) {
     const ot_prog_storage *ps = &p->st[s];
     if (!ps->block) continue;
     if (o->acc[k].write) m->dirty[s] = 1;
-    if (m->dirty[s] && (ps->role & OT_ROLE_WRITEBACK) && ps->last_write == i) {
+    /* defer_writeback: a persistent copy stays dirty; it is written home if
+     * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync */
+    const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP);
+    if (m->dirty[s] && (ps->role & OT_ROLE_WRITEBACK) && ps->last_write == i && !deferred) {
       OT_TRY(emit(m, i + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, s));
       m->dirty[s] = 0;
     }
@@ -297,11 +301,12 @@ static ot_status sim_op(sim *m, int i, int *missing) {
 
 /* Simulates one run from `start` into `out` (events in decision order, not
  * yet timed); returns the kept copies resident at the end in *end. */
-static ot_status simulate(const ot_program *p, size_t cap, int lookahead, const ot_resident *start, int n_start,
-                          ot_schedule *out, ot_resident *end, int *n_end) {
+static ot_status simulate(const ot_program *p, size_t cap, int lookahead, int defer, const ot_resident *start,
+                          int n_start, ot_schedule *out, ot_resident *end, int *n_end) {
   sim m;
   OT_TRY(sim_init(&m, p, cap, out));
   m.lookahead = lookahead;
+  m.defer = defer;
   ot_status s = OT_OK;
   int *missing = malloc((size_t)(p->max_args ? p->max_args : 1) * sizeof *missing);
   if (!missing) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
@@ -310,11 +315,12 @@ static ot_status simulate(const ot_program *p, size_t cap, int lookahead, const 
     s = ot_arena_alloc_at(m.arena, start[k].off, p->st[st].block);
     m.res[st] = 1;
     m.off[st] = start[k].off;
+    m.dirty[st] = (char)start[k].dirty;
   }
   for (int i = 0; s == OT_OK && i < p->n_ops; i++) s = sim_op(&m, i, missing);
   *n_end = 0;
   for (int st = 0; s == OT_OK && st < p->n_st; st++)
-    if (m.res[st]) end[(*n_end)++] = (ot_resident){st, m.off[st]};
+    if (m.res[st]) end[(*n_end)++] = (ot_resident){st, m.off[st], m.dirty[st]};
   free(missing);
   sim_free(&m);
   return s;
@@ -326,13 +332,20 @@ static int in_set(const ot_resident *set, int n, ot_resident r) {
   return 0;
 }
 
-/* Frees at the end of the run the copies that are not kept. */
+/* Frees at the end of the run the copies that are not kept (a dirty one,
+ * deferred, is written home first). */
 static ot_status drop_to(ot_schedule *s, const ot_program *p, const ot_resident *end, int n_end,
                          const ot_resident *keep, int n_keep) {
   for (int k = 0; k < n_end; k++)
     if (!in_set(keep, n_keep, end[k])) {
       ot_plan_event e = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, end[k].st, end[k].off,
                          p->st[end[k].st].block, -1, -1};
+      if (end[k].dirty) {
+        ot_plan_event w = e;
+        w.kind = OT_EV_DOWNLOAD;
+        w.flags = 0;
+        OT_TRY(ot_schedule_push(s, w));
+      }
       OT_TRY(ot_schedule_push(s, e));
     }
   return OT_OK;
@@ -373,7 +386,7 @@ static ot_status build_none(ot_plan *plan) {
     s = ot_arena_alloc(a, ps->block, &off);
     if (s != OT_OK) break;
     int kept = (ps->role & OT_ROLE_KEEP) != 0;
-    if (kept) keep[n_keep++] = (ot_resident){i, off};
+    if (kept) keep[n_keep++] = (ot_resident){i, off, 0};
     int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
     ot_plan_event place = {0, ps->first_use, (unsigned char)(up ? OT_EV_UPLOAD : OT_EV_ALLOC), OT_WHY_ALL_RESIDENT,
                            0, i, off, ps->block, -1, -1};
@@ -405,7 +418,7 @@ ot_status ot_plan_build(ot_plan *plan) {
   /* how far ahead uploads are placed on paper: minimal none, balanced the
    * next op (double buffering), aggressive as far as the budget allows */
   int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
-  if (s == OT_OK) s = simulate(p, plan->capacity, look, NULL, 0, &plan->first, keep, &n_keep);
+  if (s == OT_OK) s = simulate(p, plan->capacity, look, plan->defer, NULL, 0, &plan->first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
   if (s == OT_OK) {
@@ -416,12 +429,23 @@ ot_status ot_plan_build(ot_plan *plan) {
   /* Shrink the kept set until a run started from it ends with it. */
   while (s == OT_OK) {
     ot_schedule_free(&plan->steady);
-    s = simulate(p, plan->capacity, look, keep, n_keep, &plan->steady, end, &n_end);
+    s = simulate(p, plan->capacity, look, plan->defer, keep, n_keep, &plan->steady, end, &n_end);
     if (s != OT_OK) break;
-    int m = 0;
+    int m = 0, same = 1;
     for (int k = 0; k < n_keep; k++)
-      if (in_set(end, n_end, keep[k])) keep[m++] = keep[k];
-    if (m == n_keep) break;
+      for (int q = 0; q < n_end; q++)
+        if (end[q].st == keep[k].st && end[q].off == keep[k].off) {
+          /* A kept copy starts dirty if the first run or a replay may end
+           * with it dirty (defer_writeback): assuming dirty only costs a
+           * write-back when it is evicted, assuming clean would drop data.
+           * The flags only grow, so this converges too. */
+          const int d = keep[k].dirty | end[q].dirty;
+          same &= d == keep[k].dirty;
+          keep[m] = keep[k];
+          keep[m++].dirty = d;
+          break;
+        }
+    if (m == n_keep && same) break;
     n_keep = m;
   }
   if (s == OT_OK) s = drop_to(&plan->first, p, first_end, n_first_end, keep, n_keep);
