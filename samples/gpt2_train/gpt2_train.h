@@ -10,8 +10,10 @@
  *     for (...) gpt2t_step(g, inputs, targets, trace, &loss);  // [B*T] ids each
  *     gpt2t_destroy(g);
  *
- * The weights are loaded as f32 master weights and updated in place (their
- * homes hold the trained values after every step). Gradients follow
+ * The weights are loaded as f32 master weights and updated in place. The
+ * plan defers their write-backs (ot_sched_opts.defer_writeback): weights and
+ * AdamW moments that stay on the device are not copied home every step;
+ * gpt2t_sync brings the homes up to date (gpt2t_save and gpt2t_destroy do). Gradients follow
  * PyTorch: the mean cross-entropy over B*T tokens; lm_head is tied to wte,
  * whose gradient sums both uses. Attention runs per sequence (causal, no
  * KV cache); everything else over all B*T rows at once. */
@@ -70,7 +72,12 @@ void gpt2t_destroy(gpt2_trainer *g); /* NULL is fine */
  * gets the mean loss before the update. */
 ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
 
-/* Parameters in GPT2LMHeadModel.named_parameters() order. */
+/* Writes the weights and moments still on the device home (then
+ * gpt2t_param's tensors hold the trained values). */
+ot_status gpt2t_sync(gpt2_trainer *g);
+
+/* Parameters in GPT2LMHeadModel.named_parameters() order; their homes are
+ * current after gpt2t_sync. */
 int gpt2t_num_params(const gpt2_trainer *g);
 const char *gpt2t_param_name(const gpt2_trainer *g, int i);
 const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i);
@@ -85,6 +92,6 @@ int64_t gpt2t_num_weights(const gpt2_trainer *g);        /* parameters (numbers)
 /* Writes the current weights as a Hugging Face checkpoint: DIR/config.json
  * (the model's, as loaded) and DIR/model.safetensors (F32, GPT2LMHeadModel
  * names; lm_head tied). Creates DIR if missing. */
-ot_status gpt2t_save(const gpt2_trainer *g, const char *dir);
+ot_status gpt2t_save(gpt2_trainer *g, const char *dir);
 
 #endif

@@ -91,6 +91,7 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
   g->ctx = ctx;
   g->o = o ? *o : gpt2t_opts_default();
   g->so = so ? *so : ot_sched_opts_default();
+  g->so.defer_writeback = 1; /* the state stays on the device between steps; gpt2t_sync writes it home */
   ot_ckpt *ck = NULL;
   ot_status s = ot_hf_config_load(model_dir, &g->cfg);
   if (s == OT_OK && g->cfg.arch != OT_ARCH_GPT2)
@@ -158,6 +159,8 @@ ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targ
   if (loss) *loss = (float)(sum / g->o.accum);
   return OT_OK;
 }
+
+ot_status gpt2t_sync(gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
 
 int gpt2t_num_params(const gpt2_trainer *g) { return g->n_params; }
 const char *gpt2t_param_name(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }

@@ -76,10 +76,11 @@ static char *join(const char *dir, const char *name) {
   return p;
 }
 
-ot_status gpt2t_save(const gpt2_trainer *g, const char *dir) {
+ot_status gpt2t_save(gpt2_trainer *g, const char *dir) {
   if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: no directory given");
   if (g->o.plan_only) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: a plan-only trainer holds no weights");
-  ot_status s = make_dirs(dir);
+  ot_status s = gpt2t_sync(g); /* the weights the device still holds */
+  if (s == OT_OK) s = make_dirs(dir);
   char *cfg = join(dir, "config.json"), *st = join(dir, "model.safetensors");
   if (s == OT_OK && (!cfg || !st)) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", dir);
   if (s == OT_OK) s = write_config(gpt2t_config(g), cfg);
