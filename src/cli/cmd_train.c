@@ -59,12 +59,7 @@ static ot_status integer(const char *opt, const char *v, double lo, double hi, i
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   train_args *a = user;
   ot_status st;
-  if (ot_cli_session_option(a->s, o, v, &st)) return st;
-  if (!o) {
-    if (a->model) return ot_fail(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v);
-    a->model = v;
-    return OT_OK;
-  }
+  if (ot_cli_session_or_model(a->s, o, v, &a->model, &st)) return st;
   double d;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;

@@ -187,3 +187,11 @@ ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, doubl
   *out = d;
   return OT_OK;
 }
+
+int ot_cli_session_or_model(ot_cli_session *s, const ot_opt *o, const char *v, const char **model, ot_status *st) {
+  if (ot_cli_session_option(s, o, v, st)) return 1;
+  if (o) return 0;
+  *st = *model ? ot_fail(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v) : OT_OK;
+  if (!*model) *model = v;
+  return 1;
+}

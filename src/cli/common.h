@@ -41,6 +41,11 @@ int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value,
 ot_status ot_cli_session_start(ot_cli_session *s);
 void ot_cli_session_end(ot_cli_session *s);
 
+/* The shared start of a model command's option handler: the session's
+ * options, then the one positional MODEL_DIR into *model (a second one is an
+ * error). Returns 1 if it handled (o, v), with *st set. */
+int ot_cli_session_or_model(ot_cli_session *s, const ot_opt *o, const char *v, const char **model, ot_status *st);
+
 /* The shared option table (settings + --config + --verbose). */
 const ot_opt *ot_cli_common_opts(void);
 
