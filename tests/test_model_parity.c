@@ -6,7 +6,6 @@
  * offloading, the logits must match within 1e-4 of the logit range and the
  * greedy tokens must be identical; offloaded runs must also match the
  * unlimited run bitwise (same backend) and the trace must respect the budget. */
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -31,29 +30,7 @@ static const ref_set sets[] = {
     {"llama_sharded", 1e-4}, {"llama_bf16", 1e-4}, {"llama_odd_f16", 1e-4},
 };
 
-typedef struct manifest {
-  int32_t prompt[64];
-  int n_prompt;
-  int32_t gen[64];
-  int n_gen;
-} manifest;
-
-static void read_manifest(const char *set, manifest *m) {
-  char *p = ot_test_model_path(set, "manifest.json");
-  json_error_t err;
-  json_t *root = json_load_file(p, 0, &err);
-  if (!root) fail_msg("%s: %s", p, err.text);
-  assert_string_equal(json_string_value(json_object_get(root, "magic")), "omptensor-reference");
-  assert_int_equal(json_integer_value(json_object_get(root, "format_version")), 1);
-  json_t *pr = json_object_get(root, "prompt_ids"), *g = json_object_get(json_object_get(root, "generation"), "generated_ids");
-  m->n_prompt = (int)json_array_size(pr);
-  m->n_gen = (int)json_array_size(g);
-  assert_true(m->n_prompt > 0 && m->n_prompt <= 64 && m->n_gen > 0 && m->n_gen <= 64);
-  for (int i = 0; i < m->n_prompt; i++) m->prompt[i] = (int32_t)json_integer_value(json_array_get(pr, i));
-  for (int i = 0; i < m->n_gen; i++) m->gen[i] = (int32_t)json_integer_value(json_array_get(g, i));
-  json_decref(root);
-  free(p);
-}
+typedef ot_test_manifest manifest;
 
 typedef ot_test_gen run_out;
 
@@ -74,28 +51,9 @@ static void run_set(const char *set, ot_backend backend, uint64_t budget, ot_str
 }
 
 static void compare_to_reference(const char *set, double tol_rel, const run_out *o, const manifest *mf) {
-  char *p = ot_test_model_path(set, "logits.npy");
-  ot_npy_array ref;
-  OT_ASSERT_OK(ot_npy_read(p, &ref));
-  free(p);
-  assert_int_equal(ref.ndim, 2);
-  assert_int_equal(o->logits.ndim, 2);
-  assert_int_equal(o->logits.shape[0], ref.shape[0]);
-  assert_int_equal(o->logits.shape[1], ref.shape[1]);
-  const float *a = o->logits.data, *b = ref.data;
-  int64_t n = ref.shape[0] * ref.shape[1];
-  float lo = INFINITY, hi = -INFINITY;
-  for (int64_t i = 0; i < n; i++) lo = fminf(lo, b[i]), hi = fmaxf(hi, b[i]);
-  double worst = 0;
-  for (int64_t i = 0; i < n; i++) {
-    if (!isfinite(a[i])) fail_msg("%s: logit %lld is %g", set, (long long)i, a[i]);
-    worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
-  }
-  if (worst > tol_rel * (hi - lo))
-    fail_msg("%s: max |logit error| %.3g > %.1g x range %.3g", set, worst, tol_rel, (double)(hi - lo));
+  ot_test_expect_logits(set, &o->logits, tol_rel, set);
   for (int i = 0; i < mf->n_gen; i++)
     if (o->tokens[i] != mf->gen[i]) fail_msg("%s: greedy token %d is %d, transformers gave %d", set, i, o->tokens[i], mf->gen[i]);
-  ot_npy_free(&ref);
 }
 
 static void backends(ot_backend *b, int *n) { *n = ot_test_backends(b); }
@@ -107,7 +65,7 @@ static void parity(void **state) {
   backends(bk, &nb);
   for (size_t s = 0; s < sizeof sets / sizeof sets[0]; s++) {
     manifest mf;
-    read_manifest(sets[s].name, &mf);
+    ot_test_read_manifest(sets[s].name, &mf);
     for (int b = 0; b < nb; b++) {
       run_out full;
       run_set(sets[s].name, bk[b], 0, OT_STRATEGY_BALANCED, &mf, &full);

@@ -5,7 +5,6 @@
  * transformers' logits.npy), no device holds more than its own budget, and
  * kernels run on every device. llama_tied shares its embedding between the
  * first stage (lookup) and the last (lm head): each device holds a copy. */
-#include <jansson.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -112,58 +111,18 @@ static void same_as_one_device(const char *set, int n_dev) {
 static void reference_logits(void **state) {
   (void)state;
   if (ot_num_devices() < 2) skip();
-  char *p = ot_test_model_path("llama_gqa", "logits.npy");
-  ot_npy_array ref;
-  OT_ASSERT_OK(ot_npy_read(p, &ref));
-  free(p);
-  /* the reference prompt: its length is the logits' row count */
-  char *mp = ot_test_model_path("llama_gqa", "manifest.json");
-  json_error_t err;
-  json_t *root = json_load_file(mp, 0, &err);
-  if (!root) fail_msg("%s: %s", mp, err.text);
-  free(mp);
-  json_t *pr = json_object_get(root, "prompt_ids");
-  int32_t ids[64];
-  int n = (int)json_array_size(pr);
-  assert_true(n > 0 && n <= 64);
-  for (int i = 0; i < n; i++) ids[i] = (int32_t)json_integer_value(json_array_get(pr, i));
-  json_decref(root);
-  assert_int_equal(n, ref.shape[0]);
+  ot_test_manifest mf;
+  ot_test_read_manifest("llama_gqa", &mf);
   for (int n_dev = 1; n_dev <= 2; n_dev++) {
     ot_ctx *ctx = make_ctx(n_dev, NULL);
-    char *dir = ot_test_model_path("llama_gqa", "");
-    ot_lm *m;
-    OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-    char npy[] = "/tmp/ot_multidev_XXXXXX";
-    int fd = mkstemp(npy);
-    assert_true(fd >= 0);
-    close(fd);
-    ot_gen_opts g = ot_gen_opts_default();
-    g.max_new_tokens = 0;
-    g.logits_out = npy;
-    ot_gen_result r;
-    OT_ASSERT_OK(ot_generate(m, ids, n, &g, &r));
-    ot_npy_array got;
-    OT_ASSERT_OK(ot_npy_read(npy, &got));
-    unlink(npy);
-    assert_int_equal(got.shape[0], ref.shape[0]);
-    assert_int_equal(got.shape[1], ref.shape[1]);
-    const float *a = got.data, *b = ref.data;
-    int64_t cnt = ref.shape[0] * ref.shape[1];
-    float lo = INFINITY, hi = -INFINITY;
-    double worst = 0;
-    for (int64_t i = 0; i < cnt; i++) lo = fminf(lo, b[i]), hi = fmaxf(hi, b[i]);
-    for (int64_t i = 0; i < cnt; i++) worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
-    if (worst > 1e-4 * (hi - lo))
-      fail_msg("llama_gqa over %d device(s): max |logit error| %.3g > 1e-4 x range %.3g", n_dev, worst,
-               (double)(hi - lo));
-    ot_npy_free(&got);
-    ot_gen_result_free(&r);
-    ot_lm_destroy(m);
+    run_out r;
+    ot_test_generate(ctx, "llama_gqa", mf.prompt, mf.n_prompt, 0, ot_sched_opts_default().strategy, NULL, &r);
+    char what[64];
+    snprintf(what, sizeof what, "llama_gqa over %d device(s)", n_dev);
+    ot_test_expect_logits("llama_gqa", &r.logits, 1e-4, what);
+    ot_npy_free(&r.logits);
     ot_ctx_destroy(ctx);
-    free(dir);
   }
-  ot_npy_free(&ref);
 }
 
 static void split(int n_dev) {

@@ -1,4 +1,6 @@
 /* model_test.c — see model_test.h. */
+#include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -41,4 +43,44 @@ void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n
   ot_gen_result_free(&r);
   ot_lm_destroy(m);
   free(dir);
+}
+
+void ot_test_read_manifest(const char *set, ot_test_manifest *m) {
+  char *p = ot_test_model_path(set, "manifest.json");
+  json_error_t err;
+  json_t *root = json_load_file(p, 0, &err);
+  if (!root) fail_msg("%s: %s", p, err.text);
+  assert_string_equal(json_string_value(json_object_get(root, "magic")), "omptensor-reference");
+  assert_int_equal(json_integer_value(json_object_get(root, "format_version")), 1);
+  json_t *pr = json_object_get(root, "prompt_ids"), *g = json_object_get(json_object_get(root, "generation"), "generated_ids");
+  m->n_prompt = (int)json_array_size(pr);
+  m->n_gen = (int)json_array_size(g);
+  assert_true(m->n_prompt > 0 && m->n_prompt <= 64 && m->n_gen > 0 && m->n_gen <= 64);
+  for (int i = 0; i < m->n_prompt; i++) m->prompt[i] = (int32_t)json_integer_value(json_array_get(pr, i));
+  for (int i = 0; i < m->n_gen; i++) m->gen[i] = (int32_t)json_integer_value(json_array_get(g, i));
+  json_decref(root);
+  free(p);
+}
+
+void ot_test_expect_logits(const char *set, const ot_npy_array *got, double tol_rel, const char *what) {
+  char *p = ot_test_model_path(set, "logits.npy");
+  ot_npy_array ref;
+  OT_ASSERT_OK(ot_npy_read(p, &ref));
+  free(p);
+  assert_int_equal(ref.ndim, 2);
+  assert_int_equal(got->ndim, 2);
+  assert_int_equal(got->shape[0], ref.shape[0]);
+  assert_int_equal(got->shape[1], ref.shape[1]);
+  const float *a = got->data, *b = ref.data;
+  int64_t n = ref.shape[0] * ref.shape[1];
+  float lo = INFINITY, hi = -INFINITY;
+  for (int64_t i = 0; i < n; i++) lo = fminf(lo, b[i]), hi = fmaxf(hi, b[i]);
+  double worst = 0;
+  for (int64_t i = 0; i < n; i++) {
+    if (!isfinite(a[i])) fail_msg("%s: logit %lld is %g", what, (long long)i, a[i]);
+    worst = fmax(worst, fabs((double)a[i] - (double)b[i]));
+  }
+  if (worst > tol_rel * (hi - lo))
+    fail_msg("%s: max |logit error| %.3g > %.1g x range %.3g", what, worst, tol_rel, (double)(hi - lo));
+  ot_npy_free(&ref);
 }

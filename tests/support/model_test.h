@@ -22,4 +22,17 @@ typedef struct ot_test_gen {
 void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n_prompt, int n_gen,
                       ot_strategy strategy, ot_trace *tr, ot_test_gen *out);
 
+/* A reference set's manifest.json: its prompt and transformers' greedy tokens. */
+typedef struct ot_test_manifest {
+  int32_t prompt[64];
+  int n_prompt;
+  int32_t gen[64];
+  int n_gen;
+} ot_test_manifest;
+void ot_test_read_manifest(const char *set, ot_test_manifest *m);
+
+/* Fails the test unless `got` (f32 [n_prompt, vocab]) is finite and within
+ * tol_rel x the logit range of the set's logits.npy; `what` names the run. */
+void ot_test_expect_logits(const char *set, const ot_npy_array *got, double tol_rel, const char *what);
+
 #endif
