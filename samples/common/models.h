@@ -41,6 +41,13 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
 ot_status ot_llama_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out);
 ot_status ot_gpt2_shapes(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, ot_lm **out);
 
+/* For the models' own make functions: an ot_lm shell holding `impl`, with
+ * its vtable, context and the config's vocabulary and positions (NULL if out
+ * of host memory); and the end of a make: records the weights' bytes and
+ * count and hands m out, or destroys it if s failed. */
+ot_lm *ot_model_shell(ot_ctx *ctx, const ot_lm_vtable *vt, void *impl, const ot_hf_config *cfg);
+ot_status ot_model_finish(ot_lm *m, uint64_t weight_bytes, int n_weights, ot_status s, ot_lm **out);
+
 /* A deterministic synthetic Llama (no checkpoint): weights drawn from `seed`,
  * scaled like a trained model's so activations stay in range. The demo's model. */
 ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,

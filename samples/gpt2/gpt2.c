@@ -135,22 +135,16 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   if (cfg->act != OT_ACT_GELU_TANH)
     return ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2 with an activation other than gelu_new is not supported",
                         ot_ckpt_dir(ck));
-  ot_lm *m = calloc(1, sizeof *m);
   gpt2 *g = calloc(1, sizeof *g);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
   ot_tensor **extra = calloc((size_t)cfg->num_layers * 6, sizeof *extra);
-  if (!m || !g || !L || !extra) {
-    free(m);
+  ot_lm *m = g && L && extra ? ot_model_shell(ctx, &gpt2_vt, g, cfg) : NULL;
+  if (!m) {
     free(g);
     free(L);
     free(extra);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2: no host memory for the model");
   }
-  m->vt = &gpt2_vt;
-  m->ctx = ctx;
-  m->impl = g;
-  m->vocab = cfg->vocab_size;
-  m->max_seq = m->n_ctx = cfg->max_position_embeddings;
   g->cfg = *cfg;
   g->L = L;
   g->extra = extra;
@@ -195,14 +189,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");
-  m->weight_bytes = w->bytes;
-  m->n_weights = w->n;
-  if (s != OT_OK) {
-    gpt2_destroy(m);
-    return s;
-  }
-  *out = m;
-  return OT_OK;
+  return ot_model_finish(m, w->bytes, w->n, s, out);
 }
 
 ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,

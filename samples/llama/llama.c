@@ -121,20 +121,14 @@ static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, uint64_t seed,
                       int dry, ot_progress_fn progress, void *user, ot_lm **out) {
   *out = NULL;
-  ot_lm *m = calloc(1, sizeof *m);
   llama *l = calloc(1, sizeof *l);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
-  if (!m || !l || !L) {
-    free(m);
+  ot_lm *m = l && L ? ot_model_shell(ctx, &llama_vt, l, cfg) : NULL;
+  if (!m) {
     free(l);
     free(L);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "llama: no host memory for the model");
   }
-  m->vt = &llama_vt;
-  m->ctx = ctx;
-  m->impl = l;
-  m->vocab = cfg->vocab_size;
-  m->max_seq = m->n_ctx = cfg->max_position_embeddings;
   l->cfg = *cfg;
   l->L = L;
   l->w = (ot_wset){.ctx = ctx, .ck = ck, .seed = seed, .progress = progress, .user = user, .dry = dry};
@@ -173,14 +167,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
     else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
   }
-  m->weight_bytes = w->bytes;
-  m->n_weights = w->n;
-  if (s != OT_OK) {
-    llama_destroy(m);
-    return s;
-  }
-  *out = m;
-  return OT_OK;
+  return ot_model_finish(m, w->bytes, w->n, s, out);
 }
 
 ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
