@@ -24,12 +24,7 @@
 
 #include "bench_common.h"
 #include "gpt2_train.h"
-
-#define BT_TRY(x)               \
-  do {                          \
-    ot_status s_ = (x);         \
-    if (s_ != OT_OK) return s_; \
-  } while (0)
+#include "try.h"
 
 typedef struct args {
   const char *model, *json, *trace; /* --trace: Chrome trace of the last timed step */
@@ -163,10 +158,10 @@ static ot_status parse(int argc, char **argv, args *a) {
     if (!strcmp(k, "--model")) a->model = v;
     else if (!strcmp(k, "--json")) a->json = v;
     else if (!strcmp(k, "--trace")) a->trace = v;
-    else if (!strcmp(k, "--budget")) BT_TRY(bc_parse_bytes(k, v, &a->budget));
-    else if (!strcmp(k, "--seq")) BT_TRY(bc_parse_int(k, v, 1, 1 << 20, &a->T));
-    else if (!strcmp(k, "--max-batch")) BT_TRY(bc_parse_int(k, v, 1, 4096, &a->max_b));
-    else if (!strcmp(k, "--steps")) BT_TRY(bc_parse_int(k, v, 1, 1000, &a->steps));
+    else if (!strcmp(k, "--budget")) TRY(bc_parse_bytes(k, v, &a->budget));
+    else if (!strcmp(k, "--seq")) TRY(bc_parse_int(k, v, 1, 1 << 20, &a->T));
+    else if (!strcmp(k, "--max-batch")) TRY(bc_parse_int(k, v, 1, 4096, &a->max_b));
+    else if (!strcmp(k, "--steps")) TRY(bc_parse_int(k, v, 1, 1000, &a->steps));
     else if (!strcmp(k, "--batches")) snprintf(a->batches, sizeof a->batches, "%s", v);
     else if (!strcmp(k, "--checkpoints")) snprintf(a->ckpts, sizeof a->ckpts, "%s", v);
     else return ot_set_error(OT_ERR_INVALID_ARG, "unknown option %s (see the top of bench/bench_train.c)", k);
@@ -183,8 +178,8 @@ static ot_status explicit_runs(ot_ctx *ctx, const args *a, FILE *json) {
   char *sb = NULL, *sc = NULL, *b = strtok_r(bs, ",", &sb), *c = strtok_r(cs, ",", &sc);
   gpt2t_checkpoint ck = GPT2T_CKPT_AUTO;
   for (; b; b = strtok_r(NULL, ",", &sb)) {
-    if (c) BT_TRY(gpt2t_checkpoint_parse(c, &ck));
-    BT_TRY(timed(ctx, a, atoi(b), ck, "explicit", json));
+    if (c) TRY(gpt2t_checkpoint_parse(c, &ck));
+    TRY(timed(ctx, a, atoi(b), ck, "explicit", json));
     if (c) c = strtok_r(NULL, ",", &sc);
   }
   return OT_OK;

@@ -12,13 +12,7 @@
 
 #include "omptensor/hfconfig.h"
 #include "omptensor/lm.h"
-
-/* Returns the status of a failing call (the message is already recorded). */
-#define TRY(x)                  \
-  do {                          \
-    ot_status s_ = (x);         \
-    if (s_ != OT_OK) return s_; \
-  } while (0)
+#include "try.h"
 
 /* Pass as the weight dtype to keep each tensor's checkpoint dtype. */
 #define OT_DTYPE_KEEP ((ot_dtype)-1)

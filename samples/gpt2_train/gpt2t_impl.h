@@ -8,12 +8,7 @@
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
 #include "tlist.h"
-
-#define GT_TRY(x)               \
-  do {                          \
-    ot_status s_ = (x);         \
-    if (s_ != OT_OK) return s_; \
-  } while (0)
+#include "try.h"
 
 /* One parameter: the f32 master weight, its gradient, AdamW moments. */
 typedef struct gt_param {

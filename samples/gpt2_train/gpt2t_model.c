@@ -29,7 +29,7 @@ ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out) {
 /* Checks that the checkpoint holds parameter `name` as F32 of `shape`. */
 static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, const char *name,
                             const ot_st_info **info) {
-  GT_TRY(ot_ckpt_find(ck, name, info));
+  TRY(ot_ckpt_find(ck, name, info));
   int ok = (*info)->ndim == ndim;
   for (int d = 0; ok && d < ndim; d++) ok = (*info)->shape[d] == shape[d];
   if (!ok || (*info)->dtype != OT_F32)
@@ -51,11 +51,11 @@ static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, 
   gt_param *p = &g->P[i];
   snprintf(p->name, sizeof p->name, "%s", name);
   const ot_st_info *info = NULL;
-  if (ck) GT_TRY(find_param(ck, ndim, shape, name, &info));
-  GT_TRY(param_tensor(g, ndim, shape, &p->w, "", name));
-  if (!g->o.plan_only) GT_TRY(ck ? ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes) : gt_init_param(g, i));
-  GT_TRY(param_tensor(g, ndim, shape, &p->g, "grad.", name));
-  GT_TRY(param_tensor(g, ndim, shape, &p->m, "m.", name));
+  if (ck) TRY(find_param(ck, ndim, shape, name, &info));
+  TRY(param_tensor(g, ndim, shape, &p->w, "", name));
+  if (!g->o.plan_only) TRY(ck ? ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes) : gt_init_param(g, i));
+  TRY(param_tensor(g, ndim, shape, &p->g, "grad.", name));
+  TRY(param_tensor(g, ndim, shape, &p->m, "m.", name));
   return param_tensor(g, ndim, shape, &p->v, "v.", name);
 }
 
@@ -64,8 +64,8 @@ static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {
   int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, P = c->max_position_embeddings;
   int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
   int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
-  GT_TRY(add_param(g, ck, 0, 2, sVD, "transformer.wte.weight"));
-  GT_TRY(add_param(g, ck, 1, 2, sPD, "transformer.wpe.weight"));
+  TRY(add_param(g, ck, 0, 2, sVD, "transformer.wte.weight"));
+  TRY(add_param(g, ck, 1, 2, sPD, "transformer.wpe.weight"));
   static const char *const names[GT_PER_LAYER] = {
       "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
       "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
@@ -76,10 +76,10 @@ static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {
     for (int k = 0; k < GT_PER_LAYER; k++) {
       char n[96];
       snprintf(n, sizeof n, "transformer.h.%d.%s", l, names[k]);
-      GT_TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
+      TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
     }
   int last = g->n_params - 2;
-  GT_TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
+  TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
   return add_param(g, ck, last + 1, 1, sD, "transformer.ln_f.bias");
 }
 
@@ -151,8 +151,8 @@ ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targ
     memcpy(ot_tensor_data(g->ids[mb]), inputs + mb * n, n * sizeof *inputs);
     memcpy(ot_tensor_data(g->targets[mb]), targets + mb * n, n * sizeof *targets);
   }
-  GT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
-  GT_TRY(ot_sched_run(g->plan, trace));
+  TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
+  TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);

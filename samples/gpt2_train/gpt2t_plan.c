@@ -36,7 +36,7 @@ static ot_status fits_resident(gpt2_trainer *g, int *fits) {
 /* The first k layers are checkpoints (their activations would live longest). */
 static ot_status trial_first_k(gpt2_trainer *g, int k, int *fits) {
   for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = l < k;
-  GT_TRY(rerecord(g, 1));
+  TRY(rerecord(g, 1));
   return fits_resident(g, fits);
 }
 
@@ -62,9 +62,9 @@ static int recompute_cheaper(const gpt2_trainer *g) {
 static ot_status choose_auto(gpt2_trainer *g) {
   const int L = (int)g->cfg.num_layers;
   int fits;
-  GT_TRY(trial_first_k(g, 0, &fits));
+  TRY(trial_first_k(g, 0, &fits));
   if (fits) return OT_OK;
-  GT_TRY(trial_first_k(g, L, &fits));
+  TRY(trial_first_k(g, L, &fits));
   if (!fits) {
     int cheaper = recompute_cheaper(g);
     for (int l = 0; l < L; l++) g->recompute[l] = cheaper;
@@ -73,7 +73,7 @@ static ot_status choose_auto(gpt2_trainer *g) {
   int lo = 1, hi = L; /* hi fits */
   while (lo < hi) {
     int mid = (lo + hi) / 2;
-    GT_TRY(trial_first_k(g, mid, &fits));
+    TRY(trial_first_k(g, mid, &fits));
     if (fits) hi = mid;
     else lo = mid + 1;
   }
@@ -83,7 +83,7 @@ static ot_status choose_auto(gpt2_trainer *g) {
 
 ot_status gt_choose_and_plan(gpt2_trainer *g) {
   for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = g->o.checkpoint == GPT2T_CKPT_ALL;
-  if (g->o.checkpoint == GPT2T_CKPT_AUTO) GT_TRY(choose_auto(g));
-  GT_TRY(rerecord(g, g->o.plan_only));
+  if (g->o.checkpoint == GPT2T_CKPT_AUTO) TRY(choose_auto(g));
+  TRY(rerecord(g, g->o.plan_only));
   return ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);
 }

@@ -45,7 +45,7 @@ static ot_status keep(rec *r, ot_status s, ot_tensor *t) { return s == OT_OK ? o
 /* Column block j (of width n) of a [rows, k*n] matrix, or block j of a 1-D [k*n] vector. */
 static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) {
   ot_tensor *v = NULL;
-  GT_TRY(keep(r, ot_tensor_slice(t, ot_tensor_ndim(t) - 1, j * n, n, &v), v));
+  TRY(keep(r, ot_tensor_slice(t, ot_tensor_ndim(t) - 1, j * n, n, &v), v));
   *out = v;
   return OT_OK;
 }
@@ -53,28 +53,28 @@ static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) 
 /* Sequence b of a [BT, D] tensor as [T, H, hd] (or [T, D] with heads = 0). */
 static ot_status seq(rec *r, ot_tensor *t, int64_t b, int heads, ot_tensor **out) {
   ot_tensor *rows = NULL, *v = NULL;
-  GT_TRY(keep(r, ot_tensor_slice(t, 0, b * r->T, r->T, &rows), rows));
+  TRY(keep(r, ot_tensor_slice(t, 0, b * r->T, r->T, &rows), rows));
   if (!heads) {
     *out = rows;
     return OT_OK;
   }
   int64_t s3[3] = {r->T, ot_tensor_dim(t, 1) / r->hd, r->hd};
-  GT_TRY(keep(r, ot_tensor_reshape(rows, 3, s3, &v), v));
+  TRY(keep(r, ot_tensor_reshape(rows, 3, s3, &v), v));
   *out = v;
   return OT_OK;
 }
 
 /* y = x W + b (GPT-2's Conv1D), then y += res if res. */
 static ot_status conv1d(rec *r, ot_tensor *y, ot_tensor *x, ot_tensor *W, ot_tensor *b, ot_tensor *res) {
-  GT_TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
-  GT_TRY(ot_op_add(r->p, y, y, b));
+  TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
+  TRY(ot_op_add(r->p, y, y, b));
   return res ? ot_op_add(r->p, y, y, res) : OT_OK;
 }
 
 /* Its backward: db += sum dy, dW += x^T dy, dx = dy W^T (dx may be NULL). */
 static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_tensor *dW, ot_tensor *db, ot_tensor *dy, ot_tensor *x,
                                  ot_tensor *W) {
-  GT_TRY(ot_op_bias_backward(r->p, db, dy));
+  TRY(ot_op_bias_backward(r->p, db, dy));
   return ot_op_matmul_backward(r->p, dx, dW, dy, x, W, 0);
 }
 
@@ -91,38 +91,38 @@ static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) 
   const int64_t BT = r->B * r->T;
   gt_param *P = gt_layer(g, l, 0);
   for (int j = 0; j < 3; j++) {
-    GT_TRY(block(r, P[GT_ATTN_W].w, j, r->D, &A->Wq[j]));
-    GT_TRY(block(r, P[GT_ATTN_B].w, j, r->D, &A->bq[j]));
-    GT_TRY(block(r, P[GT_ATTN_W].g, j, r->D, &A->dWq[j]));
-    GT_TRY(block(r, P[GT_ATTN_B].g, j, r->D, &A->dbq[j]));
+    TRY(block(r, P[GT_ATTN_W].w, j, r->D, &A->Wq[j]));
+    TRY(block(r, P[GT_ATTN_B].w, j, r->D, &A->bq[j]));
+    TRY(block(r, P[GT_ATTN_W].g, j, r->D, &A->dWq[j]));
+    TRY(block(r, P[GT_ATTN_B].g, j, r->D, &A->dbq[j]));
   }
-  GT_TRY(mat(r, BT, r->D, &A->x1, "x1", l));
-  GT_TRY(ot_op_layernorm(r->p, A->x1, A->h, P[GT_LN1_W].w, P[GT_LN1_B].w, eps));
+  TRY(mat(r, BT, r->D, &A->x1, "x1", l));
+  TRY(ot_op_layernorm(r->p, A->x1, A->h, P[GT_LN1_W].w, P[GT_LN1_B].w, eps));
   ot_tensor **qkv[3] = {&A->q, &A->k, &A->v};
   static const char *qn[3] = {"q", "k", "v"};
   for (int j = 0; j < 3; j++) {
-    GT_TRY(mat(r, BT, r->D, qkv[j], qn[j], l));
-    GT_TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
+    TRY(mat(r, BT, r->D, qkv[j], qn[j], l));
+    TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
   }
-  GT_TRY(mat(r, BT, r->D, &A->att, "att", l));
+  TRY(mat(r, BT, r->D, &A->att, "att", l));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *o, *q, *k, *v;
-    GT_TRY(seq(r, A->att, b, 1, &o));
-    GT_TRY(seq(r, A->q, b, 1, &q));
-    GT_TRY(seq(r, A->k, b, 1, &k));
-    GT_TRY(seq(r, A->v, b, 1, &v));
-    GT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
+    TRY(seq(r, A->att, b, 1, &o));
+    TRY(seq(r, A->q, b, 1, &q));
+    TRY(seq(r, A->k, b, 1, &k));
+    TRY(seq(r, A->v, b, 1, &v));
+    TRY(ot_op_causal_attention(r->p, o, q, k, v));
   }
-  GT_TRY(mat(r, BT, r->D, &A->hm, "hm", l));
-  GT_TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
-  GT_TRY(mat(r, BT, r->D, &A->x2, "x2", l));
-  GT_TRY(ot_op_layernorm(r->p, A->x2, A->hm, P[GT_LN2_W].w, P[GT_LN2_B].w, eps));
-  GT_TRY(mat(r, BT, r->F, &A->f, "fc", l));
-  GT_TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
-  GT_TRY(mat(r, BT, r->F, &A->a, "gelu", l));
-  GT_TRY(ot_op_gelu(r->p, A->a, A->f));
+  TRY(mat(r, BT, r->D, &A->hm, "hm", l));
+  TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
+  TRY(mat(r, BT, r->D, &A->x2, "x2", l));
+  TRY(ot_op_layernorm(r->p, A->x2, A->hm, P[GT_LN2_W].w, P[GT_LN2_B].w, eps));
+  TRY(mat(r, BT, r->F, &A->f, "fc", l));
+  TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
+  TRY(mat(r, BT, r->F, &A->a, "gelu", l));
+  TRY(ot_op_gelu(r->p, A->a, A->f));
   if (!h_out) return OT_OK; /* recomputing for the backward: the output is not needed again */
-  GT_TRY(mat(r, BT, r->D, h_out, "h", l + 1));
+  TRY(mat(r, BT, r->D, h_out, "h", l + 1));
   return conv1d(r, *h_out, A->a, P[GT_FC2_W].w, P[GT_FC2_B].w, A->hm);
 }
 
@@ -134,39 +134,39 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   gt_param *P = gt_layer(g, l, 0);
   ot_tensor *da, *dx2, *dhm, *datt, *dq[3], *dx1, *tmp, *dh0, *ws;
   /* h' = hm + gelu(x2 W_fc + b_fc) W_fc2 + b_fc2 */
-  GT_TRY(mat(r, BT, r->F, &da, "d.gelu", l));
-  GT_TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
-  GT_TRY(ot_op_gelu_backward(r->p, da, A->f, da));
-  GT_TRY(mat(r, BT, r->D, &dx2, "d.x2", l));
-  GT_TRY(conv1d_backward(r, dx2, P[GT_FC_W].g, P[GT_FC_B].g, da, A->x2, P[GT_FC_W].w));
-  GT_TRY(mat(r, BT, r->D, &dhm, "d.hm", l));
-  GT_TRY(ot_op_layernorm_backward(r->p, dhm, P[GT_LN2_W].g, P[GT_LN2_B].g, dx2, A->hm, P[GT_LN2_W].w, eps));
-  GT_TRY(ot_op_add(r->p, dhm, dhm, dh));
+  TRY(mat(r, BT, r->F, &da, "d.gelu", l));
+  TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
+  TRY(ot_op_gelu_backward(r->p, da, A->f, da));
+  TRY(mat(r, BT, r->D, &dx2, "d.x2", l));
+  TRY(conv1d_backward(r, dx2, P[GT_FC_W].g, P[GT_FC_B].g, da, A->x2, P[GT_FC_W].w));
+  TRY(mat(r, BT, r->D, &dhm, "d.hm", l));
+  TRY(ot_op_layernorm_backward(r->p, dhm, P[GT_LN2_W].g, P[GT_LN2_B].g, dx2, A->hm, P[GT_LN2_W].w, eps));
+  TRY(ot_op_add(r->p, dhm, dhm, dh));
   /* hm = h + att W_proj + b_proj */
-  GT_TRY(mat(r, BT, r->D, &datt, "d.att", l));
-  GT_TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
+  TRY(mat(r, BT, r->D, &datt, "d.att", l));
+  TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
   static const char *dn[3] = {"d.q", "d.k", "d.v"};
-  for (int j = 0; j < 3; j++) GT_TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
+  for (int j = 0; j < 3; j++) TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
   int64_t sws[3] = {BT, r->H, 2};
-  GT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
+  TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *v[8];
     ot_tensor *src[7] = {dq[0], dq[1], dq[2], datt, A->q, A->k, A->v};
-    for (int j = 0; j < 7; j++) GT_TRY(seq(r, src[j], b, 1, &v[j]));
+    for (int j = 0; j < 7; j++) TRY(seq(r, src[j], b, 1, &v[j]));
     ot_tensor *wsb;
-    GT_TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
-    GT_TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
+    TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
+    TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
   }
   /* q|k|v = x1 W_attn + b_attn: dx1 sums the three */
-  GT_TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
-  GT_TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
+  TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
+  TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
   for (int j = 0; j < 3; j++) {
-    GT_TRY(conv1d_backward(r, j ? tmp : dx1, A->dWq[j], A->dbq[j], dq[j], A->x1, A->Wq[j]));
-    if (j) GT_TRY(ot_op_add(r->p, dx1, dx1, tmp));
+    TRY(conv1d_backward(r, j ? tmp : dx1, A->dWq[j], A->dbq[j], dq[j], A->x1, A->Wq[j]));
+    if (j) TRY(ot_op_add(r->p, dx1, dx1, tmp));
   }
-  GT_TRY(mat(r, BT, r->D, &dh0, "d.h", l));
-  GT_TRY(ot_op_layernorm_backward(r->p, dh0, P[GT_LN1_W].g, P[GT_LN1_B].g, dx1, A->h, P[GT_LN1_W].w, eps));
-  GT_TRY(ot_op_add(r->p, dh0, dh0, dhm));
+  TRY(mat(r, BT, r->D, &dh0, "d.h", l));
+  TRY(ot_op_layernorm_backward(r->p, dh0, P[GT_LN1_W].g, P[GT_LN1_B].g, dx1, A->h, P[GT_LN1_W].w, eps));
+  TRY(ot_op_add(r->p, dh0, dh0, dhm));
   *dh_in = dh0;
   return OT_OK;
 }
@@ -183,56 +183,56 @@ static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
   r->mb[0] = '\0';
   if (mb) snprintf(r->mb, sizeof r->mb, ".mb%d", mb);
   int64_t sBT[1] = {BT}, s1[1] = {1};
-  GT_TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
-  GT_TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
-  GT_TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
+  TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
+  TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
+  TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
   gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
   /* forward */
   ot_tensor *h, *xf, *dlogits, *losses, *dxf, *dh;
-  GT_TRY(mat(r, BT, r->D, &h, "h", 0));
-  GT_TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
+  TRY(mat(r, BT, r->D, &h, "h", 0));
+  TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *hb;
-    GT_TRY(seq(r, h, b, 0, &hb));
-    GT_TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
+    TRY(seq(r, h, b, 0, &hb));
+    TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
   }
   for (int l = 0; l < L; l++) {
     A[l] = (layer_acts){.h = h};
-    GT_TRY(forward_layer(r, l, &A[l], &h));
+    TRY(forward_layer(r, l, &A[l], &h));
   }
-  GT_TRY(mat(r, BT, r->D, &xf, "x.f", 0));
-  GT_TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
-  GT_TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
-  GT_TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
+  TRY(mat(r, BT, r->D, &xf, "x.f", 0));
+  TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
+  TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
+  TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
   /* the loss gradient overwrites the logits unless they are wanted: the two
    * [BT, vocab] tensors are the step's largest */
   dlogits = g->logits;
-  if (g->o.keep_logits) GT_TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
-  GT_TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
-  GT_TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
+  if (g->o.keep_logits) TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
+  TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
+  TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
   /* backward */
-  for (int i = 0; mb == 0 && i < g->n_params; i++) GT_TRY(ot_op_zero(r->p, g->P[i].g));
-  GT_TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
-  GT_TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
-  GT_TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
-  GT_TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
+  for (int i = 0; mb == 0 && i < g->n_params; i++) TRY(ot_op_zero(r->p, g->P[i].g));
+  TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
+  TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
+  TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
+  TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
   for (int l = (int)L - 1; l >= 0; l--) {
     layer_acts *Al = &A[l], R = {.h = A[l].h};
     if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
       r->rc = ".rc";
-      GT_TRY(forward_layer(r, l, &R, NULL));
+      TRY(forward_layer(r, l, &R, NULL));
       r->rc = "";
       Al = &R;
     }
-    GT_TRY(backward_layer(r, l, Al, dh, &dh));
+    TRY(backward_layer(r, l, Al, dh, &dh));
   }
-  GT_TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
+  TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
   ot_tensor *dh3 = NULL;
   int64_t s3[3] = {r->B, r->T, r->D};
-  GT_TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
-  GT_TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
-  GT_TRY(ot_program_mark_input(r->p, g->ids[mb]));
-  GT_TRY(ot_program_mark_input(r->p, g->targets[mb]));
+  TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
+  TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
+  TRY(ot_program_mark_input(r->p, g->ids[mb]));
+  TRY(ot_program_mark_input(r->p, g->targets[mb]));
   return ot_program_mark_output(r->p, g->loss[mb]);
 }
 
@@ -240,10 +240,10 @@ ot_status gt_record(gpt2_trainer *g) {
   const ot_hf_config *c = &g->cfg;
   rec r = {.g = g, .B = g->o.B, .T = g->o.T, .D = c->hidden_size, .H = c->num_heads, .hd = c->head_dim,
            .F = c->intermediate_size, .V = c->vocab_size, .rc = ""};
-  GT_TRY(ot_program_create(g->ctx, &g->prog));
+  TRY(ot_program_create(g->ctx, &g->prog));
   r.p = g->prog;
-  GT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
-  GT_TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
+  TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
+  TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
   layer_acts *A = calloc((size_t)c->num_layers, sizeof *A);
   if (!A) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   ot_status s = OT_OK;

@@ -5,13 +5,8 @@
 
 #include "mlp.h"
 #include "tlist.h"
+#include "try.h"
 #include "weightset.h"
-
-#define MLP_TRY(x)              \
-  do {                          \
-    ot_status s_ = (x);         \
-    if (s_ != OT_OK) return s_; \
-  } while (0)
 
 struct mlp_trainer {
   ot_ctx *ctx;
