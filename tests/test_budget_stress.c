@@ -45,18 +45,6 @@ static size_t heap_in_use(void) {
 #endif
 }
 
-static ot_ctx *make_ctx(void) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-#ifdef OT_OFFLOAD
-  co.backend = OT_BACKEND_MAP;
-#else
-  co.backend = OT_BACKEND_HOST;
-#endif
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  return ctx;
-}
-
 /* Plans c under `budget` and runs it twice; the trace's summary. */
 static ot_status plan_and_run(cs_chain *c, ot_strategy strat, uint64_t budget, ot_trace_summary *sm,
                               ot_trace_summary *steady) {
@@ -82,7 +70,7 @@ static ot_status plan_and_run(cs_chain *c, ot_strategy strat, uint64_t budget, o
 
 static void exact_over_far(void **state) {
   (void)state;
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   cs_chain c;
   OT_ASSERT_OK(cs_chain_create(ctx, LAYERS, N, &c));
   float ref[N];
@@ -170,7 +158,7 @@ static void replay_no_growth(ot_ctx *ctx, ot_program *p, int pos_slot, int64_t m
 
 static void chain_replays(void **state) {
   (void)state;
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   cs_chain c;
   OT_ASSERT_OK(cs_chain_create(ctx, LAYERS, N, &c));
   float ref[N];
@@ -189,7 +177,7 @@ static void decode_replays(void **state) {
   assert_non_null(data);
   char dir[1024];
   snprintf(dir, sizeof dir, "%s/models/llama_gqa", data);
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   ot_lm *m;
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
   ot_lm_step st = {0};

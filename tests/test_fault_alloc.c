@@ -80,23 +80,12 @@ static void managed_homes(void **state) {
   homes_in(OT_MEM_MANAGED, "managed_alloc");
 }
 
-/* The backend of the tests below: map where the build has an offload
- * device (its homes are pinned, its plans allocate a device arena), else
- * the host backend, where only the counts are checked. */
-static ot_backend test_backend(void) {
-#ifdef OT_OFFLOAD
-  return OT_BACKEND_MAP;
-#else
-  return OT_BACKEND_HOST;
-#endif
-}
-
 /* Every pinned allocation of a whole program's tensors failing in turn:
  * cs_chain_create cleans up what it made; the next attempt works. */
 static void program_tensors(void **state) {
   (void)state;
   ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = test_backend();
+  co.backend = ot_test_moving_backend();
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
   const int layers = 3, allocs = 2 + 2 * layers; /* x, y, w_i, h_i */
@@ -125,7 +114,7 @@ static void program_tensors(void **state) {
 static void plan_and_arena(void **state) {
   (void)state;
   ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = test_backend();
+  co.backend = ot_test_moving_backend();
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
   cs_chain c;

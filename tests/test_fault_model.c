@@ -26,18 +26,6 @@ static char *model_dir(void) {
   return p;
 }
 
-static ot_ctx *make_ctx(void) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-#ifdef OT_OFFLOAD
-  co.backend = OT_BACKEND_MAP; /* pinned homes, a device arena, real copies */
-#else
-  co.backend = OT_BACKEND_HOST;
-#endif
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  return ctx;
-}
-
 /* Generates NEW_TOKENS under the model's smallest budget. */
 static ot_status generate(ot_lm *m, int32_t *tokens) {
   ot_gen_opts g = ot_gen_opts_default();
@@ -60,7 +48,7 @@ static ot_status generate(ot_lm *m, int32_t *tokens) {
 static void load_fails(void **state) {
   (void)state;
   char *dir = model_dir();
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   OT_ASSERT_OK(ot_fault_configure("pinned_alloc:4000000000"));
   ot_lm *m;
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
@@ -90,7 +78,7 @@ static void load_fails(void **state) {
 static void generate_fails(void **state) {
   (void)state;
   char *dir = model_dir();
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   ot_lm *m;
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
   int32_t want[NEW_TOKENS], got[NEW_TOKENS];

@@ -15,6 +15,7 @@
 #include <cmocka.h>
 
 #include "memory/device.h"
+#include "ot_test.h"
 #include "sched_support.h"
 
 #define W 64 /* floats per layer: 256 bytes, exactly one arena block */
@@ -54,14 +55,6 @@ typedef struct chain {
   ot_tensor *w[MAXL], *act[MAXN + 1];
   int n_w, n;
 } chain;
-
-static ot_ctx *make_ctx(ot_backend b) {
-  ot_ctx_opts o = ot_ctx_opts_default();
-  o.backend = b;
-  ot_ctx *ctx;
-  assert_int_equal(ot_ctx_create(&o, &ctx), OT_OK);
-  return ctx;
-}
 
 static void chain_build(chain *c, ot_ctx *ctx, const int *seq, int n, int n_w) {
   memset(c, 0, sizeof *c);
@@ -111,7 +104,7 @@ static int weight_uploads(const ot_trace *tr, int run) {
  * weight uploads per run in ups[] and checks the result against an
  * unlimited budget. */
 static void run_chain(ot_backend b, ot_strategy strat, const int *seq, int n, int n_w, int k, int runs, int *ups) {
-  ot_ctx *ctx = make_ctx(b);
+  ot_ctx *ctx = ot_test_ctx(b);
   float ref[W], got[W];
   for (int pass = 0; pass < 2; pass++) {
     chain c;
@@ -212,7 +205,7 @@ static void streaming(ot_backend b) {
   for (int i = 0; i < L; i++) seq[i] = i;
   for (int s = OT_STRATEGY_BALANCED; s < OT_STRATEGY_COUNT; s++)
     for (int k = 2; k <= 4; k++) {
-      ot_ctx *ctx = make_ctx(b);
+      ot_ctx *ctx = ot_test_ctx(b);
       chain c;
       chain_build(&c, ctx, seq, L, L);
       ot_sched_opts o = ot_sched_opts_default();

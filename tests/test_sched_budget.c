@@ -14,6 +14,7 @@
 #include <cmocka.h>
 
 #include "memory/device.h"
+#include "ot_test.h"
 #include "sched_support.h"
 
 typedef struct fixture {
@@ -22,19 +23,11 @@ typedef struct fixture {
   ot_tensor *a, *b, *c, *d, *a_view;
 } fixture;
 
-static ot_ctx *make_ctx(ot_backend b) {
-  ot_ctx_opts o = ot_ctx_opts_default();
-  o.backend = b;
-  ot_ctx *ctx;
-  assert_int_equal(ot_ctx_create(&o, &ctx), OT_OK);
-  return ctx;
-}
-
 /* big: a[1000] (4000 B -> 4096), b[300] (1200 -> 1280) -> c[64] (256);
  * then d[10] = mix(c, a[view]) (40 -> 256): a view shares a's storage. */
 static void build(fixture *f, ot_backend be) {
   memset(f, 0, sizeof *f);
-  f->ctx = make_ctx(be);
+  f->ctx = ot_test_ctx(be);
   int64_t na = 1000, nb = 300, nc = 64, nd = 10;
   assert_int_equal(ot_tensor_create(f->ctx, "a", OT_F32, 1, &na, &f->a), OT_OK);
   assert_int_equal(ot_tensor_create(f->ctx, "b", OT_F32, 1, &nb, &f->b), OT_OK);

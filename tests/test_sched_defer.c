@@ -31,18 +31,6 @@ typedef struct outcome {
   uint64_t to_host;   /* bytes written home over the runs (trace) */
 } outcome;
 
-static ot_ctx *make_ctx(void) {
-  ot_ctx_opts o = ot_ctx_opts_default();
-#ifdef OT_OFFLOAD
-  o.backend = OT_BACKEND_MAP; /* copies for real: deferral is visible in the homes */
-#else
-  o.backend = OT_BACKEND_HOST;
-#endif
-  ot_ctx *ctx = NULL;
-  OT_ASSERT_OK(ot_ctx_create(&o, &ctx));
-  return ctx;
-}
-
 /* RUNS runs of program `seed`; with defer, finished by `how`. plain (may be
  * NULL): the plain run's final values, to detect stale homes before the finish. */
 static outcome run(ot_ctx *ctx, uint64_t seed, ot_strategy strat, uint64_t budget, int defer, finish how,
@@ -93,7 +81,7 @@ static outcome run(ot_ctx *ctx, uint64_t seed, ot_strategy strat, uint64_t budge
 
 static void defer_matches_plain(void **state) {
   (void)state;
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   int saw_stale = 0, saw_fewer = 0;
   for (size_t si = 0; si < sizeof seeds / sizeof *seeds; si++) {
     const uint64_t seed = seeds[si];
@@ -147,7 +135,7 @@ static void defer_matches_plain(void **state) {
 static void sync_without_defer(void **state) {
   (void)state;
   assert_int_equal(ot_sched_sync(NULL), OT_ERR_INVALID_ARG);
-  ot_ctx *ctx = make_ctx();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   outcome o = run(ctx, 1, OT_STRATEGY_BALANCED, UNLIMITED, 0, BY_SYNC, NULL);
   free(o.v);
   ot_ctx_destroy(ctx);

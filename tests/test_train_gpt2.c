@@ -247,15 +247,6 @@ static float *train_ck(ot_backend be, const ref *r, uint64_t budget, gpt2t_check
   return all;
 }
 
-/* The backend that really moves data when this build has one (offload), else the host's. */
-static ot_backend moving_backend(void) {
-#ifdef OT_OFFLOAD
-  return OT_BACKEND_MAP;
-#else
-  return OT_BACKEND_HOST;
-#endif
-}
-
 static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses, int check, int64_t *n_out) {
   return train_ck(be, r, budget, GPT2T_CKPT_NONE, losses, check, n_out, NULL);
 }
@@ -282,8 +273,8 @@ static void accumulation(void **state) {
   int64_t n, n1;
   free(train(OT_BACKEND_AUTO, &r, 0, losses, 1, &n));
   r.steps = 2;
-  float *p0 = train(moving_backend(), &r, 0, losses, 0, &n);
-  float *p1 = train(moving_backend(), &r, 1, l1, 0, &n1);
+  float *p0 = train(ot_test_moving_backend(), &r, 0, losses, 0, &n);
+  float *p1 = train(ot_test_moving_backend(), &r, 1, l1, 0, &n1);
   assert_int_equal(n, n1);
   if (memcmp(losses, l1, sizeof(float) * (size_t)r.steps) || memcmp(p0, p1, sizeof(float) * (size_t)n))
     fail_msg("2 micro-batches: the smallest budget's run differs from the unlimited one");
@@ -348,7 +339,7 @@ static void checkpoint_all_is_bitwise(void **state) {
   float l0[MAX_STEPS], l1[MAX_STEPS];
   int64_t n0, n1;
   run_info ri;
-  ot_backend be = moving_backend();
+  ot_backend be = ot_test_moving_backend();
   float *p0 = train_ck(be, &r, 0, GPT2T_CKPT_NONE, l0, 0, &n0, &ri);
   assert_int_equal(ri.recomputed, 0);
   for (int tight = 0; tight < 2; tight++) {
@@ -398,7 +389,7 @@ static void checkpoint_auto_chooses(void **state) {
   big_batch(&r);
   r.steps = 2;
   ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = moving_backend();
+  co.backend = ot_test_moving_backend();
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
   uint64_t b_none = resident_budget(ctx, &r, GPT2T_CKPT_NONE), b_all = resident_budget(ctx, &r, GPT2T_CKPT_ALL);

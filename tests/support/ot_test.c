@@ -45,3 +45,19 @@ int ot_test_backends(ot_backend b[3]) {
 #endif
   return n;
 }
+
+ot_backend ot_test_moving_backend(void) {
+#ifdef OT_OFFLOAD
+  return OT_BACKEND_MAP;
+#else
+  return OT_BACKEND_HOST;
+#endif
+}
+
+ot_ctx *ot_test_ctx(ot_backend b) {
+  ot_ctx_opts o = ot_ctx_opts_default();
+  o.backend = b;
+  ot_ctx *ctx = NULL;
+  OT_ASSERT_OK(ot_ctx_create(&o, &ctx));
+  return ctx;
+}

@@ -49,4 +49,11 @@ int ot_test_usm_offloads(void);
  * (+ usm where it offloads) when there is a device. Returns how many. */
 int ot_test_backends(ot_backend b[3]);
 
+/* The backend that copies for real where this build has an offload device
+ * (map: pinned homes, a device arena per plan), else the host backend. */
+ot_backend ot_test_moving_backend(void);
+
+/* A context on backend b, defaults otherwise; fails the test if it cannot be made. */
+ot_ctx *ot_test_ctx(ot_backend b);
+
 #endif
