@@ -166,15 +166,8 @@ static void run_free(run *r) {
 
 /* Trains `steps` steps; budget 0: the context's (else the trace is checked against it). */
 static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t budget, int steps, run *r) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = be;
   ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  ot_sched_opts so = ot_sched_opts_default();
-  so.strategy = st;
-  so.budget_bytes = budget;
-  mlp_trainer *t;
-  OT_ASSERT_OK(mlp_trainer_create(ctx, c, &so, &t));
+  mlp_trainer *t = ot_test_mlp_trainer(be, c, st, budget, &ctx);
   ot_trace *tr = NULL;
   if (budget) OT_ASSERT_OK(ot_trace_create(&tr));
   r->loss = malloc((size_t)steps * sizeof(float));
@@ -184,10 +177,7 @@ static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t b
     assert_true(isfinite(r->loss[s]));
   }
   if (tr) OT_ASSERT_OK(ot_trace_check_budget(tr, budget));
-  r->n_params = mlp_trainer_num_params(t);
-  r->params = malloc((size_t)r->n_params * sizeof(float));
-  assert_non_null(r->params);
-  OT_ASSERT_OK(mlp_trainer_read_params(t, r->params));
+  r->params = ot_test_mlp_params(t, &r->n_params);
   r->skipped = mlp_trainer_skipped_steps(t);
   r->scale_log2 = mlp_trainer_loss_scale_log2(t);
   ot_trace_destroy(tr);
@@ -316,10 +306,7 @@ static void bad_options(void **state) {
   OT_ASSERT_FAILS(mlp_precision_parse("fp8", &p), OT_ERR_INVALID_ARG, "fp32, bf16, f16");
   OT_ASSERT_OK(mlp_precision_parse("bf16", &p));
   assert_int_equal(p, MLP_BF16);
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = OT_BACKEND_HOST;
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_ctx *ctx = ot_test_ctx(OT_BACKEND_HOST);
   mlp_config c = with_precision(MLP_F16);
   c.loss_scale_log2 = 128;
   mlp_trainer *t;

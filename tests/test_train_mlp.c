@@ -60,15 +60,8 @@ static void count_trace(const ot_trace *tr, result *r) {
 /* Trains STEPS steps; budget 0: the context's (unlimited). */
 static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t budget, result *r,
                   int *recomputed /* [layers] or NULL */) {
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = be;
   ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  ot_sched_opts so = ot_sched_opts_default();
-  so.strategy = st;
-  so.budget_bytes = budget;
-  mlp_trainer *t;
-  OT_ASSERT_OK(mlp_trainer_create(ctx, c, &so, &t));
+  mlp_trainer *t = ot_test_mlp_trainer(be, c, st, budget, &ctx);
   ot_trace *tr;
   OT_ASSERT_OK(ot_trace_create(&tr));
   for (int s = 0; s < STEPS; s++) OT_ASSERT_OK(mlp_trainer_step(t, tr, &r->loss[s]));
@@ -76,10 +69,7 @@ static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t b
   OT_ASSERT_OK(ot_trace_check_budget(tr, checked));
   memset(&r->kernels_per_run, 0, sizeof(int) * 3);
   count_trace(tr, r);
-  r->n_params = mlp_trainer_num_params(t);
-  r->params = malloc((size_t)r->n_params * sizeof(float));
-  assert_non_null(r->params);
-  OT_ASSERT_OK(mlp_trainer_read_params(t, r->params));
+  r->params = ot_test_mlp_params(t, &r->n_params);
   for (int l = 0; recomputed && l < c->layers; l++) recomputed[l] = mlp_trainer_recomputed(t, l);
   ot_trace_destroy(tr);
   mlp_trainer_destroy(t);
@@ -170,9 +160,7 @@ static void auto_cost_model(void **state) {
 
 static void loss_falls(void **state) {
   (void)state;
-  ot_ctx_opts co = ot_ctx_opts_default();
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_ctx *ctx = ot_test_ctx(OT_BACKEND_AUTO);
   mlp_config c = mlp_config_default();
   mlp_trainer *t;
   OT_ASSERT_OK(mlp_trainer_create(ctx, &c, NULL, &t));
@@ -194,10 +182,7 @@ static void bad_options(void **state) {
   (void)state;
   mlp_recompute r;
   OT_ASSERT_FAILS(mlp_recompute_parse("some", &r), OT_ERR_INVALID_ARG, "none, all, auto");
-  ot_ctx_opts co = ot_ctx_opts_default();
-  co.backend = OT_BACKEND_HOST;
-  ot_ctx *ctx;
-  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_ctx *ctx = ot_test_ctx(OT_BACKEND_HOST);
   mlp_config c = small_config(MLP_RECOMPUTE_NONE);
   c.layers = 1;
   mlp_trainer *t;
