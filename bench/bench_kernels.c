@@ -409,12 +409,7 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
   case O_FP32: return bc_parse_double("--peer-fp32-tflops", v, &o->peer_fp32);
   case O_BF16: return bc_parse_double("--peer-bf16-tflops", v, &o->peer_bf16);
   case O_COPY: return bc_parse_bytes("--copy-bytes", v, &o->copy_bytes);
-  case O_HELP: {
-    const ot_opt *tables[] = {bk_optv, NULL};
-    printf("usage: bench_kernels [options]\n");
-    ot_args_print_help(stdout, tables);
-    exit(0);
-  }
+  case O_HELP: bc_usage("bench_kernels", bk_optv);
   }
   return OT_OK;
 }

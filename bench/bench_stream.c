@@ -478,12 +478,7 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
       return ot_fail(OT_ERR_INVALID_ARG, "--summaries: use all, one or none");
     o->summaries = v;
     return OT_OK;
-  case O_HELP: {
-    const ot_opt *tables[] = {sb_optv, NULL};
-    printf("usage: bench_stream [options]\n");
-    ot_args_print_help(stdout, tables);
-    exit(0);
-  }
+  case O_HELP: bc_usage("bench_stream", sb_optv);
   }
   return OT_OK;
 }

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config/argparse.h"
 #include "core/error.h"
 #include "kernels/kcommon.h"
 #include "memory/device.h"
@@ -183,4 +184,11 @@ ot_status bc_open_out(const char *path, FILE **out) {
 
 void bc_close_out(FILE *f) {
   if (f && f != stdout) fclose(f);
+}
+
+void bc_usage(const char *prog, const struct ot_opt *opts) {
+  const ot_opt *tables[] = {opts, NULL};
+  printf("usage: %s [options]\n", prog);
+  ot_args_print_help(stdout, tables);
+  exit(0);
 }

@@ -46,6 +46,10 @@ ot_status bc_parse_bytes(const char *opt, const char *v, uint64_t *out); /* "256
 ot_status bc_parse_int(const char *opt, const char *v, long lo, long hi, long *out);
 ot_status bc_parse_double(const char *opt, const char *v, double *out); /* > 0 */
 
+/* --help: "usage: prog [options]" and the option table on stdout, then exit(0). */
+struct ot_opt;
+_Noreturn void bc_usage(const char *prog, const struct ot_opt *opts);
+
 /* True if `name` contains one of the comma-separated substrings of
  * `patterns` (NULL or "" matches everything). */
 int bc_match(const char *patterns, const char *name);
