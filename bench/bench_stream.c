@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "config/argparse.h"
+#include "omptensor/args.h"
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "memory/device.h"

@@ -23,8 +23,7 @@
 #include <string.h>
 
 #include "bench_common.h"
-#include "gpt2_train.h"
-#include "try.h"
+#include "omptensor/gpt2_train.h"
 
 typedef struct args {
   const char *model, *json, *trace; /* --trace: Chrome trace of the last timed step */
@@ -35,8 +34,8 @@ typedef struct args {
 } args;
 
 /* A trainer at batch B; plan_only: planned, never run. */
-static ot_status make(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, int plan_only, gpt2_trainer **g) {
-  gpt2t_opts o = gpt2t_opts_default();
+static ot_status make(ot_ctx *ctx, const args *a, int B, ot_recompute ck, int plan_only, ot_gpt2_trainer **g) {
+  ot_gpt2_train_opts o = ot_gpt2_train_opts_default();
   o.B = B;
   o.T = (int)a->T;
   o.checkpoint = ck;
@@ -45,34 +44,34 @@ static ot_status make(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, in
   o.adam.lr = 3e-4f;
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = a->budget;
-  return gpt2t_create(ctx, a->model, &o, &so, g);
+  return ot_gpt2_train_create(ctx, a->model, &o, &so, g);
 }
 
 /* fits: 1 resident (no eviction), 2 feasible with moves, 0 infeasible. */
-static ot_status probe(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, int *fits, int *recomputed) {
-  gpt2_trainer *g = NULL;
+static ot_status probe(ot_ctx *ctx, const args *a, int B, ot_recompute ck, int *fits, int *recomputed) {
+  ot_gpt2_trainer *g = NULL;
   ot_status s = make(ctx, a, B, ck, 1, &g);
   *fits = 0;
   *recomputed = 0;
   if (s == OT_ERR_BUDGET) return OT_OK;
   if (s != OT_OK) return s;
-  const ot_plan *pl = gpt2t_plan(g);
+  const ot_plan *pl = ot_gpt2_train_plan(g);
   *fits = ot_plan_get_stats(pl, 0).evictions == 0 && ot_plan_get_stats(pl, 1).evictions == 0 ? 1 : 2;
-  for (int l = 0; l < gpt2t_config(g)->num_layers; l++) *recomputed += gpt2t_recomputed(g, l);
-  gpt2t_destroy(g);
+  for (int l = 0; l < ot_gpt2_train_config(g)->num_layers; l++) *recomputed += ot_gpt2_train_recomputed(g, l);
+  ot_gpt2_train_destroy(g);
   return OT_OK;
 }
 
 /* The largest B in [1, max_b] whose plan is resident (resident = 1) or
  * feasible (bisection; taken as monotone in B). 0 if not even B = 1. */
-static ot_status largest(ot_ctx *ctx, const args *a, gpt2t_checkpoint ck, int resident, int *out) {
+static ot_status largest(ot_ctx *ctx, const args *a, ot_recompute ck, int resident, int *out) {
   int lo = 0, hi = (int)a->max_b + 1, fits, rc; /* lo fits (0: vacuously), hi does not */
   while (hi - lo > 1) {
     int mid = lo + (hi - lo) / 2;
     double t = bc_now();
     ot_status s = probe(ctx, a, mid, ck, &fits, &rc);
     if (s != OT_OK) return s;
-    fprintf(stderr, "  plan B=%d checkpoint %s: %s (%d layers recomputed) [%.1f s]\n", mid, gpt2t_checkpoint_name(ck),
+    fprintf(stderr, "  plan B=%d checkpoint %s: %s (%d layers recomputed) [%.1f s]\n", mid, ot_recompute_name(ck),
             fits == 1 ? "resident" : fits == 2 ? "feasible with offload" : "infeasible", rc, bc_now() - t);
     if (resident ? fits == 1 : fits >= 1) lo = mid;
     else hi = mid;
@@ -88,14 +87,14 @@ static uint64_t rng(uint64_t *s) {
   return z ^ (z >> 31);
 }
 
-static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, const char *label, FILE *json) {
-  gpt2_trainer *g = NULL;
+static ot_status timed(ot_ctx *ctx, const args *a, int B, ot_recompute ck, const char *label, FILE *json) {
+  ot_gpt2_trainer *g = NULL;
   double t0 = bc_now();
   ot_status s = make(ctx, a, B, ck, 0, &g);
   if (s != OT_OK) return s;
   double t_create = bc_now() - t0;
   fprintf(stderr, "  %s B=%d: trainer made and planned in %.1f s\n", label, B, t_create);
-  int64_t V = gpt2t_config(g)->vocab_size, n = (int64_t)B * a->T;
+  int64_t V = ot_gpt2_train_config(g)->vocab_size, n = (int64_t)B * a->T;
   int32_t *in = malloc((size_t)n * sizeof *in), *tg = malloc((size_t)n * sizeof *tg);
   double *ms = calloc((size_t)a->steps, sizeof *ms);
   ot_trace *tr = NULL;
@@ -108,7 +107,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
     /* the trace covers the last timed step only (moves per steady step) */
     if (step == a->steps) ot_trace_clear(tr);
     double t = bc_now();
-    s = gpt2t_step(g, in, tg, step == a->steps ? tr : NULL, &loss);
+    s = ot_gpt2_train_step(g, in, tg, step == a->steps ? tr : NULL, &loss);
     if (step > 0) ms[step - 1] = (bc_now() - t) * 1e3;
     if (step == 0) loss0 = loss;
     fprintf(stderr, "  %s B=%d step %d: %.1f ms, loss %.4f\n", label, B, step, (bc_now() - t) * 1e3, loss);
@@ -122,10 +121,10 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
     int nt = a->steps > 1 ? (int)a->steps - 1 : 1;
     double med = bc_median(ms, nt), tok_s = (double)n / (med * 1e-3);
     int rc = 0;
-    for (int l = 0; l < gpt2t_config(g)->num_layers; l++) rc += gpt2t_recomputed(g, l);
+    for (int l = 0; l < ot_gpt2_train_config(g)->num_layers; l++) rc += ot_gpt2_train_recomputed(g, l);
     printf("%-9s B=%-3d T=%ld checkpoint %-4s recomputed %2d layers: step %8.1f ms  %8.0f tok/s  moved %.2f GB up "
            "%.2f GB down  peak %.2f GiB  budget ok=%s  loss %.3f -> %.3f  (setup %.1f s)\n",
-           label, B, a->T, gpt2t_checkpoint_name(ck), rc, med, tok_s, (double)sm.bytes_to_device / 1e9,
+           label, B, a->T, ot_recompute_name(ck), rc, med, tok_s, (double)sm.bytes_to_device / 1e9,
            (double)sm.bytes_to_host / 1e9, (double)sm.peak_device_bytes / 1073741824.0, s == OT_OK ? "yes" : "NO", loss0,
            loss, t_create);
     if (json)
@@ -133,7 +132,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
               "{\"bench\":\"train\",\"label\":\"%s\",\"B\":%d,\"T\":%ld,\"checkpoint\":\"%s\",\"recomputed\":%d,"
               "\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
               "\"budget\":%llu,\"budget_ok\":%s,\"loss_first\":%.5f,\"loss_last\":%.5f}\n",
-              label, B, a->T, gpt2t_checkpoint_name(ck), rc, med, tok_s, (unsigned long long)sm.bytes_to_device,
+              label, B, a->T, ot_recompute_name(ck), rc, med, tok_s, (unsigned long long)sm.bytes_to_device,
               (unsigned long long)sm.bytes_to_host, (unsigned long long)sm.peak_device_bytes,
               (unsigned long long)a->budget, s == OT_OK ? "true" : "false", loss0, loss);
   }
@@ -141,7 +140,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, gpt2t_checkpoint ck, c
   free(in);
   free(tg);
   free(ms);
-  gpt2t_destroy(g);
+  ot_gpt2_train_destroy(g);
   return s;
 }
 
@@ -158,10 +157,10 @@ static ot_status parse(int argc, char **argv, args *a) {
     if (!strcmp(k, "--model")) a->model = v;
     else if (!strcmp(k, "--json")) a->json = v;
     else if (!strcmp(k, "--trace")) a->trace = v;
-    else if (!strcmp(k, "--budget")) TRY(bc_parse_bytes(k, v, &a->budget));
-    else if (!strcmp(k, "--seq")) TRY(bc_parse_int(k, v, 1, 1 << 20, &a->T));
-    else if (!strcmp(k, "--max-batch")) TRY(bc_parse_int(k, v, 1, 4096, &a->max_b));
-    else if (!strcmp(k, "--steps")) TRY(bc_parse_int(k, v, 1, 1000, &a->steps));
+    else if (!strcmp(k, "--budget")) OT_TRY(bc_parse_bytes(k, v, &a->budget));
+    else if (!strcmp(k, "--seq")) OT_TRY(bc_parse_int(k, v, 1, 1 << 20, &a->T));
+    else if (!strcmp(k, "--max-batch")) OT_TRY(bc_parse_int(k, v, 1, 4096, &a->max_b));
+    else if (!strcmp(k, "--steps")) OT_TRY(bc_parse_int(k, v, 1, 1000, &a->steps));
     else if (!strcmp(k, "--batches")) snprintf(a->batches, sizeof a->batches, "%s", v);
     else if (!strcmp(k, "--checkpoints")) snprintf(a->ckpts, sizeof a->ckpts, "%s", v);
     else return ot_set_error(OT_ERR_INVALID_ARG, "unknown option %s (see the top of bench/bench_train.c)", k);
@@ -176,10 +175,10 @@ static ot_status explicit_runs(ot_ctx *ctx, const args *a, FILE *json) {
   snprintf(bs, sizeof bs, "%s", a->batches);
   snprintf(cs, sizeof cs, "%s", a->ckpts[0] ? a->ckpts : "auto");
   char *sb = NULL, *sc = NULL, *b = strtok_r(bs, ",", &sb), *c = strtok_r(cs, ",", &sc);
-  gpt2t_checkpoint ck = GPT2T_CKPT_AUTO;
+  ot_recompute ck = OT_RECOMPUTE_AUTO;
   for (; b; b = strtok_r(NULL, ",", &sb)) {
-    if (c) TRY(gpt2t_checkpoint_parse(c, &ck));
-    TRY(timed(ctx, a, atoi(b), ck, "explicit", json));
+    if (c) OT_TRY(ot_recompute_parse(c, &ck));
+    OT_TRY(timed(ctx, a, atoi(b), ck, "explicit", json));
     if (c) c = strtok_r(NULL, ",", &sc);
   }
   return OT_OK;
@@ -196,8 +195,8 @@ static ot_status run(const args *a) {
     s = explicit_runs(ctx, a, json);
   } else if (s == OT_OK) {
     int b_res = 0, b_off = 0;
-    s = largest(ctx, a, GPT2T_CKPT_NONE, 1, &b_res);
-    if (s == OT_OK) s = largest(ctx, a, GPT2T_CKPT_AUTO, 0, &b_off);
+    s = largest(ctx, a, OT_RECOMPUTE_NONE, 1, &b_res);
+    if (s == OT_OK) s = largest(ctx, a, OT_RECOMPUTE_AUTO, 0, &b_off);
     if (s == OT_OK) {
       printf("largest micro-batch at this budget: resident B=%d, with offload/recompute B=%d%s (%.2fx)\n", b_res,
              b_off, b_off == a->max_b ? " (the --max-batch cap)" : "", b_res ? (double)b_off / b_res : INFINITY);
@@ -206,8 +205,8 @@ static ot_status run(const args *a) {
                       "\"capped\":%s}\n",
                 a->T, (unsigned long long)a->budget, b_res, b_off, b_off == a->max_b ? "true" : "false");
     }
-    if (s == OT_OK && !a->only_plan && b_res) s = timed(ctx, a, b_res, GPT2T_CKPT_NONE, "resident", json);
-    if (s == OT_OK && !a->only_plan && b_off) s = timed(ctx, a, b_off, GPT2T_CKPT_AUTO, "offload", json);
+    if (s == OT_OK && !a->only_plan && b_res) s = timed(ctx, a, b_res, OT_RECOMPUTE_NONE, "resident", json);
+    if (s == OT_OK && !a->only_plan && b_off) s = timed(ctx, a, b_off, OT_RECOMPUTE_AUTO, "offload", json);
   }
   bc_close_out(json);
   ot_ctx_destroy(ctx);

@@ -97,8 +97,11 @@
 /* A host-side critical section (named). */
 #define OT_CRITICAL(name) OT_PRAGMA(omp critical(name))
 
-/* Host-side parallel loop (references, conversion of large host buffers). */
+/* Host-side parallel loop (references, conversion of large host buffers);
+ * the _IF form runs on one thread unless `cond` holds (small buffers, where
+ * starting the threads costs more than the loop). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
+#define OT_HOST_PARFOR_IF(cond) OT_PRAGMA(omp parallel for schedule(static) if (cond))
 
 /* Functions called from target regions. */
 #define OT_DECLARE_TARGET_BEGIN OT_PRAGMA(omp declare target)

@@ -20,7 +20,7 @@
 
 #include "chain_support.h"
 #include "core/fault.h"
-#include "models.h"
+#include "omptensor/models.h"
 #include "ot_test.h"
 
 #if defined(__has_feature)

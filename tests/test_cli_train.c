@@ -3,7 +3,7 @@
  *   - the loss falls over 5 steps on a periodic (learnable) sequence, and
  *     --json carries every step and the fields the README lists;
  *   - --save writes a model that `omptensor run` generates from, and that
- *     gpt2t_create loads back to the weights of the same 3 steps run here
+ *     ot_gpt2_train_create loads back to the weights of the same 3 steps run here
  *     in-process (and not to the untrained ones);
  *   - --dry-run plans only: exit 0 and the plan under a fitting budget,
  *     exit 2 naming the budget under one too small;
@@ -23,8 +23,8 @@
 
 #include <cmocka.h>
 
-#include "gpt2_train.h"
-#include "gpt2t_data.h"
+#include "omptensor/gpt2_train.h"
+#include "omptensor/tokens.h"
 #include "omptensor/npy.h"
 #include "omptensor/omptensor.h"
 #include "ot_testio.h"
@@ -198,21 +198,21 @@ static void test_accumulation(void **state) {
 
 /* The parameters of a trainer made from `dir` (gpt2_small's shapes), concatenated. */
 static float *params_of(ot_ctx *ctx, const char *dir, int64_t *n) {
-  gpt2t_opts o = gpt2t_opts_default();
+  ot_gpt2_train_opts o = ot_gpt2_train_opts_default();
   o.B = 1;
   o.T = 8;
-  gpt2_trainer *g;
-  OT_ASSERT_OK(gpt2t_create(ctx, dir, &o, NULL, &g));
+  ot_gpt2_trainer *g;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, dir, &o, NULL, &g));
   int64_t total = 0;
-  for (int i = 0; i < gpt2t_num_params(g); i++) total += ot_tensor_numel(gpt2t_param(g, i));
+  for (int i = 0; i < ot_gpt2_train_num_params(g); i++) total += ot_tensor_numel(ot_gpt2_train_param(g, i));
   float *w = malloc((size_t)total * sizeof *w), *p = w;
   assert_non_null(w);
-  for (int i = 0; i < gpt2t_num_params(g); i++) {
-    int64_t k = ot_tensor_numel(gpt2t_param(g, i));
-    OT_ASSERT_OK(ot_tensor_read_f32(gpt2t_param(g, i), p, k));
+  for (int i = 0; i < ot_gpt2_train_num_params(g); i++) {
+    int64_t k = ot_tensor_numel(ot_gpt2_train_param(g, i));
+    OT_ASSERT_OK(ot_tensor_read_f32(ot_gpt2_train_param(g, i), p, k));
     p += k;
   }
-  gpt2t_destroy(g);
+  ot_gpt2_train_destroy(g);
   *n = total;
   return w;
 }
@@ -244,24 +244,24 @@ static void test_save_and_reload(void **state) {
   ot_ctx_opts co = ot_ctx_opts_default();
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  gpt2t_opts o = gpt2t_opts_default();
+  ot_gpt2_train_opts o = ot_gpt2_train_opts_default();
   o.B = 2;
   o.T = 16;
   o.adam.lr = 3e-3f;
-  gpt2_trainer *g;
-  OT_ASSERT_OK(gpt2t_create(ctx, model, &o, NULL, &g));
-  gpt2t_data *d;
-  OT_ASSERT_OK(gpt2t_data_open(tokens, 256, &d));
+  ot_gpt2_trainer *g;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, model, &o, NULL, &g));
+  ot_tokens *d;
+  OT_ASSERT_OK(ot_tokens_open(tokens, 256, &d));
   int32_t in[32], tg[32];
   for (int s = 0; s < 3; s++) {
     float loss;
-    OT_ASSERT_OK(gpt2t_data_next(d, 2, 16, in, tg));
-    OT_ASSERT_OK(gpt2t_step(g, in, tg, NULL, &loss));
+    OT_ASSERT_OK(ot_tokens_next(d, 2, 16, in, tg));
+    OT_ASSERT_OK(ot_gpt2_train_step(g, in, tg, NULL, &loss));
   }
-  gpt2t_data_close(d);
+  ot_tokens_close(d);
   char mine[4096];
-  OT_ASSERT_OK(gpt2t_save(g, ot_tmp_path(mine, sizeof mine, tmp, "mine")));
-  gpt2t_destroy(g);
+  OT_ASSERT_OK(ot_gpt2_train_save(g, ot_tmp_path(mine, sizeof mine, tmp, "mine")));
+  ot_gpt2_train_destroy(g);
 
   int64_t n0, n1, n2;
   float *orig = params_of(ctx, model, &n0), *cli_w = params_of(ctx, saved, &n1), *ours = params_of(ctx, mine, &n2);

@@ -10,7 +10,7 @@
 
 #include <cmocka.h>
 
-#include "config/argparse.h"
+#include "omptensor/args.h"
 #include "ot_testio.h"
 
 enum { OPT_HELP = 1, OPT_PROMPT, OPT_MAX_NEW, OPT_OUT };

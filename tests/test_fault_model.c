@@ -9,7 +9,7 @@
 #include <string.h>
 
 #include "core/fault.h"
-#include "models.h"
+#include "omptensor/models.h"
 #include "ot_test.h"
 
 #define NEW_TOKENS 3

@@ -13,7 +13,7 @@
 #include <unistd.h>
 
 #include "model_test.h"
-#include "models.h"
+#include "omptensor/models.h"
 #include "omptensor/npy.h"
 #include "ot_test.h"
 

@@ -1,4 +1,4 @@
-/* test_train_data.c — training tokens (samples/gpt2_train/gpt2t_data.c):
+/* test_train_data.c — training tokens (src/io/tokens.c):
  * llm.c .bin and .npy (int32, int64, uint16) files written here are read
  * back window by window against the tokens written, including the wrap to
  * the start; every kind of bad file fails with the right status and a
@@ -13,7 +13,7 @@
 
 #include <cmocka.h>
 
-#include "gpt2t_data.h"
+#include "omptensor/tokens.h"
 #include "ot_testio.h"
 
 enum { N = 100, VOCAB = 50 };
@@ -34,14 +34,14 @@ static int32_t tok(int64_t i) { return (int32_t)((i * 7 + i / 13) % VOCAB); }
 
 /* An llm.c .bin: header (magic, version, count as given) then `n` uint16 tokens. */
 static void write_bin(const char *dir, const char *name, int32_t magic, int32_t version, int32_t count, int n) {
-  size_t bytes = GPT2T_BIN_HEADER_INTS * 4 + (size_t)n * 2;
+  size_t bytes = OT_TOKENS_BIN_HEADER_INTS * 4 + (size_t)n * 2;
   unsigned char *b = calloc(1, bytes);
   assert_non_null(b);
   int32_t h[3] = {magic, version, count};
   memcpy(b, h, sizeof h);
   for (int i = 0; i < n; i++) {
     uint16_t v = (uint16_t)tok(i);
-    memcpy(b + GPT2T_BIN_HEADER_INTS * 4 + 2 * i, &v, 2);
+    memcpy(b + OT_TOKENS_BIN_HEADER_INTS * 4 + 2 * i, &v, 2);
   }
   ot_write_bytes(dir, name, b, bytes);
   free(b);
@@ -79,15 +79,15 @@ static size_t write_npy(const char *dir, const char *name, const char *descr, co
  * the end. */
 static void check_windows(const char *dir, const char *name) {
   char p[4096];
-  gpt2t_data *d;
-  OT_ASSERT_OK(gpt2t_data_open(ot_tmp_path(p, sizeof p, dir, name), VOCAB, &d));
-  assert_int_equal(gpt2t_data_tokens(d), N);
+  ot_tokens *d;
+  OT_ASSERT_OK(ot_tokens_open(ot_tmp_path(p, sizeof p, dir, name), VOCAB, &d));
+  assert_int_equal(ot_tokens_count(d), N);
   enum { B = 3, T = 7 }; /* 21 tokens per window (+1): 4 windows fit in 100, the 5th wraps */
   int32_t in[B * T], tg[B * T];
   int64_t start = 0;
   for (int w = 0; w < 9; w++) {
     if (start + B * T + 1 > N) start = 0;
-    OT_ASSERT_OK(gpt2t_data_next(d, B, T, in, tg));
+    OT_ASSERT_OK(ot_tokens_next(d, B, T, in, tg));
     for (int i = 0; i < B * T; i++) {
       assert_int_equal(in[i], tok(start + i));
       assert_int_equal(tg[i], tok(start + i + 1));
@@ -95,15 +95,15 @@ static void check_windows(const char *dir, const char *name) {
     start += B * T;
   }
   /* A window larger than the file: refused, naming the file. */
-  OT_ASSERT_ERR(gpt2t_data_next(d, 10, 10, in, tg), OT_ERR_INVALID_ARG, name, "100 tokens", "101");
-  gpt2t_data_rewind(d);
-  OT_ASSERT_OK(gpt2t_data_next(d, 1, 5, in, tg));
+  OT_ASSERT_ERR(ot_tokens_next(d, 10, 10, in, tg), OT_ERR_INVALID_ARG, name, "100 tokens", "101");
+  ot_tokens_rewind(d);
+  OT_ASSERT_OK(ot_tokens_next(d, 1, 5, in, tg));
   assert_int_equal(in[0], tok(0));
-  gpt2t_data_close(d);
+  ot_tokens_close(d);
 }
 
 static void test_bin(void **state) {
-  write_bin(*state, "t.bin", GPT2T_BIN_MAGIC, GPT2T_BIN_VERSION, N, N);
+  write_bin(*state, "t.bin", OT_TOKENS_BIN_MAGIC, OT_TOKENS_BIN_VERSION, N, N);
   check_windows(*state, "t.bin");
 }
 
@@ -122,8 +122,8 @@ static void test_npy(void **state) {
 #define EXPECT_BAD(dir, name, want, ...)                                                         \
   do {                                                                                           \
     char p_[4096];                                                                               \
-    gpt2t_data *d_ = (gpt2t_data *)1;                                                            \
-    OT_ASSERT_ERR(gpt2t_data_open(ot_tmp_path(p_, sizeof p_, dir, name), VOCAB, &d_), want, name, \
+    ot_tokens *d_ = (ot_tokens *)1;                                                            \
+    OT_ASSERT_ERR(ot_tokens_open(ot_tmp_path(p_, sizeof p_, dir, name), VOCAB, &d_), want, name, \
                   __VA_ARGS__);                                                                  \
     assert_null(d_);                                                                             \
   } while (0)
@@ -132,27 +132,27 @@ static void test_bad_bin(void **state) {
   const char *dir = *state;
   write_bin(dir, "magic.bin", 1234, 1, N, N);
   EXPECT_BAD(dir, "magic.bin", OT_ERR_FORMAT, "not a token file", "20240520", "1234");
-  write_bin(dir, "version.bin", GPT2T_BIN_MAGIC, 2, N, N);
+  write_bin(dir, "version.bin", OT_TOKENS_BIN_MAGIC, 2, N, N);
   EXPECT_BAD(dir, "version.bin", OT_ERR_FORMAT, "version 2");
-  write_bin(dir, "short.bin", GPT2T_BIN_MAGIC, 1, N, N - 10);
+  write_bin(dir, "short.bin", OT_TOKENS_BIN_MAGIC, 1, N, N - 10);
   EXPECT_BAD(dir, "short.bin", OT_ERR_FORMAT, "truncated", "says 100 tokens", "180 bytes");
-  write_bin(dir, "long.bin", GPT2T_BIN_MAGIC, 1, N - 10, N);
+  write_bin(dir, "long.bin", OT_TOKENS_BIN_MAGIC, 1, N - 10, N);
   EXPECT_BAD(dir, "long.bin", OT_ERR_FORMAT, "excess");
-  write_bin(dir, "neg.bin", GPT2T_BIN_MAGIC, 1, -5, 0);
+  write_bin(dir, "neg.bin", OT_TOKENS_BIN_MAGIC, 1, -5, 0);
   EXPECT_BAD(dir, "neg.bin", OT_ERR_FORMAT, "negative");
-  int32_t cut[2] = {GPT2T_BIN_MAGIC, 1}; /* magic and version, then the file ends */
+  int32_t cut[2] = {OT_TOKENS_BIN_MAGIC, 1}; /* magic and version, then the file ends */
   ot_write_bytes(dir, "header.bin", cut, sizeof cut);
   EXPECT_BAD(dir, "header.bin", OT_ERR_FORMAT, "truncated", "1024-byte header");
   ot_write_bytes(dir, "empty.bin", "", 0);
   EXPECT_BAD(dir, "empty.bin", OT_ERR_FORMAT, "not a token file");
   EXPECT_BAD(dir, "missing.bin", OT_ERR_NOT_FOUND, "cannot open");
   /* an id outside the vocabulary, at a known position */
-  write_bin(dir, "vocab.bin", GPT2T_BIN_MAGIC, 1, N, N);
+  write_bin(dir, "vocab.bin", OT_TOKENS_BIN_MAGIC, 1, N, N);
   char p[4096];
   FILE *f = fopen(ot_tmp_path(p, sizeof p, dir, "vocab.bin"), "r+b");
   assert_non_null(f);
   uint16_t big = 60000;
-  assert_int_equal(fseek(f, GPT2T_BIN_HEADER_INTS * 4 + 2 * 37, SEEK_SET), 0);
+  assert_int_equal(fseek(f, OT_TOKENS_BIN_HEADER_INTS * 4 + 2 * 37, SEEK_SET), 0);
   assert_int_equal(fwrite(&big, 2, 1, f), 1);
   fclose(f);
   EXPECT_BAD(dir, "vocab.bin", OT_ERR_FORMAT, "token 37", "id 60000", "0..49");

@@ -1,4 +1,4 @@
-/* test_train_gpt2.c — GPT-2 training steps (samples/gpt2_train) against the
+/* test_train_gpt2.c — GPT-2 training steps (src/train) against the
  * PyTorch reference in tests/data/train/gpt2_small, as llm.c's test_gpt2.c:
  * step-0 logits, loss and every parameter gradient, the losses of 10 AdamW
  * steps on the same batch and the parameters after them, within the
@@ -14,7 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt2_train.h"
+#include "omptensor/gpt2_train.h"
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
 #include "ot_test.h"
@@ -68,8 +68,8 @@ static void read_ref(ref *r) {
 }
 
 /* The reference's batch and optimizer, gradients and logits readable. */
-static gpt2t_opts ref_opts(const ref *r, gpt2t_checkpoint ck) {
-  gpt2t_opts o = gpt2t_opts_default();
+static ot_gpt2_train_opts ref_opts(const ref *r, ot_recompute ck) {
+  ot_gpt2_train_opts o = ot_gpt2_train_opts_default();
   o.checkpoint = ck;
   o.accum = r->accum > 1 ? r->accum : 1;
   o.B = r->B / o.accum;
@@ -84,12 +84,12 @@ static gpt2t_opts ref_opts(const ref *r, gpt2t_checkpoint ck) {
   return o;
 }
 
-static gpt2_trainer *make(ot_ctx *ctx, const ref *r, uint64_t budget, gpt2t_checkpoint ck) {
-  gpt2t_opts o = ref_opts(r, ck);
+static ot_gpt2_trainer *make(ot_ctx *ctx, const ref *r, uint64_t budget, ot_recompute ck) {
+  ot_gpt2_train_opts o = ref_opts(r, ck);
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = budget;
-  gpt2_trainer *g;
-  OT_ASSERT_OK(gpt2t_create(ctx, r->model, &o, &so, &g));
+  ot_gpt2_trainer *g;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, r->model, &o, &so, &g));
   return g;
 }
 
@@ -114,15 +114,15 @@ static double max_err(const char *what, const float *a, const float *b, int64_t 
 }
 
 /* The step-0 logits, loss and gradients. */
-static void check_step0(gpt2_trainer *g, const ref *r, float loss) {
+static void check_step0(ot_gpt2_trainer *g, const ref *r, float loss) {
   if (fabs(loss - r->losses[0]) > 1e-5) fail_msg("step-0 loss %.7f, reference %.7f", loss, r->losses[0]);
   char p[600];
   snprintf(p, sizeof p, "%s/logits.npy", r->dir);
   ot_npy_array L;
   OT_ASSERT_OK(ot_npy_read(p, &L));
-  int64_t n = ot_tensor_numel(gpt2t_logits(g));
+  int64_t n = ot_tensor_numel(ot_gpt2_train_logits(g));
   assert_int_equal(L.shape[0] * L.shape[1] * L.shape[2], n);
-  float *ours = read_f32(gpt2t_logits(g));
+  float *ours = read_f32(ot_gpt2_train_logits(g));
   float lo = INFINITY, hi = -INFINITY;
   const float *ref_l = L.data;
   for (int64_t i = 0; i < n; i++) lo = fminf(lo, ref_l[i]), hi = fmaxf(hi, ref_l[i]);
@@ -134,12 +134,12 @@ static void check_step0(gpt2_trainer *g, const ref *r, float loss) {
   snprintf(p, sizeof p, "%s/grads.safetensors", r->dir);
   ot_st_file *f;
   OT_ASSERT_OK(ot_st_open(p, &f));
-  assert_int_equal(ot_st_count(f), gpt2t_num_params(g));
-  for (int i = 0; i < gpt2t_num_params(g); i++) {
-    const char *name = gpt2t_param_name(g, i);
+  assert_int_equal(ot_st_count(f), ot_gpt2_train_num_params(g));
+  for (int i = 0; i < ot_gpt2_train_num_params(g); i++) {
+    const char *name = ot_gpt2_train_param_name(g, i);
     const ot_st_info *info;
     OT_ASSERT_OK(ot_st_find(f, name, &info));
-    const ot_tensor *gt = gpt2t_grad(g, i);
+    const ot_tensor *gt = ot_gpt2_train_grad(g, i);
     assert_int_equal(info->numel, ot_tensor_numel(gt));
     float *want = malloc(info->bytes), *got = read_f32(gt);
     assert_non_null(want);
@@ -153,17 +153,17 @@ static void check_step0(gpt2_trainer *g, const ref *r, float loss) {
 }
 
 /* The parameters after all steps, against params_after and the start. */
-static void check_after(gpt2_trainer *g, const ref *r, float *const *before) {
+static void check_after(ot_gpt2_trainer *g, const ref *r, float *const *before) {
   char p[600];
   snprintf(p, sizeof p, "%s/params_after.safetensors", r->dir);
   ot_st_file *f;
   OT_ASSERT_OK(ot_st_open(p, &f));
-  for (int i = 0; i < gpt2t_num_params(g); i++) {
-    const char *name = gpt2t_param_name(g, i);
+  for (int i = 0; i < ot_gpt2_train_num_params(g); i++) {
+    const char *name = ot_gpt2_train_param_name(g, i);
     const ot_st_info *info;
     OT_ASSERT_OK(ot_st_find(f, name, &info));
     int64_t n = info->numel;
-    float *want = malloc(info->bytes), *got = read_f32(gpt2t_param(g, i));
+    float *want = malloc(info->bytes), *got = read_f32(ot_gpt2_train_param(g, i));
     assert_non_null(want);
     OT_ASSERT_OK(ot_st_read(f, info, want, info->bytes));
     int64_t D = info->shape[0] / 3; /* c_attn.bias [3D]: the key slice [D, 2D) */
@@ -196,59 +196,59 @@ typedef struct run_info {
 
 /* Runs all steps with checkpoint mode ck; budget 0: unlimited, 1: the
  * smallest feasible. Returns losses and final parameters (concatenated). */
-static float *train_ck(ot_backend be, const ref *r, uint64_t budget, gpt2t_checkpoint ck, float *losses, int check,
+static float *train_ck(ot_backend be, const ref *r, uint64_t budget, ot_recompute ck, float *losses, int check,
                        int64_t *n_out, run_info *info) {
   ot_ctx_opts co = ot_ctx_opts_default();
   co.backend = be;
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  gpt2_trainer *g = make(ctx, r, budget > 1 ? budget : 0, ck);
+  ot_gpt2_trainer *g = make(ctx, r, budget > 1 ? budget : 0, ck);
   if (budget == 1) { /* the smallest feasible budget */
     uint64_t b;
-    OT_ASSERT_OK(ot_sched_min_budget(gpt2t_program(g), &b, NULL));
-    gpt2t_destroy(g);
+    OT_ASSERT_OK(ot_sched_min_budget(ot_gpt2_train_program(g), &b, NULL));
+    ot_gpt2_train_destroy(g);
     g = make(ctx, r, budget = b, ck);
   }
-  int np = gpt2t_num_params(g);
+  int np = ot_gpt2_train_num_params(g);
   float **before = calloc((size_t)np, sizeof *before);
   assert_non_null(before);
-  for (int i = 0; i < np; i++) before[i] = read_f32(gpt2t_param(g, i));
+  for (int i = 0; i < np; i++) before[i] = read_f32(ot_gpt2_train_param(g, i));
   ot_trace *tr;
   OT_ASSERT_OK(ot_trace_create(&tr));
   for (int s = 0; s < r->steps; s++) {
-    OT_ASSERT_OK(gpt2t_step(g, r->inputs, r->targets, tr, &losses[s]));
+    OT_ASSERT_OK(ot_gpt2_train_step(g, r->inputs, r->targets, tr, &losses[s]));
     if (check && s == 0 && r->accum <= 1) check_step0(g, r, losses[s]);
     if (check && fabs(losses[s] - r->losses[s]) > 1e-4)
       fail_msg("loss before update %d: %.6f, reference %.6f", s, losses[s], r->losses[s]);
   }
   OT_ASSERT_OK(ot_trace_check_budget(tr, budget ? budget : ot_ctx_budget(ctx, 0)));
-  OT_ASSERT_OK(gpt2t_sync(g));
+  OT_ASSERT_OK(ot_gpt2_train_sync(g));
   if (check) check_after(g, r, before);
   if (info) {
     info->recomputed = 0;
-    for (int l = 0; l < gpt2t_config(g)->num_layers; l++) info->recomputed += gpt2t_recomputed(g, l);
+    for (int l = 0; l < ot_gpt2_train_config(g)->num_layers; l++) info->recomputed += ot_gpt2_train_recomputed(g, l);
     info->evictions = ot_trace_summarize(tr).evictions;
     info->budget = budget;
   }
   int64_t n = 0;
-  for (int i = 0; i < np; i++) n += ot_tensor_numel(gpt2t_param(g, i));
+  for (int i = 0; i < np; i++) n += ot_tensor_numel(ot_gpt2_train_param(g, i));
   float *all = malloc((size_t)n * sizeof *all), *q = all;
   assert_non_null(all);
   for (int i = 0; i < np; i++) {
-    OT_ASSERT_OK(ot_tensor_read_f32(gpt2t_param(g, i), q, ot_tensor_numel(gpt2t_param(g, i))));
-    q += ot_tensor_numel(gpt2t_param(g, i));
+    OT_ASSERT_OK(ot_tensor_read_f32(ot_gpt2_train_param(g, i), q, ot_tensor_numel(ot_gpt2_train_param(g, i))));
+    q += ot_tensor_numel(ot_gpt2_train_param(g, i));
     free(before[i]);
   }
   free(before);
   *n_out = n;
   ot_trace_destroy(tr);
-  gpt2t_destroy(g);
+  ot_gpt2_train_destroy(g);
   ot_ctx_destroy(ctx);
   return all;
 }
 
 static float *train(ot_backend be, const ref *r, uint64_t budget, float *losses, int check, int64_t *n_out) {
-  return train_ck(be, r, budget, GPT2T_CKPT_NONE, losses, check, n_out, NULL);
+  return train_ck(be, r, budget, OT_RECOMPUTE_NONE, losses, check, n_out, NULL);
 }
 
 static void against_pytorch(void **state) {
@@ -340,10 +340,10 @@ static void checkpoint_all_is_bitwise(void **state) {
   int64_t n0, n1;
   run_info ri;
   ot_backend be = ot_test_moving_backend();
-  float *p0 = train_ck(be, &r, 0, GPT2T_CKPT_NONE, l0, 0, &n0, &ri);
+  float *p0 = train_ck(be, &r, 0, OT_RECOMPUTE_NONE, l0, 0, &n0, &ri);
   assert_int_equal(ri.recomputed, 0);
   for (int tight = 0; tight < 2; tight++) {
-    float *p1 = train_ck(be, &r, tight, GPT2T_CKPT_ALL, l1, 0, &n1, &ri);
+    float *p1 = train_ck(be, &r, tight, OT_RECOMPUTE_ALL, l1, 0, &n1, &ri);
     assert_int_equal(ri.recomputed, 2); /* gpt2_small has 2 layers */
     expect_same(tight ? "checkpoint all, smallest budget" : "checkpoint all", l0, p0, n0, l1, p1, n1, r.steps);
     free(p1);
@@ -353,23 +353,23 @@ static void checkpoint_all_is_bitwise(void **state) {
 
 /* Does the step's plan under `budget` evict no live copy, in the first run
  * or the replays? (The runs below check their traces.) */
-static int plan_fits(ot_ctx *ctx, const ref *r, gpt2t_checkpoint ck, uint64_t budget) {
-  gpt2t_opts o = ref_opts(r, ck);
+static int plan_fits(ot_ctx *ctx, const ref *r, ot_recompute ck, uint64_t budget) {
+  ot_gpt2_train_opts o = ref_opts(r, ck);
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = budget;
-  gpt2_trainer *g = NULL;
-  ot_status s = gpt2t_create(ctx, r->model, &o, &so, &g);
+  ot_gpt2_trainer *g = NULL;
+  ot_status s = ot_gpt2_train_create(ctx, r->model, &o, &so, &g);
   if (s != OT_OK) assert_int_equal(s, OT_ERR_BUDGET);
-  int fits = s == OT_OK && ot_plan_get_stats(gpt2t_plan(g), 0).evictions == 0 &&
-             ot_plan_get_stats(gpt2t_plan(g), 1).evictions == 0;
-  gpt2t_destroy(g);
+  int fits = s == OT_OK && ot_plan_get_stats(ot_gpt2_train_plan(g), 0).evictions == 0 &&
+             ot_plan_get_stats(ot_gpt2_train_plan(g), 1).evictions == 0;
+  ot_gpt2_train_destroy(g);
   return fits;
 }
 
 /* About the smallest budget (to 16 KiB) at which the plan evicts nothing, by
  * bisection (fitting is not exactly monotone in the budget near the edge:
  * the kept set between replays changes with it). */
-static uint64_t resident_budget(ot_ctx *ctx, const ref *r, gpt2t_checkpoint ck) {
+static uint64_t resident_budget(ot_ctx *ctx, const ref *r, ot_recompute ck) {
   uint64_t lo = 1, hi = 64u << 20; /* hi: far above the tiny model's whole footprint */
   while (hi - lo > 16384) {
     uint64_t mid = lo + (hi - lo) / 2;
@@ -392,7 +392,7 @@ static void checkpoint_auto_chooses(void **state) {
   co.backend = ot_test_moving_backend();
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  uint64_t b_none = resident_budget(ctx, &r, GPT2T_CKPT_NONE), b_all = resident_budget(ctx, &r, GPT2T_CKPT_ALL);
+  uint64_t b_none = resident_budget(ctx, &r, OT_RECOMPUTE_NONE), b_all = resident_budget(ctx, &r, OT_RECOMPUTE_ALL);
   /* checkpoints must lower the budget that needs no offload: the design's point */
   if (!(b_all + 65536 < b_none))
     fail_msg("resident budget with every layer checkpointed %llu, without %llu: recomputation saved nothing",
@@ -402,12 +402,12 @@ static void checkpoint_auto_chooses(void **state) {
   float l0[MAX_STEPS], l1[MAX_STEPS];
   int64_t n0, n1;
   run_info ri;
-  float *p0 = train_ck(co.backend, &r, 0, GPT2T_CKPT_NONE, l0, 0, &n0, &ri);
+  float *p0 = train_ck(co.backend, &r, 0, OT_RECOMPUTE_NONE, l0, 0, &n0, &ri);
   for (size_t i = 0; i < sizeof budgets / sizeof *budgets; i++) {
     uint64_t b = budgets[i];
-    int none_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, GPT2T_CKPT_NONE, b));
-    int all_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, GPT2T_CKPT_ALL, b));
-    float *p1 = train_ck(co.backend, &r, b, GPT2T_CKPT_AUTO, l1, 0, &n1, &ri);
+    int none_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, OT_RECOMPUTE_NONE, b));
+    int all_fits = b == 0 || (b > 1 && plan_fits(ctx, &r, OT_RECOMPUTE_ALL, b));
+    float *p1 = train_ck(co.backend, &r, b, OT_RECOMPUTE_AUTO, l1, 0, &n1, &ri);
     char what[96];
     snprintf(what, sizeof what, "auto at budget %llu", (unsigned long long)ri.budget);
     if (none_fits) {
@@ -433,7 +433,7 @@ static void checkpoint_auto_chooses(void **state) {
 
 /* The trainer defers the write-back of its state: with room for it on the
  * device, the weights' homes keep their initial values over the steps (no
- * per-step copy of the whole state) until gpt2t_sync writes them home;
+ * per-step copy of the whole state) until ot_gpt2_train_sync writes them home;
  * then they equal a plain plan's results (test_sched_defer covers budgets). */
 static void state_stays_on_device(void **state) {
   (void)state;
@@ -445,27 +445,27 @@ static void state_stays_on_device(void **state) {
   co.backend = OT_BACKEND_MAP;
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
-  gpt2_trainer *g = make(ctx, &r, 0, GPT2T_CKPT_NONE);
-  float *before = read_f32(gpt2t_param(g, 0)), loss;
-  const size_t n = (size_t)ot_tensor_numel(gpt2t_param(g, 0)) * sizeof(float);
-  for (int s = 0; s < r.steps; s++) OT_ASSERT_OK(gpt2t_step(g, r.inputs, r.targets, NULL, &loss));
-  float *stale = read_f32(gpt2t_param(g, 0));
-  if (memcmp(before, stale, n)) fail_msg("wte's home changed before gpt2t_sync: the write-back was not deferred");
-  OT_ASSERT_OK(gpt2t_sync(g));
-  float *synced = read_f32(gpt2t_param(g, 0));
-  if (!memcmp(before, synced, n)) fail_msg("gpt2t_sync did not write the trained wte home");
+  ot_gpt2_trainer *g = make(ctx, &r, 0, OT_RECOMPUTE_NONE);
+  float *before = read_f32(ot_gpt2_train_param(g, 0)), loss;
+  const size_t n = (size_t)ot_tensor_numel(ot_gpt2_train_param(g, 0)) * sizeof(float);
+  for (int s = 0; s < r.steps; s++) OT_ASSERT_OK(ot_gpt2_train_step(g, r.inputs, r.targets, NULL, &loss));
+  float *stale = read_f32(ot_gpt2_train_param(g, 0));
+  if (memcmp(before, stale, n)) fail_msg("wte's home changed before ot_gpt2_train_sync: the write-back was not deferred");
+  OT_ASSERT_OK(ot_gpt2_train_sync(g));
+  float *synced = read_f32(ot_gpt2_train_param(g, 0));
+  if (!memcmp(before, synced, n)) fail_msg("ot_gpt2_train_sync did not write the trained wte home");
   free(before);
   free(stale);
   free(synced);
-  gpt2t_destroy(g);
+  ot_gpt2_train_destroy(g);
   ot_ctx_destroy(ctx);
 #endif
 }
 
 /* mean and standard deviation of parameter i */
-static void moments(const gpt2_trainer *g, int i, double *mean, double *sd) {
-  float *x = read_f32(gpt2t_param(g, i));
-  int64_t n = ot_tensor_numel(gpt2t_param(g, i));
+static void moments(const ot_gpt2_trainer *g, int i, double *mean, double *sd) {
+  float *x = read_f32(ot_gpt2_train_param(g, i));
+  int64_t n = ot_tensor_numel(ot_gpt2_train_param(g, i));
   double s1 = 0, s2 = 0;
   for (int64_t j = 0; j < n; j++) s1 += x[j], s2 += (double)x[j] * x[j];
   *mean = s1 / (double)n;
@@ -482,14 +482,14 @@ static void random_init(void **state) {
   read_ref(&r);
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
-  gpt2t_opts o = ref_opts(&r, GPT2T_CKPT_NONE);
+  ot_gpt2_train_opts o = ref_opts(&r, OT_RECOMPUTE_NONE);
   o.init_random = 1;
   o.adam.lr = 3e-3f;
-  gpt2_trainer *g, *g2;
-  OT_ASSERT_OK(gpt2t_create(ctx, r.model, &o, NULL, &g));
-  const int L = (int)gpt2t_config(g)->num_layers;
-  for (int i = 0; i < gpt2t_num_params(g); i++) {
-    const char *name = gpt2t_param_name(g, i);
+  ot_gpt2_trainer *g, *g2;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, r.model, &o, NULL, &g));
+  const int L = (int)ot_gpt2_train_config(g)->num_layers;
+  for (int i = 0; i < ot_gpt2_train_num_params(g); i++) {
+    const char *name = ot_gpt2_train_param_name(g, i);
     double mean, sd, want_sd = 0.02;
     moments(g, i, &mean, &sd);
     int norm = strstr(name, ".ln_") != NULL, bias = strstr(name, ".bias") != NULL;
@@ -504,23 +504,23 @@ static void random_init(void **state) {
   }
   /* the same seed gives the same weights; another seed others */
   for (int seed = 0; seed < 2; seed++) {
-    gpt2t_opts o2 = o;
+    ot_gpt2_train_opts o2 = o;
     o2.seed = o.seed + (uint64_t)seed;
-    OT_ASSERT_OK(gpt2t_create(ctx, r.model, &o2, NULL, &g2));
-    float *a = read_f32(gpt2t_param(g, 0)), *b = read_f32(gpt2t_param(g2, 0));
-    int same = !memcmp(a, b, sizeof(float) * (size_t)ot_tensor_numel(gpt2t_param(g, 0)));
+    OT_ASSERT_OK(ot_gpt2_train_create(ctx, r.model, &o2, NULL, &g2));
+    float *a = read_f32(ot_gpt2_train_param(g, 0)), *b = read_f32(ot_gpt2_train_param(g2, 0));
+    int same = !memcmp(a, b, sizeof(float) * (size_t)ot_tensor_numel(ot_gpt2_train_param(g, 0)));
     if (same != !seed) fail_msg("seed %d: wte is %s the first trainer's", seed, same ? "the same as" : "not");
     free(a);
     free(b);
-    gpt2t_destroy(g2);
+    ot_gpt2_train_destroy(g2);
   }
   float loss[6];
-  for (int s = 0; s < 6; s++) OT_ASSERT_OK(gpt2t_step(g, r.inputs, r.targets, NULL, &loss[s]));
-  double lnv = log((double)gpt2t_config(g)->vocab_size);
+  for (int s = 0; s < 6; s++) OT_ASSERT_OK(ot_gpt2_train_step(g, r.inputs, r.targets, NULL, &loss[s]));
+  double lnv = log((double)ot_gpt2_train_config(g)->vocab_size);
   if (fabs(loss[0] - lnv) > 0.05) fail_msg("first loss %.4f, expected about ln(vocab) = %.4f", loss[0], lnv);
   for (int s = 1; s < 6; s++)
     if (!(loss[s] < loss[s - 1])) fail_msg("loss did not fall at step %d: %.4f after %.4f", s, loss[s], loss[s - 1]);
-  gpt2t_destroy(g);
+  ot_gpt2_train_destroy(g);
   ot_ctx_destroy(ctx);
 }
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config/argparse.h"
+#include "omptensor/args.h"
 #include "core/error.h"
 #include "kernels/kcommon.h"
 #include "memory/device.h"

@@ -1,7 +1,7 @@
 /* lm.h — causal language models: the contract a model implements, weight
  * loading from Hugging Face checkpoints, and generation.
  *
- * A model (samples/llama, samples/gpt2, or your own) records its forward pass
+ * A model (the library's Llama and GPT-2, models.h, or your own) records its forward pass
  * for T tokens at a run-time position into a program (ops.h). Generation
  * records two steps — the prompt (prefill, T = prompt length) and one token
  * (decode, T = 1, replayed for every new token) — plans each under the budget

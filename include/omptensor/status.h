@@ -49,8 +49,28 @@ ot_status ot_set_error(ot_status s, const char *fmt, ...)
 #endif
     ;
 
+/* Prefixes this thread's message with "context: " (e.g. the file or the
+ * option being read) and returns `s`. */
+ot_status ot_prefix_error(ot_status s, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /* Clears this thread's message. */
 void ot_clear_error(void);
+
+/* Returns from the calling function with the status of `expr` when it is not
+ * OT_OK (the message is already recorded):
+ *
+ *     OT_TRY(ot_tensor_create(ctx, "x", OT_F32, 2, shape, &x));
+ */
+#define OT_TRY(expr)              \
+  do {                            \
+    ot_status ot_try_s_ = (expr); \
+    if (ot_try_s_ != OT_OK)       \
+      return ot_try_s_;           \
+  } while (0)
 
 #ifdef __cplusplus
 }

@@ -4,9 +4,8 @@
 #define OT_SAMPLES_MLP_IMPL_H
 
 #include "mlp.h"
-#include "tlist.h"
-#include "try.h"
-#include "weightset.h"
+#include "omptensor/tlist.h"
+#include "omptensor/weightset.h"
 
 struct mlp_trainer {
   ot_ctx *ctx;

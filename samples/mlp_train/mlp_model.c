@@ -36,7 +36,7 @@ static ot_status low_copy(mlp_trainer *t, int l) {
   }
   int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, n = sW[0] * sW[1];
   ot_dtype dt = t->c.precision == MLP_BF16 ? OT_BF16 : OT_F16;
-  TRY(ot_tlist_new(&t->state, t->ctx, dt, 2, sW, &t->Wc[l], "W%d.%s", l, mlp_precision_name(t->c.precision)));
+  OT_TRY(ot_tlist_new(&t->state, t->ctx, dt, 2, sW, &t->Wc[l], "W%d.%s", l, mlp_precision_name(t->c.precision)));
   float *buf = malloc((size_t)n * sizeof *buf);
   if (!buf) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "mlp: no host memory for the copy of W%d", l);
   ot_status s = ot_tensor_read_f32(t->W[l], buf, n);
@@ -52,13 +52,13 @@ ot_status mlp_model_init(mlp_trainer *t) {
     int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
     /* PyTorch's Linear init: U(-1/sqrt(fan_in), 1/sqrt(fan_in)) */
     float bound = 1.0f / sqrtf((float)t->dims[l]);
-    TRY(ot_wset_add(&t->w, OT_F32, 2, sW, bound, &t->W[l], "W%d", l));
-    TRY(ot_wset_add(&t->w, OT_F32, 1, sb, bound, &t->b[l], "b%d", l));
-    TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->mW[l], "m.W%d", l));
-    TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->vW[l], "v.W%d", l));
-    TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->mb[l], "m.b%d", l));
-    TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->vb[l], "v.b%d", l));
-    TRY(low_copy(t, l));
+    OT_TRY(ot_wset_add(&t->w, OT_F32, 2, sW, bound, &t->W[l], "W%d", l));
+    OT_TRY(ot_wset_add(&t->w, OT_F32, 1, sb, bound, &t->b[l], "b%d", l));
+    OT_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->mW[l], "m.W%d", l));
+    OT_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 2, sW, &t->vW[l], "v.W%d", l));
+    OT_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->mb[l], "m.b%d", l));
+    OT_TRY(ot_tlist_new(&t->state, t->ctx, OT_F32, 1, sb, &t->vb[l], "v.b%d", l));
+    OT_TRY(low_copy(t, l));
   }
   int64_t in = c->in_dim, th = c->teacher_hidden, nc = c->classes;
   t->tW1 = malloc((size_t)(th * in + th + nc * th + nc) * sizeof(float));
@@ -113,7 +113,7 @@ ot_status mlp_model_batch(mlp_trainer *t, int64_t step, int mb) {
   fill(t->xbuf, (int64_t)B * in, key, 1.7320508f);
   for (int r = 0; r < B; r++) t->ybuf[r] = teacher_label(t, t->xbuf + (int64_t)r * in, h);
   free(h);
-  TRY(ot_tensor_write_f32(t->x[mb], t->xbuf, (int64_t)B * in));
+  OT_TRY(ot_tensor_write_f32(t->x[mb], t->xbuf, (int64_t)B * in));
   memcpy(ot_tensor_data(t->y[mb]), t->ybuf, (size_t)B * sizeof(int32_t));
   return OT_OK;
 }

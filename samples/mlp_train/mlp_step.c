@@ -29,7 +29,7 @@ static ot_status act(mlp_trainer *t, int64_t rows, int64_t cols, ot_tensor **out
 
 /* z = h W^T + b */
 static ot_status linear(ot_program *p, ot_tensor *z, ot_tensor *h, ot_tensor *W, ot_tensor *b) {
-  TRY(ot_op_matmul(p, z, h, W, 1, 0));
+  OT_TRY(ot_op_matmul(p, z, h, W, 1, 0));
   return ot_op_add(p, z, z, b);
 }
 
@@ -42,47 +42,47 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   ot_tensor *h[MLP_MAX_LAYERS + 1], *z[MLP_MAX_LAYERS], *losses;
   int64_t sB[1] = {B}, s1[1] = {1};
   int64_t sx[2] = {B, c->in_dim};
-  TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sx, &t->x[mb], "x.mb%d", mb));
-  TRY(ot_tlist_new(&t->step, t->ctx, OT_I32, 1, sB, &t->y[mb], "y.mb%d", mb));
-  TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s1, &t->loss[mb], "loss.mb%d", mb));
-  TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sB, &losses, "losses.mb%d", mb));
+  OT_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 2, sx, &t->x[mb], "x.mb%d", mb));
+  OT_TRY(ot_tlist_new(&t->step, t->ctx, OT_I32, 1, sB, &t->y[mb], "y.mb%d", mb));
+  OT_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s1, &t->loss[mb], "loss.mb%d", mb));
+  OT_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, sB, &losses, "losses.mb%d", mb));
 
   /* forward */
   h[0] = t->x[mb];
   for (int l = 0; l < L; l++) {
-    TRY(act(t, B, t->dims[l + 1], &z[l], "z%d.mb%d", l, mb));
-    TRY(linear(p, z[l], h[l], t->Wc[l], t->b[l]));
+    OT_TRY(act(t, B, t->dims[l + 1], &z[l], "z%d.mb%d", l, mb));
+    OT_TRY(linear(p, z[l], h[l], t->Wc[l], t->b[l]));
     if (l == L - 1) break;
-    TRY(act(t, B, t->dims[l + 1], &h[l + 1], "h%d.mb%d", l + 1, mb));
-    TRY(ot_op_gelu(p, h[l + 1], z[l]));
+    OT_TRY(act(t, B, t->dims[l + 1], &h[l + 1], "h%d.mb%d", l + 1, mb));
+    OT_TRY(ot_op_gelu(p, h[l + 1], z[l]));
   }
   /* loss; the logits become their own gradient (in place) */
   ot_tensor *g = z[L - 1];
-  TRY(ot_op_cross_entropy(p, t->loss[mb], losses, g, g, t->y[mb], 1.0f / (float)c->micro_batches));
-  if (c->precision == MLP_F16) TRY(ot_op_loss_scale(p, g, t->scale_slot));
+  OT_TRY(ot_op_cross_entropy(p, t->loss[mb], losses, g, g, t->y[mb], 1.0f / (float)c->micro_batches));
+  if (c->precision == MLP_F16) OT_TRY(ot_op_loss_scale(p, g, t->scale_slot));
 
   /* backward */
   for (int l = L - 1; l >= 0; l--) {
     if (l < L - 1) {
       ot_tensor *zl = z[l];
       if (t->recompute[l]) {
-        TRY(act(t, B, t->dims[l + 1], &zl, "z%d.mb%d.recomputed", l, mb));
-        TRY(linear(p, zl, h[l], t->Wc[l], t->b[l]));
+        OT_TRY(act(t, B, t->dims[l + 1], &zl, "z%d.mb%d.recomputed", l, mb));
+        OT_TRY(linear(p, zl, h[l], t->Wc[l], t->b[l]));
       }
-      TRY(ot_op_gelu_backward(p, g, zl, g));
+      OT_TRY(ot_op_gelu_backward(p, g, zl, g));
     }
     if (mb == 0) {
-      TRY(ot_op_zero(p, db[l]));
-      TRY(ot_op_zero(p, dW[l]));
+      OT_TRY(ot_op_zero(p, db[l]));
+      OT_TRY(ot_op_zero(p, dW[l]));
     }
-    TRY(ot_op_bias_backward(p, db[l], g));
+    OT_TRY(ot_op_bias_backward(p, db[l], g));
     ot_tensor *dh = NULL;
-    if (l > 0) TRY(act(t, B, t->dims[l], &dh, "dh%d.mb%d", l, mb));
-    TRY(ot_op_matmul_backward(p, dh, dW[l], g, h[l], t->Wc[l], 1));
+    if (l > 0) OT_TRY(act(t, B, t->dims[l], &dh, "dh%d.mb%d", l, mb));
+    OT_TRY(ot_op_matmul_backward(p, dh, dW[l], g, h[l], t->Wc[l], 1));
     g = dh;
   }
-  TRY(ot_program_mark_input(p, t->x[mb]));
-  TRY(ot_program_mark_input(p, t->y[mb]));
+  OT_TRY(ot_program_mark_input(p, t->x[mb]));
+  OT_TRY(ot_program_mark_input(p, t->y[mb]));
   return ot_program_mark_output(p, t->loss[mb]);
 }
 
@@ -100,10 +100,10 @@ static ot_status record_update(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
   }
   for (int l = 0; l < c->layers; l++) {
     ot_tensor *copy = c->precision == MLP_FP32 ? NULL : t->Wc[l];
-    TRY(ot_op_adamw(p, t->W[l], dW[l], t->mW[l], t->vW[l], copy, &o));
-    TRY(ot_op_adamw(p, t->b[l], db[l], t->mb[l], t->vb[l], NULL, &o));
+    OT_TRY(ot_op_adamw(p, t->W[l], dW[l], t->mW[l], t->vW[l], copy, &o));
+    OT_TRY(ot_op_adamw(p, t->b[l], db[l], t->mb[l], t->vb[l], NULL, &o));
     ot_tensor *keep[7] = {t->W[l], t->b[l], t->mW[l], t->vW[l], t->mb[l], t->vb[l], t->Wc[l]};
-    for (int k = 0; k < 7; k++) TRY(ot_program_mark_persistent(p, keep[k]));
+    for (int k = 0; k < 7; k++) OT_TRY(ot_program_mark_persistent(p, keep[k]));
   }
   return OT_OK;
 }
@@ -112,11 +112,11 @@ static ot_status record_update(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
 static ot_status record_stats(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
   ot_program *p = t->prog;
   int64_t s2[1] = {2};
-  TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s2, &t->stats, "grad_stats"));
-  TRY(ot_op_zero(p, t->stats));
+  OT_TRY(ot_tlist_new(&t->step, t->ctx, OT_F32, 1, s2, &t->stats, "grad_stats"));
+  OT_TRY(ot_op_zero(p, t->stats));
   for (int l = 0; l < t->c.layers; l++) {
-    TRY(ot_op_grad_stats(p, t->stats, dW[l]));
-    TRY(ot_op_grad_stats(p, t->stats, db[l]));
+    OT_TRY(ot_op_grad_stats(p, t->stats, dW[l]));
+    OT_TRY(ot_op_grad_stats(p, t->stats, db[l]));
   }
   return ot_program_mark_output(p, t->stats);
 }
@@ -125,23 +125,23 @@ static ot_status record_stats(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
 static ot_status record(mlp_trainer *t) {
   const mlp_config *c = &t->c;
   const int f16 = c->precision == MLP_F16;
-  TRY(ot_program_create(t->ctx, &t->prog));
+  OT_TRY(ot_program_create(t->ctx, &t->prog));
   ot_program *p = t->prog;
-  TRY(ot_program_scalar_create(p, "step", &t->step_slot));
+  OT_TRY(ot_program_scalar_create(p, "step", &t->step_slot));
   if (f16) {
-    TRY(ot_program_scalar_create(p, "loss_scale_log2", &t->scale_slot));
-    TRY(ot_program_scalar_create(p, "prev_loss_scale_log2", &t->unscale_slot));
-    TRY(ot_program_scalar_create(p, "skip_update", &t->skip_slot));
+    OT_TRY(ot_program_scalar_create(p, "loss_scale_log2", &t->scale_slot));
+    OT_TRY(ot_program_scalar_create(p, "prev_loss_scale_log2", &t->unscale_slot));
+    OT_TRY(ot_program_scalar_create(p, "skip_update", &t->skip_slot));
   }
   ot_dtype gdt = f16 ? OT_F16 : OT_F32;
   ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
   for (int l = 0; l < c->layers; l++) {
     int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
-    TRY(ot_tlist_new(&t->step, t->ctx, gdt, 2, sW, &dW[l], "dW%d", l));
-    TRY(ot_tlist_new(&t->step, t->ctx, gdt, 1, sb, &db[l], "db%d", l));
+    OT_TRY(ot_tlist_new(&t->step, t->ctx, gdt, 2, sW, &dW[l], "dW%d", l));
+    OT_TRY(ot_tlist_new(&t->step, t->ctx, gdt, 1, sb, &db[l], "db%d", l));
   }
-  if (f16) TRY(record_update(t, dW, db));
-  for (int mb = 0; mb < c->micro_batches; mb++) TRY(record_micro_batch(t, mb, dW, db));
+  if (f16) OT_TRY(record_update(t, dW, db));
+  for (int mb = 0; mb < c->micro_batches; mb++) OT_TRY(record_micro_batch(t, mb, dW, db));
   return f16 ? record_stats(t, dW, db) : record_update(t, dW, db);
 }
 void mlp_step_release(mlp_trainer *t) {
@@ -171,10 +171,10 @@ static ot_status fits_resident(mlp_trainer *t, int *fits) {
 ot_status mlp_step_record(mlp_trainer *t) {
   const mlp_config *c = &t->c;
   for (int l = 0; l < c->layers; l++) t->recompute[l] = c->recompute == MLP_RECOMPUTE_ALL && l < c->layers - 1;
-  TRY(record(t));
+  OT_TRY(record(t));
   if (c->recompute == MLP_RECOMPUTE_AUTO) {
     int fits;
-    TRY(fits_resident(t, &fits));
+    OT_TRY(fits_resident(t, &fits));
     int any = 0;
     for (int l = 0; !fits && l < c->layers - 1; l++) {
       double rows = c->batch, out = t->dims[l + 1];
@@ -183,7 +183,7 @@ ot_status mlp_step_record(mlp_trainer *t) {
     }
     if (any) {
       mlp_step_release(t);
-      TRY(record(t));
+      OT_TRY(record(t));
     }
   }
   return ot_sched_plan(t->ctx, t->prog, &t->so, &t->plan);

@@ -64,7 +64,7 @@ static ot_status check_config(const mlp_config *c) {
 
 ot_status mlp_trainer_create(ot_ctx *ctx, const mlp_config *c, const ot_sched_opts *so, mlp_trainer **out) {
   *out = NULL;
-  TRY(check_config(c));
+  OT_TRY(check_config(c));
   mlp_trainer *t = calloc(1, sizeof *t);
   if (!t) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "mlp: no host memory for the trainer");
   t->ctx = ctx;
@@ -102,9 +102,9 @@ void mlp_trainer_destroy(mlp_trainer *t) {
 /* f16: the run-time scalars of the next replay. Its update applies the
  * previous step's gradients (unless they overflowed) as Adam step t = updates + 1 (a skipped update ignores t). */
 static ot_status set_scale_scalars(mlp_trainer *t) {
-  TRY(ot_program_set_scalar(t->prog, t->skip_slot, t->pending_skip));
-  TRY(ot_program_set_scalar(t->prog, t->unscale_slot, t->prev_k));
-  TRY(ot_program_set_scalar(t->prog, t->scale_slot, t->scale_k));
+  OT_TRY(ot_program_set_scalar(t->prog, t->skip_slot, t->pending_skip));
+  OT_TRY(ot_program_set_scalar(t->prog, t->unscale_slot, t->prev_k));
+  OT_TRY(ot_program_set_scalar(t->prog, t->scale_slot, t->scale_k));
   return ot_program_set_scalar(t->prog, t->step_slot, t->updates + 1);
 }
 
@@ -129,10 +129,10 @@ static void update_scale(mlp_trainer *t) {
 
 ot_status mlp_trainer_step(mlp_trainer *t, ot_trace *trace, float *loss) {
   const int f16 = t->c.precision == MLP_F16;
-  for (int mb = 0; mb < t->c.micro_batches; mb++) TRY(mlp_model_batch(t, t->steps_done, mb));
-  if (f16) TRY(set_scale_scalars(t));
-  else TRY(ot_program_set_scalar(t->prog, t->step_slot, t->steps_done + 1));
-  TRY(ot_sched_run(t->plan, trace));
+  for (int mb = 0; mb < t->c.micro_batches; mb++) OT_TRY(mlp_model_batch(t, t->steps_done, mb));
+  if (f16) OT_TRY(set_scale_scalars(t));
+  else OT_TRY(ot_program_set_scalar(t->prog, t->step_slot, t->steps_done + 1));
+  OT_TRY(ot_sched_run(t->plan, trace));
   t->steps_done++;
   if (f16) update_scale(t);
   else t->updates++;
@@ -154,7 +154,7 @@ ot_status mlp_trainer_read_params(const mlp_trainer *t, float *dst) {
   for (int l = 0; l < t->c.layers; l++) {
     const ot_tensor *pp[2] = {t->W[l], t->b[l]};
     for (int k = 0; k < 2; k++) {
-      TRY(ot_tensor_read_f32(pp[k], dst, ot_tensor_numel(pp[k])));
+      OT_TRY(ot_tensor_read_f32(pp[k], dst, ot_tensor_numel(pp[k])));
       dst += ot_tensor_numel(pp[k]);
     }
   }

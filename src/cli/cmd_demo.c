@@ -8,11 +8,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/common.h"
-#include "cli/report.h"
-#include "core/error.h"
-#include "models.h"
+#include "cli.h"
+#include "common.h"
+#include "report.h"
+#include "omptensor/models.h"
 
 enum { OPT_HELP = 1, OPT_SIZE, OPT_MAXNEW, OPT_SEED };
 
@@ -34,24 +33,24 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   demo_args *a = user;
   ot_status st;
   if (ot_cli_session_option(a->s, o, v, &st)) return st;
-  if (!o) return ot_fail(OT_ERR_INVALID_ARG, "unexpected argument '%s'", v);
+  if (!o) return ot_set_error(OT_ERR_INVALID_ARG, "unexpected argument '%s'", v);
   char *end;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_SIZE:
-    if (ot_size_parse(v, &a->size) != OT_OK) return ot_fail_context(OT_ERR_INVALID_ARG, "--size");
-    if (a->size.kind != OT_SIZE_BYTES) return ot_fail(OT_ERR_INVALID_ARG, "--size needs bytes, not '%s'", v);
+    if (ot_size_parse(v, &a->size) != OT_OK) return ot_prefix_error(OT_ERR_INVALID_ARG, "--size");
+    if (a->size.kind != OT_SIZE_BYTES) return ot_set_error(OT_ERR_INVALID_ARG, "--size needs bytes, not '%s'", v);
     return OT_OK;
   case OPT_MAXNEW:
     a->max_new = (int)strtol(v, &end, 10);
     if (*end || a->max_new < 1 || a->max_new > 4096)
-      return ot_fail(OT_ERR_INVALID_ARG, "--max-new-tokens '%s': expected 1..4096", v);
+      return ot_set_error(OT_ERR_INVALID_ARG, "--max-new-tokens '%s': expected 1..4096", v);
     return OT_OK;
   case OPT_SEED:
     a->seed = strtoull(v, &end, 10);
-    if (*end) return ot_fail(OT_ERR_INVALID_ARG, "--seed '%s' is not a number", v);
+    if (*end) return ot_set_error(OT_ERR_INVALID_ARG, "--seed '%s' is not a number", v);
     return OT_OK;
-  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
+  default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
 

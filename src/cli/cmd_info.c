@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 #include "omptensor/omptensor.h"
 
 int ot_cli_info(int argc, char **argv) {

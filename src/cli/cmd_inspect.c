@@ -2,8 +2,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "cli/cli.h"
-#include "cli/common.h"
+#include "cli.h"
+#include "common.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
 

@@ -2,12 +2,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/common.h"
-#include "cli/prompt.h"
-#include "cli/report.h"
-#include "core/error.h"
-#include "models.h"
+#include "cli.h"
+#include "common.h"
+#include "prompt.h"
+#include "report.h"
+#include "omptensor/models.h"
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_IDS, OPT_FILE, OPT_MAXNEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_LOGITS };
@@ -47,7 +46,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_TOPP: OT_TRY(ot_cli_num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
   case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
   case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
-  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
+  default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
 
@@ -59,10 +58,10 @@ static ot_status check_prompt(const char *model, const int32_t *ids, int n, int 
   OT_TRY(ot_hf_config_load(model, &c));
   for (int i = 0; i < n; i++)
     if (ids[i] >= c.vocab_size)
-      return ot_fail(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
+      return ot_set_error(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
                      label, ids[i], i + 1, model, (long long)c.vocab_size - 1);
   if ((int64_t)n + max_new > c.max_position_embeddings)
-    return ot_fail(OT_ERR_INVALID_ARG,
+    return ot_set_error(OT_ERR_INVALID_ARG,
                    "--max-new-tokens %d: %d prompt + %d new tokens exceed the %lld positions of %s "
                    "(max_position_embeddings); generate at most %lld",
                    max_new, n, max_new, (long long)c.max_position_embeddings, model,
@@ -85,9 +84,9 @@ int ot_cli_run(int argc, char **argv) {
     ot_cli_session_end(&s);
     return 0;
   }
-  if (st == OT_OK && !a.model) st = ot_fail(OT_ERR_INVALID_ARG, "no model directory given (see omptensor run --help)");
+  if (st == OT_OK && !a.model) st = ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor run --help)");
   if (st == OT_OK && !a.ids_text == !a.ids_file)
-    st = ot_fail(OT_ERR_INVALID_ARG, "give exactly one of --prompt-ids and --prompt-file (see omptensor run --help)");
+    st = ot_set_error(OT_ERR_INVALID_ARG, "give exactly one of --prompt-ids and --prompt-file (see omptensor run --help)");
   int32_t *ids = NULL;
   int n_ids = 0;
   if (st == OT_OK)

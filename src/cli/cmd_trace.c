@@ -1,9 +1,9 @@
 /* cmd_trace.c — `omptensor trace summarize|plot TRACE.json`. */
 #include <string.h>
 
-#include "cli/cli.h"
-#include "cli/common.h"
-#include "cli/trace_svg.h"
+#include "cli.h"
+#include "common.h"
+#include "trace_svg.h"
 
 static int usage(void) {
   printf("usage: omptensor trace summarize TRACE.json\n"

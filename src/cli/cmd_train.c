@@ -1,18 +1,17 @@
 /* cmd_train.c — `omptensor train MODEL_DIR --data FILE`: train a GPT-2
  * (GPT2LMHeadModel) on a token file under the device memory budget, with
- * the sample trainer (samples/gpt2_train): one step recorded and planned
+ * the library's GPT-2 trainer (src/train): one step recorded and planned
  * once, replayed per batch. */
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "cli/cli.h"
-#include "cli/common.h"
-#include "cli/report.h"
-#include "core/error.h"
-#include "gpt2_train.h"
-#include "gpt2t_data.h"
+#include "cli.h"
+#include "common.h"
+#include "report.h"
+#include "omptensor/gpt2_train.h"
+#include "omptensor/tokens.h"
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
@@ -44,14 +43,14 @@ static const ot_opt train_opts[] = {
 typedef struct train_args {
   ot_cli_session *s;
   const char *model, *data, *save;
-  gpt2t_opts o;
+  ot_gpt2_train_opts o;
   int steps, dry, help, T_given;
 } train_args;
 
 static ot_status integer(const char *opt, const char *v, double lo, double hi, int *out) {
   double d;
   OT_TRY(ot_cli_num(opt, v, lo, hi, &d));
-  if (d != (double)(int)d) return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a whole number", opt, v);
+  if (d != (double)(int)d) return ot_set_error(OT_ERR_INVALID_ARG, "--%s '%s': expected a whole number", opt, v);
   *out = (int)d;
   return OT_OK;
 }
@@ -71,45 +70,45 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_LR: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
   case OPT_WD: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.weight_decay = (float)d; return OT_OK;
   case OPT_CKPT:
-    if (gpt2t_checkpoint_parse(v, &a->o.checkpoint) != OT_OK)
-      return ot_fail(OT_ERR_INVALID_ARG, "--checkpoint '%s': expected none, all or auto", v);
+    if (ot_recompute_parse(v, &a->o.checkpoint) != OT_OK)
+      return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint '%s': expected none, all or auto", v);
     return OT_OK;
   case OPT_INIT:
-    if (strcmp(v, "random")) return ot_fail(OT_ERR_INVALID_ARG, "--init '%s': only 'random' is known", v);
+    if (strcmp(v, "random")) return ot_set_error(OT_ERR_INVALID_ARG, "--init '%s': only 'random' is known", v);
     a->o.init_random = 1;
     return OT_OK;
   case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->o.seed = (uint64_t)d; return OT_OK;
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
-  default: return ot_fail(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
+  default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
 
 /* What can be checked before any weight is read: the model is a GPT-2, T
  * fits its positions, the token file is readable, in the vocabulary and
  * long enough for one step. */
-static ot_status check_inputs(train_args *a, gpt2t_data **data) {
-  if (!a->model) return ot_fail(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
+static ot_status check_inputs(train_args *a, ot_tokens **data) {
+  if (!a->model) return ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
   if (!a->data)
-    return ot_fail(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
+    return ot_set_error(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
   if (a->s->settings.has_dtype && a->s->settings.dtype != OT_F32)
-    return ot_fail(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
+    return ot_set_error(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
                    ot_dtype_name(a->s->settings.dtype));
   ot_hf_config c;
   OT_TRY(ot_hf_config_load(a->model, &c));
   if (c.arch != OT_ARCH_GPT2)
-    return ot_fail(OT_ERR_UNSUPPORTED, "%s: omptensor train trains GPT-2 models (model_type gpt2), not '%s'", a->model,
+    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: omptensor train trains GPT-2 models (model_type gpt2), not '%s'", a->model,
                    c.model_type);
   if (!a->T_given) a->o.T = c.max_position_embeddings < TRAIN_DEFAULT_T ? (int)c.max_position_embeddings : TRAIN_DEFAULT_T;
   if (a->o.T > c.max_position_embeddings)
-    return ot_fail(OT_ERR_INVALID_ARG, "--seq %d: longer than the %lld positions of %s (n_positions); use --seq %lld or less",
+    return ot_set_error(OT_ERR_INVALID_ARG, "--seq %d: longer than the %lld positions of %s (n_positions); use --seq %lld or less",
                    a->o.T, (long long)c.max_position_embeddings, a->model, (long long)c.max_position_embeddings);
-  OT_TRY(gpt2t_data_open(a->data, c.vocab_size, data));
+  OT_TRY(ot_tokens_open(a->data, c.vocab_size, data));
   int64_t need = (int64_t)a->o.accum * a->o.B * a->o.T + 1;
-  if (gpt2t_data_tokens(*data) < need)
-    return ot_fail(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --accum %d x --batch %d x --seq %d "
+  if (ot_tokens_count(*data) < need)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --accum %d x --batch %d x --seq %d "
                    "needs %lld; use a longer file or a smaller --accum/--batch/--seq",
-                   a->data, (long long)gpt2t_data_tokens(*data), a->o.accum, a->o.B, a->o.T, (long long)need);
+                   a->data, (long long)ot_tokens_count(*data), a->o.accum, a->o.B, a->o.T, (long long)need);
   return OT_OK;
 }
 
@@ -127,12 +126,12 @@ static void fmt_rate(char *buf, size_t n, double v) {
 }
 
 /* The layers recomputed in the backward, as a JSON array and "0,1,5" (or "none"). */
-static json_t *recomputed(const gpt2_trainer *g, char *buf, size_t n) {
+static json_t *recomputed(const ot_gpt2_trainer *g, char *buf, size_t n) {
   json_t *arr = json_array();
   size_t k = 0;
   buf[0] = '\0';
-  for (int l = 0; l < gpt2t_config(g)->num_layers; l++)
-    if (gpt2t_recomputed(g, l)) {
+  for (int l = 0; l < ot_gpt2_train_config(g)->num_layers; l++)
+    if (ot_gpt2_train_recomputed(g, l)) {
       json_array_append_new(arr, json_integer(l));
       if (k < n) k += (size_t)snprintf(buf + k, n - k, "%s%d", k ? "," : "", l);
     }
@@ -155,10 +154,10 @@ static double mean_rate(const step_log *L, int64_t tokens_per_step) {
   return ms > 0 ? (double)tokens_per_step * (L->n - from) * 1e3 / ms : 0;
 }
 
-static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
+static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   ot_cli_session *s = a->s;
   ot_trace_summary t = ot_trace_summarize(s->trace);
-  ot_plan_stats ps = ot_plan_get_stats(gpt2t_plan(g), 1);
+  ot_plan_stats ps = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
   char rec[256];
   json_t *layers = recomputed(g, rec, sizeof rec);
   double rate = mean_rate(L, (int64_t)a->o.accum * a->o.B * a->o.T);
@@ -174,9 +173,9 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "tokens_per_s", json_real(rate));
     json_object_set(o, "budget", json_object_get(o, "budget_bytes")); /* the name the issue asks for */
-    json_object_set_new(o, "checkpoint", json_string(gpt2t_checkpoint_name(a->o.checkpoint)));
+    json_object_set_new(o, "checkpoint", json_string(ot_recompute_name(a->o.checkpoint)));
     json_object_set_new(o, "recomputed_layers", layers);
-    json_object_set_new(o, "weights", json_integer((json_int_t)gpt2t_num_weights(g)));
+    json_object_set_new(o, "weights", json_integer((json_int_t)ot_gpt2_train_num_weights(g)));
     json_object_set_new(o, "plan_peak_bytes", json_integer((json_int_t)ps.peak_bytes));
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
@@ -195,24 +194,24 @@ static ot_status report(train_args *a, gpt2_trainer *g, const step_log *L) {
              a->o.accum, a->o.B, a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
     }
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s\n", pk, up, dn,
-           gpt2t_checkpoint_name(a->o.checkpoint), rec);
-    ot_cli_print_setup(s, (uint64_t)gpt2t_num_weights(g) * sizeof(float), stdout);
+           ot_recompute_name(a->o.checkpoint), rec);
+    ot_cli_print_setup(s, (uint64_t)ot_gpt2_train_num_weights(g) * sizeof(float), stdout);
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);
   }
   return s->settings.trace_path && !a->dry ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;
 }
 
-static ot_status train(train_args *a, gpt2_trainer *g, gpt2t_data *data, step_log *L) {
+static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_log *L) {
   size_t n = (size_t)a->o.accum * (size_t)a->o.B * (size_t)a->o.T;
   int32_t *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
-  ot_status st = in && tg ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "no host memory for a batch");
+  ot_status st = in && tg ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for a batch");
   /* With --json stdout holds the one JSON object; the step lines go to stderr. */
   FILE *f = a->s->settings.json ? stderr : stdout;
   for (int i = 0; st == OT_OK && i < a->steps; i++) {
-    st = gpt2t_data_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
+    st = ot_tokens_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
     double t0 = now_ms();
-    if (st == OT_OK) st = gpt2t_step(g, in, tg, a->s->trace, &L->loss[i]);
+    if (st == OT_OK) st = ot_gpt2_train_step(g, in, tg, a->s->trace, &L->loss[i]);
     if (st != OT_OK) break;
     L->ms[i] = now_ms() - t0;
     L->n = i + 1;
@@ -241,9 +240,9 @@ int ot_cli_train(int argc, char **argv) {
   const char *prog = "omptensor train";
   ot_cli_session s;
   ot_cli_session_init(&s, prog);
-  train_args a = {.s = &s, .o = gpt2t_opts_default(), .steps = 10};
+  train_args a = {.s = &s, .o = ot_gpt2_train_opts_default(), .steps = 10};
   a.o.B = 4;
-  a.o.checkpoint = GPT2T_CKPT_AUTO;
+  a.o.checkpoint = OT_RECOMPUTE_AUTO;
   const ot_opt *tables[] = {train_opts, ot_settings_opts(), ot_cli_common_opts(), NULL};
   ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
   if (st == OT_OK && a.help) {
@@ -251,26 +250,26 @@ int ot_cli_train(int argc, char **argv) {
     ot_cli_session_end(&s);
     return 0;
   }
-  gpt2t_data *data = NULL;
-  gpt2_trainer *g = NULL;
+  ot_tokens *data = NULL;
+  ot_gpt2_trainer *g = NULL;
   step_log L = {0};
   if (st == OT_OK) st = check_inputs(&a, &data);
   if (st == OT_OK) st = ot_cli_session_start(&s);
   a.o.plan_only = a.dry; /* a dry run allocates no activation memory */
-  if (st == OT_OK) st = gpt2t_create(s.ctx, a.model, &a.o, &s.sched, &g);
-  if (st == OT_OK && s.verbose) ot_plan_print(gpt2t_plan(g), stderr);
+  if (st == OT_OK) st = ot_gpt2_train_create(s.ctx, a.model, &a.o, &s.sched, &g);
+  if (st == OT_OK && s.verbose) ot_plan_print(ot_gpt2_train_plan(g), stderr);
   if (st == OT_OK && !a.dry) {
     L.loss = calloc((size_t)a.steps, sizeof *L.loss);
     L.ms = calloc((size_t)a.steps, sizeof *L.ms);
-    st = L.loss && L.ms ? train(&a, g, data, &L) : ot_fail(OT_ERR_OUT_OF_MEMORY, "no host memory for %d steps", a.steps);
+    st = L.loss && L.ms ? train(&a, g, data, &L) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for %d steps", a.steps);
   }
-  if (st == OT_OK && a.save && !a.dry) st = gpt2t_save(g, a.save);
+  if (st == OT_OK && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
   if (st == OT_OK) st = report(&a, g, &L);
   int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
   free(L.loss);
   free(L.ms);
-  gpt2t_destroy(g);
-  gpt2t_data_close(data);
+  ot_gpt2_train_destroy(g);
+  ot_tokens_close(data);
   ot_cli_session_end(&s);
   return rc;
 }

@@ -4,9 +4,8 @@
 #include <sys/ioctl.h>
 #include <unistd.h>
 
-#include "cli/common.h"
-#include "core/error.h"
-#include "models.h"
+#include "common.h"
+#include "omptensor/models.h"
 
 int ot_cli_exit_code(ot_status s) {
   switch (s) {
@@ -183,7 +182,7 @@ ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, doubl
   char *end;
   double d = strtod(v, &end);
   if (end == v || *end || !(d >= lo && d <= hi))
-    return ot_fail(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
+    return ot_set_error(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
   *out = d;
   return OT_OK;
 }
@@ -191,7 +190,7 @@ ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, doubl
 int ot_cli_session_or_model(ot_cli_session *s, const ot_opt *o, const char *v, const char **model, ot_status *st) {
   if (ot_cli_session_option(s, o, v, st)) return 1;
   if (o) return 0;
-  *st = *model ? ot_fail(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v) : OT_OK;
+  *st = *model ? ot_set_error(OT_ERR_INVALID_ARG, "one model directory expected, got '%s' too", v) : OT_OK;
   if (!*model) *model = v;
   return 1;
 }

@@ -6,7 +6,7 @@
 
 #include <stdio.h>
 
-#include "config/argparse.h"
+#include "omptensor/args.h"
 #include "omptensor/omptensor.h"
 #include "omptensor/lm.h"
 #include "omptensor/sched.h"

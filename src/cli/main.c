@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/cli.h"
+#include "cli.h"
 
 static const ot_cli_cmd commands[] = {
     {"demo", "the main job: a synthetic Llama 4x the budget, with offloading", ot_cli_demo},

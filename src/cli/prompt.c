@@ -5,8 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli/prompt.h"
-#include "core/error.h"
+#include "prompt.h"
 
 ot_status ot_cli_parse_ids(const char *text, const char *label, int32_t **ids, int *n) {
   *ids = NULL;
@@ -25,7 +24,7 @@ ot_status ot_cli_parse_ids(const char *text, const char *label, int32_t **ids, i
       *n = 0;
       int len = 0;
       while (p[len] && !isspace((unsigned char)p[len]) && p[len] != ',' && len < 20) len++;
-      return ot_fail(OT_ERR_INVALID_ARG, "%s: '%.*s' at character %d is not a token id (non-negative integer)",
+      return ot_set_error(OT_ERR_INVALID_ARG, "%s: '%.*s' at character %d is not a token id (non-negative integer)",
                      label, len, p, (int)(p - text) + 1);
     }
     if (*n == cap) {
@@ -34,14 +33,14 @@ ot_status ot_cli_parse_ids(const char *text, const char *label, int32_t **ids, i
       if (!g) {
         free(*ids);
         *ids = NULL;
-        return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no memory for the prompt", label);
+        return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory for the prompt", label);
       }
       *ids = g;
     }
     (*ids)[(*n)++] = (int32_t)v;
     p = end;
   }
-  if (*n == 0) return ot_fail(OT_ERR_INVALID_ARG, "%s: no token ids", label);
+  if (*n == 0) return ot_set_error(OT_ERR_INVALID_ARG, "%s: no token ids", label);
   return OT_OK;
 }
 
@@ -49,7 +48,7 @@ ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   *ids = NULL;
   *n = 0;
   FILE *f = fopen(path, "rb");
-  if (!f) return ot_fail(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  if (!f) return ot_set_error(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   size_t cap = 4096, len = 0;
   char *buf = malloc(cap);
   while (buf) {
@@ -59,14 +58,14 @@ ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
     if (cap > (64u << 20)) {
       free(buf);
       fclose(f);
-      return ot_fail(OT_ERR_FORMAT, "%s: larger than 64 MiB: not a prompt file", path);
+      return ot_set_error(OT_ERR_FORMAT, "%s: larger than 64 MiB: not a prompt file", path);
     }
     char *g = realloc(buf, cap *= 2);
     if (!g) free(buf);
     buf = g;
   }
   fclose(f);
-  if (!buf) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
+  if (!buf) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
   buf[len] = '\0';
   ot_status s = ot_cli_parse_ids(buf, path, ids, n);
   free(buf);

@@ -2,8 +2,7 @@
 #include <jansson.h>
 #include <string.h>
 
-#include "cli/report.h"
-#include "core/error.h"
+#include "report.h"
 
 json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t) {
   json_t *o = json_object();
@@ -37,7 +36,7 @@ json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_su
 ot_status ot_cli_json_print(json_t *o) {
   char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
   json_decref(o);
-  if (!txt) return ot_fail(OT_ERR_OUT_OF_MEMORY, "cannot format the JSON summary");
+  if (!txt) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "cannot format the JSON summary");
   puts(txt);
   free(txt);
   return OT_OK;

@@ -4,7 +4,7 @@
 
 #include <jansson.h>
 
-#include "cli/common.h"
+#include "common.h"
 
 /* Human lines (ids, tokens/s, memory summary) on `f`, or with --json one
  * JSON object on stdout with the fields the README documents. */

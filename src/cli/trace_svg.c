@@ -4,8 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "cli/trace_svg.h"
-#include "core/error.h"
+#include "trace_svg.h"
 
 #define W 1200.0  /* drawing width in px */
 #define LEFT 90.0 /* room for labels */
@@ -28,7 +27,7 @@ static double gib(uint64_t b) { return (double)b / (double)(1ull << 30); }
 
 ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path) {
   size_t n = ot_trace_count(t);
-  if (n == 0) return ot_fail(OT_ERR_INVALID_ARG, "trace plot: the trace has no events");
+  if (n == 0) return ot_set_error(OT_ERR_INVALID_ARG, "trace plot: the trace has no events");
   if (budget == UINT64_MAX) budget = 0; /* no limit: no budget line, and the scale follows the peak */
   uint64_t t_end = 1, peak = 1;
   int devs[16], ndev = 0;
@@ -42,7 +41,7 @@ ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path
   }
   uint64_t top = budget > peak ? budget : peak;
   FILE *f = fopen(path, "w");
-  if (!f) return ot_fail(OT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  if (!f) return ot_set_error(OT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
   double block_h = MEM_H + 3 * LANE_H + 50;
   double H = 40 + ndev * block_h;
   double sx = (W - LEFT - 20) / (double)t_end;
@@ -105,6 +104,6 @@ ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path
     }
   }
   fputs("</svg>\n", f);
-  if (fclose(f) != 0) return ot_fail(OT_ERR_IO, "%s: write failed", path);
+  if (fclose(f) != 0) return ot_set_error(OT_ERR_IO, "%s: write failed", path);
   return OT_OK;
 }

@@ -15,21 +15,14 @@
 #define OT_PRINTF(a, b)
 #endif
 
-ot_status ot_fail(ot_status s, const char *fmt, ...) OT_PRINTF(2, 3);
+/* The library's short names for ot_set_error (status.h) ... */
+#define ot_fail ot_set_error
 
-/* Prefixes the current message with "context: " (e.g. the file being read),
- * keeping the status. */
-ot_status ot_fail_context(ot_status s, const char *fmt, ...) OT_PRINTF(2, 3);
+/* ... and for ot_prefix_error. */
+#define ot_fail_context ot_prefix_error
 
 /* Says something to stderr once per process per key (e.g. the fallback of
  * pinned memory to pageable host memory on a machine without CUDA). */
 void ot_warn_once(const char *key, const char *fmt, ...) OT_PRINTF(2, 3);
-
-#define OT_TRY(expr)                \
-  do {                              \
-    ot_status ot_try_s_ = (expr);   \
-    if (ot_try_s_ != OT_OK)         \
-      return ot_try_s_;             \
-  } while (0)
 
 #endif

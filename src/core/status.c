@@ -41,14 +41,6 @@ static ot_status vset(ot_status s, const char *fmt, va_list ap) {
   return s;
 }
 
-ot_status ot_fail(ot_status s, const char *fmt, ...) {
-  va_list ap;
-  va_start(ap, fmt);
-  vset(s, fmt, ap);
-  va_end(ap);
-  return s;
-}
-
 ot_status ot_set_error(ot_status s, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -57,7 +49,7 @@ ot_status ot_set_error(ot_status s, const char *fmt, ...) {
   return s;
 }
 
-ot_status ot_fail_context(ot_status s, const char *fmt, ...) {
+ot_status ot_prefix_error(ot_status s, const char *fmt, ...) {
   char prefix[512], old[sizeof last_msg];
   va_list ap;
   va_start(ap, fmt);

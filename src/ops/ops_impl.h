@@ -3,7 +3,7 @@
 #define OT_OPS_IMPL_H
 
 #include "core/error.h"
-#include "core/tensor_impl.h"
+#include "memory/tensor_impl.h"
 #include "kernels/kernels.h"
 #include "omptensor/ops.h"
 

@@ -15,7 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context_impl.h"
+#include "memory/context_impl.h"
 #include "core/error.h"
 #include "memory/device.h"
 #include "sched/executor.h"

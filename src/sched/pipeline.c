@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context_impl.h"
+#include "memory/context_impl.h"
 #include "core/error.h"
 #include "sched/executor.h"
 #include "sched/pipeline.h"

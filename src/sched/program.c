@@ -2,7 +2,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context_impl.h"
+#include "memory/context_impl.h"
 #include "core/error.h"
 #include "omptensor/sched.h"
 #include "sched/program_impl.h"

@@ -5,7 +5,7 @@
 #ifndef OT_SCHED_PROGRAM_IMPL_H
 #define OT_SCHED_PROGRAM_IMPL_H
 
-#include "core/tensor_impl.h"
+#include "memory/tensor_impl.h"
 #include "omptensor/program.h"
 
 /* storage roles (bits) */

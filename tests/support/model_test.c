@@ -7,7 +7,7 @@
 #include <unistd.h>
 
 #include "model_test.h"
-#include "models.h"
+#include "omptensor/models.h"
 #include "ot_test.h"
 
 char *ot_test_model_path(const char *set, const char *file) {

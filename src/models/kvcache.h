@@ -1,9 +1,9 @@
-/* kvcache.h — the key/value caches of a sample model: one [n_ctx, KV, hd]
+/* kvcache.h (models-internal) — the key/value caches of a model: one [n_ctx, KV, hd]
  * pair per layer, sized to the positions a generation needs (prompt + new
  * tokens), not to the model's maximum: at 4096 positions a 16-layer 7B-shaped
  * model's f32 caches would take 2 GiB of the budget for nothing. */
-#ifndef OT_SAMPLES_KVCACHE_H
-#define OT_SAMPLES_KVCACHE_H
+#ifndef OT_MODELS_KVCACHE_H
+#define OT_MODELS_KVCACHE_H
 
 #include "omptensor/lm.h"
 

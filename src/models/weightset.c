@@ -4,8 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "models.h"
-#include "weightset.h"
+#include "omptensor/models.h"
+#include "omptensor/weightset.h"
+#include "ot_pragmas.h"
 
 static uint64_t mix(uint64_t z) {
   z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
@@ -23,7 +24,7 @@ static uint64_t name_hash(const char *s) {
  * whatever order tensors are made in. Counter-based, so it parallelises. */
 static void fill_synthetic(float *x, int64_t n, uint64_t seed, const char *name, float scale) {
   uint64_t base = mix(seed ^ name_hash(name));
-#pragma omp parallel for schedule(static) if (n > 65536)
+  OT_HOST_PARFOR_IF(n > 65536)
   for (int64_t i = 0; i < n; i++) {
     float u = (float)((mix(base + 0x9e3779b97f4a7c15ull * (uint64_t)(i + 1)) >> 40) * 0x1p-24) * 2.0f - 1.0f;
     x[i] = scale >= 0 ? u * scale : 1.0f + u * -scale;

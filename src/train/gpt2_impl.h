@@ -1,31 +1,30 @@
-/* gpt2t_impl.h (sample-internal) — the GPT-2 trainer's state, shared by
- * gpt2t_model.c (parameters, the public calls) and gpt2t_step.c (the
- * recorded step). */
-#ifndef OT_SAMPLES_GPT2T_IMPL_H
-#define OT_SAMPLES_GPT2T_IMPL_H
+/* gpt2_impl.h (train-internal) — the GPT-2 trainer's state, shared by
+ * gpt2_model.c (parameters, the public calls), gpt2_step.c (the recorded
+ * step), gpt2_plan.c, gpt2_init.c and gpt2_save.c. */
+#ifndef OT_TRAIN_GPT2_IMPL_H
+#define OT_TRAIN_GPT2_IMPL_H
 
-#include "gpt2_train.h"
+#include "omptensor/gpt2_train.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
-#include "tlist.h"
-#include "try.h"
+#include "omptensor/tlist.h"
 
 /* One parameter: the f32 master weight, its gradient, AdamW moments. */
-typedef struct gt_param {
+typedef struct ot_gt_param {
   char name[96];
   ot_tensor *w, *g, *m, *v;
-} gt_param;
+} ot_gt_param;
 
 /* Indices into params of one layer's tensors, in named_parameters() order. */
 enum { GT_LN1_W, GT_LN1_B, GT_ATTN_W, GT_ATTN_B, GT_PROJ_W, GT_PROJ_B, GT_LN2_W, GT_LN2_B, GT_FC_W, GT_FC_B,
        GT_FC2_W, GT_FC2_B, GT_PER_LAYER };
 
-struct gpt2_trainer {
+struct ot_gpt2_trainer {
   ot_ctx *ctx;
   ot_hf_config cfg;
-  gpt2t_opts o;
+  ot_gpt2_train_opts o;
   ot_sched_opts so;
-  gt_param *P;      /* [n_params]: wte, wpe, layers..., ln_f.weight, ln_f.bias */
+  ot_gt_param *P;      /* [n_params]: wte, wpe, layers..., ln_f.weight, ln_f.bias */
   int n_params;
   ot_tlist keep;    /* parameters, gradients, moments */
   ot_tlist acts;    /* the recording's inputs, activations and views (released to re-record) */
@@ -40,15 +39,15 @@ struct gpt2_trainer {
 };
 
 /* The parameter of layer l (-1: the embeddings / final norm by their index). */
-static inline gt_param *gt_layer(gpt2_trainer *g, int l, int which) { return &g->P[2 + l * GT_PER_LAYER + which]; }
+static inline ot_gt_param *ot_gt_layer(ot_gpt2_trainer *g, int l, int which) { return &g->P[2 + l * GT_PER_LAYER + which]; }
 
-/* gpt2t_step.c: records the step with g->recompute as it is (into g->prog,
+/* gpt2_step.c: records the step with g->recompute as it is (into g->prog,
  * g->acts), and chooses g->recompute for the checkpoint mode, then plans. */
-ot_status gt_record(gpt2_trainer *g);
-void gt_release_recording(gpt2_trainer *g);
-ot_status gt_choose_and_plan(gpt2_trainer *g);
+ot_status ot_gt_record(ot_gpt2_trainer *g);
+void ot_gt_release_recording(ot_gpt2_trainer *g);
+ot_status ot_gt_choose_and_plan(ot_gpt2_trainer *g);
 
-/* gpt2t_init.c: GPT-2's initialization of parameter i (by its name). */
-ot_status gt_init_param(gpt2_trainer *g, int i);
+/* gpt2_init.c: GPT-2's initialization of parameter i (by its name). */
+ot_status ot_gt_init_param(ot_gpt2_trainer *g, int i);
 
 #endif

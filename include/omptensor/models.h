@@ -1,18 +1,22 @@
-/* models.h — the sample models: Llama-family and GPT-2 inference, written on
- * omptensor's public API only (ops.h, program.h, lm.h) to show how to write a
- * model of your own.
+/* models.h — the library's models: Llama-family and GPT-2 inference from
+ * Hugging Face checkpoints. They are written on the public API (ops.h,
+ * program.h, lm.h, weightset.h) as a model of your own would be; their
+ * sources are src/models/.
  *
  *     ot_lm *m;
  *     ot_model_load(ctx, "path/to/hf_model_dir", OT_DTYPE_KEEP, progress, user, &m);
  *     ... ot_generate(m, ...) ...
  *     ot_lm_destroy(m);
  */
-#ifndef OT_SAMPLES_MODELS_H
-#define OT_SAMPLES_MODELS_H
+#ifndef OMPTENSOR_MODELS_H
+#define OMPTENSOR_MODELS_H
 
 #include "omptensor/hfconfig.h"
 #include "omptensor/lm.h"
-#include "try.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 /* Pass as the weight dtype to keep each tensor's checkpoint dtype. */
 #define OT_DTYPE_KEEP ((ot_dtype)-1)
@@ -47,4 +51,7 @@ ot_status ot_model_finish(ot_lm *m, uint64_t weight_bytes, int n_weights, ot_sta
 ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
                              ot_progress_fn progress, void *user, ot_lm **out);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

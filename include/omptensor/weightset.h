@@ -1,9 +1,13 @@
-/* weightset.h — the weights of a sample model: loaded from a checkpoint (or
+/* weightset.h — the weights of a model: loaded from a checkpoint (or
  * made synthetic), counted, destroyed together. */
-#ifndef OT_SAMPLES_WEIGHTSET_H
-#define OT_SAMPLES_WEIGHTSET_H
+#ifndef OMPTENSOR_WEIGHTSET_H
+#define OMPTENSOR_WEIGHTSET_H
 
 #include "omptensor/lm.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct ot_wset {
   ot_ctx *ctx;
@@ -34,4 +38,7 @@ void ot_wset_destroy(ot_wset *w);
  * of tensor `probe` when want is OT_DTYPE_KEEP (f32 when synthetic). */
 ot_dtype ot_wset_matmul_dtype(const ot_wset *w, ot_dtype want, const char *probe);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

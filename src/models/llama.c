@@ -20,9 +20,9 @@
 #include <string.h>
 
 #include "omptensor/ops.h"
-#include "../common/models.h"
-#include "../common/kvcache.h"
-#include "../common/weightset.h"
+#include "omptensor/models.h"
+#include "models/kvcache.h"
+#include "omptensor/weightset.h"
 
 typedef struct layer {
   ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
@@ -55,63 +55,63 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   int64_t F = c->intermediate_size, V = c->vocab_size;
   memset(st, 0, sizeof *st);
   st->T = T;
-  TRY(ot_kvcache_ensure(&l->kv, ctx, c->num_layers, m->n_ctx, KV, hd));
-  TRY(ot_program_create(ctx, &st->prog));
+  OT_TRY(ot_kvcache_ensure(&l->kv, ctx, c->num_layers, m->n_ctx, KV, hd));
+  OT_TRY(ot_program_create(ctx, &st->prog));
   ot_program *p = st->prog;
-  TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
+  OT_TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
   int pos = st->pos_slot;
 
   ot_tensor *h, *x, *q, *k, *v, *att, *g, *u, *q3, *k3, *v3, *att3;
   int64_t sT[1] = {T}, sTD[2] = {T, D}, sTQ[2] = {T, H * hd}, sTK[2] = {T, KV * hd}, sTF[2] = {T, F};
   int64_t sQ3[3] = {T, H, hd}, sK3[3] = {T, KV, hd};
-  TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
-  TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));        /* residual stream [T, D] */
-  TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));        /* normed [T, D] */
-  TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
-  TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
-  TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTK, &v));
-  TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTQ, &att));    /* [T, H*hd] */
-  TRY(ot_lm_step_tensor(st, ctx, "gate", OT_F32, 2, sTF, &g));     /* [T, F] */
-  TRY(ot_lm_step_tensor(st, ctx, "up", OT_F32, 2, sTF, &u));
-  TRY(ot_tensor_reshape(q, 3, sQ3, &q3));
-  TRY(ot_lm_step_own(st, q3));
-  TRY(ot_tensor_reshape(k, 3, sK3, &k3));
-  TRY(ot_lm_step_own(st, k3));
-  TRY(ot_tensor_reshape(v, 3, sK3, &v3));
-  TRY(ot_lm_step_own(st, v3));
-  TRY(ot_tensor_reshape(att, 3, sQ3, &att3));
-  TRY(ot_lm_step_own(st, att3));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));        /* residual stream [T, D] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));        /* normed [T, D] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTK, &v));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTQ, &att));    /* [T, H*hd] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "gate", OT_F32, 2, sTF, &g));     /* [T, F] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "up", OT_F32, 2, sTF, &u));
+  OT_TRY(ot_tensor_reshape(q, 3, sQ3, &q3));
+  OT_TRY(ot_lm_step_own(st, q3));
+  OT_TRY(ot_tensor_reshape(k, 3, sK3, &k3));
+  OT_TRY(ot_lm_step_own(st, k3));
+  OT_TRY(ot_tensor_reshape(v, 3, sK3, &v3));
+  OT_TRY(ot_lm_step_own(st, v3));
+  OT_TRY(ot_tensor_reshape(att, 3, sQ3, &att3));
+  OT_TRY(ot_lm_step_own(st, att3));
 
   float eps = (float)c->norm_eps, theta = (float)c->rope_theta;
-  TRY(ot_op_embedding(p, h, l->embed, st->ids));
+  OT_TRY(ot_op_embedding(p, h, l->embed, st->ids));
   for (int64_t i = 0; i < c->num_layers; i++) {
     layer *y = &l->L[i];
-    TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
+    OT_TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
     ot_tensor *qkv[3] = {q, k, v}, *wqkv[3] = {y->wq, y->wk, y->wv};
-    TRY(ot_op_matmul_multi(p, 3, qkv, x, wqkv));
-    TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, theta));
-    TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
-    TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
-    TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */
-    TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
+    OT_TRY(ot_op_matmul_multi(p, 3, qkv, x, wqkv));
+    OT_TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, theta));
+    OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
+    OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
+    OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */
+    OT_TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
   }
   /* Only the rows whose logits are wanted go through the final norm and head. */
   ot_tensor *hl = h, *xl = x;
   int64_t rows = all_logits ? T : 1;
   if (!all_logits) {
-    TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
-    TRY(ot_lm_step_own(st, hl));
-    TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
-    TRY(ot_lm_step_own(st, xl));
+    OT_TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
+    OT_TRY(ot_lm_step_own(st, hl));
+    OT_TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
+    OT_TRY(ot_lm_step_own(st, xl));
   }
   int64_t sL[2] = {rows, V};
-  TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
-  TRY(ot_op_rmsnorm(p, xl, hl, l->norm, eps));
-  TRY(ot_op_matmul(p, st->logits, xl, l->lm_head, 1, 0));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  OT_TRY(ot_op_rmsnorm(p, xl, hl, l->norm, eps));
+  OT_TRY(ot_op_matmul(p, st->logits, xl, l->lm_head, 1, 0));
 
-  TRY(ot_program_mark_input(p, st->ids));
-  TRY(ot_program_mark_output(p, st->logits));
-  TRY(ot_kvcache_mark(&l->kv, p));
+  OT_TRY(ot_program_mark_input(p, st->ids));
+  OT_TRY(ot_program_mark_output(p, st->logits));
+  OT_TRY(ot_kvcache_mark(&l->kv, p));
   return OT_OK;
 }
 
@@ -179,7 +179,7 @@ ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck,
                         ot_ckpt_dir(ck));
   /* every tensor checked before the first byte is read */
   ot_lm *m;
-  TRY(make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, &m));
+  OT_TRY(make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, &m));
   ot_lm_destroy(m);
   return make(ctx, cfg, ck, wdtype, 0, 0, progress, user, out);
 }

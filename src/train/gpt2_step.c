@@ -1,4 +1,4 @@
-/* gpt2t_step.c — recording one GPT-2 training step (B sequences of T
+/* gpt2_step.c — recording one GPT-2 training step (B sequences of T
  * tokens, rows r = b*T + t):
  *
  *   h0 = wte[ids] + wpe[0..T)                                   [BT, D]
@@ -16,10 +16,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "gpt2t_impl.h"
+#include "train/gpt2_impl.h"
 
 typedef struct rec {
-  gpt2_trainer *g;
+  ot_gpt2_trainer *g;
   ot_program *p;
   int64_t B, T, D, H, hd, F, V;
   const char *rc;  /* "" or ".rc": suffix of the names of recomputed activations */
@@ -31,7 +31,7 @@ typedef struct rec {
  * recording (shapes_only) wraps no memory: it is planned to see whether it
  * fits, never run, and costs no gigabytes of host memory. */
 static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out, const char *name, int l) {
-  gpt2_trainer *g = r->g;
+  ot_gpt2_trainer *g = r->g;
   return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s%s", name, l, r->rc, r->mb);
 }
 
@@ -45,7 +45,7 @@ static ot_status keep(rec *r, ot_status s, ot_tensor *t) { return s == OT_OK ? o
 /* Column block j (of width n) of a [rows, k*n] matrix, or block j of a 1-D [k*n] vector. */
 static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) {
   ot_tensor *v = NULL;
-  TRY(keep(r, ot_tensor_slice(t, ot_tensor_ndim(t) - 1, j * n, n, &v), v));
+  OT_TRY(keep(r, ot_tensor_slice(t, ot_tensor_ndim(t) - 1, j * n, n, &v), v));
   *out = v;
   return OT_OK;
 }
@@ -53,28 +53,28 @@ static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) 
 /* Sequence b of a [BT, D] tensor as [T, H, hd] (or [T, D] with heads = 0). */
 static ot_status seq(rec *r, ot_tensor *t, int64_t b, int heads, ot_tensor **out) {
   ot_tensor *rows = NULL, *v = NULL;
-  TRY(keep(r, ot_tensor_slice(t, 0, b * r->T, r->T, &rows), rows));
+  OT_TRY(keep(r, ot_tensor_slice(t, 0, b * r->T, r->T, &rows), rows));
   if (!heads) {
     *out = rows;
     return OT_OK;
   }
   int64_t s3[3] = {r->T, ot_tensor_dim(t, 1) / r->hd, r->hd};
-  TRY(keep(r, ot_tensor_reshape(rows, 3, s3, &v), v));
+  OT_TRY(keep(r, ot_tensor_reshape(rows, 3, s3, &v), v));
   *out = v;
   return OT_OK;
 }
 
 /* y = x W + b (GPT-2's Conv1D), then y += res if res. */
 static ot_status conv1d(rec *r, ot_tensor *y, ot_tensor *x, ot_tensor *W, ot_tensor *b, ot_tensor *res) {
-  TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
-  TRY(ot_op_add(r->p, y, y, b));
+  OT_TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
+  OT_TRY(ot_op_add(r->p, y, y, b));
   return res ? ot_op_add(r->p, y, y, res) : OT_OK;
 }
 
 /* Its backward: db += sum dy, dW += x^T dy, dx = dy W^T (dx may be NULL). */
 static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_tensor *dW, ot_tensor *db, ot_tensor *dy, ot_tensor *x,
                                  ot_tensor *W) {
-  TRY(ot_op_bias_backward(r->p, db, dy));
+  OT_TRY(ot_op_bias_backward(r->p, db, dy));
   return ot_op_matmul_backward(r->p, dx, dW, dy, x, W, 0);
 }
 
@@ -86,87 +86,87 @@ typedef struct layer_acts {
 /* The layer's forward from A->h; h_out NULL: only its inner activations
  * (a checkpointed layer's recomputation). */
 static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) {
-  gpt2_trainer *g = r->g;
+  ot_gpt2_trainer *g = r->g;
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
-  gt_param *P = gt_layer(g, l, 0);
+  ot_gt_param *P = ot_gt_layer(g, l, 0);
   for (int j = 0; j < 3; j++) {
-    TRY(block(r, P[GT_ATTN_W].w, j, r->D, &A->Wq[j]));
-    TRY(block(r, P[GT_ATTN_B].w, j, r->D, &A->bq[j]));
-    TRY(block(r, P[GT_ATTN_W].g, j, r->D, &A->dWq[j]));
-    TRY(block(r, P[GT_ATTN_B].g, j, r->D, &A->dbq[j]));
+    OT_TRY(block(r, P[GT_ATTN_W].w, j, r->D, &A->Wq[j]));
+    OT_TRY(block(r, P[GT_ATTN_B].w, j, r->D, &A->bq[j]));
+    OT_TRY(block(r, P[GT_ATTN_W].g, j, r->D, &A->dWq[j]));
+    OT_TRY(block(r, P[GT_ATTN_B].g, j, r->D, &A->dbq[j]));
   }
-  TRY(mat(r, BT, r->D, &A->x1, "x1", l));
-  TRY(ot_op_layernorm(r->p, A->x1, A->h, P[GT_LN1_W].w, P[GT_LN1_B].w, eps));
+  OT_TRY(mat(r, BT, r->D, &A->x1, "x1", l));
+  OT_TRY(ot_op_layernorm(r->p, A->x1, A->h, P[GT_LN1_W].w, P[GT_LN1_B].w, eps));
   ot_tensor **qkv[3] = {&A->q, &A->k, &A->v};
   static const char *qn[3] = {"q", "k", "v"};
   for (int j = 0; j < 3; j++) {
-    TRY(mat(r, BT, r->D, qkv[j], qn[j], l));
-    TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
+    OT_TRY(mat(r, BT, r->D, qkv[j], qn[j], l));
+    OT_TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
   }
-  TRY(mat(r, BT, r->D, &A->att, "att", l));
+  OT_TRY(mat(r, BT, r->D, &A->att, "att", l));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *o, *q, *k, *v;
-    TRY(seq(r, A->att, b, 1, &o));
-    TRY(seq(r, A->q, b, 1, &q));
-    TRY(seq(r, A->k, b, 1, &k));
-    TRY(seq(r, A->v, b, 1, &v));
-    TRY(ot_op_causal_attention(r->p, o, q, k, v));
+    OT_TRY(seq(r, A->att, b, 1, &o));
+    OT_TRY(seq(r, A->q, b, 1, &q));
+    OT_TRY(seq(r, A->k, b, 1, &k));
+    OT_TRY(seq(r, A->v, b, 1, &v));
+    OT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
   }
-  TRY(mat(r, BT, r->D, &A->hm, "hm", l));
-  TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
-  TRY(mat(r, BT, r->D, &A->x2, "x2", l));
-  TRY(ot_op_layernorm(r->p, A->x2, A->hm, P[GT_LN2_W].w, P[GT_LN2_B].w, eps));
-  TRY(mat(r, BT, r->F, &A->f, "fc", l));
-  TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
-  TRY(mat(r, BT, r->F, &A->a, "gelu", l));
-  TRY(ot_op_gelu(r->p, A->a, A->f));
+  OT_TRY(mat(r, BT, r->D, &A->hm, "hm", l));
+  OT_TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
+  OT_TRY(mat(r, BT, r->D, &A->x2, "x2", l));
+  OT_TRY(ot_op_layernorm(r->p, A->x2, A->hm, P[GT_LN2_W].w, P[GT_LN2_B].w, eps));
+  OT_TRY(mat(r, BT, r->F, &A->f, "fc", l));
+  OT_TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
+  OT_TRY(mat(r, BT, r->F, &A->a, "gelu", l));
+  OT_TRY(ot_op_gelu(r->p, A->a, A->f));
   if (!h_out) return OT_OK; /* recomputing for the backward: the output is not needed again */
-  TRY(mat(r, BT, r->D, h_out, "h", l + 1));
+  OT_TRY(mat(r, BT, r->D, h_out, "h", l + 1));
   return conv1d(r, *h_out, A->a, P[GT_FC2_W].w, P[GT_FC2_B].w, A->hm);
 }
 
 /* dh: the gradient of the layer's output; *dh_in gets that of its input. */
 static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_tensor **dh_in) {
-  gpt2_trainer *g = r->g;
+  ot_gpt2_trainer *g = r->g;
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
-  gt_param *P = gt_layer(g, l, 0);
+  ot_gt_param *P = ot_gt_layer(g, l, 0);
   ot_tensor *da, *dx2, *dhm, *datt, *dq[3], *dx1, *tmp, *dh0, *ws;
   /* h' = hm + gelu(x2 W_fc + b_fc) W_fc2 + b_fc2 */
-  TRY(mat(r, BT, r->F, &da, "d.gelu", l));
-  TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
-  TRY(ot_op_gelu_backward(r->p, da, A->f, da));
-  TRY(mat(r, BT, r->D, &dx2, "d.x2", l));
-  TRY(conv1d_backward(r, dx2, P[GT_FC_W].g, P[GT_FC_B].g, da, A->x2, P[GT_FC_W].w));
-  TRY(mat(r, BT, r->D, &dhm, "d.hm", l));
-  TRY(ot_op_layernorm_backward(r->p, dhm, P[GT_LN2_W].g, P[GT_LN2_B].g, dx2, A->hm, P[GT_LN2_W].w, eps));
-  TRY(ot_op_add(r->p, dhm, dhm, dh));
+  OT_TRY(mat(r, BT, r->F, &da, "d.gelu", l));
+  OT_TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
+  OT_TRY(ot_op_gelu_backward(r->p, da, A->f, da));
+  OT_TRY(mat(r, BT, r->D, &dx2, "d.x2", l));
+  OT_TRY(conv1d_backward(r, dx2, P[GT_FC_W].g, P[GT_FC_B].g, da, A->x2, P[GT_FC_W].w));
+  OT_TRY(mat(r, BT, r->D, &dhm, "d.hm", l));
+  OT_TRY(ot_op_layernorm_backward(r->p, dhm, P[GT_LN2_W].g, P[GT_LN2_B].g, dx2, A->hm, P[GT_LN2_W].w, eps));
+  OT_TRY(ot_op_add(r->p, dhm, dhm, dh));
   /* hm = h + att W_proj + b_proj */
-  TRY(mat(r, BT, r->D, &datt, "d.att", l));
-  TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
+  OT_TRY(mat(r, BT, r->D, &datt, "d.att", l));
+  OT_TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
   static const char *dn[3] = {"d.q", "d.k", "d.v"};
-  for (int j = 0; j < 3; j++) TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
+  for (int j = 0; j < 3; j++) OT_TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
   int64_t sws[3] = {BT, r->H, 2};
-  TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
+  OT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *v[8];
     ot_tensor *src[7] = {dq[0], dq[1], dq[2], datt, A->q, A->k, A->v};
-    for (int j = 0; j < 7; j++) TRY(seq(r, src[j], b, 1, &v[j]));
+    for (int j = 0; j < 7; j++) OT_TRY(seq(r, src[j], b, 1, &v[j]));
     ot_tensor *wsb;
-    TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
-    TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
+    OT_TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
+    OT_TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
   }
   /* q|k|v = x1 W_attn + b_attn: dx1 sums the three */
-  TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
-  TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
+  OT_TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
+  OT_TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
   for (int j = 0; j < 3; j++) {
-    TRY(conv1d_backward(r, j ? tmp : dx1, A->dWq[j], A->dbq[j], dq[j], A->x1, A->Wq[j]));
-    if (j) TRY(ot_op_add(r->p, dx1, dx1, tmp));
+    OT_TRY(conv1d_backward(r, j ? tmp : dx1, A->dWq[j], A->dbq[j], dq[j], A->x1, A->Wq[j]));
+    if (j) OT_TRY(ot_op_add(r->p, dx1, dx1, tmp));
   }
-  TRY(mat(r, BT, r->D, &dh0, "d.h", l));
-  TRY(ot_op_layernorm_backward(r->p, dh0, P[GT_LN1_W].g, P[GT_LN1_B].g, dx1, A->h, P[GT_LN1_W].w, eps));
-  TRY(ot_op_add(r->p, dh0, dh0, dhm));
+  OT_TRY(mat(r, BT, r->D, &dh0, "d.h", l));
+  OT_TRY(ot_op_layernorm_backward(r->p, dh0, P[GT_LN1_W].g, P[GT_LN1_B].g, dx1, A->h, P[GT_LN1_W].w, eps));
+  OT_TRY(ot_op_add(r->p, dh0, dh0, dhm));
   *dh_in = dh0;
   return OT_OK;
 }
@@ -176,74 +176,74 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
  * the first micro-batch's backward, then the backward, which accumulates.
  * A: [n_layer] scratch for the layer activations. */
 static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
-  gpt2_trainer *g = r->g;
+  ot_gpt2_trainer *g = r->g;
   const ot_hf_config *c = &g->cfg;
   const int64_t BT = r->B * r->T, L = c->num_layers;
   const float eps = (float)c->norm_eps;
   r->mb[0] = '\0';
   if (mb) snprintf(r->mb, sizeof r->mb, ".mb%d", mb);
   int64_t sBT[1] = {BT}, s1[1] = {1};
-  TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
-  TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
-  TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
-  gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
+  OT_TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
+  OT_TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
+  OT_TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
+  ot_gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
   /* forward */
   ot_tensor *h, *xf, *dlogits, *losses, *dxf, *dh;
-  TRY(mat(r, BT, r->D, &h, "h", 0));
-  TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
+  OT_TRY(mat(r, BT, r->D, &h, "h", 0));
+  OT_TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *hb;
-    TRY(seq(r, h, b, 0, &hb));
-    TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
+    OT_TRY(seq(r, h, b, 0, &hb));
+    OT_TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
   }
   for (int l = 0; l < L; l++) {
     A[l] = (layer_acts){.h = h};
-    TRY(forward_layer(r, l, &A[l], &h));
+    OT_TRY(forward_layer(r, l, &A[l], &h));
   }
-  TRY(mat(r, BT, r->D, &xf, "x.f", 0));
-  TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
-  TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
-  TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
+  OT_TRY(mat(r, BT, r->D, &xf, "x.f", 0));
+  OT_TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
+  OT_TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
+  OT_TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
   /* the loss gradient overwrites the logits unless they are wanted: the two
    * [BT, vocab] tensors are the step's largest */
   dlogits = g->logits;
-  if (g->o.keep_logits) TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
-  TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
-  TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
+  if (g->o.keep_logits) OT_TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
+  OT_TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
+  OT_TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
   /* backward */
-  for (int i = 0; mb == 0 && i < g->n_params; i++) TRY(ot_op_zero(r->p, g->P[i].g));
-  TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
-  TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
-  TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
-  TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
+  for (int i = 0; mb == 0 && i < g->n_params; i++) OT_TRY(ot_op_zero(r->p, g->P[i].g));
+  OT_TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
+  OT_TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
+  OT_TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
+  OT_TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
   for (int l = (int)L - 1; l >= 0; l--) {
     layer_acts *Al = &A[l], R = {.h = A[l].h};
     if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
       r->rc = ".rc";
-      TRY(forward_layer(r, l, &R, NULL));
+      OT_TRY(forward_layer(r, l, &R, NULL));
       r->rc = "";
       Al = &R;
     }
-    TRY(backward_layer(r, l, Al, dh, &dh));
+    OT_TRY(backward_layer(r, l, Al, dh, &dh));
   }
-  TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
+  OT_TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
   ot_tensor *dh3 = NULL;
   int64_t s3[3] = {r->B, r->T, r->D};
-  TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
-  TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
-  TRY(ot_program_mark_input(r->p, g->ids[mb]));
-  TRY(ot_program_mark_input(r->p, g->targets[mb]));
+  OT_TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
+  OT_TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
+  OT_TRY(ot_program_mark_input(r->p, g->ids[mb]));
+  OT_TRY(ot_program_mark_input(r->p, g->targets[mb]));
   return ot_program_mark_output(r->p, g->loss[mb]);
 }
 
-ot_status gt_record(gpt2_trainer *g) {
+ot_status ot_gt_record(ot_gpt2_trainer *g) {
   const ot_hf_config *c = &g->cfg;
   rec r = {.g = g, .B = g->o.B, .T = g->o.T, .D = c->hidden_size, .H = c->num_heads, .hd = c->head_dim,
            .F = c->intermediate_size, .V = c->vocab_size, .rc = ""};
-  TRY(ot_program_create(g->ctx, &g->prog));
+  OT_TRY(ot_program_create(g->ctx, &g->prog));
   r.p = g->prog;
-  TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
-  TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
+  OT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
+  OT_TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
   layer_acts *A = calloc((size_t)c->num_layers, sizeof *A);
   if (!A) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   ot_status s = OT_OK;
@@ -253,7 +253,7 @@ ot_status gt_record(gpt2_trainer *g) {
   ot_adamw_opts o = g->o.adam;
   o.step_slot = g->step_slot;
   for (int i = 0; s == OT_OK && i < g->n_params; i++) {
-    gt_param *q = &g->P[i];
+    ot_gt_param *q = &g->P[i];
     s = ot_op_adamw(r.p, q->w, q->g, q->m, q->v, NULL, &o);
     if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->w);
     if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->m);

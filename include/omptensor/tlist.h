@@ -1,9 +1,13 @@
-/* tlist.h — a list of tensors a sample owns and destroys together
+/* tlist.h — a list of tensors a model or trainer owns and destroys together
  * (activations, gradients, optimizer state, views). */
-#ifndef OT_SAMPLES_TLIST_H
-#define OT_SAMPLES_TLIST_H
+#ifndef OMPTENSOR_TLIST_H
+#define OMPTENSOR_TLIST_H
 
 #include "omptensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct ot_tlist {
   ot_tensor **t;
@@ -23,4 +27,7 @@ ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t);
 /* Destroys every tensor (the newest first) and empties the list. */
 void ot_tlist_release(ot_tlist *l);
 
+#ifdef __cplusplus
+}
+#endif
 #endif

@@ -4,7 +4,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "core/context_impl.h"
+#include "memory/context_impl.h"
 #include "core/error.h"
 #include "memory/device.h"
 

@@ -4,7 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
-#include "core/tensor_impl.h"
+#include "memory/tensor_impl.h"
 #include "omptensor/lm.h"
 
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {

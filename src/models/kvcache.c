@@ -2,7 +2,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "kvcache.h"
+#include "models/kvcache.h"
 
 void ot_kvcache_release(ot_kvcache *c) {
   for (int64_t i = 0; i < c->n_layers; i++) {

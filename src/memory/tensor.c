@@ -4,9 +4,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "core/context_impl.h"
+#include "memory/context_impl.h"
 #include "core/error.h"
-#include "core/tensor_impl.h"
+#include "memory/tensor_impl.h"
 
 static atomic_uint_fast64_t next_storage_id = 1;
 

@@ -2,7 +2,7 @@
 #include <pthread.h>
 #include <string.h>
 
-#include "config/argparse.h"
+#include "omptensor/args.h"
 #include "config/settings_internal.h"
 #include "core/error.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tlist.h"
+#include "omptensor/tlist.h"
 
 ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t) {
   if (l->n == l->cap) {

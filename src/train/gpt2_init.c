@@ -1,4 +1,4 @@
-/* gpt2t_init.c — GPT-2's own initialization (transformers' GPT2PreTrainedModel
+/* gpt2_init.c — GPT-2's own initialization (transformers' GPT2PreTrainedModel
  * ._init_weights, initializer_range 0.02), for training from scratch:
  *   embeddings and Conv1D weights   normal(0, 0.02)
  *   attn.c_proj / mlp.c_proj weight normal(0, 0.02 / sqrt(2 n_layer))  (the
@@ -10,7 +10,7 @@
 #include <math.h>
 #include <string.h>
 
-#include "gpt2t_impl.h"
+#include "train/gpt2_impl.h"
 
 static uint64_t mix(uint64_t z) {
   z += 0x9e3779b97f4a7c15ull;
@@ -26,8 +26,8 @@ static int ends_with(const char *s, const char *suffix) {
   return n >= m && !strcmp(s + n - m, suffix);
 }
 
-ot_status gt_init_param(gpt2_trainer *g, int i) {
-  gt_param *p = &g->P[i];
+ot_status ot_gt_init_param(ot_gpt2_trainer *g, int i) {
+  ot_gt_param *p = &g->P[i];
   float *x = ot_tensor_data(p->w);
   int64_t n = ot_tensor_numel(p->w);
   int is_norm = strstr(p->name, ".ln_") != NULL;

@@ -1,5 +1,5 @@
-/* gpt2t_save.c — the trained weights as a Hugging Face checkpoint that
- * `omptensor run`, gpt2t_create and transformers load unchanged. */
+/* gpt2_save.c — the trained weights as a Hugging Face checkpoint that
+ * `omptensor run`, ot_gpt2_train_create and transformers load unchanged. */
 #include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
@@ -7,7 +7,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "gpt2t_impl.h"
+#include "train/gpt2_impl.h"
 #include "omptensor/safetensors.h"
 
 /* mkdir -p: every missing parent too. */
@@ -48,16 +48,16 @@ static ot_status write_config(const ot_hf_config *c, const char *path) {
 
 /* model.safetensors: every parameter as F32 under its GPT2LMHeadModel name
  * (lm_head.weight left out: it is wte, as transformers saves tied models). */
-static ot_status write_weights(const gpt2_trainer *g, const char *path) {
-  int n = gpt2t_num_params(g);
+static ot_status write_weights(const ot_gpt2_trainer *g, const char *path) {
+  int n = ot_gpt2_train_num_params(g);
   ot_st_tensor *ts = calloc((size_t)n, sizeof *ts);
   if (!ts) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
   ot_status s = OT_OK;
   for (int i = 0; s == OT_OK && i < n; i++) {
-    const ot_tensor *w = gpt2t_param(g, i);
+    const ot_tensor *w = ot_gpt2_train_param(g, i);
     int64_t numel = ot_tensor_numel(w);
     float *buf = malloc((size_t)numel * sizeof *buf);
-    ts[i] = (ot_st_tensor){.name = gpt2t_param_name(g, i), .dtype = OT_F32, .ndim = ot_tensor_ndim(w), .data = buf};
+    ts[i] = (ot_st_tensor){.name = ot_gpt2_train_param_name(g, i), .dtype = OT_F32, .ndim = ot_tensor_ndim(w), .data = buf};
     for (int d = 0; d < ts[i].ndim; d++) ts[i].shape[d] = ot_tensor_dim(w, d);
     s = buf ? ot_tensor_read_f32(w, buf, numel) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
   }
@@ -76,14 +76,14 @@ static char *join(const char *dir, const char *name) {
   return p;
 }
 
-ot_status gpt2t_save(gpt2_trainer *g, const char *dir) {
-  if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: no directory given");
-  if (g->o.plan_only) return ot_set_error(OT_ERR_INVALID_ARG, "gpt2t_save: a plan-only trainer holds no weights");
-  ot_status s = gpt2t_sync(g); /* the weights the device still holds */
+ot_status ot_gpt2_train_save(ot_gpt2_trainer *g, const char *dir) {
+  if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "ot_gpt2_train_save: no directory given");
+  if (g->o.plan_only) return ot_set_error(OT_ERR_INVALID_ARG, "ot_gpt2_train_save: a plan-only trainer holds no weights");
+  ot_status s = ot_gpt2_train_sync(g); /* the weights the device still holds */
   if (s == OT_OK) s = make_dirs(dir);
   char *cfg = join(dir, "config.json"), *st = join(dir, "model.safetensors");
   if (s == OT_OK && (!cfg || !st)) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", dir);
-  if (s == OT_OK) s = write_config(gpt2t_config(g), cfg);
+  if (s == OT_OK) s = write_config(ot_gpt2_train_config(g), cfg);
   if (s == OT_OK) s = write_weights(g, st);
   free(cfg);
   free(st);

@@ -18,9 +18,9 @@
 #include <string.h>
 
 #include "omptensor/ops.h"
-#include "../common/models.h"
-#include "../common/kvcache.h"
-#include "../common/weightset.h"
+#include "omptensor/models.h"
+#include "models/kvcache.h"
+#include "omptensor/weightset.h"
 
 typedef struct layer {
   ot_tensor *ln1_w, *ln1_b, *attn_w, *attn_b, *proj_w, *proj_b, *ln2_w, *ln2_b, *fc_w, *fc_b, *fc2_w, *fc2_b;
@@ -57,66 +57,66 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   int64_t D = c->hidden_size, H = c->num_heads, hd = c->head_dim, F = c->intermediate_size, V = c->vocab_size;
   memset(st, 0, sizeof *st);
   st->T = T;
-  TRY(ot_kvcache_ensure(&g->kv, ctx, c->num_layers, m->n_ctx, H, hd));
-  TRY(ot_program_create(ctx, &st->prog));
+  OT_TRY(ot_kvcache_ensure(&g->kv, ctx, c->num_layers, m->n_ctx, H, hd));
+  OT_TRY(ot_program_create(ctx, &st->prog));
   ot_program *p = st->prog;
-  TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
+  OT_TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
   int pos = st->pos_slot;
 
   ot_tensor *h, *x, *q, *k, *v, *att, *f, *q3, *k3, *v3, *att3;
   int64_t sT[1] = {T}, sTD[2] = {T, D}, sTF[2] = {T, F}, s3[3] = {T, H, hd};
-  TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
-  TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));
-  TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));
-  TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTD, &q));
-  TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTD, &k));
-  TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTD, &v));
-  TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTD, &att));
-  TRY(ot_lm_step_tensor(st, ctx, "fc", OT_F32, 2, sTF, &f));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "x", OT_F32, 2, sTD, &x));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTD, &q));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTD, &k));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTD, &v));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTD, &att));
+  OT_TRY(ot_lm_step_tensor(st, ctx, "fc", OT_F32, 2, sTF, &f));
   ot_tensor *src[4] = {q, k, v, att}, **dst[4] = {&q3, &k3, &v3, &att3};
   for (int i = 0; i < 4; i++) {
-    TRY(ot_tensor_reshape(src[i], 3, s3, dst[i]));
-    TRY(ot_lm_step_own(st, *dst[i]));
+    OT_TRY(ot_tensor_reshape(src[i], 3, s3, dst[i]));
+    OT_TRY(ot_lm_step_own(st, *dst[i]));
   }
 
   float eps = (float)c->norm_eps;
-  TRY(ot_op_embedding(p, h, g->wte, st->ids));
-  TRY(ot_op_add_positions(p, h, g->wpe, pos));
+  OT_TRY(ot_op_embedding(p, h, g->wte, st->ids));
+  OT_TRY(ot_op_add_positions(p, h, g->wpe, pos));
   for (int64_t i = 0; i < c->num_layers; i++) {
     layer *y = &g->L[i];
-    TRY(ot_op_layernorm(p, x, h, y->ln1_w, y->ln1_b, eps));
-    TRY(ot_op_matmul(p, q, x, y->wq, 0, 0));
-    TRY(ot_op_add(p, q, q, y->bq));
-    TRY(ot_op_matmul(p, k, x, y->wk, 0, 0));
-    TRY(ot_op_add(p, k, k, y->bk));
-    TRY(ot_op_matmul(p, v, x, y->wv, 0, 0));
-    TRY(ot_op_add(p, v, v, y->bv));
-    TRY(ot_op_attention(p, att3, q3, k3, v3, g->kv.k[i], g->kv.v[i], pos));
-    TRY(ot_op_matmul(p, h, att, y->proj_w, 0, 1));
-    TRY(ot_op_add(p, h, h, y->proj_b));
-    TRY(ot_op_layernorm(p, x, h, y->ln2_w, y->ln2_b, eps));
-    TRY(ot_op_matmul(p, f, x, y->fc_w, 0, 0));
-    TRY(ot_op_add(p, f, f, y->fc_b));
-    TRY(ot_op_gelu(p, f, f));
-    TRY(ot_op_matmul(p, h, f, y->fc2_w, 0, 1));
-    TRY(ot_op_add(p, h, h, y->fc2_b));
+    OT_TRY(ot_op_layernorm(p, x, h, y->ln1_w, y->ln1_b, eps));
+    OT_TRY(ot_op_matmul(p, q, x, y->wq, 0, 0));
+    OT_TRY(ot_op_add(p, q, q, y->bq));
+    OT_TRY(ot_op_matmul(p, k, x, y->wk, 0, 0));
+    OT_TRY(ot_op_add(p, k, k, y->bk));
+    OT_TRY(ot_op_matmul(p, v, x, y->wv, 0, 0));
+    OT_TRY(ot_op_add(p, v, v, y->bv));
+    OT_TRY(ot_op_attention(p, att3, q3, k3, v3, g->kv.k[i], g->kv.v[i], pos));
+    OT_TRY(ot_op_matmul(p, h, att, y->proj_w, 0, 1));
+    OT_TRY(ot_op_add(p, h, h, y->proj_b));
+    OT_TRY(ot_op_layernorm(p, x, h, y->ln2_w, y->ln2_b, eps));
+    OT_TRY(ot_op_matmul(p, f, x, y->fc_w, 0, 0));
+    OT_TRY(ot_op_add(p, f, f, y->fc_b));
+    OT_TRY(ot_op_gelu(p, f, f));
+    OT_TRY(ot_op_matmul(p, h, f, y->fc2_w, 0, 1));
+    OT_TRY(ot_op_add(p, h, h, y->fc2_b));
   }
   ot_tensor *hl = h, *xl = x;
   int64_t rows = all_logits ? T : 1;
   if (!all_logits) {
-    TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
-    TRY(ot_lm_step_own(st, hl));
-    TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
-    TRY(ot_lm_step_own(st, xl));
+    OT_TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
+    OT_TRY(ot_lm_step_own(st, hl));
+    OT_TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
+    OT_TRY(ot_lm_step_own(st, xl));
   }
   int64_t sL[2] = {rows, V};
-  TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
-  TRY(ot_op_layernorm(p, xl, hl, g->lnf_w, g->lnf_b, eps));
-  TRY(ot_op_matmul(p, st->logits, xl, g->wte, 1, 0)); /* tied: wte [V, D] as a Linear */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  OT_TRY(ot_op_layernorm(p, xl, hl, g->lnf_w, g->lnf_b, eps));
+  OT_TRY(ot_op_matmul(p, st->logits, xl, g->wte, 1, 0)); /* tied: wte [V, D] as a Linear */
 
-  TRY(ot_program_mark_input(p, st->ids));
-  TRY(ot_program_mark_output(p, st->logits));
-  TRY(ot_kvcache_mark(&g->kv, p));
+  OT_TRY(ot_program_mark_input(p, st->ids));
+  OT_TRY(ot_program_mark_output(p, st->logits));
+  OT_TRY(ot_kvcache_mark(&g->kv, p));
   return OT_OK;
 }
 
@@ -196,7 +196,7 @@ ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, 
                        ot_progress_fn progress, void *user, ot_lm **out) {
   /* every tensor checked before the first byte is read */
   ot_lm *m;
-  TRY(make(ctx, cfg, ck, wdtype, 1, NULL, NULL, &m));
+  OT_TRY(make(ctx, cfg, ck, wdtype, 1, NULL, NULL, &m));
   ot_lm_destroy(m);
   return make(ctx, cfg, ck, wdtype, 0, progress, user, out);
 }

@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "kernels/kernels.h"
+#include "memory/device.h"
 #include "omptensor/lm.h"
 #include "omptensor/npy.h"
 
@@ -42,13 +43,16 @@ void ot_gen_result_free(ot_gen_result *r) {
   memset(r, 0, sizeof *r);
 }
 
-/* Picks the next token from one row of logits [vocab]. */
+/* Picks the next token from one row of logits [vocab], in its host home:
+ * the argmax and sampling kernels run on the host device (the ot_ref_*
+ * versions are the tests' oracles, not the product's path). The draw
+ * depends only on (seed, step), so it is the same on every device. */
 static ot_status pick(const ot_gen_opts *o, const float *row, int64_t vocab, uint64_t step, int32_t *tok) {
   ot_kview v = ot_kview_2d((void *)row, OT_F32, 1, vocab);
   ot_kview out = ot_kview_1d(tok, OT_I32, 1);
-  if (o->greedy) return ot_ref_argmax(out, v);
-  /* the logits row is on the host; the draw depends only on (seed, step) */
-  return ot_ref_sample(out, v, o->temperature, o->top_k, o->top_p, o->seed, step);
+  const int host = ot_omp_device(OT_DEVICE_HOST);
+  if (o->greedy) return ot_k_argmax(host, out, v);
+  return ot_k_sample(host, out, v, o->temperature, o->top_k, o->top_p, o->seed, step);
 }
 
 static double row_sum(const float *row, int64_t n) {

@@ -1,13 +1,13 @@
-/* gpt2t_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
+/* gpt2_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
  * Face checkpoint, or initialized from config.json alone) and its public calls. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt2t_impl.h"
+#include "train/gpt2_impl.h"
 
-gpt2t_opts gpt2t_opts_default(void) {
-  gpt2t_opts o = {.B = 1, .T = 64, .accum = 1, .adam = ot_adamw_opts_default(), .checkpoint = GPT2T_CKPT_NONE,
+ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
+  ot_gpt2_train_opts o = {.B = 1, .T = 64, .accum = 1, .adam = ot_adamw_opts_default(), .checkpoint = OT_RECOMPUTE_NONE,
                   .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234};
   o.adam.weight_decay = 0.0f;
   return o;
@@ -15,12 +15,12 @@ gpt2t_opts gpt2t_opts_default(void) {
 
 static const char *const ckpt_names[] = {"none", "all", "auto"};
 
-const char *gpt2t_checkpoint_name(gpt2t_checkpoint c) { return (unsigned)c < 3 ? ckpt_names[c] : "?"; }
+const char *ot_recompute_name(ot_recompute c) { return (unsigned)c < 3 ? ckpt_names[c] : "?"; }
 
-ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out) {
+ot_status ot_recompute_parse(const char *s, ot_recompute *out) {
   for (int i = 0; s && i < 3; i++)
     if (!strcmp(s, ckpt_names[i])) {
-      *out = (gpt2t_checkpoint)i;
+      *out = (ot_recompute)i;
       return OT_OK;
     }
   return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
@@ -29,7 +29,7 @@ ot_status gpt2t_checkpoint_parse(const char *s, gpt2t_checkpoint *out) {
 /* Checks that the checkpoint holds parameter `name` as F32 of `shape`. */
 static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, const char *name,
                             const ot_st_info **info) {
-  TRY(ot_ckpt_find(ck, name, info));
+  OT_TRY(ot_ckpt_find(ck, name, info));
   int ok = (*info)->ndim == ndim;
   for (int d = 0; ok && d < ndim; d++) ok = (*info)->shape[d] == shape[d];
   if (!ok || (*info)->dtype != OT_F32)
@@ -39,33 +39,33 @@ static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, c
 
 /* A parameter-sized tensor; a plan-only trainer's wraps no memory (it is
  * planned, never run: the plan needs names, dtypes and shapes only). */
-static ot_status param_tensor(gpt2_trainer *g, int ndim, const int64_t *shape, ot_tensor **out, const char *prefix,
+static ot_status param_tensor(ot_gpt2_trainer *g, int ndim, const int64_t *shape, ot_tensor **out, const char *prefix,
                               const char *name) {
   return ot_tlist_add(&g->keep, g->ctx, OT_F32, ndim, shape, g->o.plan_only, out, "%s%s", prefix, name);
 }
 
-/* Parameter `name` [shape]: read from ck (NULL: initialized, gpt2t_init.c),
+/* Parameter `name` [shape]: read from ck (NULL: initialized, gpt2_init.c),
  * with its gradient and AdamW moments. */
-static ot_status add_param(gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
+static ot_status add_param(ot_gpt2_trainer *g, const ot_ckpt *ck, int i, int ndim, const int64_t *shape,
                            const char *name) {
-  gt_param *p = &g->P[i];
+  ot_gt_param *p = &g->P[i];
   snprintf(p->name, sizeof p->name, "%s", name);
   const ot_st_info *info = NULL;
-  if (ck) TRY(find_param(ck, ndim, shape, name, &info));
-  TRY(param_tensor(g, ndim, shape, &p->w, "", name));
-  if (!g->o.plan_only) TRY(ck ? ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes) : gt_init_param(g, i));
-  TRY(param_tensor(g, ndim, shape, &p->g, "grad.", name));
-  TRY(param_tensor(g, ndim, shape, &p->m, "m.", name));
+  if (ck) OT_TRY(find_param(ck, ndim, shape, name, &info));
+  OT_TRY(param_tensor(g, ndim, shape, &p->w, "", name));
+  if (!g->o.plan_only) OT_TRY(ck ? ot_ckpt_read(ck, info, ot_tensor_data(p->w), info->bytes) : ot_gt_init_param(g, i));
+  OT_TRY(param_tensor(g, ndim, shape, &p->g, "grad.", name));
+  OT_TRY(param_tensor(g, ndim, shape, &p->m, "m.", name));
   return param_tensor(g, ndim, shape, &p->v, "v.", name);
 }
 
-static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {
+static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
   const ot_hf_config *c = &g->cfg;
   int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, P = c->max_position_embeddings;
   int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
   int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
-  TRY(add_param(g, ck, 0, 2, sVD, "transformer.wte.weight"));
-  TRY(add_param(g, ck, 1, 2, sPD, "transformer.wpe.weight"));
+  OT_TRY(add_param(g, ck, 0, 2, sVD, "transformer.wte.weight"));
+  OT_TRY(add_param(g, ck, 1, 2, sPD, "transformer.wpe.weight"));
   static const char *const names[GT_PER_LAYER] = {
       "ln_1.weight", "ln_1.bias", "attn.c_attn.weight", "attn.c_attn.bias", "attn.c_proj.weight",
       "attn.c_proj.bias", "ln_2.weight", "ln_2.bias", "mlp.c_fc.weight", "mlp.c_fc.bias", "mlp.c_proj.weight",
@@ -76,22 +76,22 @@ static ot_status load(gpt2_trainer *g, const ot_ckpt *ck) {
     for (int k = 0; k < GT_PER_LAYER; k++) {
       char n[96];
       snprintf(n, sizeof n, "transformer.h.%d.%s", l, names[k]);
-      TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
+      OT_TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
     }
   int last = g->n_params - 2;
-  TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
+  OT_TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
   return add_param(g, ck, last + 1, 1, sD, "transformer.ln_f.bias");
 }
 
-ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, const ot_sched_opts *so,
-                       gpt2_trainer **out) {
+ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2_train_opts *o, const ot_sched_opts *so,
+                       ot_gpt2_trainer **out) {
   *out = NULL;
-  gpt2_trainer *g = calloc(1, sizeof *g);
+  ot_gpt2_trainer *g = calloc(1, sizeof *g);
   if (!g) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   g->ctx = ctx;
-  g->o = o ? *o : gpt2t_opts_default();
+  g->o = o ? *o : ot_gpt2_train_opts_default();
   g->so = so ? *so : ot_sched_opts_default();
-  g->so.defer_writeback = 1; /* the state stays on the device between steps; gpt2t_sync writes it home */
+  g->so.defer_writeback = 1; /* the state stays on the device between steps; ot_gpt2_train_sync writes it home */
   ot_ckpt *ck = NULL;
   ot_status s = ot_hf_config_load(model_dir, &g->cfg);
   if (s == OT_OK && g->cfg.arch != OT_ARCH_GPT2)
@@ -115,25 +115,25 @@ ot_status gpt2t_create(ot_ctx *ctx, const char *model_dir, const gpt2t_opts *o, 
     if (!g->recompute || !g->ids || !g->targets || !g->loss)
       s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
-  if (s == OT_OK && (unsigned)g->o.checkpoint > GPT2T_CKPT_AUTO)
+  if (s == OT_OK && (unsigned)g->o.checkpoint > OT_RECOMPUTE_AUTO)
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: checkpoint mode %d is not none, all or auto", (int)g->o.checkpoint);
-  if (s == OT_OK && g->o.checkpoint == GPT2T_CKPT_AUTO && !(g->o.pcie_bytes_per_s > 0 && g->o.flops_per_s > 0))
+  if (s == OT_OK && g->o.checkpoint == OT_RECOMPUTE_AUTO && !(g->o.pcie_bytes_per_s > 0 && g->o.flops_per_s > 0))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the auto checkpoint cost model needs positive rates");
   if (s == OT_OK && !g->o.init_random) s = ot_ckpt_open(model_dir, &ck);
   if (s == OT_OK) s = load(g, ck);
   ot_ckpt_close(ck);
-  if (s == OT_OK) s = gt_choose_and_plan(g);
+  if (s == OT_OK) s = ot_gt_choose_and_plan(g);
   if (s != OT_OK) {
-    gpt2t_destroy(g);
+    ot_gpt2_train_destroy(g);
     return s;
   }
   *out = g;
   return OT_OK;
 }
 
-void gpt2t_destroy(gpt2_trainer *g) {
+void ot_gpt2_train_destroy(ot_gpt2_trainer *g) {
   if (!g) return;
-  if (g->ids) gt_release_recording(g);
+  if (g->ids) ot_gt_release_recording(g);
   ot_tlist_release(&g->keep);
   free(g->ids);
   free(g->targets);
@@ -143,7 +143,7 @@ void gpt2t_destroy(gpt2_trainer *g) {
   free(g);
 }
 
-ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
+ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
   if (g->o.plan_only)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the trainer was made with plan_only; it cannot run a step");
   const size_t n = (size_t)g->o.B * (size_t)g->o.T;
@@ -151,8 +151,8 @@ ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targ
     memcpy(ot_tensor_data(g->ids[mb]), inputs + mb * n, n * sizeof *inputs);
     memcpy(ot_tensor_data(g->targets[mb]), targets + mb * n, n * sizeof *targets);
   }
-  TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
-  TRY(ot_sched_run(g->plan, trace));
+  OT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
+  OT_TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);
@@ -160,21 +160,21 @@ ot_status gpt2t_step(gpt2_trainer *g, const int32_t *inputs, const int32_t *targ
   return OT_OK;
 }
 
-ot_status gpt2t_sync(gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
+ot_status ot_gpt2_train_sync(ot_gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
 
-int gpt2t_num_params(const gpt2_trainer *g) { return g->n_params; }
-const char *gpt2t_param_name(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }
-const ot_tensor *gpt2t_param(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].w : NULL; }
-const ot_tensor *gpt2t_grad(const gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].g : NULL; }
-const ot_tensor *gpt2t_logits(const gpt2_trainer *g) { return g->logits; }
-const ot_program *gpt2t_program(const gpt2_trainer *g) { return g->prog; }
-const ot_plan *gpt2t_plan(const gpt2_trainer *g) { return g->plan; }
-const ot_hf_config *gpt2t_config(const gpt2_trainer *g) { return &g->cfg; }
-int gpt2t_recomputed(const gpt2_trainer *g, int layer) {
+int ot_gpt2_train_num_params(const ot_gpt2_trainer *g) { return g->n_params; }
+const char *ot_gpt2_train_param_name(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }
+const ot_tensor *ot_gpt2_train_param(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].w : NULL; }
+const ot_tensor *ot_gpt2_train_grad(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].g : NULL; }
+const ot_tensor *ot_gpt2_train_logits(const ot_gpt2_trainer *g) { return g->logits; }
+const ot_program *ot_gpt2_train_program(const ot_gpt2_trainer *g) { return g->prog; }
+const ot_plan *ot_gpt2_train_plan(const ot_gpt2_trainer *g) { return g->plan; }
+const ot_hf_config *ot_gpt2_train_config(const ot_gpt2_trainer *g) { return &g->cfg; }
+int ot_gpt2_train_recomputed(const ot_gpt2_trainer *g, int layer) {
   return layer >= 0 && layer < g->cfg.num_layers ? g->recompute[layer] : 0;
 }
 
-int64_t gpt2t_num_weights(const gpt2_trainer *g) {
+int64_t ot_gpt2_train_num_weights(const ot_gpt2_trainer *g) {
   int64_t n = 0;
   for (int i = 0; i < g->n_params; i++) n += ot_tensor_numel(g->P[i].w);
   return n;

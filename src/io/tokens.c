@@ -1,14 +1,14 @@
-/* gpt2t_data.c — training tokens from llm.c .bin or .npy files. */
+/* tokens.c — training tokens from llm.c .bin or .npy files. */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "gpt2t_data.h"
+#include "omptensor/tokens.h"
 #include "omptensor/npy.h"
 
-struct gpt2t_data {
+struct ot_tokens {
   char *path;
   int32_t *tok; /* [n] */
   int64_t n;
@@ -19,21 +19,21 @@ struct gpt2t_data {
  * must hold exactly those (a shorter one was cut off while being written, a
  * longer one is not what the header describes). Little-endian, as llm.c
  * writes it (read on a little-endian host). */
-static ot_status read_bin(FILE *f, const char *path, int32_t header0, gpt2t_data *d) {
-  int32_t h[GPT2T_BIN_HEADER_INTS];
+static ot_status read_bin(FILE *f, const char *path, int32_t header0, ot_tokens *d) {
+  int32_t h[OT_TOKENS_BIN_HEADER_INTS];
   h[0] = header0;
-  if (fread(h + 1, 4, GPT2T_BIN_HEADER_INTS - 1, f) != GPT2T_BIN_HEADER_INTS - 1)
+  if (fread(h + 1, 4, OT_TOKENS_BIN_HEADER_INTS - 1, f) != OT_TOKENS_BIN_HEADER_INTS - 1)
     return ot_set_error(OT_ERR_FORMAT, "%s: truncated: an llm.c .bin file starts with a %d-byte header", path,
-                        GPT2T_BIN_HEADER_INTS * 4);
-  if (h[1] != GPT2T_BIN_VERSION)
+                        OT_TOKENS_BIN_HEADER_INTS * 4);
+  if (h[1] != OT_TOKENS_BIN_VERSION)
     return ot_set_error(OT_ERR_FORMAT, "%s: llm.c .bin version %" PRId32 " is not supported (version %d, uint16 tokens, is)",
-                        path, h[1], GPT2T_BIN_VERSION);
+                        path, h[1], OT_TOKENS_BIN_VERSION);
   if (h[2] < 0)
     return ot_set_error(OT_ERR_FORMAT, "%s: the .bin header gives a negative token count (%" PRId32 ")", path, h[2]);
   /* The size first: a wrong count must not make us allocate for it. */
   long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
   if (size < 0) return ot_set_error(OT_ERR_IO, "%s: cannot tell the file's size: %s", path, strerror(errno));
-  int64_t hb = GPT2T_BIN_HEADER_INTS * 4;
+  int64_t hb = OT_TOKENS_BIN_HEADER_INTS * 4;
   if ((int64_t)size != hb + 2 * (int64_t)h[2])
     return ot_set_error(OT_ERR_FORMAT, "%s: %s: the .bin header says %" PRId32 " tokens (%" PRId64 " bytes after the "
                         "header), the file holds %" PRId64 " bytes after it",
@@ -54,7 +54,7 @@ static ot_status read_bin(FILE *f, const char *path, int32_t header0, gpt2t_data
   return OT_OK;
 }
 
-static ot_status read_npy(const char *path, gpt2t_data *d) {
+static ot_status read_npy(const char *path, ot_tokens *d) {
   ot_npy_array a;
   ot_status s = ot_npy_read(path, &a);
   if (s != OT_OK) return s;
@@ -69,7 +69,7 @@ static ot_status read_npy(const char *path, gpt2t_data *d) {
   return OT_OK;
 }
 
-static ot_status load(const char *path, int64_t vocab, gpt2t_data *d) {
+static ot_status load(const char *path, int64_t vocab, ot_tokens *d) {
   FILE *f = fopen(path, "rb");
   if (!f)
     return ot_set_error(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open the token file: %s", path,
@@ -78,12 +78,12 @@ static ot_status load(const char *path, int64_t vocab, gpt2t_data *d) {
   size_t got = fread(m, 1, 4, f);
   ot_status s;
   int32_t magic = (int32_t)((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24);
-  if (got == 4 && magic == GPT2T_BIN_MAGIC) s = read_bin(f, path, magic, d);
+  if (got == 4 && magic == OT_TOKENS_BIN_MAGIC) s = read_bin(f, path, magic, d);
   else if (got >= 1 && m[0] == 0x93) s = OT_OK; /* \x93NUMPY: below */
   else
     s = ot_set_error(OT_ERR_FORMAT,
                      "%s: not a token file: expected an llm.c .bin (magic %d, got %" PRId32 ") or a .npy of ids",
-                     path, GPT2T_BIN_MAGIC, got == 4 ? magic : 0);
+                     path, OT_TOKENS_BIN_MAGIC, got == 4 ? magic : 0);
   int npy = s == OT_OK && !d->tok;
   fclose(f);
   if (npy) s = read_npy(path, d);
@@ -94,34 +94,34 @@ static ot_status load(const char *path, int64_t vocab, gpt2t_data *d) {
   return s;
 }
 
-ot_status gpt2t_data_open(const char *path, int64_t vocab, gpt2t_data **out) {
+ot_status ot_tokens_open(const char *path, int64_t vocab, ot_tokens **out) {
   *out = NULL;
-  gpt2t_data *d = calloc(1, sizeof *d);
+  ot_tokens *d = calloc(1, sizeof *d);
   if (!d || !(d->path = strdup(path))) {
     free(d);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
   }
   ot_status s = load(path, vocab, d);
   if (s != OT_OK) {
-    gpt2t_data_close(d);
+    ot_tokens_close(d);
     return s;
   }
   *out = d;
   return OT_OK;
 }
 
-void gpt2t_data_close(gpt2t_data *d) {
+void ot_tokens_close(ot_tokens *d) {
   if (!d) return;
   free(d->tok);
   free(d->path);
   free(d);
 }
 
-int64_t gpt2t_data_tokens(const gpt2t_data *d) { return d->n; }
+int64_t ot_tokens_count(const ot_tokens *d) { return d->n; }
 
-void gpt2t_data_rewind(gpt2t_data *d) { d->pos = 0; }
+void ot_tokens_rewind(ot_tokens *d) { d->pos = 0; }
 
-ot_status gpt2t_data_next(gpt2t_data *d, int B, int T, int32_t *inputs, int32_t *targets) {
+ot_status ot_tokens_next(ot_tokens *d, int B, int T, int32_t *inputs, int32_t *targets) {
   int64_t need = (int64_t)B * T + 1;
   if (B < 1 || T < 1 || d->n < need)
     return ot_set_error(OT_ERR_INVALID_ARG, "%s: %" PRId64 " tokens, but one step of --batch %d x --seq %d needs "

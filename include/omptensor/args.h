@@ -1,4 +1,6 @@
-/* argparse.h (internal) — long options for the CLI's subcommands.
+/* args.h — long options for command-line programs built on omptensor (the
+ * omptensor command, the samples, your own tools), with the settings
+ * (settings.h) as options of their own.
  *
  *     enum { OPT_HELP = 1, OPT_PROMPT_IDS, ... };
  *     static const ot_opt run_opts[] = {
@@ -14,12 +16,16 @@
  * the subcommand name and is skipped. Errors (OT_ERR_INVALID_ARG) name the
  * option: "omptensor run: unknown option '--fo' (see omptensor run --help)".
  */
-#ifndef OT_CONFIG_ARGPARSE_H
-#define OT_CONFIG_ARGPARSE_H
+#ifndef OMPTENSOR_ARGS_H
+#define OMPTENSOR_ARGS_H
 
 #include <stdio.h>
 
 #include "omptensor/settings.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
 
 typedef struct ot_opt {
   const char *name;    /* long name without "--"; NULL ends a table */
@@ -48,4 +54,7 @@ const ot_opt *ot_settings_opts(void);
 /* Also the --config FILE option, id OT_OPT_CONFIG, for ot_settings_load_file. */
 #define OT_OPT_CONFIG (-1001)
 
+#ifdef __cplusplus
+}
+#endif
 #endif

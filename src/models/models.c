@@ -1,9 +1,9 @@
 /* models.c — choose the architecture from config.json; the ot_lm shell the
- * sample models share. */
+ * models share. */
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "models.h"
+#include "omptensor/models.h"
 
 /* config.json and the checkpoint of `dir`, then the architecture's loader:
  * the weights read, or (shapes) only checked. */
