@@ -27,6 +27,7 @@
 #include "memory/device.h"
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
+#include "cli_test.h"
 #include "ot_testio.h"
 
 extern char **environ;
@@ -334,12 +335,10 @@ static long long jint(const json_t *o, const char *key) {
 
 static int group_setup(void **state) {
   (void)state;
-  cli_path = getenv("OT_CLI");
+  cli_path = ot_test_cli();
   data_dir = getenv("OT_TEST_DATA");
-  if (!cli_path || !data_dir) {
-    fprintf(stderr, "test_cli: set OT_CLI (the omptensor binary) and OT_TEST_DATA (tests/data)\n");
-    return -1;
-  }
+  if (!data_dir) fprintf(stderr, "test_cli: set OT_TEST_DATA (tests/data)\n");
+  if (!cli_path || !data_dir) return -1;
   snprintf(gqa, sizeof gqa, "%s/models/llama_gqa", data_dir);
   return 0;
 }

@@ -1,5 +1,5 @@
 /* test_cli_bad_input.c — issue 5's "Bad input" list through the
- * `omptensor` command ($OT_CLI): each case exits with status 2 and its
+ * `omptensor` command (beside the test, or $OT_CLI): each case exits with status 2 and its
  * last stderr line names the file (or option) and the problem; in the asan
  * preset the command is built with ASan/LSan, so a crash or a leak would
  * change the exit status. */
@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_test.h"
 #include "ot_test.h"
 
 static char dir[64];
@@ -35,7 +36,7 @@ static void write_st(const char *name, const char *header, size_t data) {
 
 /* Runs `omptensor ARGS` in dir; returns the exit status, last stderr line in last[]. */
 static int cli(const char *args, char *last, size_t len) {
-  const char *exe = getenv("OT_CLI");
+  const char *exe = ot_test_cli();
   assert_non_null(exe);
   char cmd[2048];
   snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >/dev/null 2>stderr.txt", dir, exe, args);

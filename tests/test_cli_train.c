@@ -1,4 +1,4 @@
-/* test_cli_train.c — `omptensor train` ($OT_CLI) on the tiny GPT-2 in
+/* test_cli_train.c — `omptensor train` (beside the test, or $OT_CLI) on the tiny GPT-2 in
  * tests/data/models/gpt2_small with token files written here:
  *   - the loss falls over 5 steps on a periodic (learnable) sequence, and
  *     --json carries every step and the fields the README lists;
@@ -27,6 +27,7 @@
 #include "omptensor/tokens.h"
 #include "omptensor/npy.h"
 #include "omptensor/omptensor.h"
+#include "cli_test.h"
 #include "ot_testio.h"
 
 static char *tmp;          /* scratch directory */
@@ -54,7 +55,7 @@ static char *slurp(const char *path) {
 /* Runs `omptensor ARGS` (a shell word list; the paths here hold no spaces)
  * with one OpenMP thread and no OMPTENSOR_* settings from the caller. */
 static res cli(const char *args) {
-  const char *exe = getenv("OT_CLI");
+  const char *exe = ot_test_cli();
   assert_non_null(exe);
   char cmd[8192];
   snprintf(cmd, sizeof cmd,
