@@ -1,4 +1,4 @@
-/* argparse.c — long/short options with values, for the CLI. */
+/* args.c — long/short options with values (args.h), for the CLI and the samples. */
 #include <pthread.h>
 #include <string.h>
 
