@@ -82,7 +82,7 @@ static ot_status prepare_once(ot_plan *plan) {
    * copy leaves that duplicate on the GPU. On the H200 (2026-11-29) a 25 %
    * budget then held all 7.8 GB of a model (cudaMemGetInfo) while our own
    * count said 1.75 GB: the budget must be real, so evictions migrate. */
-  OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), &plan->mv));
+  OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), plan->transfer_delay_us, &plan->mv));
   return OT_OK;
 }
 

@@ -30,6 +30,7 @@ typedef struct xfer {
 struct ot_movement {
   ot_mv_kind kind;
   int dev;
+  unsigned delay_us;   /* every transfer sleeps this long first (ot_sched_opts.transfer_delay_us) */
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
@@ -61,8 +62,6 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
   default: return 0;
   }
 }
-
-unsigned ot_movement_test_delay_us = 0;
 
 /* OMPTENSOR_VERIFY=2: the checksum of a device range, read back into a
  * scratch buffer (one more copy). 0 if it could not be read (no check). */
@@ -119,8 +118,8 @@ static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, siz
 }
 
 static void run_one(ot_movement *m, xfer *x) {
-  if (ot_movement_test_delay_us) {
-    struct timespec ts = {0, (long)ot_movement_test_delay_us * 1000L};
+  if (m->delay_us) {
+    struct timespec ts = {(time_t)(m->delay_us / 1000000u), (long)(m->delay_us % 1000000u) * 1000L};
     nanosleep(&ts, NULL);
   }
   uint64_t t0 = ot_now_ns();
@@ -166,12 +165,13 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out) {
+ot_status ot_movement_create(ot_mv_kind kind, int dev, unsigned delay_us, ot_movement **out) {
   *out = NULL;
   ot_movement *m = calloc(1, sizeof *m);
   if (!m) return ot_fail(OT_ERR_OUT_OF_MEMORY, "transfer queue: no host memory");
   m->kind = kind;
   m->dev = dev;
+  m->delay_us = delay_us;
   m->verify = kind == OT_MV_COPY ? ot_verify_level() : 0;
   pthread_mutex_init(&m->mu, NULL);
   pthread_cond_init(&m->work, NULL);
