@@ -70,7 +70,7 @@
  *       float tA[16][64];
  *       OT_TEAM_SHARED(tA)
  *       OT_TEAM_PARALLEL
- *       { int tid = omp_get_thread_num(), nt = omp_get_num_threads(); ... OT_TEAM_BARRIER ... }
+ *       { int tid = OT_THREAD_ID(), nt = OT_NUM_THREADS(); ... OT_TEAM_BARRIER ... }
  *     }
  * Code must work for any team size nt (a GPU gives OT_TEAM_THREADS, a host
  * device as many threads as it has cores, maybe 1).
@@ -86,10 +86,15 @@
 #define OT_TEAM_PARALLEL OT_PRAGMA(omp parallel)
 #define OT_TEAM_BARRIER OT_PRAGMA(omp barrier)
 
+/* Inside OT_TEAM_PARALLEL: the calling thread's number in its team,
+ * 0 .. OT_NUM_THREADS() - 1, and the team's size. */
+#define OT_THREAD_ID() omp_get_thread_num()
+#define OT_NUM_THREADS() omp_get_num_threads()
+
 /* A GPU kernel with an explicit grid ("bare": no OpenMP team/thread state,
- * CUDA-like indexing through ompx.h's ompx_thread_id_x / ompx_block_id_x /
- * warp shuffles). Only for code paths that run on a GPU device; host
- * devices take the portable loops. Scalars it reads must be firstprivate. */
+ * CUDA-like indexing and warp shuffles through ot_gpu.h). Only for code
+ * paths that run on a GPU device; host devices take the portable loops.
+ * Scalars it reads must be firstprivate. */
 #define OT_GPU_KERNEL(dev, nteams, nthreads, ...)                                \
   OT_PRAGMA(omp target teams ompx_bare num_teams(nteams) thread_limit(nthreads)  \
             device(dev) __VA_ARGS__)

@@ -13,13 +13,14 @@
 #include <cmocka.h>
 
 #include "memory/device.h"
-#include "sched/movement.h"
 #include "sched_support.h"
 
 #define RUNS 2
 
-/* Runs the program of `seed` on device index `di` of ctx; returns snapshots. */
-static float *run(ot_ctx *ctx, int di, uint64_t seed, ot_strategy strat, int budget_kind, int64_t *n) {
+/* Runs the program of `seed` on device index `di` of ctx, every transfer
+ * delayed by `delay_us`; returns snapshots. */
+static float *run(ot_ctx *ctx, int di, uint64_t seed, ot_strategy strat, int budget_kind, unsigned delay_us,
+                  int64_t *n) {
   ts_randprog *rp;
   assert_int_equal(ts_randprog_create(ctx, seed, &rp), OT_OK);
   *n = ts_randprog_snapshot(rp, NULL);
@@ -29,6 +30,7 @@ static float *run(ot_ctx *ctx, int di, uint64_t seed, ot_strategy strat, int bud
   o.strategy = strat;
   o.device_index = di;
   o.budget_bytes = budget_kind == 0 ? minb : budget_kind == 1 ? minb * 2 : 1ull << 30;
+  o.transfer_delay_us = delay_us;
   ot_plan *plan;
   if (ot_sched_plan(ctx, rp->p, &o, &plan) != OT_OK) fail_msg("%s", ot_last_error());
   ot_trace *tr;
@@ -67,19 +69,16 @@ static void test_slow_transfers(void **state) {
   ot_ctx *ctx = map_ctx(1);
   for (size_t i = 0; i < sizeof seeds / sizeof *seeds; i++) {
     int64_t n, m;
-    ot_movement_test_delay_us = 0;
-    float *ref = run(ctx, 0, seeds[i], OT_STRATEGY_MINIMAL, 2, &n);
-    ot_movement_test_delay_us = 300;
+    float *ref = run(ctx, 0, seeds[i], OT_STRATEGY_MINIMAL, 2, 0, &n);
     for (int s = OT_STRATEGY_MINIMAL; s < OT_STRATEGY_COUNT; s++)
       for (int b = 0; b < 2; b++) {
-        float *v = run(ctx, 0, seeds[i], (ot_strategy)s, b, &m);
+        float *v = run(ctx, 0, seeds[i], (ot_strategy)s, b, 300, &m);
         assert_int_equal(m, n);
         if (memcmp(v, ref, (size_t)(n * RUNS) * sizeof *v) != 0)
           fail_msg("seed %llu %s budget kind %d: results differ with slow transfers", (unsigned long long)seeds[i],
                    ot_strategy_name((ot_strategy)s), b);
         free(v);
       }
-    ot_movement_test_delay_us = 0;
     free(ref);
   }
   ot_ctx_destroy(ctx);
@@ -91,8 +90,8 @@ static void test_second_device(void **state) {
   ot_ctx *ctx = map_ctx(2);
   assert_int_equal(ot_ctx_device(ctx, 1), 1);
   int64_t n, m;
-  float *a = run(ctx, 0, 55, OT_STRATEGY_BALANCED, 0, &n);
-  float *b = run(ctx, 1, 55, OT_STRATEGY_BALANCED, 0, &m);
+  float *a = run(ctx, 0, 55, OT_STRATEGY_BALANCED, 0, 0, &n);
+  float *b = run(ctx, 1, 55, OT_STRATEGY_BALANCED, 0, 0, &m);
   assert_int_equal(m, n);
   assert_memory_equal(a, b, (size_t)(n * RUNS) * sizeof *a);
   free(a);

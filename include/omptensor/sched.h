@@ -119,6 +119,10 @@ typedef struct ot_sched_opts {
   int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
                             home after each run (see ot_sched_sync); one device, strategies other
                             than none; ignored otherwise */
+  unsigned transfer_delay_us; /* debugging: every transfer of the plan first waits this long (0, the
+                            default: none). Results must not change: a kernel that ran before
+                            its upload finished, or a block reused while a write-back still read
+                            it, shows up as wrong numbers (the tests use it) */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);

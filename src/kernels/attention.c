@@ -12,8 +12,6 @@
  * (not coalesced); each query row re-reads its K/V (no query tiling; heads of
  * one GQA group are separate teams); decode (seq 1) has only n_heads teams —
  * a split-K (flash-decoding) variant would fill the GPU. */
-#include <omp.h>
-
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
 
@@ -105,7 +103,7 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
     const int64_t qo = s * q0 + h * q1, kb = kh * k1, vb = kh * v1;
     OT_TEAM_PARALLEL
     {
-      const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int tid = OT_THREAD_ID(), nt = OT_NUM_THREADS();
       for (int64_t d = tid; d < D; d += nt) {
         acc[d] = 0.0f;
         qs[d] = ot_kld(qdt, qp, qo + d * q2) * scale;

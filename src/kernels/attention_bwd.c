@@ -14,7 +14,6 @@
  * atomics. (Measured on the H200, GPT-2 124M, T = 1024: one thread per
  * output element, recomputing P and dS per element, took 415 ms per
  * sequence; the place to tile next is sharing k/v rows through team memory.) */
-#include <omp.h>
 #include <stdlib.h>
 
 #include "kernels/attention_bwd_gpu.h"

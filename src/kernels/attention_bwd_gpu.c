@@ -10,11 +10,10 @@
  * from shared memory), shuffles reduce and broadcast, and lanes own head-dim
  * slices of the accumulators. Fixed order everywhere: deterministic, no
  * atomics (not bitwise the portable passes). */
-#include <ompx.h>
-
 #include "kernels/attention_bwd_gpu.h"
 #include "kernels/kcommon.h"
 #include "kernels/warp_ops.h"
+#include "ot_gpu.h"
 
 #define ROWS 8               /* warps (rows) per block of 256 threads */
 #define TILE 32              /* partner rows per shared tile: one per lane */
@@ -40,8 +39,8 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
   {
     float sq[ROWS][MD], sg[ROWS][MD], sk[TILE][PD], sv[TILE][PD];
     OT_TEAM_SHARED(sq, sg, sk, sv)
-    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, w = tid >> 5;
-    const int64_t b = ompx_block_id_x(), h = b / qb, ib = (b % qb) * ROWS, hk = h / grp, i = ib + w;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, w = tid >> 5;
+    const int64_t b = OT_GPU_BLOCK_ID(), h = b / qb, ib = (b % qb) * ROWS, hk = h / grp, i = ib + w;
     const int64_t imax = ib + ROWS - 1 < T - 1 ? ib + ROWS - 1 : T - 1; /* the block's last query */
     const int valid = i < T;
     if (valid)
@@ -56,13 +55,13 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
       D = ws[i * w0 + h * w1 + w2];
     }
     for (int64_t j0 = 0; j0 <= imax; j0 += TILE) {
-      ompx_sync_block_acq_rel(); /* the previous tile is consumed (and the rows above staged) */
+      OT_GPU_BLOCK_SYNC(); /* the previous tile is consumed (and the rows above staged) */
       for (int64_t e = tid; e < TILE * hd; e += 32 * ROWS) {
         const int64_t jj = e / hd, d = e % hd, j = j0 + jj;
         sk[jj][d] = j <= imax ? k[j * k0 + hk * k1 + d] : 0.0f;
         sv[jj][d] = j <= imax ? v[j * v0 + hk * v1 + d] : 0.0f;
       }
-      ompx_sync_block_acq_rel();
+      OT_GPU_BLOCK_SYNC();
       if (valid && j0 <= i) { /* uniform per warp */
         const int64_t j = j0 + lane;
         float s = 0.0f, dp = 0.0f;
@@ -113,8 +112,8 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
   {
     float sk[ROWS][MD], sv[ROWS][MD], tq[TILE][PD], tg[TILE][PD], tl[TILE], tD[TILE];
     OT_TEAM_SHARED(sk, sv, tq, tg, tl, tD)
-    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, w = tid >> 5;
-    const int64_t b = ompx_block_id_x(), hk = b / kb, jb = (b % kb) * ROWS, j = jb + w;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, w = tid >> 5;
+    const int64_t b = OT_GPU_BLOCK_ID(), hk = b / kb, jb = (b % kb) * ROWS, j = jb + w;
     const int valid = j < T;
     if (valid)
       for (int64_t d = lane; d < hd; d += 32) {
@@ -125,7 +124,7 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
     for (int t = 0; t < PER; t++) ak[t] = av[t] = 0.0f;
     for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
       for (int64_t i0 = jb; i0 < T; i0 += TILE) { /* queries from the block's first key */
-        ompx_sync_block_acq_rel();
+        OT_GPU_BLOCK_SYNC();
         for (int64_t e = tid; e < TILE * hd; e += 32 * ROWS) {
           const int64_t ii = e / hd, d = e % hd, i = i0 + ii;
           tq[ii][d] = i < T ? q[i * q0 + h * q1 + d] : 0.0f;
@@ -136,7 +135,7 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
           tl[tid] = i < T ? ws[i * w0 + h * w1] : 0.0f;
           tD[tid] = i < T ? ws[i * w0 + h * w1 + w2] : 0.0f;
         }
-        ompx_sync_block_acq_rel();
+        OT_GPU_BLOCK_SYNC();
         if (valid && i0 + TILE > j) { /* some query of the tile is >= j; uniform per warp */
           const int64_t i = i0 + lane;
           float s = 0.0f, dp = 0.0f;

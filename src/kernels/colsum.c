@@ -7,8 +7,6 @@
  * (group, column) slot is summed by one thread into team memory, then one
  * thread per column adds the groups in order. The partition does not
  * depend on the team size, so results are the same on every device. */
-#include <omp.h>
-
 #include "kernels/colsum.h"
 
 #define CS_COLS 32
@@ -31,7 +29,7 @@ ot_status ot_kcolsum(int dev, int64_t rows, int64_t d, int64_t n1, int64_t n2, o
     OT_TEAM_SHARED(tp, ts)
     OT_TEAM_PARALLEL
     {
-      const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int tid = OT_THREAD_ID(), nt = OT_NUM_THREADS();
       ot_kcs_view va = a, vb = b; /* the device copies of the pointers */
       va.p = ap;
       vb.p = bp;

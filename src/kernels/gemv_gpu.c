@@ -10,10 +10,9 @@
  * contiguous bytes per step, fully coalesced, then reduces with shuffles. The
  * activations a [M, K] are small and stay in L1/L2. Every weight byte is read
  * once per call whatever M is, which is what a memory-bound decode needs. */
-#include <ompx.h>
-
 #include "kernels/kcommon.h"
 #include "kernels/gemv_gpu.h"
+#include "ot_gpu.h"
 
 #define WARPS 8 /* rows per block of 256 threads */
 
@@ -49,8 +48,8 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
   const int wt = (int)wdt, acc_in = accumulate, mm = (int)M;
   OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm))
   {
-    const int lane = (int)(ompx_thread_id_x() & 31), warp = (int)(ompx_thread_id_x() >> 5);
-    const int64_t n = (int64_t)ompx_block_id_x() * WARPS + warp;
+    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp;
     if (n < N) {
       float acc[OT_GEMV_MAX_M];
       for (int m = 0; m < OT_GEMV_MAX_M; m++) acc[m] = 0.0f;
@@ -96,7 +95,7 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
       }
       for (int m = 0; m < mm; m++) {
         float s = acc[m];
-        for (int o = 16; o > 0; o >>= 1) s += ompx_shfl_down_sync_f(~0ull, s, (unsigned)o, 32);
+        for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
         if (lane == 0) c[m * ldc + n] = acc_in ? c[m * ldc + n] + s : s;
       }
     }

@@ -1,10 +1,10 @@
 /* kview.c — view constructors, validation shared by kernels and references,
  * team sizing. */
-#include <omp.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "kernels/kcommon.h"
+#include "memory/device.h"
 
 ot_kview ot_kview_nd(void *p, ot_dtype dt, int ndim, const int64_t *ne) {
   ot_kview v = {p, dt, ndim, {0}, {0}};
@@ -115,7 +115,7 @@ ot_status ot_kcheck_dim(const char *op, const char *na, ot_kview a, int da, cons
 int ot_kruns_on_host(int dev) {
 #ifdef OT_OFFLOAD
   if (strcmp(OT_OFFLOAD_NAME, "host") == 0) return 1;
-  return dev == omp_get_initial_device() || dev < 0 || dev >= omp_get_num_devices();
+  return ot_dev_is_host(dev);
 #else
   (void)dev;
   return 1;

@@ -6,8 +6,6 @@
  * GPU, dtypes are f32/f16/bf16 and strides are BLAS-expressible (unit stride
  * in one of the two inner dims), call cublasGemmStridedBatchedEx on the same
  * device pointers; q8b and odd strides stay on the portable kernels below. */
-#include <omp.h>
-
 #include "kernels/blas_gpu.h"
 #include "kernels/gemv_gpu.h"
 #include "kernels/kcommon.h"
@@ -157,7 +155,7 @@ static void gemm_tiled(int dev, ot_kview c, ot_kview a, ot_kview b, mm_prob p, i
     const int64_t ao = bi * as0, bo = bi * bs0, co = bi * cs0;
     OT_TEAM_PARALLEL
     {
-      const int tid = omp_get_thread_num(), nt = omp_get_num_threads();
+      const int tid = OT_THREAD_ID(), nt = OT_NUM_THREADS();
       for (int i = tid; i < GT_M * GT_N; i += nt) tC[i / GT_N][i % GT_N] = 0.0f;
       for (int64_t k0 = 0; k0 < K; k0 += GT_K) {
         for (int i = tid; i < GT_M * GT_K; i += nt) {

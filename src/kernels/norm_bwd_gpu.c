@@ -3,11 +3,10 @@
  * in OpenMP's generic mode and took 33 ms per GPT-2 layernorm backward over
  * 2048 tokens on the H200. Lanes stride over the row (coalesced), shuffles
  * reduce; f32 only. Same formulas as nb_row, sums in another fixed order. */
-#include <ompx.h>
-
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
 #include "kernels/warp_ops.h"
+#include "ot_gpu.h"
 
 void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
   const float *x = a->x, *g = a->g, *w = a->w;
@@ -22,8 +21,8 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
                 OT_DEVPTR(x, g, w, dx) firstprivate(ln, wdx, eps, rows, d, n1, n2, ws, x0, x1, x2, x3, g0, g1, g2, g3,
                                                     d0, d1, d2, d3))
   {
-    const int tid = (int)ompx_thread_id_x(), lane = tid & 31;
-    const int64_t r = (int64_t)ompx_block_id_x() * 8 + (tid >> 5);
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31;
+    const int64_t r = (int64_t)OT_GPU_BLOCK_ID() * 8 + (tid >> 5);
     if (r < rows) { /* uniform per warp; no block barrier below */
       const float *xr = x + ot_krow_off(r, n1, n2, x0, x1, x2);
       const float *gr = g + ot_krow_off(r, n1, n2, g0, g1, g2);

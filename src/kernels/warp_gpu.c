@@ -5,11 +5,10 @@
  * shared memory and no barriers: lanes stride over the row, shuffles reduce.
  * Used only on GPU devices, for f32 rows with a unit last stride; everything
  * else takes the portable kernels, which remain the reference behaviour. */
-#include <ompx.h>
-
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
 #include "kernels/warp_ops.h"
+#include "ot_gpu.h"
 
 #define WARPS 8 /* rows per block of 256 threads */
 
@@ -30,8 +29,8 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
   {
     float red[8];
     OT_TEAM_SHARED(red)
-    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, warp = tid >> 5;
-    const int64_t r = ompx_block_id_x();
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int64_t r = OT_GPU_BLOCK_ID();
     const f4 *xr = (const f4 *)(x + r * xs);
     f4 v[NV];
     float s = 0.0f;
@@ -42,13 +41,13 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
     }
     float mean = 0.0f;
     if (ln) {
-      for (int o = 16; o > 0; o >>= 1) s += ompx_shfl_down_sync_f(~0ull, s, (unsigned)o, 32);
+      for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
       if (lane == 0) red[warp] = s;
-      ompx_sync_block_acq_rel();
+      OT_GPU_BLOCK_SYNC();
       float t = 0.0f;
       for (int i = 0; i < 8; i++) t += red[i];
       mean = t / (float)d;
-      ompx_sync_block_acq_rel(); /* red is reused below */
+      OT_GPU_BLOCK_SYNC(); /* red is reused below */
     }
     float ss = 0.0f;
     for (int i = 0; i < NV; i++)
@@ -56,9 +55,9 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
         const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, e = v[i].w - mean;
         ss += a * a + bb * bb + c * c + e * e;
       }
-    for (int o = 16; o > 0; o >>= 1) ss += ompx_shfl_down_sync_f(~0ull, ss, (unsigned)o, 32);
+    for (int o = 16; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
     if (lane == 0) red[warp] = ss;
-    ompx_sync_block_acq_rel();
+    OT_GPU_BLOCK_SYNC();
     float t = 0.0f;
     for (int i = 0; i < 8; i++) t += red[i];
     const float rs = 1.0f / sqrtf(t / (float)d + eps);
@@ -99,11 +98,11 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
   {
     float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[8], wl[8], wacc[8][OT_KATTN_MAX_D];
     OT_TEAM_SHARED(qs, wm, wl, wacc)
-    const int tid = (int)ompx_thread_id_x(), lane = tid & 31, warp = tid >> 5;
-    const int64_t t = ompx_block_id_x(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int64_t t = OT_GPU_BLOCK_ID(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
     const float *qr = q + s * q0 + h * q1;
     for (int d = tid; d < dd; d += 256) qs[d] = qr[d] * scale;
-    ompx_sync_block_acq_rel();
+    OT_GPU_BLOCK_SYNC();
     float acc[OT_KATTN_MAX_D / 32], mx = -INFINITY, sum = 0.0f;
     for (int i = 0; i < per; i++) acc[i] = 0.0f;
     for (int64_t j0 = (int64_t)warp * 32; j0 < nkeys; j0 += 256) {
@@ -122,7 +121,7 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
       const float p = j < nkeys ? expf(sc - m2) : 0.0f;
       float ps = p;
-      for (int o = 16; o > 0; o >>= 1) ps += ompx_shfl_down_sync_f(~0ull, ps, (unsigned)o, 32);
+      for (int o = 16; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
       sum = sum * alpha + ot_warp_bcast(ps, 0);
       for (int i = 0; i < per; i++) acc[i] *= alpha;
       const int64_t nj = nkeys - j0 < 32 ? nkeys - j0 : 32;
@@ -139,7 +138,7 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       wl[warp] = sum;
     }
     for (int i = 0; i < per; i++) wacc[warp][lane + 32 * i] = acc[i];
-    ompx_sync_block_acq_rel();
+    OT_GPU_BLOCK_SYNC();
     float M = -INFINITY;
     for (int w = 0; w < 8; w++) M = fmaxf(M, wm[w]);
     float L = 0.0f;

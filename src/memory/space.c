@@ -34,7 +34,6 @@ void llvm_omp_target_free_shared(void *ptr, int device_num);
 #define llvm_omp_target_free_shared(p, d) ((void)(p), (void)(d))
 #define omp_target_alloc(n, d) ((void)(n), (void)(d), (void *)0)
 #define omp_target_free(p, d) ((void)(p), (void)(d))
-#define omp_target_memcpy(dst, src, n, doff, soff, ddev, sdev) (memcpy((dst), (src), (n)), 0)
 #endif
 
 const char *ot_mem_space_name(ot_mem_space s) {
@@ -118,19 +117,4 @@ void ot_mem_free(ot_mem_space s, int dev, void *p) {
   default: break;
   }
   free(p);
-}
-
-ot_status ot_mem_copy(void *dst, int dst_dev, const void *src, int src_dev, size_t bytes) {
-  if (bytes == 0) return OT_OK;
-  if (!dst || !src) return ot_fail(OT_ERR_INVALID_ARG, "ot_mem_copy: NULL pointer for %zu bytes", bytes);
-  int dh = ot_dev_is_host(dst_dev), sh = ot_dev_is_host(src_dev);
-  if (dh && sh) {
-    memcpy(dst, src, bytes);
-    return OT_OK;
-  }
-  if (omp_target_memcpy(dst, src, bytes, 0, 0, dh ? omp_get_initial_device() : dst_dev,
-                        sh ? omp_get_initial_device() : src_dev) != 0)
-    return ot_fail(OT_ERR_DEVICE, "copy of %zu bytes from %s %d to %s %d failed in the OpenMP runtime", bytes,
-                   sh ? "host" : "device", src_dev, dh ? "host" : "device", dst_dev);
-  return OT_OK;
 }

@@ -32,7 +32,7 @@ typedef struct pending {
 typedef struct run_state {
   ot_plan *plan;
   ot_trace *tr;
-  int run, omp_dev;
+  int run, dev_num; /* dev_num: the plan's OpenMP device number */
   ot_mv_kind kind;
   uint64_t used;
   pending *pend;   /* write-backs that may still be reading the arena */
@@ -82,7 +82,7 @@ static ot_status prepare_once(ot_plan *plan) {
    * copy leaves that duplicate on the GPU. On the H200 (2026-11-29) a 25 %
    * budget then held all 7.8 GB of a model (cudaMemGetInfo) while our own
    * count said 1.75 GB: the budget must be real, so evictions migrate. */
-  OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), &plan->mv));
+  OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), plan->transfer_delay_us, &plan->mv));
   return OT_OK;
 }
 
@@ -108,7 +108,7 @@ static size_t record(run_state *r, ot_trace_kind k, unsigned flags, int op, cons
                      int64_t delta) {
   if (!r->tr) return (size_t)-1;
   uint64_t t = ot_now_ns();
-  ot_trace_event e = {k, flags, r->run, op, r->omp_dev, name, t, t, bytes, delta, r->used};
+  ot_trace_event e = {k, flags, r->run, op, r->dev_num, name, t, t, bytes, delta, r->used};
   return ot_trace_add(r->tr, &e);
 }
 
@@ -198,7 +198,7 @@ static ot_status run_op(run_state *r, int i) {
     char *base = dev_addr(r, o->ts[k]); /* NULL for an empty home */
     plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
   }
-  ot_op_exec e = {r->omp_dev, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
+  ot_op_exec e = {r->dev_num, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
                   o->params, o->params_bytes, p->scalars, p->n_scalars};
   if (!ok) {
     record(r, OT_TRACE_KERNEL, 0, i, o->name, 0, 0);
@@ -209,7 +209,7 @@ static ot_status run_op(run_state *r, int i) {
   ot_status s = o->run(&e);
   uint64_t t1 = ot_now_ns();
   if (r->tr) {
-    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->omp_dev, o->name, t0, t1, 0, 0, r->used};
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used};
     ot_trace_add(r->tr, &ev);
   }
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d)", o->name, i);
@@ -259,7 +259,7 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
   run_state r = {0};
   r.plan = plan;
   r.tr = trace;
-  r.omp_dev = ot_omp_device(plan->dev);
+  r.dev_num = ot_omp_device(plan->dev);
   r.kind = mv_kind(plan);
   r.run = trace ? ot_trace_next_run(trace) - (later_stage ? 1 : 0) : 0;
   if (trace) ot_trace_set_budget(trace, plan->budget);

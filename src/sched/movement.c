@@ -1,19 +1,16 @@
 /* movement.c — the transfer thread and its FIFO queue (movement.h). */
-#include <omp.h>
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 #include <time.h>
 
 #include "core/error.h"
 #include "core/fault.h"
+#include "memory/copy.h"
+#include "omptensor/context.h"
 #include "sched/movement.h"
 #include "sched/verify.h"
 #include "sched/trace_impl.h"
-
-#ifdef OT_HAVE_CUDA
-#include <cuda_runtime_api.h>
-#endif
 
 typedef enum { XFER_UP, XFER_DOWN, XFER_RELEASE } xfer_dir;
 
@@ -32,7 +29,8 @@ typedef struct xfer {
 
 struct ot_movement {
   ot_mv_kind kind;
-  int dev, host;
+  int dev;
+  unsigned delay_us;   /* every transfer sleeps this long first (ot_sched_opts.transfer_delay_us) */
   pthread_t thread;
   int started;
   pthread_mutex_t mu;
@@ -44,42 +42,26 @@ struct ot_movement {
   ot_status fail_status; /* OT_ERR_DEVICE, or OT_ERR_INTEGRITY (verify.h) */
   int verify;          /* OMPTENSOR_VERIFY level for this queue (0 unless kind is OT_MV_COPY) */
   char err[320];
-#ifdef OT_HAVE_CUDA
-  cudaStream_t stream;
-#endif
+  ot_mem_stream *stream; /* OT_MV_PREFETCH: the thread's own (memory/copy.h) */
 };
 
-/* One blocking transfer; returns 0 on success. */
-static int do_copy(ot_movement *m, const xfer *x) {
+/* One blocking transfer (memory/copy.h); 0, or -1 with why[] naming the
+ * runtime call that failed. */
+static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
   if (!x->bytes) return 0;
   switch (m->kind) {
   case OT_MV_COPY:
-#ifdef OT_OFFLOAD
-    if (x->dir == XFER_UP) return omp_target_memcpy(x->dst, x->src, x->bytes, 0, 0, m->dev, m->host);
-    if (x->dir == XFER_DOWN) return omp_target_memcpy(x->dst, x->src, x->bytes, 0, 0, m->host, m->dev);
-#else
-    if (x->dir != XFER_RELEASE) memcpy(x->dst, x->src, x->bytes);
-#endif
+    if (x->dir == XFER_UP) return ot_mem_copy_raw(x->dst, m->dev, x->src, OT_DEVICE_HOST, x->bytes, why, why_len);
+    if (x->dir == XFER_DOWN) return ot_mem_copy_raw(x->dst, OT_DEVICE_HOST, x->src, m->dev, x->bytes, why, why_len);
     return 0;
   case OT_MV_PREFETCH: {
-#ifdef OT_HAVE_CUDA
-    /* CUDA 13: cudaMemPrefetchAsync(ptr, bytes, struct cudaMemLocation, flags, stream) */
-    struct cudaMemLocation loc;
-    memset(&loc, 0, sizeof loc);
-    loc.type = x->dir == XFER_UP ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
-    loc.id = x->dir == XFER_UP ? m->dev : 0;
-    const void *p = x->dir == XFER_UP ? x->dst : x->dir == XFER_DOWN ? x->dst : x->src;
-    if (cudaMemPrefetchAsync(p, x->bytes, loc, 0, m->stream) != cudaSuccess) return -1;
-    return cudaStreamSynchronize(m->stream) == cudaSuccess ? 0 : -1;
-#else
-    return -1;
-#endif
+    /* up: to the device; a write-back or a release: to the host */
+    const void *p = x->dir == XFER_RELEASE ? x->src : x->dst;
+    return ot_mem_prefetch(m->stream, p, x->bytes, x->dir == XFER_UP ? m->dev : OT_DEVICE_HOST, why, why_len);
   }
   default: return 0;
   }
 }
-
-unsigned ot_movement_test_delay_us = 0;
 
 /* OMPTENSOR_VERIFY=2: the checksum of a device range, read back into a
  * scratch buffer (one more copy). 0 if it could not be read (no check). */
@@ -87,7 +69,8 @@ static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t
   void *tmp = malloc(bytes);
   if (!tmp) return 0;
   xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0};
-  int ok = do_copy(m, &rb) == 0;
+  char why[64];
+  int ok = do_copy(m, &rb, why, sizeof why) == 0;
   if (ok) *sum = ot_checksum64(tmp, bytes);
   free(tmp);
   return ok;
@@ -117,12 +100,7 @@ static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, siz
       return -1;
     }
   }
-  int rc = do_copy(m, x);
-  if (rc != 0) {
-    snprintf(why, why_len, "%s returned %d", m->kind == OT_MV_PREFETCH ? "cudaMemPrefetchAsync" : "omp_target_memcpy",
-             rc);
-    return -1;
-  }
+  if (do_copy(m, x, why, why_len) != 0) return -1;
   if (!v) return 0;
   if (x->dir == XFER_DOWN) sum = ot_checksum64(x->dst, x->bytes);
   x->rec->sum = sum;
@@ -140,8 +118,8 @@ static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, siz
 }
 
 static void run_one(ot_movement *m, xfer *x) {
-  if (ot_movement_test_delay_us) {
-    struct timespec ts = {0, (long)ot_movement_test_delay_us * 1000L};
+  if (m->delay_us) {
+    struct timespec ts = {(time_t)(m->delay_us / 1000000u), (long)(m->delay_us % 1000000u) * 1000L};
     nanosleep(&ts, NULL);
   }
   uint64_t t0 = ot_now_ns();
@@ -170,9 +148,7 @@ static void run_one(ot_movement *m, xfer *x) {
 
 static void *worker(void *arg) {
   ot_movement *m = arg;
-#ifdef OT_HAVE_CUDA
-  if (m->kind == OT_MV_PREFETCH) cudaSetDevice(m->dev);
-#endif
+  if (m->kind == OT_MV_PREFETCH) ot_mem_bind_thread(m->dev);
   pthread_mutex_lock(&m->mu);
   for (;;) {
     while (!m->head && !m->stop) pthread_cond_wait(&m->work, &m->mu);
@@ -189,23 +165,21 @@ static void *worker(void *arg) {
   return NULL;
 }
 
-ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out) {
+ot_status ot_movement_create(ot_mv_kind kind, int dev, unsigned delay_us, ot_movement **out) {
   *out = NULL;
   ot_movement *m = calloc(1, sizeof *m);
   if (!m) return ot_fail(OT_ERR_OUT_OF_MEMORY, "transfer queue: no host memory");
   m->kind = kind;
   m->dev = dev;
-  m->host = omp_get_initial_device();
+  m->delay_us = delay_us;
   m->verify = kind == OT_MV_COPY ? ot_verify_level() : 0;
   pthread_mutex_init(&m->mu, NULL);
   pthread_cond_init(&m->work, NULL);
   pthread_cond_init(&m->done_cv, NULL);
-#ifdef OT_HAVE_CUDA
-  if (kind == OT_MV_PREFETCH && cudaStreamCreateWithFlags(&m->stream, cudaStreamNonBlocking) != cudaSuccess) {
+  if (kind == OT_MV_PREFETCH && ot_mem_stream_create(&m->stream) != 0) {
     ot_movement_destroy(m);
     return ot_fail(OT_ERR_DEVICE, "usm backend: cannot create a CUDA stream for prefetches on device %d", dev);
   }
-#endif
   if (kind != OT_MV_NONE) {
     if (pthread_create(&m->thread, NULL, worker, m) != 0) {
       ot_movement_destroy(m);
@@ -226,9 +200,7 @@ void ot_movement_destroy(ot_movement *m) {
     pthread_mutex_unlock(&m->mu);
     pthread_join(m->thread, NULL);
   }
-#ifdef OT_HAVE_CUDA
-  if (m->stream) cudaStreamDestroy(m->stream);
-#endif
+  ot_mem_stream_destroy(m->stream);
   pthread_cond_destroy(&m->work);
   pthread_cond_destroy(&m->done_cv);
   pthread_mutex_destroy(&m->mu);

@@ -2,11 +2,12 @@
  * compute thread.
  *
  * One transfer thread per plan runs a FIFO queue of blocking copies
- * (omp_target_memcpy: on a GPU from pinned memory it runs at the PCIe bound
- * on its own stream while the kernels of the main thread run; GPU.md). Every
- * transfer gets a ticket; tickets complete in order, so waiting for one
- * means waiting until the queue has passed it, and an upload queued after a
- * write-back of the same region never overtakes it.
+ * (memory/copy.h, an OpenMP target memcpy: on a GPU from pinned memory it
+ * runs at the PCIe bound on its own stream while the kernels of the main
+ * thread run; GPU.md). Every transfer gets a ticket; tickets complete in
+ * order, so waiting for one means waiting until the queue has passed it, and
+ * an upload queued after a write-back of the same region never overtakes
+ * it.
  *
  * Kinds:
  *   OT_MV_NONE      the host backend: nothing moves; transfers complete at
@@ -33,8 +34,10 @@ typedef enum ot_mv_kind { OT_MV_NONE = 0, OT_MV_COPY, OT_MV_PREFETCH } ot_mv_kin
 
 typedef struct ot_movement ot_movement;
 
-/* `dev`: OpenMP device number of the device side. */
-ot_status ot_movement_create(ot_mv_kind kind, int dev, ot_movement **out);
+/* `dev`: OpenMP device number of the device side. `delay_us`: every
+ * transfer first sleeps this long (0: no delay; ot_sched_opts's
+ * transfer_delay_us, which makes a missing wait show up as wrong numbers). */
+ot_status ot_movement_create(ot_mv_kind kind, int dev, unsigned delay_us, ot_movement **out);
 void ot_movement_destroy(ot_movement *m); /* waits for the queue; NULL is fine */
 
 /* Queue a copy of `bytes` home -> device (up) or device -> home (down);
@@ -49,10 +52,6 @@ uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_sr
 /* OT_MV_PREFETCH: moves the pages of a dropped copy off the device (no-op
  * for the other kinds, where the arena block is simply reused). */
 void ot_movement_release(ot_movement *m, void *home, size_t bytes);
-
-/* Tests only: every transfer sleeps this long first (0: no delay), which
- * makes a missing wait show up as wrong numbers. */
-extern unsigned ot_movement_test_delay_us;
 
 /* Has ticket t completed? (never blocks) */
 int ot_movement_done(ot_movement *m, uint64_t t);

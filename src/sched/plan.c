@@ -134,6 +134,7 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   plan->version = prog->version;
   plan->strategy = o.strategy;
   plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
+  plan->transfer_delay_us = o.transfer_delay_us;
   plan->dev_index = o.device_index;
   plan->dev = ctx->dev[o.device_index];
   plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];

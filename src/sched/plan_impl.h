@@ -80,6 +80,7 @@ struct ot_plan {
   uint64_t version;   /* the program version planned */
   ot_strategy strategy;
   int defer;          /* defer_writeback in effect (sched.h) */
+  unsigned transfer_delay_us; /* ot_sched_opts.transfer_delay_us, for the transfer thread */
   int dev_index, dev; /* context index and device number (OT_DEVICE_HOST for the host) */
   uint64_t budget;
   size_t capacity;    /* arena bytes: budget rounded down to OT_SCHED_ALIGN */
