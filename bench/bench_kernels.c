@@ -8,7 +8,7 @@
  *   copy bandwidth = the better of a plain OpenMP copy kernel and
  *   omp_target_memcpy device-to-device over --copy-bytes (1 GiB), counting
  *   read + write bytes; GEMM peers are passed in (torch.matmul in the same
- *   run: bench/torch_matmul.py; defaults from GPU.md: 51 / 780 TFLOP/s).
+ *   run: bench/torch_matmul.py; defaults from docs/gpu.md: 51 / 780 TFLOP/s).
  * Then per op and size: the median time of synchronous calls, GB/s (bytes the
  * op must move: inputs read + outputs written; matvec counts weight bytes,
  * attention K/V bytes) or TFLOP/s, the ratio to its ceiling, the target and
@@ -391,8 +391,8 @@ static const ot_opt bk_optv[] = {
     {"only", 0, "PATTERNS", "comma-separated substrings of op names to run (e.g. matvec,gemm)", O_ONLY},
     {"json", 0, "FILE", "also write each row as a JSON line to FILE", O_JSON},
     {"reps", 0, "N", "at most N timed calls per case (default 30)", O_REPS},
-    {"peer-fp32-tflops", 0, "X", "torch.matmul fp32 TFLOP/s measured in this run (default 51, GPU.md)", O_FP32},
-    {"peer-bf16-tflops", 0, "X", "torch.matmul bf16 TFLOP/s measured in this run (default 780, GPU.md)", O_BF16},
+    {"peer-fp32-tflops", 0, "X", "torch.matmul fp32 TFLOP/s measured in this run (default 51, docs/gpu.md)", O_FP32},
+    {"peer-bf16-tflops", 0, "X", "torch.matmul bf16 TFLOP/s measured in this run (default 780, docs/gpu.md)", O_BF16},
     {"copy-bytes", 0, "SIZE", "buffer for the copy-bandwidth ceiling (default 1GiB; --quick 16MiB)", O_COPY},
     {"help", 'h', NULL, "show this help", O_HELP},
     {0}};

@@ -329,7 +329,7 @@ static void report(sb_env *env, const char *backend, const char *variant, const 
   fflush(env->json);
 }
 
-/* Managed memory beyond what the card has free can hang the GPU (GPU.md):
+/* Managed memory beyond what the card has free can hang the GPU (docs/gpu.md):
  * usm runs only if the weights fit with room to spare. */
 static int usm_fits(int dev, uint64_t total, const char **why) {
   if (!ot_dev_is_gpu(dev)) return 1;

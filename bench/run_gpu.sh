@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # run_gpu.sh — every benchmark on the GPU machine, in one go (< 5 min on an H200).
 #
-#   . .gpu/prologue.sh && bench/run_gpu.sh "$OUT" [BIN_DIR]      (BIN_DIR default build-gpu)
+#   bench/run_gpu.sh "$OUT" [BIN_DIR]      (BIN_DIR default build-gpu)
+#
+# with the LLVM 19 OpenMP runtime on LD_LIBRARY_PATH where the binaries were
+# not built (docs/gpu.md, "Running on a GPU machine").
 #
 # Runs, in order, each under a time limit, writing logs and JSON lines to OUT:
 #   torch_matmul.py  same-run peers: torch.matmul fp32 (TF32 off) / bf16 at 4096^3, d2d copy
@@ -38,7 +41,7 @@ step() { # name limit_s log cmd...
   echo "[run_gpu +$((SECONDS - t0))s] $name: $what" >&2
 }
 
-# 1. peers (defaults: GPU.md's measurements, used if torch is missing or fails)
+# 1. peers (defaults: docs/gpu.md's measurements, used if torch is missing or fails)
 fp32=51 bf16=780
 step torch_matmul 60 "$out/torch_matmul.log" python3 "$here/torch_matmul.py"
 grep '^{' "$out/torch_matmul.log" | tail -1 >"$out/torch_matmul.json"

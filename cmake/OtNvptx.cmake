@@ -58,7 +58,7 @@ macro(_ot_check_nvptx)
   endif()
   if(NOT EXISTS "${OT_CUDA_TOOLS_DIR}/include/cuda.h")
     # clang reads CUDA_VERSION from include/cuda.h; without it it emits a PTX
-    # version ptxas 11.8 rejects (GPU.md).
+    # version ptxas 11.8 rejects (docs/gpu.md, Toolchain).
     message(FATAL_ERROR "${OT_CUDA_TOOLS_DIR}/include/cuda.h is missing (clang learns the CUDA version from it). Fix: scripts/setup.sh --gpu")
   endif()
   message(STATUS "omptensor: nvptx ${OT_GPU_ARCH} with ptxas ${OT_PTXAS_VERSION} from ${OT_CUDA_TOOLS_DIR}")

@@ -36,7 +36,7 @@ elseif(OT_OFFLOAD STREQUAL "amdgcn")
   set(OT_ROCM_DEVICE_LIBS "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode" CACHE PATH "ROCm device bitcode")
   set(_t amdgcn-amd-amdhsa)
   list(APPEND OT_OFFLOAD_FLAGS -fopenmp-targets=${_t} -Xopenmp-target=${_t} -march=${OT_GPU_ARCH}
-       # code object v5 makes ld.lld fail with "unknown abi version" (GPU.md)
+       # code object v5 makes ld.lld fail with "unknown abi version" (docs/gpu.md, AMD GPUs)
        -Xopenmp-target=${_t} -mcode-object-version=4
        --rocm-device-lib-path=${OT_ROCM_DEVICE_LIBS})
   list(APPEND OT_OFFLOAD_DEFINES OT_OFFLOAD=1)

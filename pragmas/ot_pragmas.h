@@ -12,7 +12,7 @@
  *
  * Build switches (set by CMake, never by hand in a kernel):
  *   OT_USM      every TU with target code carries
- *               `#pragma omp requires unified_shared_memory` (GPU.md: it must
+ *               `#pragma omp requires unified_shared_memory` (docs/gpu.md: it must
  *               be all or none, or libomptarget aborts at start-up).
  *   OT_OFFLOAD  defined when an offload target is compiled in.
  */
@@ -28,7 +28,7 @@
 #endif
 
 /* Threads per team. Without thread_limit LLVM 19 compiles kernels for at
- * most 128 threads per block (GPU.md); 256 is a good default for streaming
+ * most 128 threads per block (docs/gpu.md); 256 is a good default for streaming
  * kernels on sm_90. */
 #ifndef OT_TEAM_THREADS
 #define OT_TEAM_THREADS 256

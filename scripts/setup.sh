@@ -4,7 +4,7 @@
 #   scripts/setup.sh          clang-19 + OpenMP offload runtime, cmake, ninja,
 #                             cmocka, jansson (JSON), libyaml
 #   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
-#                             into toolchain/cuda-11.8 (see ../shared/GPU.md:
+#                             into toolchain/cuda-11.8 (see docs/gpu.md:
 #                             LLVM 19 cannot load cubins from CUDA 13's ptxas)
 #
 # Idempotent: packages already installed and a toolchain folder already

@@ -77,7 +77,7 @@ typedef struct mlp_config {
   mlp_precision precision;
   int loss_scale_log2;         /* f16: the initial loss scale 2^k (16), -126..127 */
   int scale_growth_interval;   /* f16: double the scale after this many good steps (200) */
-  /* the auto cost model's rates (GPU.md's H200 figures by default) */
+  /* the auto cost model's rates (the H200 figures in docs/gpu.md by default) */
   double pcie_bytes_per_s;     /* 55e9: pinned host <-> device */
   double flops_per_s;          /* 4.5e12: the naive OpenMP GEMM */
   ot_adamw_opts adam;          /* step_slot is set by the trainer */

@@ -2,7 +2,7 @@
  * and the reference.
  *
  * A vendor-BLAS path (cuBLAS through `target data use_device_ptr` / interop,
- * DESIGN.md) plugs in at the top of ot_k_matmul: when the device is a CUDA
+ * docs/design.md) plugs in at the top of ot_k_matmul: when the device is a CUDA
  * GPU, dtypes are f32/f16/bf16 and strides are BLAS-expressible (unit stride
  * in one of the two inner dims), call cublasGemmStridedBatchedEx on the same
  * device pointers; q8b and odd strides stay on the portable kernels below. */

@@ -79,7 +79,7 @@ static ot_status resolve_backend(ot_backend want, int have_dev, ot_backend *out)
   int have_gpu = have_dev && ot_dev_is_gpu(0);
   switch (want) {
   case OT_BACKEND_AUTO:
-    /* map reached the PCIe bound in GPU.md's measurements; managed prefetch
+    /* map reached the PCIe bound in docs/gpu.md's measurements; managed prefetch
      * device->host is 4x slower, so map is the default where both exist. */
     *out = have_dev ? OT_BACKEND_MAP : OT_BACKEND_HOST;
     return OT_OK;
@@ -114,7 +114,7 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
     return ot_fail(OT_ERR_DEVICE,
                    "OMP_TARGET_OFFLOAD=MANDATORY but the OpenMP runtime found no offload device. "
                    "On a GPU machine check the driver and that the binary was built with the CUDA <= 12 ptxas "
-                   "(GPU.md); otherwise unset OMP_TARGET_OFFLOAD or use --backend host");
+                   "(docs/gpu.md); otherwise unset OMP_TARGET_OFFLOAD or use --backend host");
   if (o.device >= 0 && o.device >= ndev && o.backend != OT_BACKEND_HOST)
     return ot_fail(OT_ERR_INVALID_ARG, "device %d asked, but the OpenMP runtime has %d offload device(s)%s", o.device,
                    ndev, ndev ? "" : " (use --backend host to run on the CPU)");

@@ -4,7 +4,7 @@
  * One transfer thread per plan runs a FIFO queue of blocking copies
  * (memory/copy.h, an OpenMP target memcpy: on a GPU from pinned memory it
  * runs at the PCIe bound on its own stream while the kernels of the main
- * thread run; GPU.md). Every transfer gets a ticket; tickets complete in
+ * thread run; docs/gpu.md). Every transfer gets a ticket; tickets complete in
  * order, so waiting for one means waiting until the queue has passed it, and
  * an upload queued after a write-back of the same region never overtakes
  * it.
