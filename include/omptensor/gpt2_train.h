@@ -53,7 +53,7 @@ typedef struct ot_gpt2_train_opts {
                            accum must be 1 */
 <<<<<<< HEAD:include/omptensor/gpt2_train.h
   ot_recompute checkpoint;
-  double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, GPU.md's H200) */
+  double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200's, docs/gpu.md) */
 =======
   gpt2t_checkpoint checkpoint;
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200 in docs/gpu.md) */
