@@ -51,13 +51,8 @@ typedef struct ot_gpt2_train_opts {
   int keep_grads;       /* gradients become program outputs: readable after a step */
   int keep_logits;      /* the logits become an output (else the loss gradient overwrites them);
                            accum must be 1 */
-<<<<<<< HEAD:include/omptensor/gpt2_train.h
   ot_recompute checkpoint;
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200's, docs/gpu.md) */
-=======
-  gpt2t_checkpoint checkpoint;
-  double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200 in docs/gpu.md) */
->>>>>>> docs:samples/gpt2_train/gpt2_train.h
   double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
   int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, 0.02), the residual
                            projections 0.02/sqrt(2 n_layer), biases 0, norms 1) from config.json alone */
