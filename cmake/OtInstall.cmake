@@ -49,8 +49,11 @@ foreach(d ${OT_OFFLOAD_DEFINES})
   string(APPEND OT_PC_CFLAGS " -D${d}")
 endforeach()
 set(OT_PC_LIBS "${_pc_flags}")
+# a sanitizer build's runtime first: the shared ASan runtime must come before
+# libomptensor.so in the program's library list
+set(OT_PC_SAN_LIBS)
 foreach(f ${OT_SAN_LINK_FLAGS})
-  string(APPEND OT_PC_LIBS " ${f}")
+  string(APPEND OT_PC_SAN_LIBS "${f} ")
 endforeach()
 set(OT_PC_LIBS_PRIVATE "-lm")
 foreach(l ${OT_CUDA_LIBS})
