@@ -1,7 +1,8 @@
 # OtOffload.cmake — the offload flags for each target, and the checks that
 # refuse a toolchain which would silently run GPU code on the host.
 #
-# Sets OT_OFFLOAD_FLAGS (compile + link) and OT_OFFLOAD_DEFINES.
+# Sets OT_OFFLOAD_FLAGS (compile + link; an entry may be a "SHELL:a b" group)
+# and OT_OFFLOAD_DEFINES.
 
 set(OT_OFFLOAD_FLAGS -fopenmp)
 set(OT_OFFLOAD_DEFINES)
@@ -21,7 +22,8 @@ get_filename_component(OT_LLVM_ROOT "${_cc_bin}" DIRECTORY)
 set(OT_LLVM_LIBDIR "${OT_LLVM_ROOT}/lib" CACHE PATH "LLVM lib folder (libomp, libomptarget, device bitcode)")
 
 # The OpenMP runtime of this clang lives off the default library path on
-# Debian: every binary carries an rpath to it.
+# Debian: every binary carries an rpath to it, installed ones too, and the
+# exported targets (omptensor::offload) and omptensor.pc hand it to consumers.
 set(CMAKE_BUILD_RPATH "${OT_LLVM_LIBDIR}")
 set(CMAKE_INSTALL_RPATH "${OT_LLVM_LIBDIR}")
 
@@ -35,9 +37,11 @@ elseif(OT_OFFLOAD STREQUAL "nvptx")
 elseif(OT_OFFLOAD STREQUAL "amdgcn")
   set(OT_ROCM_DEVICE_LIBS "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode" CACHE PATH "ROCm device bitcode")
   set(_t amdgcn-amd-amdhsa)
-  list(APPEND OT_OFFLOAD_FLAGS -fopenmp-targets=${_t} -Xopenmp-target=${_t} -march=${OT_GPU_ARCH}
+  # SHELL: keeps each -Xopenmp-target pair together: CMake de-duplicates
+  # options, which would drop the second -Xopenmp-target=${_t}.
+  list(APPEND OT_OFFLOAD_FLAGS -fopenmp-targets=${_t} "SHELL:-Xopenmp-target=${_t} -march=${OT_GPU_ARCH}"
        # code object v5 makes ld.lld fail with "unknown abi version" (docs/gpu.md, AMD GPUs)
-       -Xopenmp-target=${_t} -mcode-object-version=4
+       "SHELL:-Xopenmp-target=${_t} -mcode-object-version=4"
        --rocm-device-lib-path=${OT_ROCM_DEVICE_LIBS})
   list(APPEND OT_OFFLOAD_DEFINES OT_OFFLOAD=1)
 else()

@@ -3,8 +3,11 @@
 #
 # Builds and runs the cmocka suite for the presets host (target regions on the
 # host), offload-host (x86_64 host-offload plugin: maps really copy) and asan
-# (offload-host under AddressSanitizer + UBSan + LeakSanitizer), compiles
-# (does not run) the nvptx GPU build with the CUDA 11.8 device tools, and
+# (offload-host under AddressSanitizer + UBSan + LeakSanitizer) — for host and
+# offload-host then also installs the build and builds and runs two samples
+# against the installed library (scripts/check_install.sh) —, compiles
+# (does not run) the nvptx GPU build with the CUDA 11.8 device tools and the
+# samples against its installed tree (check_install.sh --no-run), and
 # last runs the libFuzzer targets (preset fuzz, scripts/fuzz.sh) for
 # OT_FUZZ_SECONDS each (default 30: six targets, about 4 minutes in all).
 #
@@ -28,10 +31,24 @@ for p in "${presets[@]}"; do
   cmake --preset "$p" >/dev/null
   cmake --build "build/$p" -j"$jobs"
   case "$p" in
-    nvptx*) echo "=== preset $p: compiled (GPU binaries are run on the GPU machine, not here)" ;;
+    nvptx*)
+      echo "=== preset $p: compiled (GPU binaries are run on the GPU machine, not here)"
+      echo "=== preset $p: install + build the samples against it, not run (scripts/check_install.sh --no-run)"
+      if ! scripts/check_install.sh --no-run "$p" 2>&1; then failed+=("$p"); fi
+      ;;
     *)
       echo "=== preset $p: tests"
-      if ! ctest --test-dir "build/$p" -j"$jobs" --output-on-failure 2>&1; then failed+=("$p"); fi
+      if ! ctest --test-dir "build/$p" -j"$jobs" --output-on-failure 2>&1; then
+        failed+=("$p")
+      else
+        case "$p" in
+          host|offload-host)
+            # the installed library as a user meets it (find_package, pkg-config)
+            echo "=== preset $p: install + build the samples against it (scripts/check_install.sh)"
+            if ! scripts/check_install.sh "$p" 2>&1; then failed+=("$p"); fi
+            ;;
+        esac
+      fi
       ;;
   esac
 done

@@ -7,7 +7,7 @@
  * or a bad access on these paths fails here too. Good paths: `run` against
  * the reference model's greedy tokens and logits, --json, --prompt-file,
  * settings precedence (flags > env > --config), inspect, trace summarize and
- * plot, demo, --help and info. */
+ * plot, demo, --help, --version and info. */
 #include <fcntl.h>
 #include <jansson.h>
 #include <setjmp.h>
@@ -28,6 +28,7 @@
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
 #include "cli_test.h"
+#include "omptensor/version.h"
 #include "ot_testio.h"
 
 extern char **environ;
@@ -730,6 +731,31 @@ static void test_help_and_info(void **state) {
   cli_free(&r);
 }
 
+/* --version: the library's version, which is the headers' (version.h, from
+ * the project's VERSION), and the offload target of the build. */
+static void test_version(void **state) {
+  (void)state;
+  char parts[64];
+  snprintf(parts, sizeof parts, "%d.%d.%d", OT_VERSION_MAJOR, OT_VERSION_MINOR, OT_VERSION_PATCH);
+  assert_string_equal(parts, OT_VERSION_STRING);
+  assert_int_equal(OT_VERSION_NUMBER, OT_VERSION_MAJOR * 10000 + OT_VERSION_MINOR * 100 + OT_VERSION_PATCH);
+  assert_string_equal(ot_version(), OT_VERSION_STRING);
+#ifdef OT_OFFLOAD
+  assert_true(strcmp(ot_version_offload(), "none") != 0);
+#else
+  assert_string_equal(ot_version_offload(), "none");
+#endif
+  cli_res r = cli("--version");
+  expect_ok(&r, "--version");
+  char want[256];
+  snprintf(want, sizeof want, "omptensor %s (offload: %s)\n", OT_VERSION_STRING, ot_version_offload());
+  if (strcmp(r.out, want) || r.err[0]) {
+    show(&r);
+    fail_msg("--version: expected exactly '%s' on stdout", want);
+  }
+  cli_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_bad_checkpoints, setup, teardown),
@@ -741,6 +767,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_demo, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_and_info, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_version, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, NULL);
 }

@@ -1,8 +1,12 @@
 /* omptensor.h — everything public. Include this, link -lomptensor (or use
  * find_package(omptensor) / pkg-config omptensor). Each header below holds
- * one concept and its contract; they can be included on their own. */
+ * one concept and its contract; they can be included on their own. Kernels
+ * of your own use the directive layer, "omptensor/ot_pragmas.h" (not
+ * included here: it includes <omp.h>). */
 #ifndef OMPTENSOR_H
 #define OMPTENSOR_H
+/* the version (ot_version: the library's; OT_VERSION_STRING: these headers') */
+#include "omptensor/version.h"
 /* the runtime */
 #include "omptensor/status.h"
 #include "omptensor/dtype.h"

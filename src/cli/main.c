@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "omptensor/version.h"
 
 static const ot_cli_cmd commands[] = {
     {"demo", "the main job: a synthetic Llama 4x the budget, with offloading", ot_cli_demo},
@@ -14,7 +15,8 @@ static const ot_cli_cmd commands[] = {
 };
 
 static void usage(FILE *f) {
-  fprintf(f, "usage: omptensor COMMAND [options]   (omptensor COMMAND --help for its options)\n\ncommands:\n");
+  fprintf(f, "usage: omptensor COMMAND [options]   (omptensor COMMAND --help for its options)\n"
+             "       omptensor --version\n\ncommands:\n");
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
     fprintf(f, "  %-10s %s\n", commands[i].name, commands[i].help);
 }
@@ -26,6 +28,11 @@ int main(int argc, char **argv) {
   }
   if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help") || !strcmp(argv[1], "help")) {
     usage(stdout);
+    return 0;
+  }
+  if (!strcmp(argv[1], "--version")) {
+    /* the library's version, not the headers': the command may run with another libomptensor.so */
+    printf("omptensor %s (offload: %s)\n", ot_version(), ot_version_offload());
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)

@@ -7,6 +7,7 @@
 #include "memory/context_impl.h"
 #include "core/error.h"
 #include "memory/device.h"
+#include "omptensor/version.h"
 
 #ifdef OT_HAVE_CUDA
 #include <cuda_runtime_api.h>
@@ -171,7 +172,7 @@ static void print_bytes(FILE *f, uint64_t b) {
 
 void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   int ndev = ot_num_devices();
-  fprintf(f, "omptensor %s\n", OT_VERSION_STRING);
+  fprintf(f, "omptensor %s\n", ot_version());
   fprintf(f, "build:      offload target %s%s, CUDA runtime %s\n",
 #if defined(OT_OFFLOAD)
           OT_OFFLOAD_NAME,
