@@ -34,7 +34,8 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta) {
   if (ot_tensor_ndim(x) != 3 || ot_tensor_dim(x, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope: '%s' must be [seq, heads, head_dim] with an even head_dim", ot_tensor_name(x));
   pos_params prm = {pos_slot, theta};
-  return ot_ops_record(p, "rope", x, run_rope, &x, 1, &x, 1, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
+  ot_ops_args a = {.in = {x}, .n_in = 1, .out = {x}, .n_out = 1};
+  return ot_ops_record(p, "rope", x, run_rope, &a, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
 }
 
 /* in: q, k, v, k_cache, v_cache; out: out, k_cache, v_cache */
@@ -65,9 +66,9 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
                    "not a multiple of KV",
                    ot_tensor_name(q));
   pos_params prm = {pos_slot, 0};
-  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[3] = {out, k_cache, v_cache};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {out, k_cache, v_cache}, .n_out = 3};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
-  return ot_ops_record(p, "attention", k_cache, run_attention, in, 5, outs, 3, &prm, sizeof prm, flops);
+  return ot_ops_record(p, "attention", k_cache, run_attention, &a, &prm, sizeof prm, flops);
 }
 
 /* in: q, k, v, k_cache, v_cache; out: q, k (rotated in place), out, k_cache, v_cache */
@@ -91,7 +92,7 @@ ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_t
   if (ot_tensor_ndim(q) != 3 || ot_tensor_dim(q, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
   pos_params prm = {pos_slot, theta};
-  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[5] = {q, k, out, k_cache, v_cache};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
-  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, in, 5, outs, 5, &prm, sizeof prm, flops);
+  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, &a, &prm, sizeof prm, flops);
 }
