@@ -189,7 +189,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");
-  return ot_model_finish(m, w->bytes, w->n, s, out);
+  return ot_model_finish(m, w->bytes, w->t.n, s, out);
 }
 
 ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,

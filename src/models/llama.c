@@ -167,7 +167,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
     else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
   }
-  return ot_model_finish(m, w->bytes, w->n, s, out);
+  return ot_model_finish(m, w->bytes, w->t.n, s, out);
 }
 
 ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,
