@@ -7,8 +7,7 @@ typedef struct pos_params {
 } pos_params;
 
 static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
-  if (slot < 0 || slot >= e->n_scalars) return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, slot);
-  *pos = e->scalars[slot];
+  OT_TRY(ot_ops_scalar(e, slot, NULL, pos));
   if (*pos < 0) return ot_fail(OT_ERR_INVALID_ARG, "%s: position %lld is negative", e->name, (long long)*pos);
   return OT_OK;
 }

@@ -44,6 +44,14 @@ ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named,
   return ot_program_add_op(p, &d);
 }
 
+ot_status ot_ops_scalar(const ot_op_exec *e, int slot, const char *what, int64_t *v) {
+  if (slot < 0 || slot >= e->n_scalars)
+    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d%s%s%s does not exist", e->name, slot, what ? " (the " : "",
+                   what ? what : "", what ? ")" : "");
+  *v = e->scalars[slot];
+  return OT_OK;
+}
+
 static void shape_str(char *b, size_t n, const ot_tensor *t) {
   size_t k = (size_t)snprintf(b, n, "[");
   for (int i = 0; i < t->ndim && k < n; i++) k += (size_t)snprintf(b + k, n - k, "%s%lld", i ? ", " : "", (long long)t->ne[i]);

@@ -24,9 +24,8 @@ typedef struct posadd_params {
 /* in: out, table; out: out. The rows of the table are chosen at run time. */
 static ot_status run_add_positions(const ot_op_exec *e) {
   const posadd_params *p = e->params;
-  if (p->pos_slot < 0 || p->pos_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, p->pos_slot);
-  int64_t pos = e->scalars[p->pos_slot], T = ot_tensor_dim(e->out_t[0], 0);
+  int64_t pos, T = ot_tensor_dim(e->out_t[0], 0);
+  OT_TRY(ot_ops_scalar(e, p->pos_slot, NULL, &pos));
   const ot_tensor *tab = e->in_t[1];
   if (pos < 0 || pos + T > ot_tensor_dim(tab, 0))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld outside the %lld learned positions", e->name,

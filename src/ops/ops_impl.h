@@ -31,6 +31,10 @@ int ot_ops_acc(ot_ops_args *a, ot_tensor *t); /* accumulated: read and written; 
 ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run, const ot_ops_args *a,
                         const void *params, size_t params_bytes, double flops);
 
+/* Run-time scalar `slot` of a running op into *v; a slot the program does not
+ * have fails (OT_ERR_STATE), naming the op and, if not NULL, what the scalar is. */
+ot_status ot_ops_scalar(const ot_op_exec *e, int slot, const char *what, int64_t *v);
+
 /* Shape checks with messages naming the op and tensors. */
 ot_status ot_ops_same_shape(const char *op, const ot_tensor *a, const ot_tensor *b);
 ot_status ot_ops_check_f32(const char *op, const ot_tensor *t);

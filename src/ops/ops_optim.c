@@ -69,14 +69,6 @@ static ot_kview flat_out(const ot_op_exec *e, int i) {
   return i < 0 ? ot_kview_none() : ot_targs_flat(e->out_t[i], e->out[i]);
 }
 
-/* scalars[slot] of a running op; a slot beyond the program's fails. */
-static ot_status slot_value(const ot_op_exec *e, int slot, const char *what, int64_t *v) {
-  if (slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the %s) does not exist", e->name, slot, what);
-  *v = e->scalars[slot];
-  return OT_OK;
-}
-
 /* The skipped update of a step whose gradients overflowed: only the
  * low-precision copy is written (it is an output: its old bytes may not be
  * on the device). */
@@ -88,16 +80,11 @@ static ot_status skip_update(const ot_op_exec *e, const upd_params *q) {
 static ot_status run_adamw(const ot_op_exec *e) {
   const upd_params *q = e->params;
   const ot_adamw_opts *o = &q->adam;
-  int64_t skip = 0, k = 0;
-  if (o->skip_slot >= 0) OT_TRY(slot_value(e, o->skip_slot, "skip flag", &skip));
+  int64_t skip = 0, k = 0, t;
+  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", &skip));
   if (skip) return skip_update(e, q);
-  if (o->scale_slot >= 0) OT_TRY(slot_value(e, o->scale_slot, "loss scale exponent", &k));
-  if (k < -126 || k > 127)
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
-                   e->name, (long long)k);
-  if (o->step_slot < 0 || o->step_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the step) does not exist", e->name, o->step_slot);
-  int64_t t = e->scalars[o->step_slot];
+  if (o->scale_slot >= 0) OT_TRY(ot_targs_scale_exponent(e, o->scale_slot, &k));
+  OT_TRY(ot_ops_scalar(e, o->step_slot, "step", &t));
   if (t < 1) return ot_fail(OT_ERR_INVALID_ARG, "%s: step %lld; AdamW steps count from 1 (set the step scalar)",
                             e->name, (long long)t);
   ot_kadamw h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t, ldexpf(o->grad_scale, (int)-k)};

@@ -8,13 +8,8 @@
 #define NULL_ARG(op) ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument", op)
 
 static ot_status run_loss_scale(const ot_op_exec *e) {
-  int slot = *(const int *)e->params;
-  if (slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the loss scale exponent) does not exist", e->name, slot);
-  int64_t k = e->scalars[slot];
-  if (k < -126 || k > 127)
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
-                   e->name, (long long)k);
+  int64_t k;
+  OT_TRY(ot_targs_scale_exponent(e, *(const int *)e->params, &k));
   ot_kview x = ot_targs_flat(e->out_t[0], e->out[0]);
   return ot_k_scale(e->device, x, x, ldexpf(1.0f, (int)k));
 }

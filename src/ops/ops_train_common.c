@@ -13,6 +13,14 @@ ot_kview ot_targs_flat(const ot_tensor *t, void *p) {
   return t ? ot_kview_1d(p, t->dt, ot_tensor_numel(t)) : ot_kview_none();
 }
 
+ot_status ot_targs_scale_exponent(const ot_op_exec *e, int slot, int64_t *k) {
+  OT_TRY(ot_ops_scalar(e, slot, "loss scale exponent", k));
+  if (*k < -126 || *k > 127)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
+                   e->name, (long long)*k);
+  return OT_OK;
+}
+
 ot_status ot_ops_check_dim(const char *op, const ot_tensor *a, int da, const ot_tensor *b, int db) {
   int64_t x = ot_tensor_dim(a, da < 0 ? a->ndim + da : da), y = ot_tensor_dim(b, db < 0 ? b->ndim + db : db);
   if (x == y) return OT_OK;

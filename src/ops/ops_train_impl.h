@@ -11,6 +11,10 @@ ot_kview ot_targs_out_view(const ot_op_exec *e, int i);
 /* out[i] / in[i] flattened to 1-D [numel] (the tensor is contiguous: checked at recording). */
 ot_kview ot_targs_flat(const ot_tensor *t, void *p);
 
+/* The loss scale exponent k of a running op: run-time scalar `slot`, which
+ * must be in -126..127 (2^k a finite f32). */
+ot_status ot_targs_scale_exponent(const ot_op_exec *e, int slot, int64_t *k);
+
 /* Record-time checks with messages naming the op and tensors. */
 ot_status ot_ops_check_dim(const char *op, const ot_tensor *a, int da, const ot_tensor *b, int db);
 ot_status ot_ops_check_contiguous(const char *op, const ot_tensor *t);

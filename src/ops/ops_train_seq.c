@@ -102,11 +102,11 @@ typedef struct posb_params {
 
 static ot_status run_posb(const ot_op_exec *e) {
   const posb_params *q = e->params;
-  if (q->pos_slot < 0 || q->pos_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, q->pos_slot);
+  int64_t pos;
+  OT_TRY(ot_ops_scalar(e, q->pos_slot, NULL, &pos));
   /* in: dout, dtable; out: dtable. The kernel checks the rows fit. */
   return ot_k_positions_backward(e->device, ot_ops_view(e->out_t[0], e->out[0]), ot_ops_view(e->in_t[0], e->in[0]),
-                                 e->scalars[q->pos_slot]);
+                                 pos);
 }
 
 ot_status ot_op_positions_backward(ot_program *p, ot_tensor *dtable, ot_tensor *dout, int pos_slot) {
