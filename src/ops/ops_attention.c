@@ -12,12 +12,14 @@ static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
   return OT_OK;
 }
 
-/* Rows [pos, pos + T) of the query must lie inside the KV cache (in[3]). */
-static ot_status fits_cache(const ot_op_exec *e, int64_t pos) {
+/* The position of an attention op: rows [pos, pos + T) of the query must lie
+ * inside the KV cache (in[3]). */
+static ot_status cache_pos(const ot_op_exec *e, int64_t *pos) {
+  OT_TRY(pos_of(e, ((const pos_params *)e->params)->pos_slot, pos));
   int64_t T = ot_tensor_dim(e->in_t[0], 0), max_seq = ot_tensor_dim(e->in_t[3], 0);
-  if (pos + T > max_seq)
+  if (*pos + T > max_seq)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld are beyond the KV cache (%lld positions)", e->name,
-                   (long long)pos, (long long)(pos + T - 1), (long long)max_seq);
+                   (long long)*pos, (long long)(*pos + T - 1), (long long)max_seq);
   return OT_OK;
 }
 
@@ -39,10 +41,8 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta) {
 
 /* in: q, k, v, k_cache, v_cache; out: out, k_cache, v_cache */
 static ot_status run_attention(const ot_op_exec *e) {
-  const pos_params *p = e->params;
   int64_t pos;
-  OT_TRY(pos_of(e, p->pos_slot, &pos));
-  OT_TRY(fits_cache(e, pos));
+  OT_TRY(cache_pos(e, &pos));
   ot_kview kc = ot_ops_view(e->out_t[1], e->out[1]), vc = ot_ops_view(e->out_t[2], e->out[2]);
   OT_TRY(ot_k_kv_append(e->device, kc, ot_ops_view(e->in_t[1], e->in[1]), pos));
   OT_TRY(ot_k_kv_append(e->device, vc, ot_ops_view(e->in_t[2], e->in[2]), pos));
@@ -74,8 +74,7 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
 static ot_status run_rope_attention(const ot_op_exec *e) {
   const pos_params *p = e->params;
   int64_t pos;
-  OT_TRY(pos_of(e, p->pos_slot, &pos));
-  OT_TRY(fits_cache(e, pos));
+  OT_TRY(cache_pos(e, &pos));
   ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
   OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->theta));
