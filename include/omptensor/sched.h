@@ -227,7 +227,8 @@ typedef struct ot_recompute_policy {
  *      monotone in k);
  *   3. else, offload being unavoidable, every layer the cost model finds
  *      cheaper to recompute than to offload (ot_recompute_cheaper).
- * Steps 1 and 2 cost a trial (a recording and a plan) each; `trial` and
+ * A trial costs a recording and a plan: one for step 1, one more for every
+ * layer a checkpoint and about log2(layers) for the bisection. `trial` and
  * `cost` are used only by auto. The trainer then records the step for real
  * with the chosen layers. */
 ot_status ot_recompute_choose(const ot_recompute_policy *policy, int *recompute);
