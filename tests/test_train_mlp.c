@@ -29,7 +29,7 @@ typedef struct result {
   int activation_writebacks, activation_reloads;
 } result;
 
-static mlp_config small_config(mlp_recompute r) {
+static mlp_config small_config(ot_recompute r) {
   mlp_config c = mlp_config_default();
   c.in_dim = 12;
   c.hidden = 48;
@@ -94,9 +94,9 @@ static void budgets_and_checkpoints(void **state) {
   ot_backend bk[3];
   int nb;
   backends(bk, &nb);
-  static const mlp_recompute modes[] = {MLP_RECOMPUTE_NONE, MLP_RECOMPUTE_ALL, MLP_RECOMPUTE_AUTO};
+  static const ot_recompute modes[] = {OT_RECOMPUTE_NONE, OT_RECOMPUTE_ALL, OT_RECOMPUTE_AUTO};
   for (int b = 0; b < nb; b++) {
-    mlp_config c0 = small_config(MLP_RECOMPUTE_NONE);
+    mlp_config c0 = small_config(OT_RECOMPUTE_NONE);
     result ref;
     train(bk[b], &c0, OT_STRATEGY_NONE, 0, &ref, NULL);
     int ref_kernels = ref.kernels_per_run;
@@ -111,23 +111,23 @@ static void budgets_and_checkpoints(void **state) {
       for (int k = 0; k < 5; k++) {
         char what[160];
         snprintf(what, sizeof what, "%s, checkpoint %s, budget %llu, %s", ot_backend_name(bk[b]),
-                 mlp_recompute_name(modes[m]), (unsigned long long)budgets[k], ot_strategy_name(strat[k]));
+                 ot_recompute_name(modes[m]), (unsigned long long)budgets[k], ot_strategy_name(strat[k]));
         result r;
         int rec[MLP_MAX_LAYERS];
         train(bk[b], &c, strat[k], budgets[k], &r, rec);
         assert_same(&ref, &r, what);
-        if (modes[m] == MLP_RECOMPUTE_NONE && k == 0 &&
+        if (modes[m] == OT_RECOMPUTE_NONE && k == 0 &&
             (r.activation_writebacks == 0 || r.activation_reloads == 0))
           fail_msg("%s: no activation was written home and reloaded (%d write-backs, %d reloads)", what,
                    r.activation_writebacks, r.activation_reloads);
         /* all: layers 0..L-2 recomputed, 2 ops each per micro-batch */
-        if (modes[m] == MLP_RECOMPUTE_ALL) {
+        if (modes[m] == OT_RECOMPUTE_ALL) {
           int want = ref_kernels + 2 * (c.layers - 1) * c.micro_batches;
           if (r.kernels_per_run != want)
             fail_msg("%s: %d kernels per step, expected %d (recomputation)", what, r.kernels_per_run, want);
         }
         /* auto with room for everything recomputes nothing */
-        if (modes[m] == MLP_RECOMPUTE_AUTO && budgets[k] == 0)
+        if (modes[m] == OT_RECOMPUTE_AUTO && budgets[k] == 0)
           for (int l = 0; l < c.layers; l++) assert_int_equal(rec[l], 0);
         free(r.params);
       }
@@ -139,7 +139,7 @@ static void budgets_and_checkpoints(void **state) {
 /* auto under a tight budget follows the cost model, layer by layer. */
 static void auto_cost_model(void **state) {
   (void)state;
-  mlp_config c = small_config(MLP_RECOMPUTE_AUTO);
+  mlp_config c = small_config(OT_RECOMPUTE_AUTO);
   c.in_dim = 8; /* layer 0 has fan-in 8, the others 48 */
   uint64_t lo = ot_test_mlp_min_budget(OT_BACKEND_HOST, &c);
   /* recompute iff K < 4 * flops_rate / pcie: a rate giving a threshold of 24 */
@@ -180,14 +180,14 @@ static void loss_falls(void **state) {
 
 static void bad_options(void **state) {
   (void)state;
-  mlp_recompute r;
-  OT_ASSERT_FAILS(mlp_recompute_parse("some", &r), OT_ERR_INVALID_ARG, "none, all, auto");
+  ot_recompute r;
+  OT_ASSERT_FAILS(ot_recompute_parse("some", &r), OT_ERR_INVALID_ARG, "none, all, auto");
   ot_ctx *ctx = ot_test_ctx(OT_BACKEND_HOST);
-  mlp_config c = small_config(MLP_RECOMPUTE_NONE);
+  mlp_config c = small_config(OT_RECOMPUTE_NONE);
   c.layers = 1;
   mlp_trainer *t;
   OT_ASSERT_FAILS(mlp_trainer_create(ctx, &c, NULL, &t), OT_ERR_INVALID_ARG, "layers");
-  c = small_config(MLP_RECOMPUTE_NONE);
+  c = small_config(OT_RECOMPUTE_NONE);
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = 1024; /* below every op's working set */
   OT_ASSERT_FAILS(mlp_trainer_create(ctx, &c, &so, &t), OT_ERR_BUDGET, "budget");

@@ -23,25 +23,11 @@
 #include "omptensor/hfconfig.h"
 #include "omptensor/omptensor.h"
 #include "omptensor/ops.h"
+#include "omptensor/sched.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* Activation checkpointing, chosen per layer when the step is recorded:
- *   none  every activation is kept (the scheduler offloads them to host
- *         memory and reloads them for the backward when the budget is tight);
- *   all   every layer is a checkpoint: only its input h is kept, and its
- *         forward is recorded again, into fresh tensors, right before its
- *         backward (the activations of the first forward die at once);
- *   auto  none if the whole step fits the budget (a plan with strategy
- *         `none` succeeds); otherwise recompute a layer when the cost model
- *         says recomputing is cheaper than offloading: its forward's flops
- *         over flops_per_s against twice its activation bytes over
- *         pcie_bytes_per_s (written home after the forward, read back). */
-typedef enum ot_recompute { OT_RECOMPUTE_NONE = 0, OT_RECOMPUTE_ALL, OT_RECOMPUTE_AUTO } ot_recompute;
-const char *ot_recompute_name(ot_recompute c);
-ot_status ot_recompute_parse(const char *s, ot_recompute *out); /* "none" | "all" | "auto" */
 
 typedef struct ot_gpt2_train_opts {
   int B, T;             /* sequences per micro-batch and tokens per sequence (T <= n_positions) */
@@ -51,7 +37,8 @@ typedef struct ot_gpt2_train_opts {
   int keep_grads;       /* gradients become program outputs: readable after a step */
   int keep_logits;      /* the logits become an output (else the loss gradient overwrites them);
                            accum must be 1 */
-  ot_recompute checkpoint;
+  ot_recompute checkpoint; /* none | all | auto (sched.h: ot_recompute_choose; a layer's activations
+                              are x1, q, k, v, att, hm, x2, fc, gelu and the attention's statistics) */
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200's, docs/gpu.md) */
   double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
   int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, 0.02), the residual

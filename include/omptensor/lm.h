@@ -26,6 +26,7 @@
 #include "omptensor/safetensors.h"
 #include "omptensor/sched.h"
 #include "omptensor/tensor.h"
+#include "omptensor/tlist.h"
 #include "omptensor/trace.h"
 
 #ifdef __cplusplus
@@ -39,9 +40,7 @@ typedef struct ot_lm_step {
   ot_tensor *logits; /* f32 [T, vocab] (all_logits) or [1, vocab] (last row), an output */
   int pos_slot;      /* run-time scalar: position of ids[0] */
   int T;
-  /* activations and caches the step owns (destroyed with it) */
-  ot_tensor **owned;
-  int n_owned, cap_owned;
+  ot_tlist owned;    /* activations and caches the step owns (destroyed with it) */
 } ot_lm_step;
 
 typedef struct ot_lm ot_lm;

@@ -13,8 +13,7 @@ typedef struct ot_wset {
   ot_ctx *ctx;
   const ot_ckpt *ck;       /* NULL: synthetic */
   uint64_t seed;           /* synthetic weights: base seed */
-  ot_tensor **t;
-  int n, cap;
+  ot_tlist t;              /* the weights */
   uint64_t bytes;          /* bytes of all homes */
   uint64_t total;          /* expected bytes, for progress */
   ot_progress_fn progress;

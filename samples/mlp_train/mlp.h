@@ -19,15 +19,19 @@
  *
  * Activations under a budget. The scheduler already offloads (writes home
  * and reloads) live activations when the budget is tight. Recomputation is
- * chosen here, when the step is recorded (mlp_recompute):
+ * chosen here, when the step is recorded (mlp_config.recompute, sched.h's
+ * ot_recompute: the GPT-2 trainer's policy):
  *   none  keep every activation (the scheduler may offload them);
  *   all   checkpoint every layer: its pre-activation z = h W^T + b is dropped
  *         after the forward (its last use is the GELU) and recorded again,
  *         into a fresh tensor, right before the layer's backward; the layer
  *         inputs h (the checkpoints) are kept;
- *   auto  keep everything if the whole step fits the budget (a plan with
- *         strategy `none` succeeds); otherwise per layer, recompute when the
- *         cost model of mlp_recompute_cost says it is cheaper than offloading.
+ *   auto  ot_recompute_choose: keep everything if the step's plan evicts
+ *         nothing; else checkpoint the fewest first layers that make it evict
+ *         nothing; else, per layer, recompute when the cost model of
+ *         mlp_recompute_cost says it is cheaper than offloading.
+ * The last layer is never a checkpoint: its z is the logits, which become
+ * their own gradient.
  */
 #ifndef OT_SAMPLES_MLP_H
 #define OT_SAMPLES_MLP_H
@@ -36,11 +40,7 @@
 
 #include "omptensor/omptensor.h"
 #include "omptensor/ops.h"
-
-typedef enum mlp_recompute { MLP_RECOMPUTE_NONE = 0, MLP_RECOMPUTE_ALL, MLP_RECOMPUTE_AUTO } mlp_recompute;
-
-const char *mlp_recompute_name(mlp_recompute r);
-ot_status mlp_recompute_parse(const char *s, mlp_recompute *out); /* "none" | "all" | "auto" */
+#include "omptensor/sched.h"
 
 /* Precision of the matmuls (issue 7). fp32: everything f32. bf16 / f16: the
  * forward and backward matmuls read a bf16 / f16 COPY of each weight, which
@@ -73,7 +73,7 @@ typedef struct mlp_config {
   int teacher_hidden;          /* the teacher: in -> teacher_hidden -> classes (GELU between) */
   int batch;                   /* rows per micro-batch */
   int micro_batches;           /* gradients accumulate over these, then one update */
-  mlp_recompute recompute;
+  ot_recompute recompute;      /* none | all | auto (sched.h) */
   mlp_precision precision;
   int loss_scale_log2;         /* f16: the initial loss scale 2^k (16), -126..127 */
   int scale_growth_interval;   /* f16: double the scale after this many good steps (200) */
@@ -91,7 +91,7 @@ mlp_config mlp_config_default(void);
  *   offload   = 2 * bytes / pcie_bytes_per_s  (written home after the
  *               forward, read back before the backward)
  *   recompute = flops / flops_per_s           (the layer's matmul + bias again)
- * Recompute iff recompute < offload; returns 1 to recompute. For a Linear
+ * Recompute iff recompute < offload (ot_recompute_cheaper); returns 1 to recompute. For a Linear
  * layer of fan-in K on a batch of B rows and H outputs (z is 4 B H bytes,
  * its matmul 2 B H K flops) that is K < 4 * flops_per_s / pcie_bytes_per_s:
  * recompute narrow layers, offload wide ones (K < ~327 on the H200 figures). */

@@ -72,7 +72,7 @@ static int parse(cli *a, int argc, char **argv) {
       ok = v && !*end && a->c.adam.lr > 0;
       if (!ok) fprintf(stderr, "mlp_train: --lr needs a positive number, got '%s'\n", v ? v : "");
     } else if (!strcmp(o, "--checkpoint")) {
-      ok = mlp_recompute_parse(v, &a->c.recompute) == OT_OK;
+      ok = ot_recompute_parse(v, &a->c.recompute) == OT_OK;
       if (!ok) fprintf(stderr, "mlp_train: %s\n", ot_last_error());
     } else if (!strcmp(o, "--gpu-memory-limit") || !strcmp(o, "--offload") || !strcmp(o, "--backend") ||
                !strcmp(o, "--trace")) {
@@ -122,7 +122,7 @@ int main(int argc, char **argv) {
   printf("mlp: %d layers, hidden %d, batch %d x %d micro-batches, backend %s, budget %llu bytes, offload %s, "
          "checkpoint %s, precision %s (recomputed layers:",
          a.c.layers, a.c.hidden, a.c.batch, a.c.micro_batches, ot_backend_name(ot_ctx_backend(ctx)),
-         (unsigned long long)ot_ctx_budget(ctx, 0), ot_strategy_name(so.strategy), mlp_recompute_name(a.c.recompute),
+         (unsigned long long)ot_ctx_budget(ctx, 0), ot_strategy_name(so.strategy), ot_recompute_name(a.c.recompute),
          mlp_precision_name(a.c.precision));
   int any = 0;
   for (int l = 0; l < a.c.layers; l++)

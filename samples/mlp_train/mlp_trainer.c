@@ -4,21 +4,6 @@
 
 #include "mlp_impl.h"
 
-static const char *const recompute_names[] = {"none", "all", "auto"};
-
-const char *mlp_recompute_name(mlp_recompute r) {
-  return (unsigned)r < 3 ? recompute_names[r] : "?";
-}
-
-ot_status mlp_recompute_parse(const char *s, mlp_recompute *out) {
-  for (int i = 0; s && i < 3; i++)
-    if (!strcmp(s, recompute_names[i])) {
-      *out = (mlp_recompute)i;
-      return OT_OK;
-    }
-  return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
-}
-
 static const char *const precision_names[] = {"fp32", "bf16", "f16"};
 
 const char *mlp_precision_name(mlp_precision p) { return (unsigned)p < 3 ? precision_names[p] : "?"; }
@@ -34,7 +19,7 @@ ot_status mlp_precision_parse(const char *s, mlp_precision *out) {
 
 mlp_config mlp_config_default(void) {
   mlp_config c = {.in_dim = 16, .hidden = 64, .classes = 8, .layers = 3, .teacher_hidden = 32, .batch = 64,
-                  .micro_batches = 1, .recompute = MLP_RECOMPUTE_NONE, .precision = MLP_FP32, .loss_scale_log2 = 16,
+                  .micro_batches = 1, .recompute = OT_RECOMPUTE_NONE, .precision = MLP_FP32, .loss_scale_log2 = 16,
                   .scale_growth_interval = 200, .pcie_bytes_per_s = 55e9,
                   .flops_per_s = 4.5e12, .adam = ot_adamw_opts_default(), .seed = 1234};
   c.adam.lr = 3e-3f;
@@ -51,7 +36,7 @@ static ot_status check_config(const mlp_config *c) {
                         "mlp: sizes must be positive (in %d, hidden %d, classes %d >= 2, teacher %d, batch %d, "
                         "micro-batches %d)",
                         c->in_dim, c->hidden, c->classes, c->teacher_hidden, c->batch, c->micro_batches);
-  if ((unsigned)c->recompute > MLP_RECOMPUTE_AUTO || !(c->pcie_bytes_per_s > 0) || !(c->flops_per_s > 0))
+  if ((unsigned)c->recompute > OT_RECOMPUTE_AUTO || !(c->pcie_bytes_per_s > 0) || !(c->flops_per_s > 0))
     return ot_set_error(OT_ERR_INVALID_ARG, "mlp: bad checkpoint mode or cost-model rates");
   if ((unsigned)c->precision > MLP_F16 || c->loss_scale_log2 < -126 || c->loss_scale_log2 > 127 ||
       c->scale_growth_interval < 1)

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "omptensor/memory.h"
 
 typedef struct block {
@@ -57,13 +58,7 @@ void ot_arena_reset(ot_arena *a) {
 }
 
 static ot_status insert_at(ot_arena *a, int i, block v) {
-  if (a->n == a->cap) {
-    int nc = a->cap * 2;
-    block *nb = realloc(a->b, (size_t)nc * sizeof *nb);
-    if (!nb) return ot_fail(OT_ERR_OUT_OF_MEMORY, "arena: no host memory to grow the block list");
-    a->b = nb;
-    a->cap = nc;
-  }
+  OT_TRY(ot_grow((void **)&a->b, &a->cap, a->n + 1, sizeof *a->b, "arena block list"));
   memmove(a->b + i + 1, a->b + i, (size_t)(a->n - i) * sizeof *a->b);
   a->b[i] = v;
   a->n++;

@@ -5,18 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/vec.h"
 #include "omptensor/tlist.h"
 
 ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t) {
-  if (l->n == l->cap) {
-    int nc = l->cap ? 2 * l->cap : 64;
-    ot_tensor **nt = realloc(l->t, (size_t)nc * sizeof *nt);
-    if (!nt) {
-      ot_tensor_destroy(t);
-      return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for a list of tensors");
-    }
-    l->t = nt;
-    l->cap = nc;
+  ot_status s = ot_grow((void **)&l->t, &l->cap, l->n + 1, sizeof *l->t, "list of tensors");
+  if (s != OT_OK) {
+    ot_tensor_destroy(t);
+    return s;
   }
   l->t[l->n++] = t;
   return OT_OK;

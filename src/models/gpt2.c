@@ -15,11 +15,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
-#include "models/kvcache.h"
+#include "models/decoder.h"
 #include "omptensor/weightset.h"
 
 typedef struct layer {
@@ -32,8 +31,7 @@ typedef struct gpt2 {
   ot_wset w;
   ot_tensor *wte, *wpe, *lnf_w, *lnf_b;
   layer *L;
-  ot_tensor **extra; /* views we own beside the weights */
-  int n_extra;
+  ot_tlist views; /* the q, k, v slices of c_attn and its bias, beside the weights */
   ot_kvcache kv;
 } gpt2;
 
@@ -41,8 +39,7 @@ static void gpt2_destroy(ot_lm *m) {
   gpt2 *g = m->impl;
   if (g) {
     ot_kvcache_release(&g->kv);
-    for (int i = g->n_extra - 1; i >= 0; i--) ot_tensor_destroy(g->extra[i]);
-    free(g->extra);
+    ot_tlist_release(&g->views);
     ot_wset_destroy(&g->w);
     free(g->L);
     free(g);
@@ -54,13 +51,9 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   gpt2 *g = m->impl;
   const ot_hf_config *c = &g->cfg;
   ot_ctx *ctx = m->ctx;
-  int64_t D = c->hidden_size, H = c->num_heads, hd = c->head_dim, F = c->intermediate_size, V = c->vocab_size;
-  memset(st, 0, sizeof *st);
-  st->T = T;
-  OT_TRY(ot_kvcache_ensure(&g->kv, ctx, c->num_layers, m->n_ctx, H, hd));
-  OT_TRY(ot_program_create(ctx, &st->prog));
+  int64_t D = c->hidden_size, H = c->num_heads, hd = c->head_dim, F = c->intermediate_size;
+  OT_TRY(ot_decoder_step_begin(m, &g->kv, c->num_layers, H, hd, T, st));
   ot_program *p = st->prog;
-  OT_TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
   int pos = st->pos_slot;
 
   ot_tensor *h, *x, *q, *k, *v, *att, *f, *q3, *k3, *v3, *att3;
@@ -101,31 +94,14 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     OT_TRY(ot_op_matmul(p, h, f, y->fc2_w, 0, 1));
     OT_TRY(ot_op_add(p, h, h, y->fc2_b));
   }
-  ot_tensor *hl = h, *xl = x;
-  int64_t rows = all_logits ? T : 1;
-  if (!all_logits) {
-    OT_TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
-    OT_TRY(ot_lm_step_own(st, hl));
-    OT_TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
-    OT_TRY(ot_lm_step_own(st, xl));
-  }
-  int64_t sL[2] = {rows, V};
-  OT_TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  ot_tensor *hl, *xl;
+  OT_TRY(ot_decoder_step_head(m, st, all_logits, h, x, &hl, &xl));
   OT_TRY(ot_op_layernorm(p, xl, hl, g->lnf_w, g->lnf_b, eps));
   OT_TRY(ot_op_matmul(p, st->logits, xl, g->wte, 1, 0)); /* tied: wte [V, D] as a Linear */
-
-  OT_TRY(ot_program_mark_input(p, st->ids));
-  OT_TRY(ot_program_mark_output(p, st->logits));
-  OT_TRY(ot_kvcache_mark(&g->kv, p));
-  return OT_OK;
+  return ot_decoder_step_end(&g->kv, st);
 }
 
 static const ot_lm_vtable gpt2_vt = {"gpt2", build, gpt2_destroy};
-
-static ot_status keep(gpt2 *g, ot_tensor *t) {
-  g->extra[g->n_extra++] = t; /* sized for every view up front (6 a layer) */
-  return OT_OK;
-}
 
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, int dry,
                       ot_progress_fn progress, void *user, ot_lm **out) {
@@ -137,17 +113,14 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
                         ot_ckpt_dir(ck));
   gpt2 *g = calloc(1, sizeof *g);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
-  ot_tensor **extra = calloc((size_t)cfg->num_layers * 6, sizeof *extra);
-  ot_lm *m = g && L && extra ? ot_model_shell(ctx, &gpt2_vt, g, cfg) : NULL;
+  ot_lm *m = g && L ? ot_model_shell(ctx, &gpt2_vt, g, cfg) : NULL;
   if (!m) {
     free(g);
     free(L);
-    free(extra);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2: no host memory for the model");
   }
   g->cfg = *cfg;
   g->L = L;
-  g->extra = extra;
   g->w = (ot_wset){.ctx = ctx, .ck = ck, .progress = progress, .user = user, .dry = dry};
   ot_wset *w = &g->w;
   int64_t D = cfg->hidden_size, F = cfg->intermediate_size, V = cfg->vocab_size, P = cfg->max_position_embeddings;
@@ -182,14 +155,14 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     ot_tensor **wv[3] = {&y->wq, &y->wk, &y->wv}, **bv[3] = {&y->bq, &y->bk, &y->bv};
     for (int j = 0; s == OT_OK && j < 3; j++) {
       s = ot_tensor_slice(y->attn_w, 1, j * D, D, wv[j]);
-      if (s == OT_OK) s = keep(g, *wv[j]);
+      if (s == OT_OK) s = ot_tlist_keep(&g->views, *wv[j]);
       if (s == OT_OK) s = ot_tensor_slice(y->attn_b, 0, j * D, D, bv[j]);
-      if (s == OT_OK) s = keep(g, *bv[j]);
+      if (s == OT_OK) s = ot_tlist_keep(&g->views, *bv[j]);
     }
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");
-  return ot_model_finish(m, w->bytes, w->n, s, out);
+  return ot_model_finish(m, w->bytes, w->t.n, s, out);
 }
 
 ot_status ot_gpt2_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,

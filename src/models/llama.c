@@ -17,11 +17,10 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
-#include "models/kvcache.h"
+#include "models/decoder.h"
 #include "omptensor/weightset.h"
 
 typedef struct layer {
@@ -52,13 +51,9 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   const ot_hf_config *c = &l->cfg;
   ot_ctx *ctx = m->ctx;
   int64_t D = c->hidden_size, H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim;
-  int64_t F = c->intermediate_size, V = c->vocab_size;
-  memset(st, 0, sizeof *st);
-  st->T = T;
-  OT_TRY(ot_kvcache_ensure(&l->kv, ctx, c->num_layers, m->n_ctx, KV, hd));
-  OT_TRY(ot_program_create(ctx, &st->prog));
+  int64_t F = c->intermediate_size;
+  OT_TRY(ot_decoder_step_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
   ot_program *p = st->prog;
-  OT_TRY(ot_program_scalar_create(p, "pos", &st->pos_slot));
   int pos = st->pos_slot;
 
   ot_tensor *h, *x, *q, *k, *v, *att, *g, *u, *q3, *k3, *v3, *att3;
@@ -96,23 +91,11 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     OT_TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
   }
   /* Only the rows whose logits are wanted go through the final norm and head. */
-  ot_tensor *hl = h, *xl = x;
-  int64_t rows = all_logits ? T : 1;
-  if (!all_logits) {
-    OT_TRY(ot_tensor_slice(h, 0, T - 1, 1, &hl));
-    OT_TRY(ot_lm_step_own(st, hl));
-    OT_TRY(ot_tensor_slice(x, 0, T - 1, 1, &xl));
-    OT_TRY(ot_lm_step_own(st, xl));
-  }
-  int64_t sL[2] = {rows, V};
-  OT_TRY(ot_lm_step_tensor(st, ctx, "logits", OT_F32, 2, sL, &st->logits));
+  ot_tensor *hl, *xl;
+  OT_TRY(ot_decoder_step_head(m, st, all_logits, h, x, &hl, &xl));
   OT_TRY(ot_op_rmsnorm(p, xl, hl, l->norm, eps));
   OT_TRY(ot_op_matmul(p, st->logits, xl, l->lm_head, 1, 0));
-
-  OT_TRY(ot_program_mark_input(p, st->ids));
-  OT_TRY(ot_program_mark_output(p, st->logits));
-  OT_TRY(ot_kvcache_mark(&l->kv, p));
-  return OT_OK;
+  return ot_decoder_step_end(&l->kv, st);
 }
 
 static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
@@ -167,7 +150,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
     else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
   }
-  return ot_model_finish(m, w->bytes, w->n, s, out);
+  return ot_model_finish(m, w->bytes, w->t.n, s, out);
 }
 
 ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype,

@@ -1,6 +1,4 @@
 /* lm.c — model steps and their owned tensors. */
-#include <stdlib.h>
-
 #include "core/error.h"
 #include "omptensor/lm.h"
 
@@ -8,20 +6,7 @@ void ot_lm_destroy(ot_lm *m) {
   if (m && m->vt && m->vt->destroy) m->vt->destroy(m);
 }
 
-ot_status ot_lm_step_own(ot_lm_step *s, ot_tensor *t) {
-  if (s->n_owned == s->cap_owned) {
-    int nc = s->cap_owned ? 2 * s->cap_owned : 64;
-    ot_tensor **n = realloc(s->owned, (size_t)nc * sizeof *n);
-    if (!n) {
-      ot_tensor_destroy(t);
-      return ot_fail(OT_ERR_OUT_OF_MEMORY, "model step: no host memory");
-    }
-    s->owned = n;
-    s->cap_owned = nc;
-  }
-  s->owned[s->n_owned++] = t;
-  return OT_OK;
-}
+ot_status ot_lm_step_own(ot_lm_step *s, ot_tensor *t) { return ot_tlist_keep(&s->owned, t); }
 
 ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
                             const int64_t *shape, ot_tensor **out) {
@@ -36,8 +21,7 @@ ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dty
 void ot_lm_step_destroy(ot_lm_step *s) {
   if (!s) return;
   ot_program_destroy(s->prog); /* the program references the tensors: destroy it first */
-  for (int i = s->n_owned - 1; i >= 0; i--) ot_tensor_destroy(s->owned[i]);
-  free(s->owned);
+  ot_tlist_release(&s->owned);
   *s = (ot_lm_step){0};
 }
 

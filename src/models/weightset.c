@@ -32,17 +32,7 @@ static void fill_synthetic(float *x, int64_t n, uint64_t seed, const char *name,
 }
 
 static ot_status keep(ot_wset *w, ot_tensor *t) {
-  if (w->n == w->cap) {
-    int nc = w->cap ? 2 * w->cap : 64;
-    ot_tensor **nt = realloc(w->t, (size_t)nc * sizeof *nt);
-    if (!nt) {
-      ot_tensor_destroy(t);
-      return ot_set_error(OT_ERR_OUT_OF_MEMORY, "weights: no host memory for the list of weights");
-    }
-    w->t = nt;
-    w->cap = nc;
-  }
-  w->t[w->n++] = t;
+  OT_TRY(ot_tlist_keep(&w->t, t));
   w->bytes += ot_tensor_storage_bytes(t);
   if (w->progress && !w->dry) w->progress(w->user, "load", w->bytes, w->total > w->bytes ? w->total : w->bytes);
   return OT_OK;
@@ -102,10 +92,7 @@ ot_status ot_wset_add_optional(ot_wset *w, ot_dtype dt, int ndim, const int64_t 
 }
 
 void ot_wset_destroy(ot_wset *w) {
-  for (int i = 0; i < w->n; i++) ot_tensor_destroy(w->t[i]);
-  free(w->t);
-  w->t = NULL;
-  w->n = w->cap = 0;
+  ot_tlist_release(&w->t);
 }
 
 ot_dtype ot_wset_matmul_dtype(const ot_wset *w, ot_dtype want, const char *probe) {

@@ -7,18 +7,19 @@ typedef struct pos_params {
 } pos_params;
 
 static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
-  if (slot < 0 || slot >= e->n_scalars) return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, slot);
-  *pos = e->scalars[slot];
+  OT_TRY(ot_ops_scalar(e, slot, NULL, pos));
   if (*pos < 0) return ot_fail(OT_ERR_INVALID_ARG, "%s: position %lld is negative", e->name, (long long)*pos);
   return OT_OK;
 }
 
-/* Rows [pos, pos + T) of the query must lie inside the KV cache (in[3]). */
-static ot_status fits_cache(const ot_op_exec *e, int64_t pos) {
+/* The position of an attention op: rows [pos, pos + T) of the query must lie
+ * inside the KV cache (in[3]). */
+static ot_status cache_pos(const ot_op_exec *e, int64_t *pos) {
+  OT_TRY(pos_of(e, ((const pos_params *)e->params)->pos_slot, pos));
   int64_t T = ot_tensor_dim(e->in_t[0], 0), max_seq = ot_tensor_dim(e->in_t[3], 0);
-  if (pos + T > max_seq)
+  if (*pos + T > max_seq)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld are beyond the KV cache (%lld positions)", e->name,
-                   (long long)pos, (long long)(pos + T - 1), (long long)max_seq);
+                   (long long)*pos, (long long)(*pos + T - 1), (long long)max_seq);
   return OT_OK;
 }
 
@@ -34,15 +35,14 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta) {
   if (ot_tensor_ndim(x) != 3 || ot_tensor_dim(x, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope: '%s' must be [seq, heads, head_dim] with an even head_dim", ot_tensor_name(x));
   pos_params prm = {pos_slot, theta};
-  return ot_ops_record(p, "rope", x, run_rope, &x, 1, &x, 1, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
+  ot_ops_args a = {.in = {x}, .n_in = 1, .out = {x}, .n_out = 1};
+  return ot_ops_record(p, "rope", x, run_rope, &a, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
 }
 
 /* in: q, k, v, k_cache, v_cache; out: out, k_cache, v_cache */
 static ot_status run_attention(const ot_op_exec *e) {
-  const pos_params *p = e->params;
   int64_t pos;
-  OT_TRY(pos_of(e, p->pos_slot, &pos));
-  OT_TRY(fits_cache(e, pos));
+  OT_TRY(cache_pos(e, &pos));
   ot_kview kc = ot_ops_view(e->out_t[1], e->out[1]), vc = ot_ops_view(e->out_t[2], e->out[2]);
   OT_TRY(ot_k_kv_append(e->device, kc, ot_ops_view(e->in_t[1], e->in[1]), pos));
   OT_TRY(ot_k_kv_append(e->device, vc, ot_ops_view(e->in_t[2], e->in[2]), pos));
@@ -65,17 +65,16 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
                    "not a multiple of KV",
                    ot_tensor_name(q));
   pos_params prm = {pos_slot, 0};
-  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[3] = {out, k_cache, v_cache};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {out, k_cache, v_cache}, .n_out = 3};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
-  return ot_ops_record(p, "attention", k_cache, run_attention, in, 5, outs, 3, &prm, sizeof prm, flops);
+  return ot_ops_record(p, "attention", k_cache, run_attention, &a, &prm, sizeof prm, flops);
 }
 
 /* in: q, k, v, k_cache, v_cache; out: q, k (rotated in place), out, k_cache, v_cache */
 static ot_status run_rope_attention(const ot_op_exec *e) {
   const pos_params *p = e->params;
   int64_t pos;
-  OT_TRY(pos_of(e, p->pos_slot, &pos));
-  OT_TRY(fits_cache(e, pos));
+  OT_TRY(cache_pos(e, &pos));
   ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
   OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->theta));
@@ -91,7 +90,7 @@ ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_t
   if (ot_tensor_ndim(q) != 3 || ot_tensor_dim(q, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
   pos_params prm = {pos_slot, theta};
-  ot_tensor *in[5] = {q, k, v, k_cache, v_cache}, *outs[5] = {q, k, out, k_cache, v_cache};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
-  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, in, 5, outs, 5, &prm, sizeof prm, flops);
+  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, &a, &prm, sizeof prm, flops);
 }

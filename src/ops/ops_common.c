@@ -17,18 +17,39 @@ ot_kview ot_ops_view(const ot_tensor *t, void *p) {
   return v;
 }
 
-ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run, ot_tensor *const *in,
-                        int n_in, ot_tensor *const *out, int n_out, const void *params, size_t params_bytes,
-                        double flops) {
+static int push(ot_tensor **list, int *n, ot_tensor *t) {
+  if (!t) return -1;
+  list[*n] = t;
+  return (*n)++;
+}
+
+int ot_ops_in(ot_ops_args *a, ot_tensor *t) { return push(a->in, &a->n_in, t); }
+int ot_ops_out(ot_ops_args *a, ot_tensor *t) { return push(a->out, &a->n_out, t); }
+
+int ot_ops_acc(ot_ops_args *a, ot_tensor *t) {
+  push(a->in, &a->n_in, t);
+  return push(a->out, &a->n_out, t);
+}
+
+ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run, const ot_ops_args *a,
+                        const void *params, size_t params_bytes, double flops) {
   char name[200];
   snprintf(name, sizeof name, "%s(%s)", kind, named ? ot_tensor_name(named) : "");
-  ot_op_desc d = {.name = name, .run = run, .n_in = n_in, .in = in, .n_out = n_out, .out = out,
+  ot_op_desc d = {.name = name, .run = run, .n_in = a->n_in, .in = a->in, .n_out = a->n_out, .out = a->out,
                   .params = params, .params_bytes = params_bytes, .flops = flops};
   double bytes = 0;
-  for (int i = 0; i < n_in; i++) bytes += (double)ot_tensor_nbytes(in[i]);
-  for (int i = 0; i < n_out; i++) bytes += (double)ot_tensor_nbytes(out[i]);
+  for (int i = 0; i < a->n_in; i++) bytes += (double)ot_tensor_nbytes(a->in[i]);
+  for (int i = 0; i < a->n_out; i++) bytes += (double)ot_tensor_nbytes(a->out[i]);
   d.bytes = bytes;
   return ot_program_add_op(p, &d);
+}
+
+ot_status ot_ops_scalar(const ot_op_exec *e, int slot, const char *what, int64_t *v) {
+  if (slot < 0 || slot >= e->n_scalars)
+    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d%s%s%s does not exist", e->name, slot, what ? " (the " : "",
+                   what ? what : "", what ? ")" : "");
+  *v = e->scalars[slot];
+  return OT_OK;
 }
 
 static void shape_str(char *b, size_t n, const ot_tensor *t) {

@@ -13,8 +13,8 @@ ot_status ot_op_embedding(ot_program *p, ot_tensor *out, ot_tensor *table, ot_te
       ot_tensor_dim(out, 1) != ot_tensor_dim(table, 1))
     return ot_fail(OT_ERR_SHAPE, "embedding: ids '%s' must be i32 [T], table '%s' [vocab, d], out '%s' [T, d]",
                    ot_tensor_name(ids), ot_tensor_name(table), ot_tensor_name(out));
-  ot_tensor *in[2] = {table, ids};
-  return ot_ops_record(p, "embedding", table, run_embedding, in, 2, &out, 1, NULL, 0, 0);
+  ot_ops_args a = {.in = {table, ids}, .n_in = 2, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, "embedding", table, run_embedding, &a, NULL, 0, 0);
 }
 
 typedef struct posadd_params {
@@ -24,9 +24,8 @@ typedef struct posadd_params {
 /* in: out, table; out: out. The rows of the table are chosen at run time. */
 static ot_status run_add_positions(const ot_op_exec *e) {
   const posadd_params *p = e->params;
-  if (p->pos_slot < 0 || p->pos_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, p->pos_slot);
-  int64_t pos = e->scalars[p->pos_slot], T = ot_tensor_dim(e->out_t[0], 0);
+  int64_t pos, T = ot_tensor_dim(e->out_t[0], 0);
+  OT_TRY(ot_ops_scalar(e, p->pos_slot, NULL, &pos));
   const ot_tensor *tab = e->in_t[1];
   if (pos < 0 || pos + T > ot_tensor_dim(tab, 0))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: positions %lld..%lld outside the %lld learned positions", e->name,
@@ -44,8 +43,8 @@ ot_status ot_op_add_positions(ot_program *p, ot_tensor *out, ot_tensor *table, i
     return ot_fail(OT_ERR_SHAPE, "add_positions: table '%s' must be [positions, d] (not q8b) and out '%s' [T, d]",
                    ot_tensor_name(table), ot_tensor_name(out));
   posadd_params prm = {pos_slot};
-  ot_tensor *in[2] = {out, table};
-  return ot_ops_record(p, "add_positions", table, run_add_positions, in, 2, &out, 1, &prm, sizeof prm,
+  ot_ops_args a = {.in = {out, table}, .n_in = 2, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, "add_positions", table, run_add_positions, &a, &prm, sizeof prm,
                        (double)ot_tensor_numel(out));
 }
 
@@ -58,5 +57,6 @@ ot_status ot_op_argmax(ot_program *p, ot_tensor *out, ot_tensor *x) {
   if (ot_tensor_dtype(out) != OT_I32 || ot_tensor_numel(out) * ot_tensor_dim(x, ot_tensor_ndim(x) - 1) != ot_tensor_numel(x))
     return ot_fail(OT_ERR_SHAPE, "argmax: out '%s' must be i32 with one element per row of '%s'", ot_tensor_name(out),
                    ot_tensor_name(x));
-  return ot_ops_record(p, "argmax", x, run_argmax, &x, 1, &out, 1, NULL, 0, 0);
+  ot_ops_args a = {.in = {x}, .n_in = 1, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, "argmax", x, run_argmax, &a, NULL, 0, 0);
 }

@@ -25,9 +25,9 @@ ot_status ot_op_matmul(ot_program *p, ot_tensor *out, ot_tensor *a, ot_tensor *w
                    (long long)ot_tensor_dim(out, ot_tensor_ndim(out) - 2),
                    (long long)ot_tensor_dim(out, ot_tensor_ndim(out) - 1));
   mm_params prm = {trans_w != 0, accumulate != 0};
-  ot_tensor *in[3] = {a, w, out};
+  ot_ops_args args = {.in = {a, w, out}, .n_in = accumulate ? 3 : 2, .out = {out}, .n_out = 1};
   double flops = 2.0 * (double)ot_tensor_numel(out) * (double)ot_tensor_dim(a, ot_tensor_ndim(a) - 1);
-  return ot_ops_record(p, "matmul", w, run_matmul, in, accumulate ? 3 : 2, &out, 1, &prm, sizeof prm, flops);
+  return ot_ops_record(p, "matmul", w, run_matmul, &args, &prm, sizeof prm, flops);
 }
 
 /* in: a, w[0..n); out: out[0..n) */
@@ -43,7 +43,7 @@ static ot_status run_multi(const ot_op_exec *e) {
 
 ot_status ot_op_matmul_multi(ot_program *p, int n, ot_tensor *const *out, ot_tensor *a, ot_tensor *const *w) {
   if (!p || !out || !a || !w || n < 1 || n > 3) return ot_fail(OT_ERR_INVALID_ARG, "matmul_multi: 1 to 3 weights, none NULL");
-  ot_tensor *in[4] = {a};
+  ot_ops_args args = {.in = {a}, .n_in = n + 1, .n_out = n};
   double flops = 0;
   for (int i = 0; i < n; i++) {
     if (!out[i] || !w[i]) return ot_fail(OT_ERR_INVALID_ARG, "matmul_multi: NULL tensor");
@@ -52,10 +52,11 @@ ot_status ot_op_matmul_multi(ot_program *p, int n, ot_tensor *const *out, ot_ten
         ot_tensor_dim(out[i], 0) != ot_tensor_dim(a, 0))
       return ot_fail(OT_ERR_SHAPE, "matmul_multi: '%s' @ '%s'^T does not give '%s'", ot_tensor_name(a),
                      ot_tensor_name(w[i]), ot_tensor_name(out[i]));
-    in[1 + i] = w[i];
+    args.in[1 + i] = w[i];
+    args.out[i] = out[i];
     flops += 2.0 * (double)ot_tensor_numel(out[i]) * (double)ot_tensor_dim(a, 1);
   }
-  return ot_ops_record(p, "matmul_multi", w[0], run_multi, in, n + 1, out, n, NULL, 0, flops);
+  return ot_ops_record(p, "matmul_multi", w[0], run_multi, &args, NULL, 0, flops);
 }
 
 /* in: a, wg, wu; out: out, up */
@@ -73,7 +74,7 @@ ot_status ot_op_matmul_swiglu(ot_program *p, ot_tensor *out, ot_tensor *up, ot_t
       ot_tensor_dim(out, 0) != ot_tensor_dim(a, 0))
     return ot_fail(OT_ERR_SHAPE, "matmul_swiglu: '%s' @ '%s'^T does not give '%s'", ot_tensor_name(a),
                    ot_tensor_name(wg), ot_tensor_name(out));
-  ot_tensor *in[3] = {a, wg, wu}, *outs[2] = {out, up};
+  ot_ops_args args = {.in = {a, wg, wu}, .n_in = 3, .out = {out, up}, .n_out = 2};
   double flops = 4.0 * (double)ot_tensor_numel(out) * (double)ot_tensor_dim(a, 1);
-  return ot_ops_record(p, "matmul_swiglu", wg, run_swiglu, in, 3, outs, 2, NULL, 0, flops);
+  return ot_ops_record(p, "matmul_swiglu", wg, run_swiglu, &args, NULL, 0, flops);
 }

@@ -30,14 +30,14 @@ ot_status ot_op_rmsnorm(ot_program *p, ot_tensor *out, ot_tensor *x, ot_tensor *
   if (!p || !out || !x || !w) return ot_fail(OT_ERR_INVALID_ARG, "rmsnorm: NULL argument");
   OT_TRY(check("rmsnorm", out, x, w, NULL));
   norm_params prm = {eps};
-  ot_tensor *in[2] = {x, w};
-  return ot_ops_record(p, "rmsnorm", w, run_rms, in, 2, &out, 1, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
+  ot_ops_args a = {.in = {x, w}, .n_in = 2, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, "rmsnorm", w, run_rms, &a, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
 }
 
 ot_status ot_op_layernorm(ot_program *p, ot_tensor *out, ot_tensor *x, ot_tensor *w, ot_tensor *b, float eps) {
   if (!p || !out || !x || !w || !b) return ot_fail(OT_ERR_INVALID_ARG, "layernorm: NULL argument");
   OT_TRY(check("layernorm", out, x, w, b));
   norm_params prm = {eps};
-  ot_tensor *in[3] = {x, w, b};
-  return ot_ops_record(p, "layernorm", w, run_ln, in, 3, &out, 1, &prm, sizeof prm, 6.0 * (double)ot_tensor_numel(x));
+  ot_ops_args a = {.in = {x, w, b}, .n_in = 3, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, "layernorm", w, run_ln, &a, &prm, sizeof prm, 6.0 * (double)ot_tensor_numel(x));
 }

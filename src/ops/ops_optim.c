@@ -31,7 +31,8 @@ static ot_status run_zero(const ot_op_exec *e) {
 ot_status ot_op_zero(ot_program *p, ot_tensor *t) {
   if (!p || !t) return NULL_ARG("zero");
   OT_TRY(ot_ops_check_contiguous("zero", t));
-  return ot_ops_record(p, "zero", t, run_zero, NULL, 0, &t, 1, NULL, 0, 0);
+  ot_ops_args a = {.out = {t}, .n_out = 1};
+  return ot_ops_record(p, "zero", t, run_zero, &a, NULL, 0, 0);
 }
 
 /* ---- optimizers ----------------------------------------------------------------- */
@@ -68,14 +69,6 @@ static ot_kview flat_out(const ot_op_exec *e, int i) {
   return i < 0 ? ot_kview_none() : ot_targs_flat(e->out_t[i], e->out[i]);
 }
 
-/* scalars[slot] of a running op; a slot beyond the program's fails. */
-static ot_status slot_value(const ot_op_exec *e, int slot, const char *what, int64_t *v) {
-  if (slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the %s) does not exist", e->name, slot, what);
-  *v = e->scalars[slot];
-  return OT_OK;
-}
-
 /* The skipped update of a step whose gradients overflowed: only the
  * low-precision copy is written (it is an output: its old bytes may not be
  * on the device). */
@@ -87,16 +80,11 @@ static ot_status skip_update(const ot_op_exec *e, const upd_params *q) {
 static ot_status run_adamw(const ot_op_exec *e) {
   const upd_params *q = e->params;
   const ot_adamw_opts *o = &q->adam;
-  int64_t skip = 0, k = 0;
-  if (o->skip_slot >= 0) OT_TRY(slot_value(e, o->skip_slot, "skip flag", &skip));
+  int64_t skip = 0, k = 0, t;
+  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", &skip));
   if (skip) return skip_update(e, q);
-  if (o->scale_slot >= 0) OT_TRY(slot_value(e, o->scale_slot, "loss scale exponent", &k));
-  if (k < -126 || k > 127)
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
-                   e->name, (long long)k);
-  if (o->step_slot < 0 || o->step_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the step) does not exist", e->name, o->step_slot);
-  int64_t t = e->scalars[o->step_slot];
+  if (o->scale_slot >= 0) OT_TRY(ot_targs_scale_exponent(e, o->scale_slot, &k));
+  OT_TRY(ot_ops_scalar(e, o->step_slot, "step", &t));
   if (t < 1) return ot_fail(OT_ERR_INVALID_ARG, "%s: step %lld; AdamW steps count from 1 (set the step scalar)",
                             e->name, (long long)t);
   ot_kadamw h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t, ldexpf(o->grad_scale, (int)-k)};
@@ -105,13 +93,13 @@ static ot_status run_adamw(const ot_op_exec *e) {
 }
 
 /* Operands: grad read; param, m, v (buf) read and written; copy written. */
-static void update_args(ot_train_args *a, upd_params *prm, ot_tensor *param, ot_tensor *grad, ot_tensor *s1,
+static void update_args(ot_ops_args *a, upd_params *prm, ot_tensor *param, ot_tensor *grad, ot_tensor *s1,
                         ot_tensor *s2, ot_tensor *copy) {
-  prm->g = ot_targs_in(a, grad);
-  prm->p = ot_targs_acc(a, param);
-  prm->s1 = ot_targs_acc(a, s1);
-  prm->s2 = ot_targs_acc(a, s2);
-  prm->copy = ot_targs_out(a, copy);
+  prm->g = ot_ops_in(a, grad);
+  prm->p = ot_ops_acc(a, param);
+  prm->s1 = ot_ops_acc(a, s1);
+  prm->s2 = ot_ops_acc(a, s2);
+  prm->copy = ot_ops_out(a, copy);
 }
 
 ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tensor *m, ot_tensor *v, ot_tensor *copy,
@@ -125,10 +113,10 @@ ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tenso
   if (o->scale_slot < -1 || o->skip_slot < -1)
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d / skip_slot %d: use -1 (off) or a run-time scalar", op,
                    ot_tensor_name(param), o->scale_slot, o->skip_slot);
-  ot_train_args a = {0};
+  ot_ops_args a = {0};
   upd_params prm = {.adam = *o};
   update_args(&a, &prm, param, grad, m, v, copy);
-  return ot_targs_record(p, op, param, run_adamw, &a, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(param));
+  return ot_ops_record(p, op, param, run_adamw, &a, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(param));
 }
 
 static ot_status run_sgd(const ot_op_exec *e) {
@@ -147,8 +135,8 @@ ot_status ot_op_sgd(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tensor 
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): momentum %g needs a momentum buffer", op, ot_tensor_name(param),
                    (double)o->momentum);
   OT_TRY(check_update(op, param, grad, buf, NULL, copy));
-  ot_train_args a = {0};
+  ot_ops_args a = {0};
   upd_params prm = {.sgd = *o};
   update_args(&a, &prm, param, grad, o->momentum != 0.0f ? buf : NULL, NULL, copy);
-  return ot_targs_record(p, op, param, run_sgd, &a, &prm, sizeof prm, 6.0 * (double)ot_tensor_numel(param));
+  return ot_ops_record(p, op, param, run_sgd, &a, &prm, sizeof prm, 6.0 * (double)ot_tensor_numel(param));
 }

@@ -33,8 +33,8 @@ static ot_status check_binary(const char *op, const ot_tensor *out, const ot_ten
 static ot_status record(ot_program *p, const char *op, pw_kind k, float s, ot_tensor *out, ot_tensor *a, ot_tensor *b) {
   if (!p || !out || !a) return ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument", op);
   pw_params prm = {k, s};
-  ot_tensor *in[2] = {a, b};
-  return ot_ops_record(p, op, out, run_pw, in, b ? 2 : 1, &out, 1, &prm, sizeof prm, (double)ot_tensor_numel(out));
+  ot_ops_args args = {.in = {a, b}, .n_in = b ? 2 : 1, .out = {out}, .n_out = 1};
+  return ot_ops_record(p, op, out, run_pw, &args, &prm, sizeof prm, (double)ot_tensor_numel(out));
 }
 
 ot_status ot_op_add(ot_program *p, ot_tensor *out, ot_tensor *a, ot_tensor *b) {

@@ -8,13 +8,8 @@
 #define NULL_ARG(op) ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument", op)
 
 static ot_status run_loss_scale(const ot_op_exec *e) {
-  int slot = *(const int *)e->params;
-  if (slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d (the loss scale exponent) does not exist", e->name, slot);
-  int64_t k = e->scalars[slot];
-  if (k < -126 || k > 127)
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
-                   e->name, (long long)k);
+  int64_t k;
+  OT_TRY(ot_targs_scale_exponent(e, *(const int *)e->params, &k));
   ot_kview x = ot_targs_flat(e->out_t[0], e->out[0]);
   return ot_k_scale(e->device, x, x, ldexpf(1.0f, (int)k));
 }
@@ -26,9 +21,9 @@ ot_status ot_op_loss_scale(ot_program *p, ot_tensor *x, int scale_slot) {
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d is not a run-time scalar (ot_program_scalar_create)",
                    op, ot_tensor_name(x), scale_slot);
   OT_TRY(ot_ops_check_contiguous(op, x));
-  ot_train_args a = {0};
-  ot_targs_acc(&a, x);
-  return ot_targs_record(p, op, x, run_loss_scale, &a, &scale_slot, sizeof scale_slot, (double)ot_tensor_numel(x));
+  ot_ops_args a = {0};
+  ot_ops_acc(&a, x);
+  return ot_ops_record(p, op, x, run_loss_scale, &a, &scale_slot, sizeof scale_slot, (double)ot_tensor_numel(x));
 }
 
 static ot_status run_grad_stats(const ot_op_exec *e) {
@@ -45,8 +40,8 @@ ot_status ot_op_grad_stats(ot_program *p, ot_tensor *stats, ot_tensor *grad) {
   OT_TRY(ot_ops_check_f32(op, stats));
   OT_TRY(ot_ops_check_contiguous(op, stats));
   OT_TRY(ot_ops_check_contiguous(op, grad));
-  ot_train_args a = {0};
-  ot_targs_in(&a, grad);
-  ot_targs_acc(&a, stats);
-  return ot_targs_record(p, op, grad, run_grad_stats, &a, NULL, 0, 2.0 * (double)ot_tensor_numel(grad));
+  ot_ops_args a = {0};
+  ot_ops_in(&a, grad);
+  ot_ops_acc(&a, stats);
+  return ot_ops_record(p, op, grad, run_grad_stats, &a, NULL, 0, 2.0 * (double)ot_tensor_numel(grad));
 }

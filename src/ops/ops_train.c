@@ -32,15 +32,15 @@ ot_status ot_op_cross_entropy(ot_program *p, ot_tensor *loss, ot_tensor *losses,
   OT_TRY(ot_ops_check_f32(op, loss));
   OT_TRY(ot_ops_check_f32(op, losses));
   if (dlogits) OT_TRY(ot_ops_same_shape(op, dlogits, logits));
-  ot_train_args a = {0};
+  ot_ops_args a = {0};
   ce_params prm = {.grad_scale = grad_scale};
-  prm.logits = ot_targs_in(&a, logits);
-  prm.targets = ot_targs_in(&a, targets);
-  prm.loss = ot_targs_out(&a, loss);
-  prm.losses = ot_targs_out(&a, losses);
+  prm.logits = ot_ops_in(&a, logits);
+  prm.targets = ot_ops_in(&a, targets);
+  prm.loss = ot_ops_out(&a, loss);
+  prm.losses = ot_ops_out(&a, losses);
   /* dlogits may be logits itself: listed once as an output too (in place) */
-  prm.dlogits = ot_targs_out(&a, dlogits);
-  return ot_targs_record(p, op, logits, run_ce, &a, &prm, sizeof prm, 5.0 * (double)ot_tensor_numel(logits));
+  prm.dlogits = ot_ops_out(&a, dlogits);
+  return ot_ops_record(p, op, logits, run_ce, &a, &prm, sizeof prm, 5.0 * (double)ot_tensor_numel(logits));
 }
 
 /* ---- matmul / bias backward ------------------------------------------------- */
@@ -67,15 +67,15 @@ ot_status ot_op_matmul_backward(ot_program *p, ot_tensor *da, ot_tensor *dw, ot_
   OT_TRY(ot_ops_check_dim(op, dout, -1, w, trans_w ? -2 : -1));
   if (da) OT_TRY(ot_ops_same_shape(op, da, a));
   if (dw) OT_TRY(ot_ops_same_shape(op, dw, w));
-  ot_train_args g = {0};
+  ot_ops_args g = {0};
   mmb_params prm = {.trans_w = trans_w != 0};
-  prm.dout = ot_targs_in(&g, dout);
-  prm.a = ot_targs_in(&g, a);
-  prm.w = ot_targs_in(&g, w);
-  prm.da = ot_targs_out(&g, da);
-  prm.dw = ot_targs_acc(&g, dw);
+  prm.dout = ot_ops_in(&g, dout);
+  prm.a = ot_ops_in(&g, a);
+  prm.w = ot_ops_in(&g, w);
+  prm.da = ot_ops_out(&g, da);
+  prm.dw = ot_ops_acc(&g, dw);
   double flops = 2.0 * (double)ot_tensor_numel(dout) * (double)ot_tensor_dim(a, ot_tensor_ndim(a) - 1);
-  return ot_targs_record(p, op, w, run_mmb, &g, &prm, sizeof prm, (da && dw ? 2 : 1) * flops);
+  return ot_ops_record(p, op, w, run_mmb, &g, &prm, sizeof prm, (da && dw ? 2 : 1) * flops);
 }
 
 static ot_status run_biasb(const ot_op_exec *e) {
@@ -89,10 +89,10 @@ ot_status ot_op_bias_backward(ot_program *p, ot_tensor *db, ot_tensor *dy) {
   if (ot_tensor_ndim(db) != 1)
     return ot_fail(OT_ERR_SHAPE, "%s: bias gradient '%s' must be 1-D [n]", op, ot_tensor_name(db));
   OT_TRY(ot_ops_check_dim(op, db, 0, dy, -1));
-  ot_train_args g = {0};
-  ot_targs_in(&g, dy);
-  ot_targs_acc(&g, db);
-  return ot_targs_record(p, op, db, run_biasb, &g, NULL, 0, (double)ot_tensor_numel(dy));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, dy);
+  ot_ops_acc(&g, db);
+  return ot_ops_record(p, op, db, run_biasb, &g, NULL, 0, (double)ot_tensor_numel(dy));
 }
 
 /* ---- activations backward ------------------------------------------------------ */
@@ -111,11 +111,11 @@ static ot_status act_backward(ot_program *p, const char *op, act_kind k, ot_tens
   if (!p || !dx || !x || !dy) return NULL_ARG(op);
   OT_TRY(ot_ops_same_shape(op, dx, x));
   OT_TRY(ot_ops_same_shape(op, dy, x));
-  ot_train_args g = {0};
-  ot_targs_in(&g, x);
-  ot_targs_in(&g, dy);
-  ot_targs_out(&g, dx);
-  return ot_targs_record(p, op, x, run_act, &g, &k, sizeof k, 10.0 * (double)ot_tensor_numel(x));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, x);
+  ot_ops_in(&g, dy);
+  ot_ops_out(&g, dx);
+  return ot_ops_record(p, op, x, run_act, &g, &k, sizeof k, 10.0 * (double)ot_tensor_numel(x));
 }
 
 ot_status ot_op_gelu_backward(ot_program *p, ot_tensor *dx, ot_tensor *x, ot_tensor *dy) {
@@ -144,13 +144,13 @@ ot_status ot_op_swiglu_backward(ot_program *p, ot_tensor *dgate, ot_tensor *dup,
   if (ot_tensor_same_storage(dgate, gate) || ot_tensor_same_storage(dgate, up) || ot_tensor_same_storage(dgate, dy))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: dgate '%s' must not share storage with gate, up or dy", op,
                    ot_tensor_name(dgate));
-  ot_train_args g = {0};
-  ot_targs_in(&g, gate);
-  ot_targs_in(&g, up);
-  ot_targs_in(&g, dy);
-  ot_targs_out(&g, dgate);
-  ot_targs_out(&g, dup);
-  return ot_targs_record(p, op, gate, run_swiglub, &g, NULL, 0, 12.0 * (double)ot_tensor_numel(up));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, gate);
+  ot_ops_in(&g, up);
+  ot_ops_in(&g, dy);
+  ot_ops_out(&g, dgate);
+  ot_ops_out(&g, dup);
+  return ot_ops_record(p, op, gate, run_swiglub, &g, NULL, 0, 12.0 * (double)ot_tensor_numel(up));
 }
 
 /* ---- norms backward -------------------------------------------------------------- */
@@ -181,15 +181,15 @@ static ot_status norm_backward(ot_program *p, const char *op, int ln, ot_tensor 
   if (db) OT_TRY(ot_ops_same_shape(op, db, w));
   if (ot_tensor_same_storage(dx, x) || ot_tensor_same_storage(dx, dy))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: dx '%s' must not share storage with x or dy", op, ot_tensor_name(dx));
-  ot_train_args g = {0};
+  ot_ops_args g = {0};
   normb_params prm = {.layernorm = ln, .eps = eps};
-  prm.dy = ot_targs_in(&g, dy);
-  prm.x = ot_targs_in(&g, x);
-  prm.w = ot_targs_in(&g, w);
-  prm.dx = ot_targs_out(&g, dx);
-  prm.dw = ot_targs_acc(&g, dw);
-  prm.db = ot_targs_acc(&g, db);
-  return ot_targs_record(p, op, w, run_normb, &g, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(x));
+  prm.dy = ot_ops_in(&g, dy);
+  prm.x = ot_ops_in(&g, x);
+  prm.w = ot_ops_in(&g, w);
+  prm.dx = ot_ops_out(&g, dx);
+  prm.dw = ot_ops_acc(&g, dw);
+  prm.db = ot_ops_acc(&g, db);
+  return ot_ops_record(p, op, w, run_normb, &g, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(x));
 }
 
 ot_status ot_op_layernorm_backward(ot_program *p, ot_tensor *dx, ot_tensor *dw, ot_tensor *db, ot_tensor *dy,

@@ -1,19 +1,5 @@
-/* ops_train_common.c — operand lists and checks shared by the training ops. */
+/* ops_train_common.c — operand views and checks shared by the training ops. */
 #include "ops/ops_train_impl.h"
-
-static int push(ot_tensor **list, int *n, ot_tensor *t) {
-  if (!t) return -1;
-  list[*n] = t;
-  return (*n)++;
-}
-
-int ot_targs_in(ot_train_args *a, ot_tensor *t) { return push(a->in, &a->n_in, t); }
-int ot_targs_out(ot_train_args *a, ot_tensor *t) { return push(a->out, &a->n_out, t); }
-
-int ot_targs_acc(ot_train_args *a, ot_tensor *t) {
-  push(a->in, &a->n_in, t);
-  return push(a->out, &a->n_out, t);
-}
 
 ot_kview ot_targs_in_view(const ot_op_exec *e, int i) {
   return i < 0 ? ot_kview_none() : ot_ops_view(e->in_t[i], e->in[i]);
@@ -27,9 +13,12 @@ ot_kview ot_targs_flat(const ot_tensor *t, void *p) {
   return t ? ot_kview_1d(p, t->dt, ot_tensor_numel(t)) : ot_kview_none();
 }
 
-ot_status ot_targs_record(ot_program *p, const char *kind, const ot_tensor *named, ot_op_fn run,
-                          const ot_train_args *a, const void *params, size_t params_bytes, double flops) {
-  return ot_ops_record(p, kind, named, run, a->in, a->n_in, a->out, a->n_out, params, params_bytes, flops);
+ot_status ot_targs_scale_exponent(const ot_op_exec *e, int slot, int64_t *k) {
+  OT_TRY(ot_ops_scalar(e, slot, "loss scale exponent", k));
+  if (*k < -126 || *k > 127)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: loss scale 2^%lld is not a finite f32; keep the exponent in -126..127",
+                   e->name, (long long)*k);
+  return OT_OK;
 }
 
 ot_status ot_ops_check_dim(const char *op, const ot_tensor *a, int da, const ot_tensor *b, int db) {

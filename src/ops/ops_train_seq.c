@@ -32,12 +32,12 @@ ot_status ot_op_causal_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot
   if (!p || !out || !q || !k || !v) return NULL_ARG(op);
   OT_TRY(ot_ops_same_shape(op, out, q));
   OT_TRY(check_qkv(op, q, k, v));
-  ot_train_args g = {0};
-  ot_targs_in(&g, q);
-  ot_targs_in(&g, k);
-  ot_targs_in(&g, v);
-  ot_targs_out(&g, out);
-  return ot_targs_record(p, op, out, run_attn, &g, NULL, 0, attn_flops(q));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, q);
+  ot_ops_in(&g, k);
+  ot_ops_in(&g, v);
+  ot_ops_out(&g, out);
+  return ot_ops_record(p, op, out, run_attn, &g, NULL, 0, attn_flops(q));
 }
 
 static ot_status run_attnb(const ot_op_exec *e) {
@@ -62,16 +62,16 @@ ot_status ot_op_causal_attention_backward(ot_program *p, ot_tensor *dq, ot_tenso
       ot_tensor_dim(ws, 1) != ot_tensor_dim(q, 1) || ot_tensor_dim(ws, 2) != 2)
     return ot_fail(OT_ERR_SHAPE, "%s: workspace '%s' must be [T, H, 2] for q '%s'", op, ot_tensor_name(ws),
                    ot_tensor_name(q));
-  ot_train_args g = {0};
-  ot_targs_in(&g, dout);
-  ot_targs_in(&g, q);
-  ot_targs_in(&g, k);
-  ot_targs_in(&g, v);
-  ot_targs_out(&g, dq);
-  ot_targs_out(&g, dk);
-  ot_targs_out(&g, dv);
-  ot_targs_out(&g, ws);
-  return ot_targs_record(p, op, dq, run_attnb, &g, NULL, 0, 2.5 * attn_flops(q));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, dout);
+  ot_ops_in(&g, q);
+  ot_ops_in(&g, k);
+  ot_ops_in(&g, v);
+  ot_ops_out(&g, dq);
+  ot_ops_out(&g, dk);
+  ot_ops_out(&g, dv);
+  ot_ops_out(&g, ws);
+  return ot_ops_record(p, op, dq, run_attnb, &g, NULL, 0, 2.5 * attn_flops(q));
 }
 
 static ot_status run_embb(const ot_op_exec *e) {
@@ -89,11 +89,11 @@ ot_status ot_op_embedding_backward(ot_program *p, ot_tensor *dtable, ot_tensor *
                    ot_tensor_name(ids), ot_tensor_name(dtable), ot_tensor_name(dout));
   OT_TRY(ot_ops_check_dim(op, dout, 0, ids, 0));
   OT_TRY(ot_ops_check_dim(op, dout, 1, dtable, 1));
-  ot_train_args g = {0};
-  ot_targs_in(&g, dout);
-  ot_targs_in(&g, ids);
-  ot_targs_acc(&g, dtable);
-  return ot_targs_record(p, op, dtable, run_embb, &g, NULL, 0, (double)ot_tensor_numel(dout));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, dout);
+  ot_ops_in(&g, ids);
+  ot_ops_acc(&g, dtable);
+  return ot_ops_record(p, op, dtable, run_embb, &g, NULL, 0, (double)ot_tensor_numel(dout));
 }
 
 typedef struct posb_params {
@@ -102,11 +102,11 @@ typedef struct posb_params {
 
 static ot_status run_posb(const ot_op_exec *e) {
   const posb_params *q = e->params;
-  if (q->pos_slot < 0 || q->pos_slot >= e->n_scalars)
-    return ot_fail(OT_ERR_STATE, "%s: run-time scalar %d does not exist", e->name, q->pos_slot);
+  int64_t pos;
+  OT_TRY(ot_ops_scalar(e, q->pos_slot, NULL, &pos));
   /* in: dout, dtable; out: dtable. The kernel checks the rows fit. */
   return ot_k_positions_backward(e->device, ot_ops_view(e->out_t[0], e->out[0]), ot_ops_view(e->in_t[0], e->in[0]),
-                                 e->scalars[q->pos_slot]);
+                                 pos);
 }
 
 ot_status ot_op_positions_backward(ot_program *p, ot_tensor *dtable, ot_tensor *dout, int pos_slot) {
@@ -117,8 +117,8 @@ ot_status ot_op_positions_backward(ot_program *p, ot_tensor *dtable, ot_tensor *
                    ot_tensor_name(dtable), ot_tensor_name(dout));
   OT_TRY(ot_ops_check_dim(op, dout, -1, dtable, 1));
   posb_params prm = {pos_slot};
-  ot_train_args g = {0};
-  ot_targs_in(&g, dout);
-  ot_targs_acc(&g, dtable);
-  return ot_targs_record(p, op, dtable, run_posb, &g, &prm, sizeof prm, (double)ot_tensor_numel(dout));
+  ot_ops_args g = {0};
+  ot_ops_in(&g, dout);
+  ot_ops_acc(&g, dtable);
+  return ot_ops_record(p, op, dtable, run_posb, &g, &prm, sizeof prm, (double)ot_tensor_numel(dout));
 }

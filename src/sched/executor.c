@@ -17,6 +17,7 @@
 
 #include "memory/context_impl.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "memory/device.h"
 #include "sched/executor.h"
 #include "sched/movement.h"
@@ -117,13 +118,8 @@ static ot_status add_pending(run_state *r, size_t off, size_t block, uint64_t ti
   for (int k = 0; k < r->n_pend; k++)
     if (!ot_movement_done(r->plan->mv, r->pend[k].ticket)) r->pend[m++] = r->pend[k];
   r->n_pend = m;
-  if (r->n_pend == r->cap_pend) {
-    int nc = r->cap_pend ? r->cap_pend * 2 : 16;
-    pending *np = realloc(r->pend, (size_t)nc * sizeof *np);
-    if (!np) return ot_movement_wait(r->plan->mv, ticket); /* no room to remember it: wait now */
-    r->pend = np;
-    r->cap_pend = nc;
-  }
+  if (ot_grow((void **)&r->pend, &r->cap_pend, r->n_pend + 1, sizeof *r->pend, "pending transfers") != OT_OK)
+    return ot_movement_wait(r->plan->mv, ticket); /* no room to remember it: wait now */
   r->pend[r->n_pend++] = (pending){off, block, ticket};
   return OT_OK;
 }

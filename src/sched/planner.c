@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "memory/device.h"
 #include "sched/plan_impl.h"
 
@@ -46,13 +47,7 @@ void ot_schedule_free(ot_schedule *s) {
 }
 
 ot_status ot_schedule_push(ot_schedule *s, ot_plan_event e) {
-  if (s->n_ev == s->cap_ev) {
-    int nc = s->cap_ev ? s->cap_ev * 2 : 64;
-    ot_plan_event *ne = realloc(s->ev, (size_t)nc * sizeof *ne);
-    if (!ne) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory for events");
-    s->ev = ne;
-    s->cap_ev = nc;
-  }
+  OT_TRY(ot_grow((void **)&s->ev, &s->cap_ev, s->n_ev + 1, sizeof *s->ev, "planner events"));
   s->ev[s->n_ev++] = e;
   return OT_OK;
 }

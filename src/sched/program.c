@@ -4,22 +4,12 @@
 
 #include "memory/context_impl.h"
 #include "core/error.h"
+#include "core/vec.h"
 #include "omptensor/sched.h"
 #include "sched/program_impl.h"
 
 size_t ot_sched_block_bytes(size_t bytes) {
   return (bytes + OT_SCHED_ALIGN - 1) & ~(size_t)(OT_SCHED_ALIGN - 1);
-}
-
-/* Grows *arr (of *cap elements of size sz) to hold n + 1. */
-static ot_status grow(void **arr, int *cap, int n, size_t sz) {
-  if (n < *cap) return OT_OK;
-  int nc = *cap ? *cap * 2 : 8;
-  void *na = realloc(*arr, (size_t)nc * sz);
-  if (!na) return ot_fail(OT_ERR_OUT_OF_MEMORY, "program: no host memory");
-  *arr = na;
-  *cap = nc;
-  return OT_OK;
 }
 
 static char *dup_str(const char *s) {
@@ -68,7 +58,7 @@ static ot_status storage_index(ot_program *p, const ot_tensor *t, int *idx) {
       *idx = i;
       return OT_OK;
     }
-  OT_TRY(grow((void **)&p->st, &p->cap_st, p->n_st, sizeof *p->st));
+  OT_TRY(ot_grow((void **)&p->st, &p->cap_st, p->n_st + 1, sizeof *p->st, "program storages"));
   ot_prog_storage *s = &p->st[p->n_st];
   memset(s, 0, sizeof *s);
   s->st = t->st;
@@ -125,7 +115,7 @@ static ot_status check_desc(const ot_program *p, const ot_op_desc *d) {
 ot_status ot_program_add_op(ot_program *p, const ot_op_desc *d) {
   if (!p || !d) return ot_fail(OT_ERR_INVALID_ARG, "ot_program_add_op: NULL argument");
   OT_TRY(check_desc(p, d));
-  OT_TRY(grow((void **)&p->ops, &p->cap_ops, p->n_ops, sizeof *p->ops));
+  OT_TRY(ot_grow((void **)&p->ops, &p->cap_ops, p->n_ops + 1, sizeof *p->ops, "program ops"));
   int n = d->n_in + d->n_out;
   ot_op o = {0};
   o.name = dup_str(d->name ? d->name : "(unnamed)");
@@ -169,10 +159,10 @@ ot_status ot_program_scalar_create(ot_program *p, const char *name, int *slot) {
   for (int i = 0; i < p->n_scalars; i++)
     if (strcmp(p->scalar_names[i], name) == 0)
       return ot_fail(OT_ERR_INVALID_ARG, "program scalar '%s' exists already (slot %d)", name, i);
-  int cap = p->cap_scalars;
-  OT_TRY(grow((void **)&p->scalars, &cap, p->n_scalars, sizeof *p->scalars));
+  int cap = p->cap_scalars; /* the two arrays grow alike */
+  OT_TRY(ot_grow((void **)&p->scalars, &cap, p->n_scalars + 1, sizeof *p->scalars, "program scalars"));
   cap = p->cap_scalars;
-  OT_TRY(grow((void **)&p->scalar_names, &cap, p->n_scalars, sizeof *p->scalar_names));
+  OT_TRY(ot_grow((void **)&p->scalar_names, &cap, p->n_scalars + 1, sizeof *p->scalar_names, "program scalars"));
   p->cap_scalars = cap;
   char *nm = dup_str(name);
   if (!nm) return ot_fail(OT_ERR_OUT_OF_MEMORY, "program scalar '%s': no host memory", name);
@@ -204,7 +194,7 @@ static ot_status mark(ot_program *p, const ot_tensor *t, unsigned role, const ch
       p->analysed = 0;
       return OT_OK;
     }
-  OT_TRY(grow((void **)&p->marks, &p->cap_marks, p->n_marks, sizeof *p->marks));
+  OT_TRY(ot_grow((void **)&p->marks, &p->cap_marks, p->n_marks + 1, sizeof *p->marks, "program marks"));
   p->marks[p->n_marks++] = (ot_mark){t->st, role};
   p->version++;
   p->analysed = 0;

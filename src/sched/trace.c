@@ -1,16 +1,19 @@
 /* trace.c — recording events, the summary and the budget check. */
+#include <limits.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include "core/error.h"
+#include "core/vec.h"
 #include "sched/trace_impl.h"
 
 struct ot_trace {
   pthread_mutex_t mu;
   ot_trace_event *ev;
-  size_t n, cap;
+  size_t n;
+  int cap;
   uint64_t t0;
   int runs;
   int broken;       /* an append failed: the trace is incomplete */
@@ -104,13 +107,8 @@ static uint64_t rel(const ot_trace *t, uint64_t abs) { return abs > t->t0 ? abs 
 size_t ot_trace_add(ot_trace *t, const ot_trace_event *e) {
   pthread_mutex_lock(&t->mu);
   size_t idx = (size_t)-1;
-  if (t->n == t->cap) {
-    size_t nc = t->cap ? t->cap * 2 : 256;
-    ot_trace_event *ne = realloc(t->ev, nc * sizeof *ne);
-    if (!ne) goto out;
-    t->ev = ne;
-    t->cap = nc;
-  }
+  if (t->n >= INT_MAX || ot_grow((void **)&t->ev, &t->cap, (int)t->n + 1, sizeof *t->ev, "trace events") != OT_OK)
+    goto out;
   const char *nm = intern(t, e->name);
   if (!nm) goto out;
   idx = t->n++;

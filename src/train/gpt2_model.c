@@ -13,19 +13,6 @@ ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
   return o;
 }
 
-static const char *const ckpt_names[] = {"none", "all", "auto"};
-
-const char *ot_recompute_name(ot_recompute c) { return (unsigned)c < 3 ? ckpt_names[c] : "?"; }
-
-ot_status ot_recompute_parse(const char *s, ot_recompute *out) {
-  for (int i = 0; s && i < 3; i++)
-    if (!strcmp(s, ckpt_names[i])) {
-      *out = (ot_recompute)i;
-      return OT_OK;
-    }
-  return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint: '%s' is not one of none, all, auto", s ? s : "(null)");
-}
-
 /* Checks that the checkpoint holds parameter `name` as F32 of `shape`. */
 static ot_status find_param(const ot_ckpt *ck, int ndim, const int64_t *shape, const char *name,
                             const ot_st_info **info) {

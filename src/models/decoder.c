@@ -1,0 +1,33 @@
+/* decoder.c — see decoder.h. */
+#include <string.h>
+
+#include "models/decoder.h"
+
+ot_status ot_decoder_step_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int64_t n_kv, int64_t head_dim, int T,
+                                ot_lm_step *st) {
+  memset(st, 0, sizeof *st);
+  st->T = T;
+  OT_TRY(ot_kvcache_ensure(kv, m->ctx, n_layers, m->n_ctx, n_kv, head_dim));
+  OT_TRY(ot_program_create(m->ctx, &st->prog));
+  return ot_program_scalar_create(st->prog, "pos", &st->pos_slot);
+}
+
+ot_status ot_decoder_step_head(ot_lm *m, ot_lm_step *st, int all_logits, ot_tensor *h, ot_tensor *x, ot_tensor **hl,
+                               ot_tensor **xl) {
+  *hl = h;
+  *xl = x;
+  if (!all_logits) {
+    OT_TRY(ot_tensor_slice(h, 0, st->T - 1, 1, hl));
+    OT_TRY(ot_lm_step_own(st, *hl));
+    OT_TRY(ot_tensor_slice(x, 0, st->T - 1, 1, xl));
+    OT_TRY(ot_lm_step_own(st, *xl));
+  }
+  int64_t sL[2] = {all_logits ? st->T : 1, m->vocab};
+  return ot_lm_step_tensor(st, m->ctx, "logits", OT_F32, 2, sL, &st->logits);
+}
+
+ot_status ot_decoder_step_end(const ot_kvcache *kv, ot_lm_step *st) {
+  OT_TRY(ot_program_mark_input(st->prog, st->ids));
+  OT_TRY(ot_program_mark_output(st->prog, st->logits));
+  return ot_kvcache_mark(kv, st->prog);
+}
