@@ -23,18 +23,20 @@
 #define ROW(name, op, atol, rtol, ...) {name, oc_build_##op, oc_ref_##op, atol, rtol, {__VA_ARGS__}}
 
 static const oc_row rows[] = {
-    /* matmul: {w dtype, trans_w, accumulate, M, batch}; K 96, N 70 (past one 64-wide tile) */
-    ROW("matmul", matmul, 5e-5, 5e-5, OT_F32, 1, 0, 37, 0),
-    ROW("matmul_nt", matmul, 5e-5, 5e-5, OT_F32, 0, 0, 37, 0),
-    ROW("matmul_accumulate", matmul, 5e-5, 5e-5, OT_F32, 1, 1, 37, 0),
+    /* matmul: {w dtype, trans_w, accumulate, M, batch}; K 96, N 70: M 67 and N run past one
+     * 64-wide tile; M 1..8 is the GPU's GEMV */
+    ROW("matmul", matmul, 5e-5, 5e-5, OT_F32, 1, 0, 67, 0),
+    ROW("matmul_nt", matmul, 5e-5, 5e-5, OT_F32, 0, 0, 67, 0),
+    ROW("matmul_accumulate", matmul, 5e-5, 5e-5, OT_F32, 1, 1, 67, 0),
     ROW("matmul_batched", matmul, 5e-5, 5e-5, OT_F32, 1, 0, 9, 3),
     ROW("matmul_batched_nt_accumulate", matmul, 5e-5, 5e-5, OT_F32, 0, 1, 9, 3),
     ROW("matmul_gemv", matmul, 5e-5, 5e-5, OT_F32, 1, 0, 1, 0),
-    ROW("matmul_f16", matmul, 5e-5, 5e-5, OT_F16, 1, 0, 37, 0),
+    ROW("matmul_f16", matmul, 5e-5, 5e-5, OT_F16, 1, 0, 67, 0),
     ROW("matmul_f16_gemv", matmul, 5e-5, 5e-5, OT_F16, 1, 0, 1, 0),
-    ROW("matmul_bf16", matmul, 5e-5, 5e-5, OT_BF16, 1, 0, 37, 0),
-    ROW("matmul_bf16_nt", matmul, 5e-5, 5e-5, OT_BF16, 0, 0, 37, 0),
-    ROW("matmul_q8b", matmul, 5e-5, 5e-5, OT_Q8B, 1, 0, 37, 0),
+    ROW("matmul_bf16_m5", matmul, 5e-5, 5e-5, OT_BF16, 1, 0, 5, 0),
+    ROW("matmul_bf16", matmul, 5e-5, 5e-5, OT_BF16, 1, 0, 67, 0),
+    ROW("matmul_bf16_nt", matmul, 5e-5, 5e-5, OT_BF16, 0, 0, 67, 0),
+    ROW("matmul_q8b", matmul, 5e-5, 5e-5, OT_Q8B, 1, 0, 67, 0),
     ROW("matmul_q8b_gemv", matmul, 5e-5, 5e-5, OT_Q8B, 1, 0, 1, 0),
     /* fused: {w dtype, M} */
     ROW("matmul_multi", matmul_multi, 5e-5, 5e-5, OT_F32, 5),
@@ -62,6 +64,7 @@ static const oc_row rows[] = {
     /* {T, pos} */
     ROW("attention", attention, 2e-6, 1e-5, 3, 2),
     ROW("attention_decode", attention, 2e-6, 1e-5, 1, 5),
+    ROW("attention_long", attention, 2e-6, 1e-5, 3, 70),
     ROW("rope_attention", rope_attention, 2e-6, 1e-5, 3, 2),
     ROW("rope_attention_decode", rope_attention, 2e-6, 1e-5, 1, 7),
     /* {table dtype} */
@@ -93,8 +96,11 @@ static const oc_row rows[] = {
     ROW("layernorm_backward_dx_only", layernorm_backward, 1e-5, 1e-5, 1),
     ROW("rmsnorm_backward", rmsnorm_backward, 5e-6, 1e-5, 0),
     ROW("rmsnorm_backward_dx_only", rmsnorm_backward, 5e-6, 1e-5, 1),
-    ROW("causal_attention", causal_attention, 2e-6, 1e-5, 0),
-    ROW("causal_attention_backward", causal_attention_backward, 2e-6, 1e-5, 0),
+    /* {T} */
+    ROW("causal_attention", causal_attention, 2e-6, 1e-5, 7),
+    ROW("causal_attention_long", causal_attention, 2e-6, 1e-5, 70),
+    ROW("causal_attention_backward", causal_attention_backward, 2e-6, 1e-5, 7),
+    ROW("causal_attention_backward_long", causal_attention_backward, 2e-6, 1e-5, 70),
     ROW("embedding_backward", embedding_backward, 1e-6, 1e-6, 0),
     /* {batch} */
     ROW("positions_backward", positions_backward, 1e-6, 1e-6, 0),

@@ -3,6 +3,7 @@
  * Parameter gradients accumulate onto their random start (c->w[k] begins
  * as c->h[k]); activation gradients are overwritten. */
 #include <math.h>
+#include <stdlib.h>
 
 #define OC_PI 3.14159265358979323846
 
@@ -193,19 +194,22 @@ void oc_ref_rmsnorm_backward(oc_case *c) { ref_normb(c, 0); }
 
 /* ---- causal attention without a cache ---------------------------------------------------- */
 
-enum { QT = 7, QH = 4, QKV = 2, QHD = 16 };
+/* arg = {T}; T 70 runs over several key tiles (CPU 64, GPU backward 32) */
+enum { QH = 4, QKV = 2, QHD = 32 };
 
 /* q 0, k 1, v 2, out 3 */
 void oc_build_causal_attention(oc_case *c) {
+  const int64_t QT = c->arg[0];
   ot_tensor *q = oc_in(c, "q", OT_F32, OC_SHAPE(QT, QH, QHD), -1, 1), *k = oc_in(c, "k", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
   ot_tensor *v = oc_in(c, "v", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
   OC_OK(ot_op_causal_attention(c->p, oc_out(c, "out", OT_F32, OC_SHAPE(QT, QH, QHD)), q, k, v));
 }
 
-void oc_ref_causal_attention(oc_case *c) { oc_attend_ref(c->w[3], c->h[0], c->h[1], c->h[2], QT, QH, QKV, QHD, 0); }
+void oc_ref_causal_attention(oc_case *c) { oc_attend_ref(c->w[3], c->h[0], c->h[1], c->h[2], c->arg[0], QH, QKV, QHD, 0); }
 
 /* dout 0, q 1, k 2, v 3, dq 4, dk 5, dv 6, ws 7 */
 void oc_build_causal_attention_backward(oc_case *c) {
+  const int64_t QT = c->arg[0];
   ot_tensor *dout = oc_in(c, "dout", OT_F32, OC_SHAPE(QT, QH, QHD), -1, 1);
   ot_tensor *q = oc_in(c, "q", OT_F32, OC_SHAPE(QT, QH, QHD), -1, 1), *k = oc_in(c, "k", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
   ot_tensor *v = oc_in(c, "v", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
@@ -219,14 +223,17 @@ void oc_build_causal_attention_backward(oc_case *c) {
 void oc_ref_causal_attention_backward(oc_case *c) {
   const float *dout = c->h[0], *q = c->h[1], *k = c->h[2], *v = c->h[3];
   float *dq = c->w[4], *dk = c->w[5], *dv = c->w[6], *ws = c->w[7];
+  const int QT = c->arg[0];
   const double sc = 1.0 / sqrt((double)QHD);
-  double dka[QT * QKV * QHD] = {0}, dva[QT * QKV * QHD] = {0};
+  double *dka = calloc((size_t)(4 * QT * QKV * QHD), sizeof(double)), *dva = dka + QT * QKV * QHD;
+  double *P = dva + QT * QKV * QHD, *dP = P + QT;
+  assert_non_null(dka);
 #define Q(t, h, d) ((t) * QH * QHD + (h) * QHD + (d))
 #define KV(t, h, d) ((t) * QKV * QHD + (h) * QHD + (d))
   for (int h = 0; h < QH; h++) {
     int kh = h / (QH / QKV);
     for (int i = 0; i < QT; i++) {
-      double P[QT], dP[QT], mx = -INFINITY, l = 0, D = 0;
+      double mx = -INFINITY, l = 0, D = 0;
       for (int j = 0; j <= i; j++) {
         double s = 0, t = 0;
         for (int d = 0; d < QHD; d++) {
@@ -252,6 +259,7 @@ void oc_ref_causal_attention_backward(oc_case *c) {
     }
   }
   for (int i = 0; i < QT * QKV * QHD; i++) dk[i] = (float)dka[i], dv[i] = (float)dva[i];
+  free(dka);
 #undef Q
 #undef KV
 }
