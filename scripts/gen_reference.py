@@ -6,10 +6,10 @@ C and never run this script. The outputs are committed (a few MB in all).
 
 Usage (from the repository root, in a virtualenv outside the repo):
 
-    python3 -m venv /work/venv-ref
-    /work/venv-ref/bin/pip install torch transformers numpy safetensors
-    /work/venv-ref/bin/python scripts/gen_reference.py            # writes tests/data/
-    /work/venv-ref/bin/python scripts/gen_reference.py --check    # regenerate into a
+    python3 -m venv .venv
+    .venv/bin/pip install torch transformers numpy safetensors
+    .venv/bin/python scripts/gen_reference.py            # writes tests/data/
+    .venv/bin/python scripts/gen_reference.py --check    # regenerate into a
                                                                   # temp dir, compare bytes
 
 What it writes (see tests/data/README.md for the full description):

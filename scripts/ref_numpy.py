@@ -6,8 +6,8 @@ It exists to pin down, in a few readable lines, the exact math the C implementat
 must match (weight layouts, RoPE layout, GQA head mapping, GELU variant, norms).
 Like gen_reference.py it is a tool for people, not part of the product or its tests.
 
-    /work/venv-ref/bin/python scripts/ref_numpy.py            # checks every model dir
-    /work/venv-ref/bin/python scripts/ref_numpy.py DIR...     # or the given ones
+    .venv/bin/python scripts/ref_numpy.py            # checks every model dir
+    .venv/bin/python scripts/ref_numpy.py DIR...     # or the given ones
 
 Prints the max abs error against each logits.npy (and the training loss of
 tests/data/train/gpt2_small) and exits 1 if any exceeds 1e-4 * logit range.
