@@ -3,10 +3,13 @@
 # that matter on a GPU, the demo resident and at a quarter of the weights
 # (with device memory sampled by nvidia-smi, so a backend that keeps more on
 # the GPU than its own count says is caught), then the kernel and stream
-# benchmarks (bench/run_gpu.sh). Binaries in build-gpu/.
+# benchmarks (bench/run_gpu.sh). Binaries (and libomptensor.so.0.1) in
+# build-gpu/.
 set -u
 out=${1:?usage: bench/gpu_check.sh OUT}
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
+# the command links libomptensor.so, carried beside it
+export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 for t in build-gpu/test_*; do
   if $t > "$out/tests.log" 2>&1; then echo "ok   $(basename "$t")"; else echo "FAIL $(basename "$t")"; grep -B2 -A3 "ERROR" "$out/tests.log" | head -10; fi
 done
