@@ -344,6 +344,28 @@ static void hostile_values(void **state) {
   }
   if (failed) fail_msg("%d of %zu hostile values not refused in one line naming the option", failed,
                        sizeof cases / sizeof cases[0]);
+  /* Long values: refused in a short line that still says why (the value cut). */
+  static char nines[5001], ctl[5001];
+  memset(nines, '9', 5000);
+  memset(ctl, 1, 5000);
+  const struct {
+    const char *argv[8];
+    const char *word;
+  } longs[] = {
+      {{"run", m, "--prompt-ids", "1", "--offload", ctl}, "--offload: '\\x01"},
+      {{"run", m, "--prompt-ids", "1", "--gpu-memory-limit", nines}, "5000 bytes long"},
+      {{"demo", "--size", nines}, "too large"},
+      {{"run", m, "--prompt-ids", nines}, "larger than 2147483647"},
+      {{"run", m, "--prompt-ids", "1", "-n", nines}, "out of range"},
+  };
+  for (size_t c = 0; c < sizeof longs / sizeof longs[0]; c++) {
+    char err[8192];
+    int lines, empty;
+    int rc = cli_argv(longs[c].argv, err, sizeof err, &lines, &empty);
+    if (rc != 2 || lines != 1 || !empty || !strstr(err, longs[c].word) || strlen(err) > 600)
+      fail_msg("omptensor %s ... (a value of 5000 bytes): exit %d, %d line(s) of %zu bytes: %.700s", longs[c].argv[0],
+               rc, lines, strlen(err), err);
+  }
 }
 
 /* A prompt file is read whole: a NUL or any other byte outside the id list is

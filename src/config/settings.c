@@ -131,6 +131,16 @@ ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src,
   value parsed;
   memset(&parsed, 0, sizeof parsed);
   if (!v && k != OT_SET_JSON) return ot_fail(OT_ERR_INVALID_ARG, "no value given");
+  /* No value of a setting is long (a path at most PATH_MAX, a limit for
+   * every device, a word): a longer one is refused here, before a parser
+   * quotes all of it in its message. */
+  size_t max = k == OT_SET_TRACE ? 4096 : k == OT_SET_GPU_MEMORY_LIMIT ? 1024 : 64, len = v ? strlen(v) : 0;
+  if (len > max) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_INVALID_ARG, "'%s' is %zu bytes long; no value of this setting is longer than %zu", shown, len,
+                   max);
+  }
   OT_TRY(ot_setting_defs[k].parse(v, &parsed));
   if (src >= s->source[k]) {
     keep(s, k, &parsed);
