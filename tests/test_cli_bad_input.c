@@ -1,8 +1,11 @@
-/* test_cli_bad_input.c — issue 5's "Bad input" list through the
- * `omptensor` command (beside the test, or $OT_CLI): each case exits with status 2 and its
- * last stderr line names the file (or option) and the problem; in the asan
- * preset the command is built with ASan/LSan, so a crash or a leak would
- * change the exit status. */
+/* test_cli_bad_input.c — issue 5's "Bad input" list, and issue 14's hostile
+ * option values, through the `omptensor` command (beside the test, or
+ * $OT_CLI): each case exits with status 2, prints nothing on stdout and
+ * exactly one line on stderr, which names the file (or option) and the
+ * problem; in the asan preset the command is built with ASan/LSan, so a
+ * crash or a leak would change the exit status. */
+#include <fcntl.h>
+#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,38 +37,101 @@ static void write_st(const char *name, const char *header, size_t data) {
   free(b);
 }
 
-/* Runs `omptensor ARGS` in dir; returns the exit status, last stderr line in last[]. */
-static int cli(const char *args, char *last, size_t len) {
+/* stderr.txt (dir) as one line: its text without the newline in last[];
+ * the number of lines; whether stdout.txt is empty. */
+static int read_outputs(char *last, size_t len, int *stdout_empty) {
+  char p[256];
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "rb");
+  assert_non_null(f);
+  size_t n = fread(last, 1, len - 1, f);
+  last[n] = '\0';
+  fclose(f);
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += last[i] == '\n';
+  if (n && last[n - 1] != '\n') lines++; /* an unterminated last line */
+  else if (n) last[n - 1] = '\0';
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  struct stat sb;
+  *stdout_empty = stat(p, &sb) == 0 && sb.st_size == 0;
+  return lines;
+}
+
+/* Runs `omptensor ARGS` (a shell word list) in dir; the exit status, stderr in last[]. */
+static int cli(const char *args, char *last, size_t len, int *lines, int *stdout_empty) {
   const char *exe = ot_test_cli();
   assert_non_null(exe);
   char cmd[2048];
-  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >/dev/null 2>stderr.txt", dir, exe, args);
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >stdout.txt 2>stderr.txt", dir, exe, args);
   int rc = system(cmd);
   assert_true(rc != -1 && WIFEXITED(rc));
-  char p[256];
-  snprintf(p, sizeof p, "%s/stderr.txt", dir);
-  FILE *f = fopen(p, "r");
-  assert_non_null(f);
-  last[0] = 0;
-  char line[1024];
-  while (fgets(line, sizeof line, f))
-    if (line[0] != '\n') snprintf(last, len, "%s", line);
-  fclose(f);
+  *lines = read_outputs(last, len, stdout_empty);
   return WEXITSTATUS(rc);
 }
 
+/* Exit 2, nothing on stdout, exactly one line on stderr, "omptensor...: "
+ * and every needle (NULL-terminated) in it. */
+static void check_bad(const char *what, int rc, int lines, int stdout_empty, const char *err,
+                      const char *const *needles) {
+  if (rc != 2) fail_msg("omptensor %s: exit status %d, want 2 (stderr: %s)", what, rc, err);
+  if (lines != 1 || !stdout_empty || strncmp(err, "omptensor", 9))
+    fail_msg("omptensor %s: want one line on stderr starting 'omptensor' and nothing on stdout; got %d lines%s: %s",
+             what, lines, stdout_empty ? "" : " and output on stdout", err);
+  for (int i = 0; needles[i]; i++)
+    if (!strstr(err, needles[i])) fail_msg("omptensor %s: error '%s' should mention '%s'", what, err, needles[i]);
+}
+
 static void expect(const char *args, const char *needle1, const char *needle2) {
-  char last[1024];
-  int rc = cli(args, last, sizeof last);
-  if (rc != 2) fail_msg("omptensor %s: exit status %d, want 2 (stderr: %s)", args, rc, last);
-  if (!strstr(last, needle1) || !strstr(last, needle2))
-    fail_msg("omptensor %s: error '%s' should mention '%s' and '%s'", args, last, needle1, needle2);
+  char err[4096];
+  int lines, empty;
+  int rc = cli(args, err, sizeof err, &lines, &empty);
+  check_bad(args, rc, lines, empty, err, (const char *const[]){needle1, needle2, NULL});
+}
+
+/* Runs omptensor with argv (no shell: any byte, empty words) in dir. */
+static int cli_argv(const char *const *args, char *err, size_t len, int *lines, int *stdout_empty) {
+  const char *exe = ot_test_cli();
+  assert_non_null(exe);
+  const char *argv[40];
+  int n = 0;
+  argv[n++] = exe;
+  for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
+  argv[n] = NULL;
+  char out[256], errp[256];
+  snprintf(out, sizeof out, "%s/stdout.txt", dir);
+  snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
+  posix_spawn_file_actions_t fa;
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  extern char **environ;
+  pid_t pid;
+  int rc = posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv, environ);
+  posix_spawn_file_actions_destroy(&fa);
+  assert_int_equal(rc, 0);
+  int ws;
+  assert_int_equal(waitpid(pid, &ws, 0), pid);
+  if (!WIFEXITED(ws)) fail_msg("omptensor %s ...: killed by signal %d", args[0], WTERMSIG(ws));
+  *lines = read_outputs(err, len, stdout_empty);
+  return WEXITSTATUS(ws);
 }
 
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/ot_badinput_XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  if (!mkdtemp(dir)) return -1;
+  /* the child's environment: no OMPTENSOR_* of the caller's shell */
+  for (int k = 0; k < 64; k++) {
+    extern char **environ;
+    char **e = environ;
+    while (*e && strncmp(*e, "OMPTENSOR_", 10)) e++;
+    if (!*e) break;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)(strchr(*e, '=') - *e), *e);
+    unsetenv(name);
+  }
+  return 0;
 }
 
 static int teardown(void **state) {
@@ -139,8 +205,199 @@ static void options_and_config(void **state) {
   expect(args, "typo.yaml", "max_gpu_memroy");
 }
 
+/* Hostile option values (issue 14): each is refused while the options are
+ * read or checked, before a weight is read, in one line that names the
+ * option (and the value). "@M" is llama_gqa, "@G" gpt2_small, "@D" a valid
+ * token file for it. */
+typedef struct bad_case {
+  const char *argv[16];
+  const char *words[4];
+} bad_case;
+
+static const bad_case cases[] = {
+    /* the weight dtype: only the storage types */
+    {{"run", "@M", "--prompt-ids", "1", "--dtype", "i32"}, {"--dtype", "'i32'", "f32, f16, bf16 or int8"}},
+    {{"run", "@M", "--prompt-ids", "1", "--dtype", "f64"}, {"--dtype", "'f64'", "f32, f16, bf16 or int8"}},
+    {{"demo", "--dtype", "int32"}, {"--dtype", "'int32'"}},
+    {{"train", "@G", "--data", "@D", "--dtype", "i32"}, {"--dtype", "'i32'"}},
+    /* integers: decimal, whole, in range, all of the value */
+    {{"run", "@M", "--prompt-ids", "1", "-n", "1.5"}, {"--max-new-tokens", "'1.5'", "not a decimal integer"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", "0x10"}, {"--max-new-tokens", "'0x10'", "not a decimal integer"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", "1e3"}, {"--max-new-tokens", "'1e3'"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", " 5"}, {"--max-new-tokens", "' 5'"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", "5x"}, {"--max-new-tokens", "'5x'"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", "-"}, {"--max-new-tokens", "'-'"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n", ""}, {"--max-new-tokens", "empty value"}},
+    {{"run", "@M", "--prompt-ids", "1", "--max-new-tokens", "2147483648"}, {"--max-new-tokens", "out of range", "1000000"}},
+    {{"run", "@M", "--prompt-ids", "1", "--max-new-tokens", "99999999999999999999999"}, {"--max-new-tokens", "out of range"}},
+    {{"run", "@M", "--prompt-ids", "1", "--top-k", "-1"}, {"--top-k", "'-1'", "out of range"}},
+    {{"run", "@M", "--prompt-ids", "1", "--top-k", "2.5"}, {"--top-k", "'2.5'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--seed", "18446744073709551616"}, {"--seed", "out of range", "18446744073709551615"}},
+    {{"run", "@M", "--prompt-ids", "1", "--seed", "-1"}, {"--seed", "'-1'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--seed", "1.8e19"}, {"--seed", "'1.8e19'"}},
+    {{"demo", "--seed", "-1"}, {"--seed", "'-1'"}},
+    {{"demo", "--seed", ""}, {"--seed", "empty value"}},
+    {{"demo", "-n", "0"}, {"--max-new-tokens", "'0'", "1 to 4096"}},
+    {{"demo", "-n", "1.5"}, {"--max-new-tokens", "'1.5'"}},
+    {{"train", "@G", "--data", "@D", "--seq", "0"}, {"--seq", "'0'", "out of range"}},
+    {{"train", "@G", "--data", "@D", "--batch", "2147483648"}, {"--batch", "'2147483648'", "out of range"}},
+    {{"train", "@G", "--data", "@D", "--batch", "0"}, {"--batch", "'0'"}},
+    {{"train", "@G", "--data", "@D", "--steps", "-1"}, {"--steps", "'-1'"}},
+    {{"train", "@G", "--data", "@D", "--steps", "1.5"}, {"--steps", "'1.5'"}},
+    {{"train", "@G", "--data", "@D", "--accum", "0x2"}, {"--accum", "'0x2'"}},
+    {{"train", "@G", "--data", "@D", "--seed", "18446744073709551616"}, {"--seed", "out of range"}},
+    {{"train", "@G", "--data", "@D", "--seq", "4096"}, {"--seq 4096", "n_positions"}},
+    /* floats: decimal, finite, in range */
+    {{"run", "@M", "--prompt-ids", "1", "--temperature", "nan"}, {"--temperature", "'nan'", "not a decimal number"}},
+    {{"run", "@M", "--prompt-ids", "1", "--temperature", "inf"}, {"--temperature", "'inf'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--temperature", "1e400"}, {"--temperature", "'1e400'", "out of range"}},
+    {{"run", "@M", "--prompt-ids", "1", "--temperature", "0x1p3"}, {"--temperature", "'0x1p3'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--temperature", "-1"}, {"--temperature", "'-1'", "0 to 100"}},
+    {{"run", "@M", "--prompt-ids", "1", "--top-p", "2"}, {"--top-p", "'2'", "out of range"}},
+    {{"run", "@M", "--prompt-ids", "1", "--top-p", "0"}, {"--top-p", "'0'", "above 0"}},
+    {{"run", "@M", "--prompt-ids", "1", "--top-p", "1e-60"}, {"--top-p", "above 0"}},
+    {{"train", "@G", "--data", "@D", "--lr", "nan"}, {"--lr", "'nan'"}},
+    {{"train", "@G", "--data", "@D", "--lr", "-1"}, {"--lr", "'-1'"}},
+    {{"train", "@G", "--data", "@D", "--weight-decay", "inf"}, {"--weight-decay", "'inf'"}},
+    /* words */
+    {{"train", "@G", "--data", "@D", "--checkpoint", "some"}, {"--checkpoint", "'some'", "none, all or auto"}},
+    {{"train", "@G", "--data", "@D", "--init", "zeros"}, {"--init", "'zeros'", "random"}},
+    {{"run", "@M", "--prompt-ids", "1", "--offload", "\x1b[2J"}, {"--offload", "\\x1b[2J"}},
+    {{"run", "@M", "--prompt-ids", "1", "--backend", "gpu"}, {"--backend", "'gpu'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--device", "-1"}, {"--device", "'-1'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--device", "99999999"}, {"--device", "'99999999'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--devices", "0"}, {"--devices", "'0'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--json=yes"}, {"--json", "takes no value"}},
+    {{"run", "@M", "--prompt-ids", "1", "-n"}, {"'-n'", "needs a value"}},
+    /* sizes */
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "0"}, {"--gpu-memory-limit", "'0'", "at least one byte"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "1e400"}, {"--gpu-memory-limit", "'1e400'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "-1%"}, {"--gpu-memory-limit", "'-1%'", "negative"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "101%"}, {"--gpu-memory-limit", "'101%'"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "18446744073709551616"}, {"--gpu-memory-limit", "too large"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", ""}, {"--gpu-memory-limit", "empty value"}},
+    {{"demo", "--size", "0"}, {"--size", "'0'"}},
+    {{"demo", "--size", "40%"}, {"--size", "'40%'", "not a percentage"}},
+    {{"demo", "--size", "-1"}, {"--size", "'-1'"}},
+    /* a budget too small names where it came from */
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "1000"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
+    {{"train", "@G", "--data", "@D", "--seq", "8", "--gpu-memory-limit", "1000"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
+    {{"demo", "--size", "1MB"}, {"--size", "default budget", "too small"}},
+    /* files and paths: never empty */
+    {{"run", "@M", "--prompt-ids", ""}, {"--prompt-ids", "empty value"}},
+    {{"run", "@M", "--prompt-file", ""}, {"--prompt-file", "empty value"}},
+    {{"run", "@M", "--prompt-ids", "1", "--logits-out", ""}, {"--logits-out", "empty value"}},
+    {{"run", "@M", "--prompt-ids", "1", "--trace", ""}, {"--trace", "empty value"}},
+    {{"run", "@M", "--prompt-ids", "1", "--config", ""}, {"--config", "empty value"}},
+    {{"train", "@G", "--data", ""}, {"--data", "empty value"}},
+    {{"train", "@G", "--data", "@D", "--save", ""}, {"--save", "empty value"}},
+    {{"demo", "extra"}, {"'extra'", "no model"}},
+    {{"trace", "plot", "t.json", "-o"}, {"'-o'", "needs a value"}},
+    {{"trace", "plot", "t.json", "-o", ""}, {"'-o'", "needs a value"}},
+    /* the prompt's ids */
+    {{"run", "@M", "--prompt-ids", "1,-2"}, {"--prompt-ids", "'-2'", "byte offset 2"}},
+    {{"run", "@M", "--prompt-ids", "1,2x"}, {"--prompt-ids", "'2x'", "byte offset 3"}},
+    {{"run", "@M", "--prompt-ids", "1,+2"}, {"--prompt-ids", "'+2'"}},
+    {{"run", "@M", "--prompt-ids", "99999999999"}, {"--prompt-ids", "larger than 2147483647"}},
+};
+
+static void hostile_values(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char m[512], g[512], d[512];
+  snprintf(m, sizeof m, "%s/models/llama_gqa", data);
+  snprintf(g, sizeof g, "%s/models/gpt2_small", data);
+  snprintf(d, sizeof d, "%s/tokens.bin", dir);
+  /* llm.c's .bin: 256 int32 of header (magic, version, count), uint16 ids */
+  enum { N = 4096 };
+  static unsigned char bin[1024 + 2 * N];
+  int32_t hdr[256] = {20240520, 1, N};
+  memcpy(bin, hdr, sizeof hdr);
+  for (int i = 0; i < N; i++) bin[1024 + 2 * i] = (unsigned char)(i % 200);
+  write_file("tokens.bin", bin, sizeof bin);
+  int failed = 0;
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const char *argv[16] = {0};
+    char what[512];
+    size_t k = 0;
+    for (int i = 0; cases[c].argv[i]; i++) {
+      const char *a = cases[c].argv[i];
+      argv[i] = !strcmp(a, "@M") ? m : !strcmp(a, "@G") ? g : !strcmp(a, "@D") ? d : a;
+      k += (size_t)snprintf(what + k, k < sizeof what ? sizeof what - k : 0, "%s'", i ? " " : "");
+      for (const char *q = a; *q && k + 5 < sizeof what; q++) /* a control byte shown, not sent to the terminal */
+        k += (size_t)snprintf(what + k, sizeof what - k, (unsigned char)*q < 0x20 ? "\\x%02x" : "%c", (unsigned char)*q);
+      k += (size_t)snprintf(what + k, k < sizeof what ? sizeof what - k : 0, "'");
+    }
+    char err[4096];
+    int lines, empty;
+    int rc = cli_argv(argv, err, sizeof err, &lines, &empty);
+    int ok = rc == 2 && lines == 1 && empty && !strncmp(err, "omptensor", 9);
+    for (int i = 0; ok && i < 4 && cases[c].words[i]; i++) ok = strstr(err, cases[c].words[i]) != NULL;
+    if (!ok) {
+      failed++;
+      print_message("FAIL omptensor %s: exit %d, %d line(s)%s: %s\n", what, rc, lines, empty ? "" : ", stdout not empty",
+                    err);
+    } else {
+      print_message("  ok %s: %s\n", what, err);
+    }
+  }
+  if (failed) fail_msg("%d of %zu hostile values not refused in one line naming the option", failed,
+                       sizeof cases / sizeof cases[0]);
+  /* Long values: refused in a short line that still says why (the value cut). */
+  static char nines[5001], ctl[5001];
+  memset(nines, '9', 5000);
+  memset(ctl, 1, 5000);
+  const struct {
+    const char *argv[8];
+    const char *word;
+  } longs[] = {
+      {{"run", m, "--prompt-ids", "1", "--offload", ctl}, "--offload: '\\x01"},
+      {{"run", m, "--prompt-ids", "1", "--gpu-memory-limit", nines}, "5000 bytes long"},
+      {{"demo", "--size", nines}, "too large"},
+      {{"run", m, "--prompt-ids", nines}, "larger than 2147483647"},
+      {{"run", m, "--prompt-ids", "1", "-n", nines}, "out of range"},
+  };
+  for (size_t c = 0; c < sizeof longs / sizeof longs[0]; c++) {
+    char err[8192];
+    int lines, empty;
+    int rc = cli_argv(longs[c].argv, err, sizeof err, &lines, &empty);
+    if (rc != 2 || lines != 1 || !empty || !strstr(err, longs[c].word) || strlen(err) > 600)
+      fail_msg("omptensor %s ... (a value of 5000 bytes): exit %d, %d line(s) of %zu bytes: %.700s", longs[c].argv[0],
+               rc, lines, strlen(err), err);
+  }
+}
+
+/* A prompt file is read whole: a NUL or any other byte outside the id list is
+ * an error naming the file and the byte's offset; a FIFO or a directory is
+ * refused without blocking. */
+static void prompt_files(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  char args[1024];
+  write_file("nul.txt", "1 2\0 3\n", 7);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-file nul.txt -n 1", data);
+  expect(args, "nul.txt: '2\\x00' at byte offset 3", "not a token id");
+  write_file("tail.txt", "1 2 3\n\0\0", 8);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-file tail.txt -n 1", data);
+  expect(args, "tail.txt", "byte offset 6");
+  write_file("utf8.txt", "1, 2,\xc2\xa0" "3", 7);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-file utf8.txt -n 1", data);
+  expect(args, "utf8.txt", "byte offset 5");
+  char p[256];
+  snprintf(p, sizeof p, "%s/fifo.txt", dir);
+  assert_int_equal(mkfifo(p, 0600), 0);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-file fifo.txt -n 1", data);
+  expect(args, "fifo.txt", "not a regular file");
+  snprintf(p, sizeof p, "%s/adir", dir);
+  assert_int_equal(mkdir(p, 0700), 0);
+  snprintf(args, sizeof args, "run '%s/models/llama_gqa' --prompt-file adir -n 1", data);
+  expect(args, "adir", "directory");
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(model_dirs),
-                                     cmocka_unit_test(options_and_config)};
+                                     cmocka_unit_test(options_and_config), cmocka_unit_test(hostile_values),
+                                     cmocka_unit_test(prompt_files)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -86,10 +86,116 @@ static void test_errors(void **state) {
       {2, {"run", "--help=yes"}, "option '--help' takes no value"},
       {3, {"run", "--gpu-memory-limit", "3XB"}, "--gpu-memory-limit: bad size '3XB'"},
       {2, {"run", "--offload=lazy"}, "--offload: unknown offload strategy 'lazy'"},
+      {3, {"run", "--device", "0x1"}, "--device: bad device '0x1'"},
+      {3, {"run", "--devices", "2.0"}, "--devices: bad device count '2.0'"},
+      /* an empty value, whatever the option */
+      {3, {"run", "--trace", ""}, "omptensor run: option '--trace' has an empty value (FILE)"},
+      {2, {"run", "--max-new-tokens="}, "option '--max-new-tokens' has an empty value (N)"},
+      {3, {"run", "-o", ""}, "option '--logits-out' has an empty value (FILE)"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++)
     OT_ASSERT_ERR(run(&s, cases[i].argc, cases[i].argv), OT_ERR_INVALID_ARG, cases[i].sub);
+  /* --dtype: the weight storage types only (i32 holds ids) */
+  char *i32[] = {"run", "--dtype", "i32"}, *f64[] = {"run", "--dtype", "f64"};
+  OT_ASSERT_ERR(run(&s, 3, i32), OT_ERR_DTYPE, "--dtype: 'i32' is not a weight storage type; use f32, f16, bf16 or int8");
+  OT_ASSERT_ERR(run(&s, 3, f64), OT_ERR_DTYPE, "--dtype: 'f64' is not a weight storage type");
+  assert_int_equal(s.settings.has_dtype, 0);
   ot_settings_release(&s.settings);
+}
+
+/* The callback's message gets the option in front, and the value unless the
+ * message quotes it: one form for every refused value. */
+static ot_status refuse(void *user, const ot_opt *opt, const char *value) {
+  (void)user;
+  if (!opt) return OT_OK;
+  if (opt->id == OPT_MAX_NEW) {
+    int64_t n;
+    return ot_args_int(value, 0, 100, &n);
+  }
+  if (opt->id == OPT_PROMPT) return ot_set_error(OT_ERR_INVALID_ARG, "ids are numbers");
+  return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out: named already");
+}
+
+static void test_value_errors(void **state) {
+  (void)state;
+  const ot_opt *tables[] = {run_opts, NULL};
+  char *a1[] = {"run", "--max-new-tokens", "1.5"};
+  OT_ASSERT_ERR(ot_args_parse("omptensor run", 3, a1, tables, refuse, NULL), OT_ERR_INVALID_ARG,
+                "--max-new-tokens: '1.5' is not a decimal integer (give a whole number from 0 to 100)");
+  char *a2[] = {"run", "-n", "101"};
+  OT_ASSERT_ERR(ot_args_parse("omptensor run", 3, a2, tables, refuse, NULL), OT_ERR_INVALID_ARG,
+                "--max-new-tokens: '101' is out of range (give a whole number from 0 to 100)");
+  char *a3[] = {"run", "--prompt-ids", "a\nb\033"};
+  OT_ASSERT_ERR(ot_args_parse("omptensor run", 3, a3, tables, refuse, NULL), OT_ERR_INVALID_ARG,
+                "--prompt-ids 'a\\x0ab\\x1b': ids are numbers");
+  char *a4[] = {"run", "-o", "x.npy"};
+  OT_ASSERT_ERR(ot_args_parse("omptensor run", 3, a4, tables, refuse, NULL), OT_ERR_INVALID_ARG,
+                "--logits-out: named already");
+  assert_null(strstr(ot_last_error(), "--logits-out: --logits-out"));
+  /* a long value is shown cut */
+  char longv[300];
+  memset(longv, '7', sizeof longv - 1);
+  longv[sizeof longv - 1] = '\0';
+  char *a5[] = {"run", "--prompt-ids", longv};
+  OT_ASSERT_ERR(ot_args_parse("omptensor run", 3, a5, tables, refuse, NULL), OT_ERR_INVALID_ARG, "...': ids are numbers");
+  assert_true(strlen(ot_last_error()) < 120);
+}
+
+/* The numbers of option values: decimal, all of the value, in range. */
+static void test_numbers(void **state) {
+  (void)state;
+  int64_t i;
+  uint64_t u;
+  double d;
+  OT_ASSERT_OK(ot_args_int("42", 0, 100, &i));
+  assert_int_equal(i, 42);
+  OT_ASSERT_OK(ot_args_int("-7", -10, 10, &i));
+  assert_int_equal(i, -7);
+  OT_ASSERT_OK(ot_args_int("+7", 0, 10, &i));
+  assert_int_equal(i, 7);
+  OT_ASSERT_OK(ot_args_int("007", 0, 10, &i));
+  assert_int_equal(i, 7);
+  OT_ASSERT_OK(ot_args_int("-9223372036854775808", INT64_MIN, INT64_MAX, &i));
+  assert_true(i == INT64_MIN);
+  OT_ASSERT_OK(ot_args_int("9223372036854775807", INT64_MIN, INT64_MAX, &i));
+  assert_true(i == INT64_MAX);
+  i = 5;
+  const char *not_int[] = {"", " 1", "1 ", "1.5", "1.0", "1e3", "0x10", "0X10", "010x", "--1", "+-1", "-", "+",
+                           "nan", "inf", "1,000", "\t1", "１"};
+  for (size_t k = 0; k < sizeof not_int / sizeof not_int[0]; k++) {
+    OT_ASSERT_ERR(ot_args_int(not_int[k], INT64_MIN, INT64_MAX, &i), OT_ERR_INVALID_ARG, "is not a decimal integer");
+    OT_ASSERT_ERR(ot_args_u64(not_int[k], 0, UINT64_MAX, &u), OT_ERR_INVALID_ARG, "is not a decimal integer");
+  }
+  assert_int_equal(i, 5); /* untouched on failure */
+  const char *out_of_int[] = {"9223372036854775808", "-9223372036854775809", "99999999999999999999999"};
+  for (size_t k = 0; k < sizeof out_of_int / sizeof out_of_int[0]; k++)
+    OT_ASSERT_ERR(ot_args_int(out_of_int[k], INT64_MIN, INT64_MAX, &i), OT_ERR_INVALID_ARG, "is out of range");
+  OT_ASSERT_ERR(ot_args_int("2147483648", 0, INT32_MAX, &i), OT_ERR_INVALID_ARG,
+                "'2147483648' is out of range (give a whole number from 0 to 2147483647)");
+  OT_ASSERT_ERR(ot_args_int("-1", 0, 10, &i), OT_ERR_INVALID_ARG, "'-1' is out of range");
+  OT_ASSERT_OK(ot_args_u64("18446744073709551615", 0, UINT64_MAX, &u));
+  assert_true(u == UINT64_MAX);
+  OT_ASSERT_OK(ot_args_u64("-0", 0, UINT64_MAX, &u));
+  assert_true(u == 0);
+  OT_ASSERT_ERR(ot_args_u64("18446744073709551616", 0, UINT64_MAX, &u), OT_ERR_INVALID_ARG, "is out of range");
+  OT_ASSERT_ERR(ot_args_u64("-1", 0, UINT64_MAX, &u), OT_ERR_INVALID_ARG, "'-1' is out of range");
+
+  OT_ASSERT_OK(ot_args_float("0.5", 0, 1, &d));
+  assert_true(d == 0.5);
+  OT_ASSERT_OK(ot_args_float(".5", 0, 1, &d));
+  OT_ASSERT_OK(ot_args_float("5.", 0, 10, &d));
+  OT_ASSERT_OK(ot_args_float("-2.5e-3", -1, 1, &d));
+  assert_true(d == -2.5e-3);
+  OT_ASSERT_OK(ot_args_float("1E2", 0, 100, &d));
+  OT_ASSERT_OK(ot_args_float("1e-400", 0, 1, &d)); /* below double's range: 0, a number in range */
+  assert_true(d == 0);
+  const char *not_float[] = {"", ".", "e5", "1e", "1e+", "0x1p3", "nan", "inf", "-inf", "infinity", " 1", "1 ",
+                             "1.5x", "1..5", "1,5", "+"};
+  for (size_t k = 0; k < sizeof not_float / sizeof not_float[0]; k++)
+    OT_ASSERT_ERR(ot_args_float(not_float[k], -1e300, 1e300, &d), OT_ERR_INVALID_ARG, "is not a decimal number");
+  OT_ASSERT_ERR(ot_args_float("1e400", 0, 1e300, &d), OT_ERR_INVALID_ARG, "'1e400' is out of range");
+  OT_ASSERT_ERR(ot_args_float("2", 0, 1, &d), OT_ERR_INVALID_ARG, "'2' is out of range (give a number from 0 to 1)");
+  OT_ASSERT_ERR(ot_args_float("-0.001", 0, 1, &d), OT_ERR_INVALID_ARG, "is out of range");
 }
 
 static void test_help_text(void **state) {
@@ -112,6 +218,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
       cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_value_errors),
+      cmocka_unit_test(test_numbers),
       cmocka_unit_test(test_help_text),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -15,10 +15,17 @@
  * positional argument, passed to the callback with opt == NULL. argv[0] is
  * the subcommand name and is skipped. Errors (OT_ERR_INVALID_ARG) name the
  * option: "omptensor run: unknown option '--fo' (see omptensor run --help)".
+ * An empty value ("--trace ''", "--seed=") is refused before the callback.
+ * When the callback refuses a value, the parser puts the option in front of
+ * its message, and the value too unless the message already quotes it:
+ * "--max-new-tokens '1.5': not a decimal integer ...", "--offload: unknown
+ * offload strategy 'lazy' ..."; the callback says only what is wrong with the
+ * value and what to give instead (ot_args_int and friends below do).
  */
 #ifndef OMPTENSOR_ARGS_H
 #define OMPTENSOR_ARGS_H
 
+#include <stdint.h>
 #include <stdio.h>
 
 #include "omptensor/settings.h"
@@ -42,6 +49,17 @@ typedef ot_status (*ot_opt_fn)(void *user, const ot_opt *opt, const char *value)
 
 /* tables: NULL-terminated list of {0}-terminated option tables. */
 ot_status ot_args_parse(const char *prog, int argc, char **argv, const ot_opt *const *tables, ot_opt_fn fn, void *user);
+
+/* Option values as numbers, for the callbacks: all of v must be the number,
+ * with nothing around it. Integers: decimal digits after an optional '+' or
+ * '-' (no fraction, exponent, hex prefix or spaces), within [lo, hi].
+ * Floats: decimal [sign] digits [. digits] [e [sign] digits], also ".5" and
+ * "5." (no hex, inf or nan), within [lo, hi]. Anything else is
+ * OT_ERR_INVALID_ARG with a message that quotes v and gives the range; *out
+ * is set only on success. */
+ot_status ot_args_int(const char *v, int64_t lo, int64_t hi, int64_t *out);
+ot_status ot_args_u64(const char *v, uint64_t lo, uint64_t hi, uint64_t *out);
+ot_status ot_args_float(const char *v, double lo, double hi, double *out);
 
 /* "  --gpu-memory-limit SIZE   device memory budget ..." for each option. */
 void ot_args_print_help(FILE *f, const ot_opt *const *tables);

@@ -12,7 +12,8 @@
  *                   which is sized by the budget
  *
  * On a machine without a CUDA device, PINNED and MANAGED fall back to host
- * memory; the first such allocation says so once on stderr.
+ * memory; the first such allocation says so once (a notice: on stderr, or
+ * to the handler of ot_set_notice_handler, status.h).
  */
 #ifndef OMPTENSOR_MEMORY_H
 #define OMPTENSOR_MEMORY_H

@@ -60,6 +60,17 @@ ot_status ot_prefix_error(ot_status s, const char *fmt, ...)
 /* Clears this thread's message. */
 void ot_clear_error(void);
 
+/* Notices: what the library says once per process that is not an error, e.g.
+ * "no GPU: pinned host memory falls back to pageable host memory". By default
+ * each is printed on stderr as "omptensor: MESSAGE" when it first arises. A
+ * program that wants them elsewhere or later installs a handler: it gets each
+ * notice once (from any thread; the message is valid during the call only).
+ * The omptensor command holds them back until its input is accepted, so that
+ * bad input gets exactly one line. NULL restores the default. Set it before
+ * the library's threads start (e.g. first thing in main). */
+typedef void (*ot_notice_fn)(void *user, const char *message);
+void ot_set_notice_handler(ot_notice_fn fn, void *user);
+
 /* Returns from the calling function with the status of `expr` when it is not
  * OT_OK (the message is already recorded):
  *

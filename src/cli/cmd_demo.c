@@ -33,23 +33,16 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   demo_args *a = user;
   ot_status st;
   if (ot_cli_session_option(a->s, o, v, &st)) return st;
-  if (!o) return ot_set_error(OT_ERR_INVALID_ARG, "unexpected argument '%s'", v);
-  char *end;
+  if (!o) return ot_set_error(OT_ERR_INVALID_ARG, "unexpected argument '%s' (demo takes no model; see omptensor demo --help)", v);
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_SIZE:
-    if (ot_size_parse(v, &a->size) != OT_OK) return ot_prefix_error(OT_ERR_INVALID_ARG, "--size");
-    if (a->size.kind != OT_SIZE_BYTES) return ot_set_error(OT_ERR_INVALID_ARG, "--size needs bytes, not '%s'", v);
+    OT_TRY(ot_size_parse(v, &a->size));
+    if (a->size.kind != OT_SIZE_BYTES)
+      return ot_set_error(OT_ERR_INVALID_ARG, "a size in bytes is needed (e.g. 128MB), not a percentage");
     return OT_OK;
-  case OPT_MAXNEW:
-    a->max_new = (int)strtol(v, &end, 10);
-    if (*end || a->max_new < 1 || a->max_new > 4096)
-      return ot_set_error(OT_ERR_INVALID_ARG, "--max-new-tokens '%s': expected 1..4096", v);
-    return OT_OK;
-  case OPT_SEED:
-    a->seed = strtoull(v, &end, 10);
-    if (*end) return ot_set_error(OT_ERR_INVALID_ARG, "--seed '%s' is not a number", v);
-    return OT_OK;
+  case OPT_MAXNEW: return ot_cli_int(v, 1, 4096, &a->max_new);
+  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->seed);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -133,7 +126,23 @@ int ot_cli_demo(int argc, char **argv) {
   ot_hf_config cfg;
   demo_config(size, gpu, wt, &cfg);
   ot_lm *m = NULL;
+  ot_gen_opts g = ot_gen_opts_default();
+  g.max_new_tokens = a.max_new;
+  g.sched = s.sched;
   if (st == OT_OK) {
+    /* The plans under the budget on the shapes alone, before a byte of the
+     * weights is made: a budget too small is bad input, said in one line. */
+    st = ot_llama_shapes(s.ctx, &cfg, NULL, wt, &m);
+    if (st == OT_OK) st = ot_generate_check(m, 16, &g);
+    if (st == OT_ERR_BUDGET && s.settings.source[OT_SET_GPU_MEMORY_LIMIT] == OT_SRC_DEFAULT)
+      st = ot_prefix_error(st, "--size %llu bytes: the default budget, a quarter of it, is too small (give a larger "
+                           "--size or a --gpu-memory-limit)", (unsigned long long)size);
+    else st = ot_cli_budget_error(&s, st);
+    ot_lm_destroy(m);
+    m = NULL;
+  }
+  if (st == OT_OK) {
+    ot_cli_input_accepted();
     fprintf(stderr, "demo: synthetic Llama, %lld layers, hidden %lld, vocab %lld, %s weights (seed %llu)\n",
             (long long)cfg.num_layers, (long long)cfg.hidden_size, (long long)cfg.vocab_size, ot_dtype_name(wt),
             (unsigned long long)a.seed);
@@ -148,9 +157,6 @@ int ot_cli_demo(int argc, char **argv) {
   }
   ot_gen_result r = {0};
   if (st == OT_OK) {
-    ot_gen_opts g = ot_gen_opts_default();
-    g.max_new_tokens = a.max_new;
-    g.sched = s.sched;
     g.trace = s.trace;
     g.progress = ot_cli_progress;
     g.progress_user = &s;

@@ -12,7 +12,8 @@ int ot_cli_info(int argc, char **argv) {
              "backends available and the device memory budget that would apply.\n");
       return 0;
     }
-    fprintf(stderr, "omptensor info: unknown option '%s'\n", argv[i]);
+    fprintf(stderr, "omptensor info: %s '%s' (info takes none; see omptensor info --help)\n",
+            argv[i][0] == '-' ? "unknown option" : "unexpected argument", argv[i]);
     return 2;
   }
   ot_ctx_opts o = ot_ctx_opts_default();

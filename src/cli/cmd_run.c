@@ -28,23 +28,27 @@ typedef struct run_args {
   const char *model;
   const char *ids_text, *ids_file;
   ot_gen_opts gen;
-  int help;
+  int help, sample; /* sample: --temperature, --top-k or --top-p given */
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   run_args *a = user;
   ot_status st;
   if (ot_cli_session_or_model(a->s, o, v, &a->model, &st)) return st;
-  double d;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_IDS: a->ids_text = v; return OT_OK;
   case OPT_FILE: a->ids_file = v; return OT_OK;
-  case OPT_MAXNEW: OT_TRY(ot_cli_num(o->name, v, 0, 1e6, &d)); a->gen.max_new_tokens = (int)d; return OT_OK;
-  case OPT_TEMP: OT_TRY(ot_cli_num(o->name, v, 0, 100, &d)); a->gen.temperature = (float)d; a->gen.greedy = d == 0; return OT_OK;
-  case OPT_TOPK: OT_TRY(ot_cli_num(o->name, v, 0, 1e9, &d)); a->gen.top_k = (int)d; a->gen.greedy = 0; return OT_OK;
-  case OPT_TOPP: OT_TRY(ot_cli_num(o->name, v, 0, 1, &d)); a->gen.top_p = (float)d; a->gen.greedy = 0; return OT_OK;
-  case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->gen.seed = (uint64_t)d; return OT_OK;
+  case OPT_MAXNEW: return ot_cli_int(v, 0, 1000000, &a->gen.max_new_tokens);
+  case OPT_TEMP: a->sample = 1; return ot_cli_float(v, 0, 100, &a->gen.temperature);
+  case OPT_TOPK: a->sample = 1; return ot_cli_int(v, 0, 1000000000, &a->gen.top_k);
+  case OPT_TOPP:
+    a->sample = 1;
+    OT_TRY(ot_cli_float(v, 0, 1, &a->gen.top_p));
+    if (!(a->gen.top_p > 0.0f))
+      return ot_set_error(OT_ERR_INVALID_ARG, "'%s' keeps no token; give a number above 0 and at most 1 (1 keeps all)", v);
+    return OT_OK;
+  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->gen.seed);
   case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
@@ -76,6 +80,9 @@ int ot_cli_run(int argc, char **argv) {
   run_args a = {.s = &s, .gen = ot_gen_opts_default()};
   const ot_opt *tables[] = {run_opts, ot_settings_opts(), ot_cli_common_opts(), NULL};
   ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
+  /* Greedy unless a sampling option is given, whatever their order; a
+   * temperature of 0 (or one below float's range) is sampling's limit, greedy. */
+  a.gen.greedy = !a.sample || a.gen.temperature == 0.0f;
   if (st == OT_OK && a.help) {
     printf("usage: omptensor run MODEL_DIR (--prompt-ids IDS | --prompt-file FILE) [options]\n\n"
            "Generates tokens from a Hugging Face model directory (config.json + *.safetensors,\n"
@@ -90,7 +97,7 @@ int ot_cli_run(int argc, char **argv) {
   int32_t *ids = NULL;
   int n_ids = 0;
   if (st == OT_OK)
-    st = a.ids_text ? ot_cli_parse_ids(a.ids_text, "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
+    st = a.ids_text ? ot_cli_parse_ids(a.ids_text, strlen(a.ids_text), "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
   if (st == OT_OK)
     st = check_prompt(a.model, ids, n_ids, a.gen.max_new_tokens, a.ids_text ? "--prompt-ids" : a.ids_file);
   if (st == OT_OK) st = ot_cli_session_start(&s);
@@ -99,13 +106,14 @@ int ot_cli_run(int argc, char **argv) {
     /* Names, shapes and the plans under the budget, before any weight is read. */
     a.gen.sched = s.sched;
     st = ot_model_load_shapes(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), &m);
-    if (st == OT_OK) st = ot_generate_check(m, n_ids, &a.gen);
+    if (st == OT_OK) st = ot_cli_budget_error(&s, ot_generate_check(m, n_ids, &a.gen));
     ot_lm_destroy(m);
     m = NULL;
   }
   if (st == OT_OK) st = ot_model_load(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), ot_cli_progress, &s, &m);
   ot_gen_result r = {0};
   if (st == OT_OK) {
+    ot_cli_input_accepted();
     a.gen.sched = s.sched;
     a.gen.trace = s.trace;
     a.gen.progress = ot_cli_progress;

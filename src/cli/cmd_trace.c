@@ -25,8 +25,13 @@ int ot_cli_trace(int argc, char **argv) {
   }
   const char *verb = argv[1], *path = argv[2], *out = NULL;
   for (int i = 3; i < argc; i++) {
-    if ((!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) && i + 1 < argc) out = argv[++i];
-    else {
+    if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
+      if (i + 1 >= argc || !argv[i + 1][0]) {
+        fprintf(stderr, "%s: option '%s' needs a value (FILE.svg)\n", prog, argv[i]);
+        return 2;
+      }
+      out = argv[++i];
+    } else {
       fprintf(stderr, "%s: unexpected argument '%s'\n", prog, argv[i]);
       return 2;
     }

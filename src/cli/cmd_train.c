@@ -47,37 +47,28 @@ typedef struct train_args {
   int steps, dry, help, T_given;
 } train_args;
 
-static ot_status integer(const char *opt, const char *v, double lo, double hi, int *out) {
-  double d;
-  OT_TRY(ot_cli_num(opt, v, lo, hi, &d));
-  if (d != (double)(int)d) return ot_set_error(OT_ERR_INVALID_ARG, "--%s '%s': expected a whole number", opt, v);
-  *out = (int)d;
-  return OT_OK;
-}
-
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   train_args *a = user;
   ot_status st;
   if (ot_cli_session_or_model(a->s, o, v, &a->model, &st)) return st;
-  double d;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_DATA: a->data = v; return OT_OK;
-  case OPT_BATCH: return integer(o->name, v, 1, 1 << 20, &a->o.B);
-  case OPT_ACCUM: return integer(o->name, v, 1, 1 << 16, &a->o.accum);
-  case OPT_SEQ: a->T_given = 1; return integer(o->name, v, 1, 1 << 24, &a->o.T);
-  case OPT_STEPS: return integer(o->name, v, 1, 1e9, &a->steps);
-  case OPT_LR: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.lr = (float)d; return OT_OK;
-  case OPT_WD: OT_TRY(ot_cli_num(o->name, v, 0, 10, &d)); a->o.adam.weight_decay = (float)d; return OT_OK;
+  case OPT_BATCH: return ot_cli_int(v, 1, 1 << 20, &a->o.B);
+  case OPT_ACCUM: return ot_cli_int(v, 1, 1 << 16, &a->o.accum);
+  case OPT_SEQ: a->T_given = 1; return ot_cli_int(v, 1, 1 << 24, &a->o.T);
+  case OPT_STEPS: return ot_cli_int(v, 1, 1000000000, &a->steps);
+  case OPT_LR: return ot_cli_float(v, 0, 10, &a->o.adam.lr);
+  case OPT_WD: return ot_cli_float(v, 0, 10, &a->o.adam.weight_decay);
   case OPT_CKPT:
     if (ot_recompute_parse(v, &a->o.checkpoint) != OT_OK)
-      return ot_set_error(OT_ERR_INVALID_ARG, "--checkpoint '%s': expected none, all or auto", v);
+      return ot_set_error(OT_ERR_INVALID_ARG, "expected none, all or auto");
     return OT_OK;
   case OPT_INIT:
-    if (strcmp(v, "random")) return ot_set_error(OT_ERR_INVALID_ARG, "--init '%s': only 'random' is known", v);
+    if (strcmp(v, "random")) return ot_set_error(OT_ERR_INVALID_ARG, "only 'random' is known");
     a->o.init_random = 1;
     return OT_OK;
-  case OPT_SEED: OT_TRY(ot_cli_num(o->name, v, 0, 1.8e19, &d)); a->o.seed = (uint64_t)d; return OT_OK;
+  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
@@ -103,6 +94,9 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
   if (a->o.T > c.max_position_embeddings)
     return ot_set_error(OT_ERR_INVALID_ARG, "--seq %d: longer than the %lld positions of %s (n_positions); use --seq %lld or less",
                    a->o.T, (long long)c.max_position_embeddings, a->model, (long long)c.max_position_embeddings);
+  if ((int64_t)a->o.accum * a->o.B > INT32_MAX)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--accum %d x --batch %d: more than %d sequences per step; use fewer",
+                        a->o.accum, a->o.B, INT32_MAX);
   OT_TRY(ot_tokens_open(a->data, c.vocab_size, data));
   int64_t need = (int64_t)a->o.accum * a->o.B * a->o.T + 1;
   if (ot_tokens_count(*data) < need)
@@ -142,8 +136,22 @@ static json_t *recomputed(const ot_gpt2_trainer *g, char *buf, size_t n) {
 typedef struct step_log {
   float *loss;
   double *ms;
-  int n;
+  int n, cap;
 } step_log;
+
+/* Room for step n (0-based): the log grows with the steps done, so a large
+ * --steps costs nothing before the steps are run. */
+static ot_status log_room(step_log *L, int n) {
+  if (n < L->cap) return OT_OK;
+  int cap = L->cap ? (L->cap > (1 << 29) ? n + 1 : 2 * L->cap) : 64;
+  float *loss = realloc(L->loss, (size_t)cap * sizeof *loss);
+  if (loss) L->loss = loss;
+  double *ms = loss ? realloc(L->ms, (size_t)cap * sizeof *ms) : NULL;
+  if (ms) L->ms = ms;
+  if (!loss || !ms) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for the log of %d steps", n + 1);
+  L->cap = cap;
+  return OT_OK;
+}
 
 /* Mean tokens/s over the steps after the first (the first also pays for
  * the first uploads and the device arena); the first if it is the only one. */
@@ -209,7 +217,8 @@ static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_
   /* With --json stdout holds the one JSON object; the step lines go to stderr. */
   FILE *f = a->s->settings.json ? stderr : stdout;
   for (int i = 0; st == OT_OK && i < a->steps; i++) {
-    st = ot_tokens_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
+    st = log_room(L, i);
+    if (st == OT_OK) st = ot_tokens_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
     double t0 = now_ms();
     if (st == OT_OK) st = ot_gpt2_train_step(g, in, tg, a->s->trace, &L->loss[i]);
     if (st != OT_OK) break;
@@ -256,13 +265,10 @@ int ot_cli_train(int argc, char **argv) {
   if (st == OT_OK) st = check_inputs(&a, &data);
   if (st == OT_OK) st = ot_cli_session_start(&s);
   a.o.plan_only = a.dry; /* a dry run allocates no activation memory */
-  if (st == OT_OK) st = ot_gpt2_train_create(s.ctx, a.model, &a.o, &s.sched, &g);
+  if (st == OT_OK) st = ot_cli_budget_error(&s, ot_gpt2_train_create(s.ctx, a.model, &a.o, &s.sched, &g));
   if (st == OT_OK && s.verbose) ot_plan_print(ot_gpt2_train_plan(g), stderr);
-  if (st == OT_OK && !a.dry) {
-    L.loss = calloc((size_t)a.steps, sizeof *L.loss);
-    L.ms = calloc((size_t)a.steps, sizeof *L.ms);
-    st = L.loss && L.ms ? train(&a, g, data, &L) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for %d steps", a.steps);
-  }
+  if (st == OT_OK) ot_cli_input_accepted(); /* the model is loaded and the step planned: the work starts */
+  if (st == OT_OK && !a.dry) st = train(&a, g, data, &L);
   if (st == OT_OK && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
   if (st == OT_OK) st = report(&a, g, &L);
   int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);

@@ -1,4 +1,5 @@
 /* common.c — see common.h. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -22,19 +23,71 @@ int ot_cli_exit_code(ot_status s) {
   }
 }
 
+/* The library's notices (status.h), held back until the input is accepted:
+ * bad input is then one line, the error, and a run that starts says "no GPU"
+ * (or whatever the notice is) once, before its real work. */
+static struct {
+  pthread_mutex_t mu;
+  enum { NOTICES_HOLD, NOTICES_PASS, NOTICES_DROP } mode;
+  char *held[16];
+  int n;
+} notices = {PTHREAD_MUTEX_INITIALIZER, NOTICES_HOLD, {0}, 0};
+
+static void print_notice(const char *m) {
+  ot_cli_progress_end();
+  fprintf(stderr, "omptensor: %s\n", m);
+}
+
+static void on_notice(void *user, const char *m) {
+  (void)user;
+  pthread_mutex_lock(&notices.mu);
+  if (notices.mode == NOTICES_PASS) print_notice(m);
+  else if (notices.mode == NOTICES_HOLD && notices.n < (int)(sizeof notices.held / sizeof notices.held[0]))
+    notices.held[notices.n] = strdup(m), notices.n += notices.held[notices.n] != NULL;
+  pthread_mutex_unlock(&notices.mu);
+}
+
+/* Prints (pass) or forgets what is held; what comes later is printed or dropped. */
+static void notices_end(int pass) {
+  pthread_mutex_lock(&notices.mu);
+  for (int i = 0; i < notices.n; i++) {
+    if (pass) print_notice(notices.held[i]);
+    free(notices.held[i]);
+  }
+  notices.n = 0;
+  notices.mode = pass ? NOTICES_PASS : NOTICES_DROP;
+  pthread_mutex_unlock(&notices.mu);
+}
+
+void ot_cli_notices_hold(void) { ot_set_notice_handler(on_notice, NULL); }
+
+void ot_cli_input_accepted(void) { notices_end(1); }
+
+void ot_cli_notices_finish(int exit_status) { notices_end(exit_status != 2); }
+
 int ot_cli_fail(const char *prog, ot_status s) {
   ot_cli_progress_end(); /* after a bar cut short, the error starts its own line */
+  int rc = ot_cli_exit_code(s);
+  /* Bad input: the error alone. A failure while running: what the library
+   * noticed first (it may explain the failure), then the error. */
+  notices_end(rc != 2);
   const char *m = ot_last_error();
   if (!m[0]) m = ot_status_str(s);
   /* Messages from the option parser already start with "PROG: ". */
   size_t n = strlen(prog);
   if (!strncmp(m, prog, n) && m[n] == ':' && m[n + 1] == ' ') m += n + 2;
   /* Exactly one line whatever the message holds (a parser's text may carry a
-   * newline): scripts and batch logs grep for it. */
+   * newline, a quoted file name any byte): scripts and batch logs grep for
+   * it, and a terminal should not take control bytes from it. */
   fprintf(stderr, "%s: ", prog);
-  for (; *m; m++) fputc(*m == '\n' || *m == '\r' ? ' ' : *m, stderr);
+  for (; *m; m++) {
+    unsigned char c = (unsigned char)*m;
+    if (c == '\n' || c == '\r' || c == '\t') fputc(' ', stderr);
+    else if (c < 0x20 || c == 0x7f) fprintf(stderr, "\\x%02x", c);
+    else fputc(c, stderr);
+  }
   fputc('\n', stderr);
-  return ot_cli_exit_code(s);
+  return rc;
 }
 
 enum { OPT_VERBOSE = -2000 };
@@ -78,6 +131,7 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
   ot_status st = ot_settings_load_env(&s->settings);
   if (st == OT_OK && s->config_path) st = ot_settings_load_file(&s->settings, s->config_path);
   if (st != OT_OK) return st;
+  if (s->verbose) ot_cli_input_accepted(); /* --verbose: notices as they come, beside the settings */
   if (s->verbose) ot_settings_print(stderr, &s->settings);
   ot_ctx_opts o = ot_ctx_opts_default();
   o.verbose = s->verbose;
@@ -90,6 +144,17 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
    * the file is written only with --trace. */
   OT_TRY(ot_trace_create(&s->trace));
   return OT_OK;
+}
+
+ot_status ot_cli_budget_error(const ot_cli_session *s, ot_status st) {
+  if (st != OT_ERR_BUDGET) return st;
+  switch (s->settings.source[OT_SET_GPU_MEMORY_LIMIT]) {
+  case OT_SRC_FLAG: return ot_prefix_error(st, "--gpu-memory-limit");
+  case OT_SRC_ENV: return ot_prefix_error(st, "OMPTENSOR_GPU_MEMORY_LIMIT");
+  case OT_SRC_FILE:
+    return ot_prefix_error(st, "%s: memory.max_gpu_memory", s->settings.file ? s->settings.file : "--config");
+  default: return st; /* the device's own size: the message says what to give */
+  }
 }
 
 void ot_cli_session_end(ot_cli_session *s) {
@@ -178,12 +243,17 @@ ot_dtype ot_cli_weight_dtype(const ot_settings *st) {
   return st->dtype == OT_I8 ? OT_Q8B : st->dtype; /* --dtype int8: block-quantized int8 weights */
 }
 
-ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, double *out) {
-  char *end;
-  double d = strtod(v, &end);
-  if (end == v || *end || !(d >= lo && d <= hi))
-    return ot_set_error(OT_ERR_INVALID_ARG, "--%s '%s': expected a number in [%g, %g]", opt, v, lo, hi);
-  *out = d;
+ot_status ot_cli_int(const char *v, int lo, int hi, int *out) {
+  int64_t x;
+  OT_TRY(ot_args_int(v, lo, hi, &x));
+  *out = (int)x;
+  return OT_OK;
+}
+
+ot_status ot_cli_float(const char *v, double lo, double hi, float *out) {
+  double d;
+  OT_TRY(ot_args_float(v, lo, hi, &d));
+  *out = (float)d;
   return OT_OK;
 }
 

@@ -17,8 +17,21 @@
  * the command or the file), 1 for a failure while running. */
 int ot_cli_exit_code(ot_status s);
 
-/* Prints "PROG: MESSAGE" on stderr and returns the exit code for s. */
+/* Prints "PROG: MESSAGE" on stderr as one line (control bytes escaped) and
+ * returns the exit code for s. Notices held back (below) are dropped before
+ * bad input's error (2) and printed before a failure's (1). */
 int ot_cli_fail(const char *prog, ot_status s);
+
+/* The library's notices ("no GPU: pinned host memory falls back to ...") are
+ * held back from the start (main calls ot_cli_notices_hold), so that bad
+ * input ends in exactly one line. ot_cli_input_accepted prints them once the
+ * command's input has passed every check and its real work starts (the
+ * model loaded and planned; --verbose: at once), and later ones as they
+ * come; ot_cli_notices_finish, at exit, prints what is still held unless
+ * the exit status is 2. */
+void ot_cli_notices_hold(void);
+void ot_cli_input_accepted(void);
+void ot_cli_notices_finish(int exit_status);
 
 /* Settings collected while parsing; --config is applied after the parse so
  * flags win whatever their order (settings.h keeps sources apart). */
@@ -41,6 +54,11 @@ int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value,
 ot_status ot_cli_session_start(ot_cli_session *s);
 void ot_cli_session_end(ot_cli_session *s);
 
+/* A budget too small (OT_ERR_BUDGET) gets where the budget came from in
+ * front: "--gpu-memory-limit: op ... needs ...", or the environment
+ * variable, or the --config file's key. Returns st. */
+ot_status ot_cli_budget_error(const ot_cli_session *s, ot_status st);
+
 /* The shared start of a model command's option handler: the session's
  * options, then the one positional MODEL_DIR into *model (a second one is an
  * error). Returns 1 if it handled (o, v), with *st set. */
@@ -58,8 +76,11 @@ void ot_cli_progress_end(void);
 /* The weight dtype --dtype asks for (int8 means q8b), or keep the checkpoint's. */
 ot_dtype ot_cli_weight_dtype(const ot_settings *st);
 
-/* Option --opt's value v as a number in [lo, hi], or an error naming both. */
-ot_status ot_cli_num(const char *opt, const char *v, double lo, double hi, double *out);
+/* Option values as the int and float the library's option structs hold
+ * (ot_args_int / ot_args_float: decimal only, all of v, within [lo, hi]);
+ * the option parser names the option in front of the message. */
+ot_status ot_cli_int(const char *v, int lo, int hi, int *out);
+ot_status ot_cli_float(const char *v, double lo, double hi, float *out);
 
 /* "1.50 GiB" */
 void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t bytes);

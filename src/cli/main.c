@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli.h"
+#include "common.h"
 #include "omptensor/version.h"
 
 static const ot_cli_cmd commands[] = {
@@ -36,7 +37,12 @@ int main(int argc, char **argv) {
     return 0;
   }
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
-    if (!strcmp(argv[1], commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
+    if (!strcmp(argv[1], commands[i].name)) {
+      ot_cli_notices_hold(); /* bad input gets one line: the library's notices wait for the input to pass */
+      int rc = commands[i].fn(argc - 1, argv + 1);
+      ot_cli_notices_finish(rc);
+      return rc;
+    }
   fprintf(stderr, "omptensor: unknown command '%s' (commands:", argv[1]);
   for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) fprintf(stderr, " %s", commands[i].name);
   fprintf(stderr, "; see omptensor --help)\n");

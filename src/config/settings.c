@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "omptensor/args.h"
 #include "config/settings_internal.h"
 #include "core/error.h"
 #include "io/fileio.h"
@@ -25,30 +26,45 @@ typedef union value {
 static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_parse(v, &out->limit); }
 static ot_status parse_offload(const char *v, value *out) { return ot_strategy_parse(v, &out->offload); }
 static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
-static ot_status parse_dtype(const char *v, value *out) { return ot_dtype_parse(v, &out->dtype); }
+/* The weight storage types (--dtype): not every dtype the library knows (i32
+ * holds ids, not weights). i8 and int8 mean the block-quantized q8b. */
+static ot_status parse_dtype(const char *v, value *out) {
+  ot_dtype t;
+  if (ot_dtype_parse(v, &t) != OT_OK || t == OT_I32) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_DTYPE,
+                   "'%s' is not a weight storage type; use f32, f16, bf16 or int8 (block-quantized, also q8b)", shown);
+  }
+  out->dtype = t;
+  return OT_OK;
+}
 static ot_status parse_trace(const char *v, value *out) {
   if (!v[0]) return ot_fail(OT_ERR_INVALID_ARG, "empty trace file name");
   return ot_io_strdup(v, &out->str);
 }
 
 static ot_status parse_device(const char *v, value *out) {
-  int d = 0;
-  const char *p = v;
-  for (; *p >= '0' && *p <= '9' && d < 1000000; p++) d = d * 10 + (*p - '0');
-  if (p == v || *p)
-    return ot_fail(OT_ERR_INVALID_ARG, "bad device '%s' (an OpenMP device number 0, 1, ...; for no device use --backend host)", v);
-  out->integer = d;
+  int64_t d;
+  if (ot_args_int(v, 0, 999999, &d) != OT_OK) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "bad device '%s' (an OpenMP device number 0, 1, ...; for no device use --backend host)", shown);
+  }
+  out->integer = (int)d;
   return OT_OK;
 }
 
 static ot_status parse_devices(const char *v, value *out) {
-  int d = 0;
-  const char *p = v;
-  for (; *p >= '0' && *p <= '9' && d < 1000000; p++) d = d * 10 + (*p - '0');
-  if (p == v || *p || d < 1 || d > OT_MAX_DEVICES)
-    return ot_fail(OT_ERR_INVALID_ARG, "bad device count '%s' (1 to %d consecutive devices from --device)", v,
+  int64_t d;
+  if (ot_args_int(v, 1, OT_MAX_DEVICES, &d) != OT_OK) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_INVALID_ARG, "bad device count '%s' (1 to %d consecutive devices from --device)", shown,
                    OT_MAX_DEVICES);
-  out->integer = d;
+  }
+  out->integer = (int)d;
   return OT_OK;
 }
 
@@ -90,7 +106,8 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_DEVICES] = {"devices", "OMPTENSOR_DEVICES", "devices", "N",
                         "split the model over N devices from --device, layers by budget (default 1)", parse_devices},
     [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace},
-    [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE", "weight storage: f32 | f16 | bf16 | q8b",
+    [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE",
+                      "weight storage: f32 | f16 | bf16 | int8 (block-quantized, also q8b)",
                       parse_dtype},
     [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json},
 };
@@ -114,6 +131,16 @@ ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src,
   value parsed;
   memset(&parsed, 0, sizeof parsed);
   if (!v && k != OT_SET_JSON) return ot_fail(OT_ERR_INVALID_ARG, "no value given");
+  /* No value of a setting is long (a path at most PATH_MAX, a limit for
+   * every device, a word): a longer one is refused here, before a parser
+   * quotes all of it in its message. */
+  size_t max = k == OT_SET_TRACE ? 4096 : k == OT_SET_GPU_MEMORY_LIMIT ? 1024 : 64, len = v ? strlen(v) : 0;
+  if (len > max) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_INVALID_ARG, "'%s' is %zu bytes long; no value of this setting is longer than %zu", shown, len,
+                   max);
+  }
   OT_TRY(ot_setting_defs[k].parse(v, &parsed));
   if (src >= s->source[k]) {
     keep(s, k, &parsed);
@@ -129,8 +156,7 @@ ot_status ot_settings_set(ot_settings *s, ot_setting_source src, const char *nam
   for (int k = 0; k < OT_SET_COUNT; k++)
     if (strcmp(flag, ot_setting_defs[k].flag) == 0) {
       ot_status st = ot_settings_apply(s, (ot_setting)k, src, value);
-      if (st != OT_OK) return ot_fail_context(st, "--%s", flag);
-      return OT_OK;
+      return st == OT_OK ? OT_OK : ot_option_error(st, flag, value);
     }
   return ot_fail(OT_ERR_INVALID_ARG, "unknown option '--%s'", flag);
 }

@@ -24,4 +24,11 @@ ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src,
 
 ot_status ot_settings_parse_bool(const char *v, int *out);
 
+/* The one form of a refused option value (args.c): this thread's message gets
+ * "--NAME" in front, with " 'VALUE'" unless the message quotes the value
+ * already or starts with "--NAME" itself. Returns st. */
+ot_status ot_option_error(ot_status st, const char *name, const char *value);
+/* v for a message: at most 64 bytes (then "..."), unprintable bytes as \xHH. */
+void ot_option_value_shown(const char *v, char *buf, size_t n);
+
 #endif

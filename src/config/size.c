@@ -8,6 +8,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "config/settings_internal.h"
 #include "core/error.h"
 #include "omptensor/settings.h"
 
@@ -19,9 +20,12 @@ static const struct { const char *unit; uint64_t mult; } units[] = {
     {"GiB", 1ull << 30}, {"TiB", 1ull << 40},
 };
 
+/* (s is quoted as messages show values: cut at 64 bytes, unprintable bytes as \xHH) */
 static ot_status bad(const char *s, const char *why) {
+  char shown[300];
+  ot_option_value_shown(s, shown, sizeof shown);
   return ot_fail(OT_ERR_INVALID_ARG,
-                 "bad size '%s': %s (write e.g. 3.5GB, 3GiB, 512MB, 40%% or a plain number of bytes)", s, why);
+                 "bad size '%s': %s (write e.g. 3.5GB, 3GiB, 512MB, 40%% or a plain number of bytes)", shown, why);
 }
 
 /* digits[.digits] at the start of s: *m = all digits as an integer, *k =
@@ -73,8 +77,9 @@ ot_status ot_size_parse(const char *s, ot_size *out) {
     *out = (ot_size){.kind = OT_SIZE_BYTES, .bytes = (uint64_t)bytes};
     return OT_OK;
   }
-  char why[64];
-  snprintf(why, sizeof why, "unknown unit '%.20s'", rest);
+  char why[400], unit[300];
+  ot_option_value_shown(rest, unit, sizeof unit);
+  snprintf(why, sizeof why, "unknown unit '%.40s'", unit);
   return bad(s, why);
 }
 
@@ -98,12 +103,13 @@ ot_status ot_size_resolve(ot_size sz, uint64_t device_total, uint64_t *bytes) {
 
 /* "N:SIZE" items separated by commas. */
 static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
-  char item[128];
+  char item[128], shown[300];
+  ot_option_value_shown(s, shown, sizeof shown);
   const char *p = s;
   while (1) {
     size_t n = strcspn(p, ",");
     if (n == 0 || n >= sizeof item)
-      return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': %s item (write e.g. 0:20GB,1:30GB)", s,
+      return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': %s item (write e.g. 0:20GB,1:30GB)", shown,
                      n ? "an over-long" : "an empty");
     memcpy(item, p, n);
     item[n] = '\0';
@@ -113,10 +119,10 @@ static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
     for (; d < colon && *d >= '0' && *d <= '9' && dev < OT_MAX_DEVICES; d++) dev = dev * 10 + (*d - '0');
     if (!colon || d != colon || colon == item || dev >= OT_MAX_DEVICES)
       return ot_fail(OT_ERR_INVALID_ARG,
-                     "bad per-device limit '%s': '%s' is not DEVICE:SIZE with a device 0..%d (write e.g. 0:20GB,1:30GB)",
-                     s, item, OT_MAX_DEVICES - 1);
+                     "bad per-device limit '%s': '%.40s' is not DEVICE:SIZE with a device 0..%d (write e.g. 0:20GB,1:30GB)",
+                     shown, item, OT_MAX_DEVICES - 1);
     if (out->per_device[dev].kind != OT_SIZE_UNSET)
-      return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': device %d given twice", s, dev);
+      return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': device %d given twice", shown, dev);
     OT_TRY(ot_size_parse(colon + 1, &out->per_device[dev]));
     if (!p[n]) return OT_OK;
     p += n + 1;

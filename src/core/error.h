@@ -21,8 +21,9 @@
 /* ... and for ot_prefix_error. */
 #define ot_fail_context ot_prefix_error
 
-/* Says something to stderr once per process per key (e.g. the fallback of
- * pinned memory to pageable host memory on a machine without CUDA). */
+/* Says something once per process per key (e.g. the fallback of pinned
+ * memory to pageable host memory on a machine without CUDA): to the notice
+ * handler if one is set (ot_set_notice_handler, status.h), else on stderr. */
 void ot_warn_once(const char *key, const char *fmt, ...) OT_PRINTF(2, 3);
 
 #endif

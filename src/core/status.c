@@ -60,23 +60,39 @@ ot_status ot_prefix_error(ot_status s, const char *fmt, ...) {
   return s;
 }
 
+static ot_notice_fn notice_fn;
+static void *notice_user;
+
+void ot_set_notice_handler(ot_notice_fn fn, void *user) {
+  OT_CRITICAL(ot_warn_once)
+  {
+    notice_fn = fn;
+    notice_user = user;
+  }
+}
+
 void ot_warn_once(const char *key, const char *fmt, ...) {
   /* A handful of distinct keys per process; a small table is enough, and a
    * key beyond it is simply printed again rather than lost. */
   static const char *seen[32];
   static int n_seen;
   int first = 1;
+  ot_notice_fn fn = NULL;
+  void *user = NULL;
   OT_CRITICAL(ot_warn_once)
   {
     for (int i = 0; i < n_seen; i++)
       if (strcmp(seen[i], key) == 0) first = 0;
     if (first && n_seen < (int)(sizeof seen / sizeof seen[0])) seen[n_seen++] = key;
+    fn = notice_fn;
+    user = notice_user;
   }
   if (!first) return;
+  char msg[512];
   va_list ap;
   va_start(ap, fmt);
-  fputs("omptensor: ", stderr);
-  vfprintf(stderr, fmt, ap);
-  fputc('\n', stderr);
+  vsnprintf(msg, sizeof msg, fmt, ap);
   va_end(ap);
+  if (fn) fn(user, msg);
+  else fprintf(stderr, "omptensor: %s\n", msg);
 }
