@@ -17,7 +17,8 @@ for f in tests/data/models/*/*.safetensors tests/data/train/*/*.safetensors; do
   name=$(echo "${f#tests/data/}" | tr '/' '_')
   head -c $((8 + n + 64)) "$f" >"$c/fuzz_safetensors/$name"
 done
-# ... and complete tiny files (valid, metadata, empty tensor, every dtype).
+# ... and complete tiny files (valid, metadata, empty tensor, every dtype; and
+# a few that break one rule).
 st() { # st NAME JSON DATA_BYTES
   local len=${#2}
   { printf "$(printf '\\x%02x' $((len & 255)) $(((len >> 8) & 255)) 0 0 0 0 0 0)"; printf '%s' "$2"
@@ -28,6 +29,9 @@ st tiny_meta '{"__metadata__":{"format":"pt"},"w":{"dtype":"BF16","shape":[2,2],
 st tiny_empty '{"e":{"dtype":"F32","shape":[0,4],"data_offsets":[0,0]},"i":{"dtype":"I32","shape":[],"data_offsets":[0,4]}}' 4
 st tiny_overlap '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}}' 12
 st tiny_none '{}' 0
+# the ranges must tile the data section (issue 14): a hole, bytes after the last tensor
+st tiny_gap '{"a":{"dtype":"I8","shape":[4],"data_offsets":[0,4]},"b":{"dtype":"I8","shape":[2],"data_offsets":[6,8]}}' 8
+st tiny_trailing '{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}' 11
 
 # index files
 for f in tests/data/models/*/*.index.json; do cp "$f" "$c/fuzz_st_index/$(basename "$(dirname "$f")").json"; done
