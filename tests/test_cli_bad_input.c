@@ -62,6 +62,84 @@ static void expect(const char *args, const char *needle1, const char *needle2) {
     fail_msg("omptensor %s: error '%s' should mention '%s' and '%s'", args, last, needle1, needle2);
 }
 
+/* Stricter: exit status 2, nothing on stdout and exactly one line on
+ * stderr, holding every needle (NULL-ended). */
+static void expect1(const char *args, ...) {
+  const char *exe = ot_test_cli();
+  assert_non_null(exe);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >stdout.txt 2>stderr.txt", dir, exe, args);
+  int rc = system(cmd);
+  assert_true(rc != -1 && WIFEXITED(rc));
+  char p[256], text[4096] = "";
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+  if (WEXITSTATUS(rc) != 2 || lines != 1 || text[n - 1] != '\n')
+    fail_msg("omptensor %s: exit status %d and %d lines on stderr, want 2 and one line:\n%s", args, WEXITSTATUS(rc),
+             lines, text);
+  va_list ap;
+  va_start(ap, args);
+  for (const char *needle; (needle = va_arg(ap, const char *));)
+    if (!strstr(text, needle)) fail_msg("omptensor %s: error '%s' should mention '%s'", args, text, needle);
+  va_end(ap);
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  struct stat st;
+  assert_int_equal(stat(p, &st), 0);
+  if (st.st_size != 0) fail_msg("omptensor %s: %lld bytes on stdout, want none", args, (long long)st.st_size);
+}
+#define EXPECT1(args, ...) expect1(args, __VA_ARGS__, (const char *)0)
+
+/* dir/NAME: the reference set's config.json with `from` replaced by `to`
+ * (checked to have happened), beside a link to its weights. */
+static void edited_model(const char *name, const char *set, const char *from, const char *to) {
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s/%s' && sed 's/%s/%s/' '%s/models/%s/config.json' > '%s/%s/config.json' && "
+           "grep -q '%s' '%s/%s/config.json' && ln -sf '%s/models/%s/model.safetensors' '%s/%s/model.safetensors'",
+           dir, name, from, to, data, set, dir, name, to, dir, name, data, set, dir, name);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* llm.c's token file: 256 int32 of header (magic, version, count), uint16 ids. */
+static void write_tokens(const char *name, int n) {
+  size_t bytes = 256 * 4 + (size_t)n * 2;
+  unsigned char *b = calloc(1, bytes);
+  int32_t h[3] = {20240520, 1, n};
+  memcpy(b, h, sizeof h);
+  for (int i = 0; i < n; i++) b[1024 + 2 * i] = (unsigned char)(i % 200);
+  write_file(name, b, bytes);
+  free(b);
+}
+
+/* Issue 14, class 1: sizes in config.json that overflowed or narrowed (a
+ * heap-buffer overflow in train --init random, UB in llama.c's shapes, an
+ * allocation abort) end in one line naming config.json and the field. */
+static void hostile_configs(void **state) {
+  (void)state;
+  write_tokens("tok.bin", 400);
+  edited_model("g_layers", "gpt2_small", "\"n_layer\": 2", "\"n_layer\": 4294967297");
+  EXPECT1("train g_layers --init random --data tok.bin --steps 1 --batch 1 --seq 8", "g_layers/config.json",
+          "\"n_layer\" is 4294967297", "[1, 65536]");
+  edited_model("g_layers31", "gpt2_small", "\"n_layer\": 2", "\"n_layer\": 2147483648");
+  EXPECT1("train g_layers31 --init random --data tok.bin --steps 1 --batch 1 --seq 8", "g_layers31/config.json",
+          "\"n_layer\" is 2147483648");
+  EXPECT1("run g_layers --prompt-ids 1,2 -n 1", "g_layers/config.json", "\"n_layer\" is 4294967297");
+  edited_model("l_hidden", "llama_gqa", "\"hidden_size\": 64", "\"hidden_size\": 9007199254740992");
+  EXPECT1("run l_hidden --prompt-ids 1,2 -n 1", "l_hidden/config.json", "\"hidden_size\" is 9007199254740992");
+  edited_model("l_vocab", "llama_gqa", "\"vocab_size\": 256", "\"vocab_size\": 9007199254740992");
+  EXPECT1("run l_vocab --prompt-ids 1,2 -n 1", "l_vocab/config.json", "\"vocab_size\" is 9007199254740992");
+  edited_model("l_layers", "llama_gqa", "\"num_hidden_layers\": 3", "\"num_hidden_layers\": 2147483648");
+  EXPECT1("run l_layers --prompt-ids 1,2 -n 1", "l_layers/config.json", "\"num_hidden_layers\" is 2147483648");
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/ot_badinput_XXXXXX");
@@ -177,6 +255,7 @@ static void options_and_config(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(shifted_header),
+                                     cmocka_unit_test(hostile_configs),
                                      cmocka_unit_test(model_dirs),
                                      cmocka_unit_test(options_and_config)};
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -9,6 +9,13 @@
  * the same fields. Unknown model types, missing or non-positive sizes,
  * inconsistent head counts and features we do not implement (rope_scaling,
  * other activations) are refused with a message naming the file and key.
+ *
+ * Every size is range-checked where it is read, against the limits below
+ * (the smallest value is 1), and the weights the sizes make must be
+ * addressable (OT_HF_MAX_WEIGHT_BYTES in f32): a model built from a config
+ * that loaded, or that passed ot_hf_config_check, can form every shape and
+ * byte count without overflow. The message names the file, the key, the
+ * value and the allowed range.
  */
 #ifndef OMPTENSOR_HFCONFIG_H
 #define OMPTENSOR_HFCONFIG_H
@@ -34,6 +41,16 @@ typedef enum ot_act {
 } ot_act;
 
 #define OT_HF_MAX_EOS 8
+
+/* The sizes omptensor takes, each in [1, max] (src/config/README.md says why). */
+#define OT_HF_MAX_LAYERS 65536           /* num_hidden_layers, n_layer */
+#define OT_HF_MAX_HIDDEN (1 << 20)       /* hidden_size, n_embd */
+#define OT_HF_MAX_INTERMEDIATE (1 << 22) /* intermediate_size, n_inner */
+#define OT_HF_MAX_HEADS 65536            /* num_attention_heads, num_key_value_heads, n_head */
+#define OT_HF_MAX_HEAD_DIM 256           /* head_dim, given or hidden / heads: the attention kernels' limit */
+#define OT_HF_MAX_VOCAB 2147483647       /* vocab_size: token ids are int32 */
+#define OT_HF_MAX_POSITIONS 2147483647   /* max_position_embeddings, n_positions */
+#define OT_HF_MAX_WEIGHT_BYTES ((int64_t)1 << 47) /* all weights in f32: x86-64's user address space */
 
 typedef struct ot_hf_config {
   ot_arch arch;
@@ -61,12 +78,22 @@ typedef struct ot_hf_config {
 
 /* `path` is config.json itself or the directory that holds it. Errors:
  * OT_ERR_NOT_FOUND (no file), OT_ERR_FORMAT (bad JSON, missing / wrong-typed
- * / non-positive field), OT_ERR_UNSUPPORTED (model type, rope_scaling,
- * activation). */
+ * / out-of-range field, weights too large to address), OT_ERR_UNSUPPORTED
+ * (model type, rope_scaling, activation). */
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
 
 /* The same on a buffer (label names it in messages). */
 ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);
+
+/* The checks ot_hf_config_load makes, on a config a caller filled in itself
+ * (every size in range, heads consistent, head_dim, epsilon, the weights
+ * addressable): the model builders call it before they use a size.
+ * OT_ERR_INVALID_ARG with a message starting "LABEL: ". */
+ot_status ot_hf_config_check(const ot_hf_config *c, const char *label);
+
+/* The number of parameters (weights and biases) the config's sizes make;
+ * -1 if that overflows (never, for a config that passed the checks). */
+int64_t ot_hf_config_num_params(const ot_hf_config *c);
 
 const char *ot_arch_name(ot_arch a); /* "llama", "gpt2" */
 

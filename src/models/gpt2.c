@@ -16,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
 #include "models/decoder.h"
@@ -108,6 +109,10 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   *out = NULL;
   if (cfg->arch != OT_ARCH_GPT2)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2: config is for '%s', not gpt2", ot_arch_name(cfg->arch));
+  char label[512];
+  ot_model_config_label(label, sizeof label, ck);
+  /* every size in range and every product below addressable, whoever filled cfg in */
+  OT_TRY(ot_hf_config_check(cfg, label));
   if (cfg->act != OT_ACT_GELU_TANH)
     return ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2 with an activation other than gelu_new is not supported",
                         ot_ckpt_dir(ck));
@@ -130,10 +135,28 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   /* c_attn is sliced by columns: q8b blocks run along rows of [D, 3D], and a
    * column slice of D would cut them only if D % 32 != 0 */
   ot_dtype at = wt == OT_Q8B && D % OT_Q8B_BLOCK ? OT_BF16 : wt;
+  /* bytes of the model (every matrix in wt, about a byte per q8b element),
+   * for progress and for the host-memory check before anything is made */
+  int ovf = 0;
+  const int64_t NL = cfg->num_layers, wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1);
+  const int64_t ab = at == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(at, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  int64_t mats = ot_sz_mul(&ovf, NL, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, ot_sz_add(&ovf, ot_sz_mul(&ovf, D, D),
+                                                                                    ot_sz_mul3(&ovf, 2, D, F))),
+                                                ot_sz_mul3(&ovf, ab, 3 * D, D)));
+  int64_t vecs = ot_sz_add(&ovf, ot_sz_mul(&ovf, NL, ot_sz_add(&ovf, ot_sz_mul(&ovf, 8, D), F)), ot_sz_mul(&ovf, 2, D));
+  uint64_t total = (uint64_t)ot_sz_add(&ovf, ot_sz_add(&ovf, mats, ot_sz_mul3(&ovf, eb, V, D)),
+                                       ot_sz_mul(&ovf, 4, ot_sz_add(&ovf, vecs, ot_sz_mul(&ovf, P, D))));
+  w->total = total;
+  ot_status s = ovf ? ot_set_error(OT_ERR_INVALID_ARG, "%s: the weights' byte count overflows", label) : OT_OK;
+  if (s == OT_OK && !dry) s = ot_model_check_host_memory(label, total, "the weights", OT_MODEL_WEIGHTS_TODO);
+  if (s != OT_OK) {
+    ot_lm_destroy(m);
+    return s;
+  }
 
   int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
   int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
-  ot_status s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
+  s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 2, sPD, 0.1f, &g->wpe, "transformer.wpe.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];

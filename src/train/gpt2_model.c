@@ -4,6 +4,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
+#include "omptensor/memory.h"
 #include "train/gpt2_impl.h"
 
 ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
@@ -70,6 +72,30 @@ static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
   return add_param(g, ck, last + 1, 1, sD, "transformer.ln_f.bias");
 }
 
+/* The parameter count (an int: the parameters' indices) and, unless the
+ * trainer only plans, the host memory the f32 weights, gradients and AdamW
+ * moments take, from config.json's sizes (range-checked when it was read),
+ * checked before any is allocated. */
+static ot_status count_params(ot_gpt2_trainer *g, const char *model_dir) {
+  int ovf = 0;
+  int64_t n = ot_sz_add(&ovf, 4, ot_sz_mul(&ovf, g->cfg.num_layers, GT_PER_LAYER));
+  if (ovf || ot_i64_to_int(n, &g->n_params))
+    return ot_set_error(OT_ERR_FORMAT, "%s/config.json: n_layer %lld makes more parameter tensors than an int counts",
+                        model_dir, (long long)g->cfg.num_layers);
+  int64_t numel = ot_hf_config_num_params(&g->cfg);
+  uint64_t bytes = (uint64_t)ot_sz_mul(&ovf, 16, numel); /* w, grad, m, v: 4 f32 each */
+  if (ovf || numel < 0)
+    return ot_set_error(OT_ERR_FORMAT, "%s/config.json: the parameters' byte count overflows", model_dir);
+  if (g->o.plan_only) return OT_OK;
+  ot_status s = ot_host_memory_check(bytes, "the f32 weights, gradients and AdamW moments");
+  if (s != OT_OK)
+    return ot_set_error(s, "%s/config.json: %lld parameters (n_layer %lld, n_embd %lld, n_inner %lld, vocab_size %lld): %s: "
+                        "train a smaller model or on a machine with more memory",
+                        model_dir, (long long)numel, (long long)g->cfg.num_layers, (long long)g->cfg.hidden_size,
+                        (long long)g->cfg.intermediate_size, (long long)g->cfg.vocab_size, ot_last_error());
+  return OT_OK;
+}
+
 ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2_train_opts *o, const ot_sched_opts *so,
                        ot_gpt2_trainer **out) {
   *out = NULL;
@@ -86,8 +112,8 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
                      g->o.T, (long long)g->cfg.max_position_embeddings);
+  if (s == OT_OK) s = count_params(g, model_dir);
   if (s == OT_OK) {
-    g->n_params = 4 + (int)g->cfg.num_layers * GT_PER_LAYER;
     g->P = calloc((size_t)g->n_params, sizeof *g->P);
     if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
