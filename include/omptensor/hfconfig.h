@@ -7,8 +7,10 @@
  * Both families are read into one struct with Llama's names; GPT-2's keys
  * (n_embd, n_layer, n_head, n_inner, n_positions, layer_norm_epsilon) fill
  * the same fields. Unknown model types, missing or non-positive sizes,
- * inconsistent head counts and features we do not implement (rope_scaling,
- * other activations) are refused with a message naming the file and key.
+ * inconsistent head counts and every field that would change the math but
+ * that omptensor does not implement (rope_scaling, another activation,
+ * biases in a llama, cross-attention, quantized weights, ...: the audit in
+ * src/config/README.md) are refused with a message naming the file and key.
  *
  * Every size is range-checked where it is read, against the limits below
  * (the smallest value is 1), and the weights the sizes make must be
@@ -69,11 +71,16 @@ typedef struct ot_hf_config {
   int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */
-  ot_act act;              /* hidden_act / activation_function */
+  ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */
   int64_t bos_token_id;    /* -1 if absent */
   int64_t eos_token_ids[OT_HF_MAX_EOS]; /* eos_token_id: one id or a list */
   int n_eos;
+  /* gpt2, training only (inference runs without dropout, as transformers'
+   * eval() does): dropout probabilities, GPT2Config's default 0.1 each; the
+   * trainer refuses non-zero ones. 0 for llama. */
+  double resid_pdrop, embd_pdrop, attn_pdrop;
+  double initializer_range; /* gpt2 (default 0.02): the trainer's init_random; 0 for llama */
 } ot_hf_config;
 
 /* `path` is config.json itself or the directory that holds it. Errors:

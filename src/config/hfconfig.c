@@ -162,6 +162,21 @@ static ot_status get_str(const reader *r, const char *key, const char *def, char
   return OT_OK;
 }
 
+/* A field that changes the math and that omptensor does not implement:
+ * refused by name when it is given with a value other than the one we
+ * compute (given as JSON text: "false", "1", ...; NULL = must be absent or
+ * null). */
+static ot_status refuse_unless(const reader *r, const char *key, const char *allowed, const char *why) {
+  const json_t *v = get(r, key);
+  if (!v) return OT_OK;
+  char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  ot_status s = OT_OK;
+  if (!allowed || !text || strcmp(text, allowed) != 0)
+    s = ot_fail(OT_ERR_UNSUPPORTED, "%s: \"%s\": %.60s is not supported: %s", r->label, key, text ? text : "?", why);
+  free(text);
+  return s;
+}
+
 /* model_type, or the class in architectures[0] when model_type is absent. */
 static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   const json_t *archs = get(r, "architectures");
@@ -180,23 +195,61 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   else
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\" and \"gpt2\")",
                    r->label, c->model_type);
-  return OT_OK;
+  /* the head: a causal LM's, not a classifier's or a bare model's */
+  const char *cls = c->arch == OT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+  if (c->architecture[0] && strcmp(c->architecture, cls) != 0)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: architectures [\"%s\"] is not supported: omptensor runs %s for model_type \"%s\"",
+                   r->label, c->architecture, cls, c->model_type);
+  return refuse_unless(r, "quantization_config", NULL,
+                       "quantized checkpoints are not read; give the unquantized weights (--dtype int8 quantizes them)");
 }
 
-static ot_status get_act(const reader *r, const char *key, const char *def, ot_act *out) {
-  static const struct { const char *s; ot_act a; } acts[] = {
-      {"silu", OT_ACT_SILU},           {"swish", OT_ACT_SILU},           {"gelu_new", OT_ACT_GELU_TANH},
-      {"gelu_pytorch_tanh", OT_ACT_GELU_TANH}, {"gelu_fast", OT_ACT_GELU_TANH}, {"gelu", OT_ACT_GELU},
-  };
+/* The activations each architecture implements, by the names transformers
+ * gives them: one check for run and train (train accepted any of them and
+ * saved "gelu_new"; run refused all but gelu_new; a llama with a GELU
+ * ran SiLU). gelu_new, gelu_pytorch_tanh and gelu_fast are one function
+ * (the tanh form); exact-erf "gelu" is another and is refused. */
+static const struct {
+  const char *s;
+  ot_act a;
+  ot_arch arch;
+} acts[] = {
+    {"silu", OT_ACT_SILU, OT_ARCH_LLAMA},          {"swish", OT_ACT_SILU, OT_ARCH_LLAMA},
+    {"gelu_new", OT_ACT_GELU_TANH, OT_ARCH_GPT2},  {"gelu_pytorch_tanh", OT_ACT_GELU_TANH, OT_ARCH_GPT2},
+    {"gelu_fast", OT_ACT_GELU_TANH, OT_ARCH_GPT2},
+};
+
+static const char *act_key(ot_arch a) { return a == OT_ARCH_LLAMA ? "hidden_act" : "activation_function"; }
+static ot_act arch_act(ot_arch a) { return a == OT_ARCH_LLAMA ? OT_ACT_SILU : OT_ACT_GELU_TANH; }
+static const char *act_names(ot_arch a) {
+  return a == OT_ARCH_LLAMA ? "silu (swish)" : "gelu_new (gelu_pytorch_tanh, gelu_fast)";
+}
+
+static ot_status get_act(const reader *r, ot_arch arch, const char *def, ot_act *out) {
+  const char *key = act_key(arch);
   char name[32];
   OT_TRY(get_str(r, key, def, name, sizeof name));
   for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-    if (!strcmp(name, acts[i].s)) {
+    if (acts[i].arch == arch && !strcmp(name, acts[i].s)) {
       *out = acts[i].a;
       return OT_OK;
     }
-  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh)",
-                 r->label, key, name);
+  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not supported: omptensor's %s computes %s", r->label, key, name,
+                 ot_arch_name(arch), act_names(arch));
+}
+
+/* A number in [lo, hi] (def when absent), e.g. a dropout probability. */
+static ot_status get_real_in(const reader *r, const char *key, double def, double lo, double hi, double *out) {
+  const json_t *v = get(r, key);
+  if (!v) {
+    *out = def;
+    return OT_OK;
+  }
+  if (!json_is_number(v) || !(json_number_value(v) >= lo && json_number_value(v) <= hi))
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a number in [%g, %g]", r->label, key,
+                   json_is_number(v) ? "out of range" : ot_json_kind(v), lo, hi);
+  *out = json_number_value(v);
+  return OT_OK;
 }
 
 /* The "type" of a RoPE parameter object: rope_type, or the older "type". */
@@ -222,7 +275,15 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (only plain RoPE with rope_theta)",
                      r->label, keys[i], t ? t : "(none given)");
     if (!theta) theta = json_object_get(v, "rope_theta");
+    const json_t *prf = json_object_get(v, "partial_rotary_factor");
+    if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+      return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s.partial_rotary_factor is not supported: RoPE rotates the whole head",
+                     r->label, keys[i]);
   }
+  const json_t *prf = get(r, "partial_rotary_factor");
+  if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" is not supported: RoPE rotates the whole head",
+                   r->label);
   return get_pos_real(r, theta, "rope_theta", 10000.0, &c->rope_theta);
 }
 
@@ -253,7 +314,18 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(get_bool(r, "tie_word_embeddings", 0, &c->tie_word_embeddings));
   OT_TRY(get_bool(r, "attention_bias", 0, &c->attention_bias));
   OT_TRY(get_bool(r, "mlp_bias", 0, &c->mlp_bias));
-  OT_TRY(get_act(r, "hidden_act", "silu", &c->act));
+  OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
+  OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
+  OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
+  /* same math: transformers' pretraining_tp > 1 sums slices of the same matmuls */
+  const json_t *tp = get(r, "pretraining_tp");
+  if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
+    return ot_fail(OT_ERR_FORMAT, "%s: \"pretraining_tp\" must be a positive integer", r->label);
+  double drop;
+  OT_TRY(get_real_in(r, "attention_dropout", 0, 0, 1, &drop)); /* inference: no dropout */
+  (void)drop;
+  OT_TRY(refuse_unless(r, "sliding_window", NULL, "attention here is full causal attention (no window)"));
+  OT_TRY(refuse_unless(r, "use_sliding_window", "false", "attention here is full causal attention (no window)"));
   return read_rope(r, c);
 }
 
@@ -263,9 +335,20 @@ static ot_status read_gpt2(const reader *r, ot_hf_config *c) {
   c->num_kv_heads = c->num_heads;
   OT_TRY(get_pos_real(r, get(r, "layer_norm_epsilon"), "layer_norm_epsilon", 1e-5, &c->norm_eps));
   OT_TRY(get_bool(r, "tie_word_embeddings", 1, &c->tie_word_embeddings));
-  OT_TRY(get_act(r, "activation_function", "gelu_new", &c->act));
+  OT_TRY(get_act(r, OT_ARCH_GPT2, "gelu_new", &c->act));
   c->rope_theta = 0;
   c->attention_bias = c->mlp_bias = 1;
+  /* training only: GPT2Config's defaults; inference runs without dropout as
+   * transformers' eval() does, the trainer refuses a non-zero one */
+  OT_TRY(get_real_in(r, "resid_pdrop", 0.1, 0, 1, &c->resid_pdrop));
+  OT_TRY(get_real_in(r, "embd_pdrop", 0.1, 0, 1, &c->embd_pdrop));
+  OT_TRY(get_real_in(r, "attn_pdrop", 0.1, 0, 1, &c->attn_pdrop));
+  OT_TRY(get_pos_real(r, get(r, "initializer_range"), "initializer_range", 0.02, &c->initializer_range));
+  OT_TRY(refuse_unless(r, "add_cross_attention", "false", "GPT2LMHeadModel here has no cross-attention layers"));
+  /* same math here: attention is computed in f32 whatever the weights' dtype */
+  int upcast;
+  OT_TRY(get_bool(r, "reorder_and_upcast_attn", 0, &upcast));
+  (void)upcast;
   int scale, by_layer;
   OT_TRY(get_bool(r, "scale_attn_weights", 1, &scale));
   OT_TRY(get_bool(r, "scale_attn_by_inverse_layer_idx", 0, &by_layer));
@@ -318,7 +401,7 @@ static int weight_groups(const ot_hf_config *c, weight_group g[4], int64_t *tota
                             "num_attention_heads, num_key_value_heads, head_dim",
                             ot_sz_mul(&ovf, L, layer)};
   }
-  g[n++] = (weight_group){"the final norm", ot_sz_mul(&ovf, 2, D)};
+  g[n++] = (weight_group){"the final norm", ot_sz_mul(&ovf, c->arch == OT_ARCH_GPT2 ? 2 : 1, D)};
   int64_t t = 0;
   for (int i = 0; i < n; i++) t = ot_sz_add(&ovf, t, g[i].numel);
   *total = t;
@@ -371,6 +454,12 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (c->arch == OT_ARCH_GPT2 && c->head_dim * c->num_heads != c->hidden_size)
     return ot_fail(st, "%s: n_head %lld x head_dim %lld is not n_embd %lld", label, (long long)c->num_heads,
                    (long long)c->head_dim, (long long)c->hidden_size);
+  if (c->act != arch_act(c->arch))
+    return ot_fail(st, "%s: %s %d is not supported: omptensor's %s computes %s", label, act_key(c->arch), (int)c->act,
+                   ot_arch_name(c->arch), act_names(c->arch));
+  if (c->arch == OT_ARCH_LLAMA && (c->attention_bias || c->mlp_bias))
+    return ot_fail(st, "%s: %s is not supported: the llama projections have no biases here", label,
+                   c->attention_bias ? "attention_bias" : "mlp_bias");
   if (!(c->norm_eps > 0 && c->norm_eps <= DBL_MAX))
     return ot_fail(st, "%s: %s %g is not a positive number", label,
                    c->arch == OT_ARCH_LLAMA ? "rms_norm_eps" : "layer_norm_epsilon", c->norm_eps);

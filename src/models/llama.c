@@ -176,9 +176,6 @@ ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck,
                         ot_progress_fn progress, void *user, ot_lm **out) {
   if (cfg->arch != OT_ARCH_LLAMA)
     return ot_set_error(OT_ERR_INVALID_ARG, "llama: config is for '%s', not llama", ot_arch_name(cfg->arch));
-  if (cfg->attention_bias || cfg->mlp_bias)
-    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: llama with attention_bias/mlp_bias is not supported yet",
-                        ot_ckpt_dir(ck));
   /* every tensor checked before the first byte is read */
   ot_lm *m;
   OT_TRY(make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, &m));
