@@ -140,6 +140,41 @@ static void hostile_configs(void **state) {
   EXPECT1("run l_layers --prompt-ids 1,2 -n 1", "l_layers/config.json", "\"num_hidden_layers\" is 2147483648");
 }
 
+/* Issue 14, class 2: a checkpoint whose final norm holds a NaN gave tokens
+ * and exit 0 (the argmax of a NaN row is some id). The logits are checked
+ * once per step: a line naming the step and what to check, exit 2 (the
+ * weights, or the dtype asked for, are the input to fix). */
+static void nonfinite_logits(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/nan' && cp '%s/models/llama_gqa/config.json' '%s/nan/'", dir, data, dir);
+  assert_int_equal(system(cmd), 0);
+  char src[512];
+  snprintf(src, sizeof src, "%s/models/llama_gqa/model.safetensors", data);
+  FILE *f = fopen(src, "rb");
+  assert_non_null(f);
+  static unsigned char img[1 << 20];
+  size_t n = fread(img, 1, sizeof img, f);
+  fclose(f);
+  /* every F32 weight's first bytes past the header: the data section starts
+   * with the largest tensor; a quiet NaN in its first element */
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | img[i];
+  const unsigned char qnan[4] = {0x00, 0x00, 0xc0, 0x7f};
+  for (uint64_t at = 8 + hl; at + 4 <= n; at += 4096) memcpy(img + at, qnan, 4); /* a NaN every 1024 floats */
+  write_file("nan/model.safetensors", img, n);
+  /* the last line: after the weights' load, stderr also has the progress
+   * lines of a batch job (and, without a GPU, the pinned-memory warning) */
+  expect("run nan --prompt-ids 1,2,3 -n 3", "the logits of the prefill (the prompt of 3 tokens) are not finite",
+         "--dtype f32");
+  expect("run nan --prompt-ids 1,2,3 -n 3 --logits-out nan.npy", "the logits of the prefill", "NaN at position 0");
+  char p[256];
+  snprintf(p, sizeof p, "%s/nan.npy", dir);
+  assert_int_not_equal(access(p, F_OK), 0); /* not written */
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/ot_badinput_XXXXXX");
@@ -255,7 +290,7 @@ static void options_and_config(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(shifted_header),
-                                     cmocka_unit_test(hostile_configs),
+                                     cmocka_unit_test(hostile_configs), cmocka_unit_test(nonfinite_logits),
                                      cmocka_unit_test(model_dirs),
                                      cmocka_unit_test(options_and_config)};
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -1,5 +1,6 @@
 /* gpt2_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
  * Face checkpoint, or initialized from config.json alone) and its public calls. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -190,6 +191,14 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);
   if (loss) *loss = (float)(sum / g->o.accum);
+  /* Issue 14: non-finite logits make a non-finite loss, checked once per step
+   * (the update has used it already: the weights are no longer finite) */
+  if (!isfinite(sum))
+    return ot_set_error(OT_ERR_NUMERIC,
+                        "gpt2_train: step %lld: the loss is %s: the logits or the weights are no longer finite; "
+                        "lower the learning rate (--lr), and check the weights (and the data's ids) if it happens "
+                        "at the first step",
+                        (long long)g->steps_done, isnan(sum) ? "NaN" : "infinite");
   return OT_OK;
 }
 
