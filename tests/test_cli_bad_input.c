@@ -175,6 +175,22 @@ static void nonfinite_logits(void **state) {
   assert_int_not_equal(access(p, F_OK), 0); /* not written */
 }
 
+/* Issue 14, class 6: a safetensors file where a model directory belongs was
+ * reported as "invalid JSON config". */
+static void file_for_model_dir(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char args[1024], cmd[1024];
+  snprintf(args, sizeof args, "run '%s/models/gpt2_small/model.safetensors' --prompt-ids 1,2", data);
+  EXPECT1(args, "gpt2_small/model.safetensors is a safetensors file, not a model directory", "config.json",
+          "omptensor inspect");
+  snprintf(cmd, sizeof cmd, "cp '%s/models/llama_gqa/model.safetensors' '%s/weights.bin'", data, dir);
+  assert_int_equal(system(cmd), 0);
+  EXPECT1("run weights.bin --prompt-ids 1,2", "weights.bin is a safetensors file, not a model directory");
+  EXPECT1("train weights.bin --data weights.bin", "weights.bin is a safetensors file, not a model directory");
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(dir, sizeof dir, "/tmp/ot_badinput_XXXXXX");
@@ -291,6 +307,7 @@ static void options_and_config(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(shifted_header),
                                      cmocka_unit_test(hostile_configs), cmocka_unit_test(nonfinite_logits),
+                                     cmocka_unit_test(file_for_model_dir),
                                      cmocka_unit_test(model_dirs),
                                      cmocka_unit_test(options_and_config)};
   return cmocka_run_group_tests(tests, setup, teardown);

@@ -195,6 +195,10 @@ static void test_bad_configs(void **state) {
   OT_ASSERT_ERR(ot_hf_config_load("/nonexistent/dir/config.json", &c), OT_ERR_NOT_FOUND,
                 "/nonexistent/dir/config.json");
   OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "io"), &c), OT_ERR_NOT_FOUND, "io/config.json");
+  /* issue 14: a safetensors file for the model directory */
+  OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "models/gpt2_small/model.safetensors"), &c),
+                OT_ERR_INVALID_ARG, "model.safetensors is a safetensors file, not a model directory",
+                "omptensor inspect");
 }
 
 /* Issue 14: fields that are read and accepted because they do not change the

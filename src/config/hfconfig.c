@@ -496,15 +496,37 @@ ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot
   return s;
 }
 
+/* A file that is a safetensors checkpoint, by its name or its first bytes
+ * (an 8-byte little-endian header length that fits, then '{'). */
+static int is_safetensors(const char *path, const char *text, size_t len) {
+  size_t n = strlen(path);
+  if (n >= 12 && !strcmp(path + n - 12, ".safetensors")) return 1;
+  if (!text || len < 10) return 0;
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | (unsigned char)text[i];
+  return hl <= len - 8 && text[8] == '{';
+}
+
+/* Issue 14: `run MODEL/model.safetensors` said "invalid JSON config". */
+static ot_status not_a_model_dir(const char *path) {
+  return ot_fail(OT_ERR_INVALID_ARG,
+                 "%s is a safetensors file, not a model directory: give the directory that holds config.json and "
+                 "the weights (model.safetensors or its shards); omptensor inspect reads a single .safetensors file",
+                 path);
+}
+
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
-  char *file = ot_io_is_dir(path) == 1 ? ot_io_join(path, "config.json") : NULL;
+  int dir = ot_io_is_dir(path) == 1;
+  if (!dir && is_safetensors(path, NULL, 0)) return not_a_model_dir(path);
+  char *file = dir ? ot_io_join(path, "config.json") : NULL;
   const char *p = file ? file : path;
   char *text;
   size_t len;
   ot_status s = ot_io_read_text(p, OT_CONFIG_MAX_BYTES, &text, &len);
   if (s == OT_OK) {
     s = ot_hf_config_parse(text, len, p, out);
+    if (s == OT_ERR_FORMAT && !dir && is_safetensors(p, text, len)) s = not_a_model_dir(path);
     free(text);
   }
   free(file);
