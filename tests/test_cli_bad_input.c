@@ -88,6 +88,34 @@ static void expect(const char *args, const char *needle1, const char *needle2) {
   check_bad(args, rc, lines, empty, err, (const char *const[]){needle1, needle2, NULL});
 }
 
+/* A failure found while running, after the input was accepted (the model
+ * loaded and planned): exit 2, nothing on stdout, the error as the last
+ * line with every needle; before it only what an accepted run prints on a
+ * non-terminal: progress lines ("load: 40%") and the one-time notices of the
+ * run ("omptensor: no GPU: ..."), never a second error. */
+static void expect_after_start(const char *args, const char *needle1, const char *needle2) {
+  char err[8192];
+  int lines, empty;
+  int rc = cli(args, err, sizeof err, &lines, &empty);
+  if (rc != 2 || !empty) fail_msg("omptensor %s: exit %d%s, want 2 and nothing on stdout: %s", args, rc,
+                                  empty ? "" : " with output on stdout", err);
+  char *last = strrchr(err, '\n');
+  last = last ? last + 1 : err;
+  for (char *l = err; l < last;) {
+    char *e = strchr(l, '\n');
+    size_t n = (size_t)(e - l);
+    const char *c = memchr(l, ':', n);
+    int progress = c && c > l && c[1] == ' ' && n >= 2 && l[n - 1] == '%';
+    for (const char *q = l; progress && q < c; q++) progress = *q >= 'a' && *q <= 'z';
+    int notice = n > 11 && !strncmp(l, "omptensor: ", 11);
+    if (!progress && !notice) fail_msg("omptensor %s: a line before the error is neither progress nor a notice: %.*s", args, (int)n, l);
+    l = e + 1;
+  }
+  if (strncmp(last, "omptensor ", 10)) fail_msg("omptensor %s: the last line is not the error: %s", args, last);
+  if (!strstr(last, needle1) || !strstr(last, needle2))
+    fail_msg("omptensor %s: error '%s' should mention '%s' and '%s'", args, last, needle1, needle2);
+}
+
 /* Runs omptensor with argv (no shell: any byte, empty words) in dir. */
 static int cli_argv(const char *const *args, char *err, size_t len, int *lines, int *stdout_empty) {
   const char *exe = ot_test_cli();
@@ -115,6 +143,136 @@ static int cli_argv(const char *const *args, char *err, size_t len, int *lines, 
   if (!WIFEXITED(ws)) fail_msg("omptensor %s ...: killed by signal %d", args[0], WTERMSIG(ws));
   *lines = read_outputs(err, len, stdout_empty);
   return WEXITSTATUS(ws);
+}
+
+/* Stricter: exit status 2, nothing on stdout and exactly one line on
+ * stderr, holding every needle (NULL-ended). */
+static void expect1(const char *args, ...) {
+  const char *exe = ot_test_cli();
+  assert_non_null(exe);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "cd '%s' && '%s' %s </dev/null >stdout.txt 2>stderr.txt", dir, exe, args);
+  int rc = system(cmd);
+  assert_true(rc != -1 && WIFEXITED(rc));
+  char p[256], text[4096] = "";
+  snprintf(p, sizeof p, "%s/stderr.txt", dir);
+  FILE *f = fopen(p, "r");
+  assert_non_null(f);
+  size_t n = fread(text, 1, sizeof text - 1, f);
+  text[n] = '\0';
+  fclose(f);
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += text[i] == '\n';
+  if (WEXITSTATUS(rc) != 2 || lines != 1 || text[n - 1] != '\n')
+    fail_msg("omptensor %s: exit status %d and %d lines on stderr, want 2 and one line:\n%s", args, WEXITSTATUS(rc),
+             lines, text);
+  va_list ap;
+  va_start(ap, args);
+  for (const char *needle; (needle = va_arg(ap, const char *));)
+    if (!strstr(text, needle)) fail_msg("omptensor %s: error '%s' should mention '%s'", args, text, needle);
+  va_end(ap);
+  snprintf(p, sizeof p, "%s/stdout.txt", dir);
+  struct stat st;
+  assert_int_equal(stat(p, &st), 0);
+  if (st.st_size != 0) fail_msg("omptensor %s: %lld bytes on stdout, want none", args, (long long)st.st_size);
+}
+#define EXPECT1(args, ...) expect1(args, __VA_ARGS__, (const char *)0)
+
+/* dir/NAME: the reference set's config.json with `from` replaced by `to`
+ * (checked to have happened), beside a link to its weights. */
+static void edited_model(const char *name, const char *set, const char *from, const char *to) {
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s/%s' && sed 's/%s/%s/' '%s/models/%s/config.json' > '%s/%s/config.json' && "
+           "grep -q '%s' '%s/%s/config.json' && ln -sf '%s/models/%s/model.safetensors' '%s/%s/model.safetensors'",
+           dir, name, from, to, data, set, dir, name, to, dir, name, data, set, dir, name);
+  assert_int_equal(system(cmd), 0);
+}
+
+/* llm.c's token file: 256 int32 of header (magic, version, count), uint16 ids. */
+static void write_tokens(const char *name, int n) {
+  size_t bytes = 256 * 4 + (size_t)n * 2;
+  unsigned char *b = calloc(1, bytes);
+  int32_t h[3] = {20240520, 1, n};
+  memcpy(b, h, sizeof h);
+  for (int i = 0; i < n; i++) b[1024 + 2 * i] = (unsigned char)(i % 200);
+  write_file(name, b, bytes);
+  free(b);
+}
+
+/* Issue 14, class 1: sizes in config.json that overflowed or narrowed (a
+ * heap-buffer overflow in train --init random, UB in llama.c's shapes, an
+ * allocation abort) end in one line naming config.json and the field. */
+static void hostile_configs(void **state) {
+  (void)state;
+  write_tokens("tok.bin", 400);
+  edited_model("g_layers", "gpt2_small", "\"n_layer\": 2", "\"n_layer\": 4294967297");
+  EXPECT1("train g_layers --init random --data tok.bin --steps 1 --batch 1 --seq 8", "g_layers/config.json",
+          "\"n_layer\" is 4294967297", "[1, 65536]");
+  edited_model("g_layers31", "gpt2_small", "\"n_layer\": 2", "\"n_layer\": 2147483648");
+  EXPECT1("train g_layers31 --init random --data tok.bin --steps 1 --batch 1 --seq 8", "g_layers31/config.json",
+          "\"n_layer\" is 2147483648");
+  EXPECT1("run g_layers --prompt-ids 1,2 -n 1", "g_layers/config.json", "\"n_layer\" is 4294967297");
+  edited_model("l_hidden", "llama_gqa", "\"hidden_size\": 64", "\"hidden_size\": 9007199254740992");
+  EXPECT1("run l_hidden --prompt-ids 1,2 -n 1", "l_hidden/config.json", "\"hidden_size\" is 9007199254740992");
+  edited_model("l_vocab", "llama_gqa", "\"vocab_size\": 256", "\"vocab_size\": 9007199254740992");
+  EXPECT1("run l_vocab --prompt-ids 1,2 -n 1", "l_vocab/config.json", "\"vocab_size\" is 9007199254740992");
+  edited_model("l_layers", "llama_gqa", "\"num_hidden_layers\": 3", "\"num_hidden_layers\": 2147483648");
+  EXPECT1("run l_layers --prompt-ids 1,2 -n 1", "l_layers/config.json", "\"num_hidden_layers\" is 2147483648");
+}
+
+/* Issue 14, class 2: a checkpoint whose final norm holds a NaN gave tokens
+ * and exit 0 (the argmax of a NaN row is some id). The logits are checked
+ * once per step: a line naming the step and what to check, exit 2 (the
+ * weights, or the dtype asked for, are the input to fix). */
+static void nonfinite_logits(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/nan' && cp '%s/models/llama_gqa/config.json' '%s/nan/'", dir, data, dir);
+  assert_int_equal(system(cmd), 0);
+  char src[512];
+  snprintf(src, sizeof src, "%s/models/llama_gqa/model.safetensors", data);
+  FILE *f = fopen(src, "rb");
+  assert_non_null(f);
+  static unsigned char img[1 << 20];
+  size_t n = fread(img, 1, sizeof img, f);
+  fclose(f);
+  /* every F32 weight's first bytes past the header: the data section starts
+   * with the largest tensor; a quiet NaN in its first element */
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | img[i];
+  const unsigned char qnan[4] = {0x00, 0x00, 0xc0, 0x7f};
+  for (uint64_t at = 8 + hl; at + 4 <= n; at += 4096) memcpy(img + at, qnan, 4); /* a NaN every 1024 floats */
+  write_file("nan/model.safetensors", img, n);
+  /* found after the weights' load: stderr also has the progress lines of
+   * a batch job (and, without a GPU, the notice the accepted run prints) */
+  expect_after_start("run nan --prompt-ids 1,2,3 -n 3",
+                     "the logits of the prefill (the prompt of 3 tokens) are not finite", "--dtype f32");
+  expect_after_start("run nan --prompt-ids 1,2,3 -n 3 --logits-out nan.npy", "the logits of the prefill",
+                     "NaN at position 0");
+  char p[256];
+  snprintf(p, sizeof p, "%s/nan.npy", dir);
+  assert_int_not_equal(access(p, F_OK), 0); /* not written */
+}
+
+/* Issue 14, class 6: a safetensors file where a model directory belongs was
+ * reported as "invalid JSON config". */
+static void file_for_model_dir(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char args[1024], cmd[1024];
+  snprintf(args, sizeof args, "run '%s/models/gpt2_small/model.safetensors' --prompt-ids 1,2", data);
+  EXPECT1(args, "gpt2_small/model.safetensors is a safetensors file, not a model directory", "config.json",
+          "omptensor inspect");
+  snprintf(cmd, sizeof cmd, "cp '%s/models/llama_gqa/model.safetensors' '%s/weights.bin'", data, dir);
+  assert_int_equal(system(cmd), 0);
+  EXPECT1("run weights.bin --prompt-ids 1,2", "weights.bin is a safetensors file, not a model directory");
+  EXPECT1("train weights.bin --data weights.bin", "weights.bin is a safetensors file, not a model directory");
 }
 
 static int setup(void **state) {
@@ -162,6 +320,42 @@ static void safetensors_files(void **state) {
   expect("inspect overlap.safetensors", "overlap.safetensors", "overlap");
   write_st("dtype.safetensors", "{\"a\":{\"dtype\":\"F33\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4);
   expect("inspect dtype.safetensors", "dtype.safetensors", "F33");
+  /* issue 14: the tensors must cover the data section exactly */
+  write_st("trail.safetensors", "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 7);
+  expect("inspect trail.safetensors", "trail.safetensors", "3 bytes after the last tensor");
+  write_st("gap.safetensors",
+           "{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+           "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}",
+           12);
+  expect("inspect gap.safetensors", "gap.safetensors", "unused");
+}
+
+/* Issue 14, class 2: a real checkpoint whose header length is 3 bytes short
+ * (the JSON's padding cut off) parsed, and `run` read every tensor from
+ * shifted offsets and printed plausible tokens with exit 0. */
+static void shifted_header(void **state) {
+  (void)state;
+  const char *data = getenv("OT_TEST_DATA");
+  assert_non_null(data);
+  char cmd[1024];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s/shifted' && cp '%s/models/llama_gqa/config.json' '%s/shifted/'", dir, data,
+           dir);
+  assert_int_equal(system(cmd), 0);
+  char src[512];
+  snprintf(src, sizeof src, "%s/models/llama_gqa/model.safetensors", data);
+  FILE *f = fopen(src, "rb");
+  assert_non_null(f);
+  static unsigned char img[1 << 20];
+  size_t n = fread(img, 1, sizeof img, f);
+  fclose(f);
+  assert_true(n > 8 && n < sizeof img);
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | img[i];
+  assert_memory_equal(img + 8 + hl - 3, "   ", 3); /* the padding the cut removes */
+  hl -= 3;
+  for (int i = 0; i < 8; i++) img[i] = (unsigned char)(hl >> (8 * i));
+  write_file("shifted/model.safetensors", img, n);
+  expect("run shifted --prompt-ids 1,2 --max-new-tokens 2", "shifted/model.safetensors", "3 bytes after the last tensor");
 }
 
 /* A model directory whose config and checkpoint disagree. */
@@ -396,7 +590,9 @@ static void prompt_files(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(model_dirs),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(safetensors_files), cmocka_unit_test(shifted_header),
+                                     cmocka_unit_test(hostile_configs), cmocka_unit_test(nonfinite_logits),
+                                     cmocka_unit_test(file_for_model_dir), cmocka_unit_test(model_dirs),
                                      cmocka_unit_test(options_and_config), cmocka_unit_test(hostile_values),
                                      cmocka_unit_test(prompt_files)};
   return cmocka_run_group_tests(tests, setup, teardown);

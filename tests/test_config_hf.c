@@ -153,6 +153,40 @@ static void test_bad_configs(void **state) {
       {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1.5, \"n_head\": 2, \"vocab_size\": 10,"
        " \"n_positions\": 4}",
        OT_ERR_FORMAT, "\"n_layer\" is a real number"},
+      /* issue 14: every field that changes the math and is not implemented, refused by name */
+      {"{" LLAMA_SIZES ", \"attention_bias\": true}", OT_ERR_UNSUPPORTED, "\"attention_bias\": true is not supported"},
+      {"{" LLAMA_SIZES ", \"mlp_bias\": true}", OT_ERR_UNSUPPORTED, "\"mlp_bias\": true is not supported"},
+      {"{" LLAMA_SIZES ", \"hidden_act\": \"gelu_new\"}", OT_ERR_UNSUPPORTED, "hidden_act \"gelu_new\" is not supported"},
+      {"{" LLAMA_SIZES ", \"hidden_act\": \"gelu\"}", OT_ERR_UNSUPPORTED, "hidden_act \"gelu\""},
+      {"{" LLAMA_SIZES ", \"sliding_window\": 4096}", OT_ERR_UNSUPPORTED, "\"sliding_window\": 4096"},
+      {"{" LLAMA_SIZES ", \"use_sliding_window\": true}", OT_ERR_UNSUPPORTED, "\"use_sliding_window\": true"},
+      {"{" LLAMA_SIZES ", \"partial_rotary_factor\": 0.5}", OT_ERR_UNSUPPORTED, "\"partial_rotary_factor\""},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"default\", \"partial_rotary_factor\": 0.25}}",
+       OT_ERR_UNSUPPORTED, "rope_parameters.partial_rotary_factor"},
+      {"{" LLAMA_SIZES ", \"pretraining_tp\": 0}", OT_ERR_FORMAT, "\"pretraining_tp\" must be a positive integer"},
+      {"{" LLAMA_SIZES ", \"attention_dropout\": \"0.1\"}", OT_ERR_FORMAT, "\"attention_dropout\" is a string"},
+      {"{" LLAMA_SIZES ", \"quantization_config\": {\"quant_method\": \"gptq\", \"bits\": 4}}", OT_ERR_UNSUPPORTED,
+       "\"quantization_config\""},
+      {"{" LLAMA_SIZES ", \"architectures\": [\"LlamaForSequenceClassification\"]}", OT_ERR_UNSUPPORTED,
+       "architectures [\"LlamaForSequenceClassification\"] is not supported"},
+      {"{\"model_type\": \"gpt2\", \"architectures\": [\"GPT2DoubleHeadsModel\"], \"n_embd\": 8, \"n_layer\": 1,"
+       " \"n_head\": 2, \"vocab_size\": 10, \"n_positions\": 4}",
+       OT_ERR_UNSUPPORTED, "GPT2DoubleHeadsModel"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"activation_function\": \"gelu\"}",
+       OT_ERR_UNSUPPORTED, "activation_function \"gelu\" is not supported"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"add_cross_attention\": true}",
+       OT_ERR_UNSUPPORTED, "\"add_cross_attention\": true"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"reorder_and_upcast_attn\": \"yes\"}",
+       OT_ERR_FORMAT, "\"reorder_and_upcast_attn\" is a string"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"resid_pdrop\": 1.5}",
+       OT_ERR_FORMAT, "\"resid_pdrop\" is out of range"},
+      {"{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+       " \"n_positions\": 4, \"initializer_range\": 0}",
+       OT_ERR_FORMAT, "\"initializer_range\" is 0"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     OT_ASSERT_ERR(parse(cases[i].json, &c), cases[i].want, "config.json", cases[i].sub);
@@ -161,6 +195,37 @@ static void test_bad_configs(void **state) {
   OT_ASSERT_ERR(ot_hf_config_load("/nonexistent/dir/config.json", &c), OT_ERR_NOT_FOUND,
                 "/nonexistent/dir/config.json");
   OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "io"), &c), OT_ERR_NOT_FOUND, "io/config.json");
+  /* issue 14: a safetensors file for the model directory */
+  OT_ASSERT_ERR(ot_hf_config_load(data_path(path, sizeof path, "models/gpt2_small/model.safetensors"), &c),
+                OT_ERR_INVALID_ARG, "model.safetensors is a safetensors file, not a model directory",
+                "omptensor inspect");
+}
+
+/* Issue 14: fields that are read and accepted because they do not change the
+ * math here (src/config/README.md's audit), and those read for training. */
+static void test_accepted_fields(void **state) {
+  (void)state;
+  ot_hf_config c;
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"hidden_act\": \"swish\", \"pretraining_tp\": 2, \"attention_dropout\": 0.1,"
+                     " \"sliding_window\": null, \"use_sliding_window\": false, \"partial_rotary_factor\": 1.0,"
+                     " \"attention_bias\": false, \"quantization_config\": null, \"architectures\": [\"LlamaForCausalLM\"]}",
+                     &c));
+  assert_int_equal(c.act, OT_ACT_SILU);
+  static const char *const tanh_names[] = {"gelu_new", "gelu_pytorch_tanh", "gelu_fast"};
+  for (int i = 0; i < 3; i++) {
+    char json[512];
+    snprintf(json, sizeof json,
+             "{\"model_type\": \"gpt2\", \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2, \"vocab_size\": 10,"
+             " \"n_positions\": 4, \"activation_function\": \"%s\", \"reorder_and_upcast_attn\": true,"
+             " \"add_cross_attention\": false, \"resid_pdrop\": 0.25, \"attn_pdrop\": 0, \"initializer_range\": 0.01,"
+             " \"tie_word_embeddings\": false}",
+             tanh_names[i]);
+    OT_ASSERT_OK(parse(json, &c));
+    assert_int_equal(c.act, OT_ACT_GELU_TANH);
+    assert_true(c.resid_pdrop == 0.25 && c.attn_pdrop == 0 && c.embd_pdrop == 0.1); /* GPT2Config's default */
+    assert_true(c.initializer_range == 0.01);
+    assert_int_equal(c.tie_word_embeddings, 0); /* run reads lm_head.weight; the trainer refuses it */
+  }
 }
 
 /* Single-byte corruptions of the Llama fixture: an error naming the file, or
@@ -196,6 +261,7 @@ int main(void) {
       cmocka_unit_test(test_gpt2_fixture),
       cmocka_unit_test(test_llama_defaults_and_variants),
       cmocka_unit_test(test_bad_configs),
+      cmocka_unit_test(test_accepted_fields),
       cmocka_unit_test(test_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

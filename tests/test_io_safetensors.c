@@ -259,15 +259,17 @@ static void test_overlap(void **state) {
   BAD("{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]},"
       " \"b\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]}}",
       4, OT_ERR_FORMAT, "overlap");
-  /* touching ranges, empty tensors anywhere and holes are fine */
+  /* touching ranges and empty tensors at the boundaries tile the data section */
   ot_st_file *f;
   OT_ASSERT_OK(open_raw(dir,
                         "{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]},"
-                        " \"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [2, 2]},"
-                        " \"b\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [4, 8]},"
-                        " \"c\": {\"dtype\": \"I8\", \"shape\": [2], \"data_offsets\": [10, 12]}}",
+                        " \"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [4, 4]},"
+                        " \"z\": {\"dtype\": \"F32\", \"shape\": [0, 3], \"data_offsets\": [0, 0]},"
+                        " \"b\": {\"dtype\": \"I8\", \"shape\": [6], \"data_offsets\": [4, 10]},"
+                        " \"c\": {\"dtype\": \"I8\", \"shape\": [2], \"data_offsets\": [10, 12]},"
+                        " \"t\": {\"dtype\": \"I8\", \"shape\": [0], \"data_offsets\": [12, 12]}}",
                         12, &f));
-  assert_int_equal(ot_st_count(f), 4);
+  assert_int_equal(ot_st_count(f), 6);
   const ot_st_info *c;
   OT_ASSERT_OK(ot_st_find(f, "c", &c));
   unsigned char got[2];
@@ -275,6 +277,58 @@ static void test_overlap(void **state) {
   assert_int_equal(got[0], 10); /* ot_write_st_raw's counting pattern */
   assert_int_equal(got[1], 11);
   ot_st_close(f);
+}
+
+/* Issue 14: the data offsets must cover the data section exactly, as the
+ * reference reader requires — no hole, nothing after the last tensor, no
+ * empty tensor inside another's bytes. */
+static void test_offsets_tile_the_data(void **state) {
+  const char *dir = *state;
+  /* a hole between two tensors */
+  BAD("{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]},"
+      " \"c\": {\"dtype\": \"I8\", \"shape\": [2], \"data_offsets\": [6, 8]}}",
+      8, OT_ERR_FORMAT, "tensor 'c' data_offsets [6, 8] leave bytes [4, 6) of the data section unused", "after 'a'");
+  /* the first tensor not at 0 */
+  BAD("{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [2, 6]}}", 6, OT_ERR_FORMAT,
+      "'a'", "leave bytes [0, 2)");
+  /* bytes after the last tensor */
+  BAD("{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]}}", 7, OT_ERR_FORMAT,
+      "the tensors end at byte 4 of the data section (last 'a') but it holds 7 bytes", "3 bytes after the last");
+  /* data but no tensor */
+  BAD("{\"__metadata__\": {\"format\": \"pt\"}}", 5, OT_ERR_FORMAT, "no tensor data", "holds 5 bytes");
+  /* an empty tensor inside another's range */
+  BAD("{\"a\": {\"dtype\": \"I8\", \"shape\": [4], \"data_offsets\": [0, 4]},"
+      " \"e\": {\"dtype\": \"F32\", \"shape\": [0], \"data_offsets\": [2, 2]}}",
+      4, OT_ERR_FORMAT, "'a'", "'e'", "overlap");
+}
+
+/* Issue 14's silent wrong answer: a header length a few bytes short of the
+ * real one still parses (the JSON's padding is cut off), and every tensor
+ * would be read from shifted offsets. It must fail naming the file. */
+static void test_header_length_short(void **state) {
+  const char *dir = *state;
+  float w[4] = {1, 2, 3, 4};
+  ot_st_tensor ts[] = {{"weight", OT_F32, 1, {4}, w}};
+  char path[4096];
+  ot_tmp_path(path, sizeof path, dir, "s.safetensors");
+  OT_ASSERT_OK(ot_st_write(path, ts, 1, NULL, 0));
+  unsigned char img[512];
+  FILE *fp = fopen(path, "rb");
+  size_t len = fread(img, 1, sizeof img, fp);
+  fclose(fp);
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; i--) n = (n << 8) | img[i];
+  for (uint64_t k = 1; k <= 3; k++) assert_int_equal(img[8 + n - k], ' '); /* padded to 64-byte alignment */
+  for (uint64_t cut = 1; cut <= 3; cut++) {
+    uint64_t m = n - cut;
+    for (int i = 0; i < 8; i++) img[i] = (unsigned char)(m >> (8 * i));
+    ot_write_bytes(dir, "s.safetensors", img, len);
+    ot_st_file *f = (ot_st_file *)1;
+    char bytes[64];
+    snprintf(bytes, sizeof bytes, "%llu bytes after the last tensor", (unsigned long long)cut);
+    OT_ASSERT_ERR(ot_st_open(path, &f), OT_ERR_FORMAT, "s.safetensors", "'weight'", bytes, "header length");
+    assert_null(f);
+  }
 }
 
 static void test_metadata(void **state) {
@@ -307,8 +361,8 @@ static void test_parse_buffer(void **state) {
 }
 
 /* Every single-byte corruption of a real file's prefix and header either
- * fails with a message or yields tensors that lie inside the buffer and do
- * not overlap (ASan checks the parser's own reads). */
+ * fails with a message or yields tensors that lie inside the buffer, do
+ * not overlap and cover its data section (ASan checks the parser's own reads). */
 static void test_mutations(void **state) {
   const char *dir = *state;
   float w[6] = {1, 2, 3, 4, 5, 6};
@@ -334,6 +388,10 @@ static void test_mutations(void **state) {
       ot_st_header hd;
       if (ot_st_parse_buffer(m, len, "mut", &hd) == OT_OK) {
         ok++;
+        uint64_t covered = 0; /* the ranges tile the data section: their bytes add up to it */
+        for (int t = 0; t < hd.n; t++) covered += hd.tensors[t].bytes;
+        assert_int_equal(covered, hd.data_bytes);
+        assert_int_equal(hd.data_start + hd.data_bytes, len);
         for (int t = 0; t < hd.n; t++) {
           assert_true(hd.tensors[t].offset >= hd.data_start);
           assert_true(hd.tensors[t].offset + hd.tensors[t].bytes <= len);
@@ -362,6 +420,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_bad_shape, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_offsets, setup, teardown),
       cmocka_unit_test_setup_teardown(test_overlap, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_offsets_tile_the_data, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_header_length_short, setup, teardown),
       cmocka_unit_test_setup_teardown(test_metadata, setup, teardown),
       cmocka_unit_test(test_parse_buffer),
       cmocka_unit_test_setup_teardown(test_mutations, setup, teardown),

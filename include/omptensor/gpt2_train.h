@@ -41,8 +41,9 @@ typedef struct ot_gpt2_train_opts {
                               are x1, q, k, v, att, hm, x2, fc, gelu and the attention's statistics) */
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200's, docs/gpu.md) */
   double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
-  int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, 0.02), the residual
-                           projections 0.02/sqrt(2 n_layer), biases 0, norms 1) from config.json alone */
+  int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, r), the residual
+                           projections r/sqrt(2 n_layer), biases 0, norms 1; r = config.json's
+                           initializer_range, 0.02 by default) from config.json alone */
   uint64_t seed;        /* for init_random */
   int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
                            checkpoint's names, shapes and dtypes are checked), ot_gpt2_train_step refuses:
@@ -60,7 +61,9 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
 void ot_gpt2_train_destroy(ot_gpt2_trainer *g); /* NULL is fine */
 
 /* One step on inputs/targets [accum*B*T] (row-major [accum, B, T]); *loss
- * gets the mean loss before the update. */
+ * gets the mean loss before the update. A loss that is not finite fails
+ * with OT_ERR_NUMERIC naming the step (the update has been made: the
+ * weights are no longer finite either). */
 ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
 
 /* Writes the weights and moments still on the device home (then

@@ -7,8 +7,17 @@
  * Both families are read into one struct with Llama's names; GPT-2's keys
  * (n_embd, n_layer, n_head, n_inner, n_positions, layer_norm_epsilon) fill
  * the same fields. Unknown model types, missing or non-positive sizes,
- * inconsistent head counts and features we do not implement (rope_scaling,
- * other activations) are refused with a message naming the file and key.
+ * inconsistent head counts and every field that would change the math but
+ * that omptensor does not implement (rope_scaling, another activation,
+ * biases in a llama, cross-attention, quantized weights, ...: the audit in
+ * src/config/README.md) are refused with a message naming the file and key.
+ *
+ * Every size is range-checked where it is read, against the limits below
+ * (the smallest value is 1), and the weights the sizes make must be
+ * addressable (OT_HF_MAX_WEIGHT_BYTES in f32): a model built from a config
+ * that loaded, or that passed ot_hf_config_check, can form every shape and
+ * byte count without overflow. The message names the file, the key, the
+ * value and the allowed range.
  */
 #ifndef OMPTENSOR_HFCONFIG_H
 #define OMPTENSOR_HFCONFIG_H
@@ -35,6 +44,16 @@ typedef enum ot_act {
 
 #define OT_HF_MAX_EOS 8
 
+/* The sizes omptensor takes, each in [1, max] (src/config/README.md says why). */
+#define OT_HF_MAX_LAYERS 65536           /* num_hidden_layers, n_layer */
+#define OT_HF_MAX_HIDDEN (1 << 20)       /* hidden_size, n_embd */
+#define OT_HF_MAX_INTERMEDIATE (1 << 22) /* intermediate_size, n_inner */
+#define OT_HF_MAX_HEADS 65536            /* num_attention_heads, num_key_value_heads, n_head */
+#define OT_HF_MAX_HEAD_DIM 256           /* head_dim, given or hidden / heads: the attention kernels' limit */
+#define OT_HF_MAX_VOCAB 2147483647       /* vocab_size: token ids are int32 */
+#define OT_HF_MAX_POSITIONS 2147483647   /* max_position_embeddings, n_positions */
+#define OT_HF_MAX_WEIGHT_BYTES ((int64_t)1 << 47) /* all weights in f32: x86-64's user address space */
+
 typedef struct ot_hf_config {
   ot_arch arch;
   char model_type[32];     /* "llama" | "gpt2" */
@@ -52,21 +71,36 @@ typedef struct ot_hf_config {
   int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */
-  ot_act act;              /* hidden_act / activation_function */
+  ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */
   int64_t bos_token_id;    /* -1 if absent */
   int64_t eos_token_ids[OT_HF_MAX_EOS]; /* eos_token_id: one id or a list */
   int n_eos;
+  /* gpt2, training only (inference runs without dropout, as transformers'
+   * eval() does): dropout probabilities, GPT2Config's default 0.1 each; the
+   * trainer refuses non-zero ones. 0 for llama. */
+  double resid_pdrop, embd_pdrop, attn_pdrop;
+  double initializer_range; /* gpt2 (default 0.02): the trainer's init_random; 0 for llama */
 } ot_hf_config;
 
 /* `path` is config.json itself or the directory that holds it. Errors:
  * OT_ERR_NOT_FOUND (no file), OT_ERR_FORMAT (bad JSON, missing / wrong-typed
- * / non-positive field), OT_ERR_UNSUPPORTED (model type, rope_scaling,
- * activation). */
+ * / out-of-range field, weights too large to address), OT_ERR_UNSUPPORTED
+ * (model type, rope_scaling, activation). */
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
 
 /* The same on a buffer (label names it in messages). */
 ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);
+
+/* The checks ot_hf_config_load makes, on a config a caller filled in itself
+ * (every size in range, heads consistent, head_dim, epsilon, the weights
+ * addressable): the model builders call it before they use a size.
+ * OT_ERR_INVALID_ARG with a message starting "LABEL: ". */
+ot_status ot_hf_config_check(const ot_hf_config *c, const char *label);
+
+/* The number of parameters (weights and biases) the config's sizes make;
+ * -1 if that overflows (never, for a config that passed the checks). */
+int64_t ot_hf_config_num_params(const ot_hf_config *c);
 
 const char *ot_arch_name(ot_arch a); /* "llama", "gpt2" */
 

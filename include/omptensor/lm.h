@@ -124,12 +124,16 @@ typedef struct ot_gen_result {
   ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
 } ot_gen_result;
 
-/* On failure *r is left empty (calling ot_gen_result_free on it is harmless). */
 /* Records and plans the prompt and decode steps of a generation without
  * running them: the budget errors ot_generate would give, before any weight
  * is read (works on a shapes-only model). */
 ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o);
 
+/* Runs the prompt, then one decode step per new token. The logits of every
+ * step are checked (once per step, with the checksum's pass): NaN or Inf
+ * fails with OT_ERR_NUMERIC naming the step (the prefill, or decode step k
+ * and its position) before a token is picked or logits_out written. On
+ * failure *r is left empty (calling ot_gen_result_free on it is harmless). */
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
 void ot_gen_result_free(ot_gen_result *r);
 

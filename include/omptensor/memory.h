@@ -56,6 +56,17 @@ ot_status ot_mem_copy(void *dst, int dst_dev, const void *src, int src_dev, size
  * MANAGED fall back to pageable host memory). */
 int ot_mem_space_native(ot_mem_space s, int dev);
 
+/* Host memory a new allocation can have now, in bytes: the smallest of the
+ * kernel's MemAvailable and, in a container, the cgroup's limit minus its
+ * usage (UINT64_MAX when neither is known). */
+uint64_t ot_host_memory_available(void);
+
+/* OT_OK if `bytes` fit in ot_host_memory_available(); else
+ * OT_ERR_OUT_OF_MEMORY with "WHAT need N of host memory, but M is
+ * available" (`what` is plural: "the weights", "the KV caches"). For sizes
+ * that come from files, checked before they are allocated. */
+ot_status ot_host_memory_check(uint64_t bytes, const char *what);
+
 /* ---- arena: best-fit sub-allocation of one range, with coalescing frees ----
  *
  * Pure bookkeeping over offsets [0, capacity): the planner runs it on paper

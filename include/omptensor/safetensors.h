@@ -4,8 +4,10 @@
  * JSON ({"name": {"dtype": "F32", "shape": [..], "data_offsets": [b, e]},
  * "__metadata__": {"k": "v"}}), then the data section; offsets are relative
  * to the start of the data section. Opening a file validates the whole
- * header against the file size (dtype, shape, offsets in range and not
- * overlapping, byte counts matching the shape), so a later read can only
+ * header against the file size (dtype, shape, byte counts matching the
+ * shape, and offsets that tile the data section exactly: sorted, each tensor
+ * begins where the previous one ends, the first at 0, the last at the end of
+ * the file, as the reference reader requires), so a later read can only
  * fail on an I/O error.
  *
  *     ot_st_file *f;
@@ -56,7 +58,7 @@ typedef struct ot_st_file ot_st_file;
 
 /* Opens and validates `path`. Errors: OT_ERR_NOT_FOUND (no such file),
  * OT_ERR_IO (unreadable), OT_ERR_FORMAT (truncated, header beyond the file, bad JSON, bad shape or
- * offsets), OT_ERR_DTYPE (unknown or unsupported dtype), OT_ERR_UNSUPPORTED
+ * offsets: overlapping, leaving a gap or bytes after the last tensor), OT_ERR_DTYPE (unknown or unsupported dtype), OT_ERR_UNSUPPORTED
  * (more than OT_ST_MAX_DIMS dims); the message names the file, the tensor
  * and the problem. */
 ot_status ot_st_open(const char *path, ot_st_file **out);

@@ -30,6 +30,7 @@ typedef enum ot_status {
   OT_ERR_DEVICE,        /* the offload runtime or driver reported a failure */
   OT_ERR_STATE,         /* the call is not valid in the object's current state */
   OT_ERR_INTEGRITY,     /* a checksum did not match (OMPTENSOR_VERIFY) */
+  OT_ERR_NUMERIC,       /* a result is not finite (NaN or Inf logits, loss): the weights or inputs */
   OT_STATUS_COUNT
 } ot_status;
 

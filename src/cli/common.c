@@ -18,6 +18,7 @@ int ot_cli_exit_code(ot_status s) {
   case OT_ERR_FORMAT:
   case OT_ERR_NOT_FOUND:
   case OT_ERR_BUDGET:
+  case OT_ERR_NUMERIC: /* NaN/Inf results: the weights or the dtype asked for, the input to fix */
   case OT_ERR_UNSUPPORTED: return 2;
   default: return 1;
   }

@@ -5,12 +5,21 @@
  * save_pretrained may leave out (it drops values equal to PretrainedConfig's
  * defaults, e.g. GPT-2's tie_word_embeddings); sizes that define the weights
  * are required. Both "torch_dtype" and the newer "dtype", and both
- * "rope_theta" and the newer "rope_parameters" are understood. */
+ * "rope_theta" and the newer "rope_parameters" are understood.
+ *
+ * Every size is range-checked where it is read (issue 14): one table per
+ * architecture gives each key its field and its allowed range [1, max], and
+ * the same table checks a config a caller filled in itself
+ * (ot_hf_config_check); the weights the sizes make must then be addressable
+ * (checked arithmetic, core/checked.h). A model builder can trust every size
+ * and every product of them it forms. */
+#include <float.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "io/fileio.h"
 #include "io/json_util.h"
@@ -29,19 +38,92 @@ static const json_t *get(const reader *r, const char *key) {
   return json_is_null(v) ? NULL : v;
 }
 
-static ot_status get_int(const reader *r, const char *key, int required, int64_t def, int64_t *out) {
-  const json_t *v = get(r, key);
+/* One size of a config: its JSON key, the field it fills, whether it must be
+ * given, and the largest value omptensor takes (the smallest is 1), with
+ * why. Absent optional sizes are 0 here and derived after the table
+ * (num_key_value_heads, head_dim, n_inner). */
+typedef struct size_field {
+  const char *key;
+  size_t off;
+  int required;
+  int64_t max;
+  const char *why;
+} size_field;
+
+#define FIELD(f) offsetof(ot_hf_config, f)
+static const char WHY_LAYERS[] = "each layer has its own tensors and caches on the host; 500x the deepest published model",
+                  WHY_WIDTH[] = "far wider than any published model", WHY_HEADS[] = "far more than any published model",
+                  WHY_HEAD_DIM[] = "the attention kernels' limit", WHY_VOCAB[] = "token ids are 32-bit",
+                  WHY_POS[] = "positions and sequence lengths are 32-bit";
+
+static const size_field llama_sizes[] = {
+    {"hidden_size", FIELD(hidden_size), 1, OT_HF_MAX_HIDDEN, WHY_WIDTH},
+    {"intermediate_size", FIELD(intermediate_size), 1, OT_HF_MAX_INTERMEDIATE, WHY_WIDTH},
+    {"num_hidden_layers", FIELD(num_layers), 1, OT_HF_MAX_LAYERS, WHY_LAYERS},
+    {"num_attention_heads", FIELD(num_heads), 1, OT_HF_MAX_HEADS, WHY_HEADS},
+    {"num_key_value_heads", FIELD(num_kv_heads), 0, OT_HF_MAX_HEADS, WHY_HEADS},
+    {"vocab_size", FIELD(vocab_size), 1, OT_HF_MAX_VOCAB, WHY_VOCAB},
+    {"max_position_embeddings", FIELD(max_position_embeddings), 1, OT_HF_MAX_POSITIONS, WHY_POS},
+    {"head_dim", FIELD(head_dim), 0, OT_HF_MAX_HEAD_DIM, WHY_HEAD_DIM},
+};
+static const size_field gpt2_sizes[] = {
+    {"n_embd", FIELD(hidden_size), 1, OT_HF_MAX_HIDDEN, WHY_WIDTH},
+    {"n_layer", FIELD(num_layers), 1, OT_HF_MAX_LAYERS, WHY_LAYERS},
+    {"n_head", FIELD(num_heads), 1, OT_HF_MAX_HEADS, WHY_HEADS},
+    {"vocab_size", FIELD(vocab_size), 1, OT_HF_MAX_VOCAB, WHY_VOCAB},
+    {"n_positions", FIELD(max_position_embeddings), 1, OT_HF_MAX_POSITIONS, WHY_POS},
+    {"n_inner", FIELD(intermediate_size), 0, OT_HF_MAX_INTERMEDIATE, WHY_WIDTH},
+};
+#define N_OF(a) (sizeof a / sizeof a[0])
+
+static int64_t *field_of(ot_hf_config *c, const size_field *f) { return (int64_t *)((char *)c + f->off); }
+static int64_t field_val(const ot_hf_config *c, const size_field *f) {
+  return *(const int64_t *)((const char *)c + f->off);
+}
+
+/* The size table of an architecture (NULL for an unknown one). */
+static const size_field *size_table(ot_arch a, size_t *n) {
+  *n = a == OT_ARCH_LLAMA ? N_OF(llama_sizes) : a == OT_ARCH_GPT2 ? N_OF(gpt2_sizes) : 0;
+  return a == OT_ARCH_LLAMA ? llama_sizes : a == OT_ARCH_GPT2 ? gpt2_sizes : NULL;
+}
+
+/* The JSON key of a field for messages ("n_layer" for GPT-2's num_layers). */
+static const char *key_of(ot_arch a, size_t off, const char *fallback) {
+  size_t n;
+  const size_field *t = size_table(a, &n);
+  for (size_t i = 0; i < n; i++)
+    if (t[i].off == off) return t[i].key;
+  return fallback;
+}
+
+static ot_status out_of_range(ot_status st, const char *label, const size_field *f, int64_t v) {
+  return ot_fail(st, "%s: \"%s\" is %lld, expected an integer in [1, %lld] (%s)", label, f->key, (long long)v,
+                 (long long)f->max, f->why);
+}
+
+/* Reads size `f` from the JSON object into c, range-checked. */
+static ot_status read_size(const reader *r, const size_field *f, ot_hf_config *c) {
+  const json_t *v = get(r, f->key);
   if (!v) {
-    if (required) return ot_fail(OT_ERR_FORMAT, "%s: missing \"%s\" (a positive integer)", r->label, key);
-    *out = def;
+    if (f->required)
+      return ot_fail(OT_ERR_FORMAT, "%s: missing \"%s\" (an integer in [1, %lld])", r->label, f->key,
+                     (long long)f->max);
+    *field_of(c, f) = 0;
     return OT_OK;
   }
   if (!json_is_integer(v))
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a positive integer", r->label, key, ot_json_kind(v));
-  if (json_integer_value(v) <= 0)
-    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %lld, expected a positive integer", r->label, key,
-                   (long long)json_integer_value(v));
-  *out = (int64_t)json_integer_value(v);
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an integer in [1, %lld]", r->label, f->key,
+                   ot_json_kind(v), (long long)f->max);
+  int64_t x = (int64_t)json_integer_value(v);
+  if (x < 1 || x > f->max) return out_of_range(OT_ERR_FORMAT, r->label, f, x);
+  *field_of(c, f) = x;
+  return OT_OK;
+}
+
+static ot_status read_sizes(const reader *r, ot_hf_config *c) {
+  size_t n;
+  const size_field *t = size_table(c->arch, &n);
+  for (size_t i = 0; i < n; i++) OT_TRY(read_size(r, &t[i], c));
   return OT_OK;
 }
 
@@ -80,6 +162,21 @@ static ot_status get_str(const reader *r, const char *key, const char *def, char
   return OT_OK;
 }
 
+/* A field that changes the math and that omptensor does not implement:
+ * refused by name when it is given with a value other than the one we
+ * compute (given as JSON text: "false", "1", ...; NULL = must be absent or
+ * null). */
+static ot_status refuse_unless(const reader *r, const char *key, const char *allowed, const char *why) {
+  const json_t *v = get(r, key);
+  if (!v) return OT_OK;
+  char *text = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
+  ot_status s = OT_OK;
+  if (!allowed || !text || strcmp(text, allowed) != 0)
+    s = ot_fail(OT_ERR_UNSUPPORTED, "%s: \"%s\": %.60s is not supported: %s", r->label, key, text ? text : "?", why);
+  free(text);
+  return s;
+}
+
 /* model_type, or the class in architectures[0] when model_type is absent. */
 static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   const json_t *archs = get(r, "architectures");
@@ -98,23 +195,61 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   else
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\" and \"gpt2\")",
                    r->label, c->model_type);
-  return OT_OK;
+  /* the head: a causal LM's, not a classifier's or a bare model's */
+  const char *cls = c->arch == OT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+  if (c->architecture[0] && strcmp(c->architecture, cls) != 0)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: architectures [\"%s\"] is not supported: omptensor runs %s for model_type \"%s\"",
+                   r->label, c->architecture, cls, c->model_type);
+  return refuse_unless(r, "quantization_config", NULL,
+                       "quantized checkpoints are not read; give the unquantized weights (--dtype int8 quantizes them)");
 }
 
-static ot_status get_act(const reader *r, const char *key, const char *def, ot_act *out) {
-  static const struct { const char *s; ot_act a; } acts[] = {
-      {"silu", OT_ACT_SILU},           {"swish", OT_ACT_SILU},           {"gelu_new", OT_ACT_GELU_TANH},
-      {"gelu_pytorch_tanh", OT_ACT_GELU_TANH}, {"gelu_fast", OT_ACT_GELU_TANH}, {"gelu", OT_ACT_GELU},
-  };
+/* The activations each architecture implements, by the names transformers
+ * gives them: one check for run and train (train accepted any of them and
+ * saved "gelu_new"; run refused all but gelu_new; a llama with a GELU
+ * ran SiLU). gelu_new, gelu_pytorch_tanh and gelu_fast are one function
+ * (the tanh form); exact-erf "gelu" is another and is refused. */
+static const struct {
+  const char *s;
+  ot_act a;
+  ot_arch arch;
+} acts[] = {
+    {"silu", OT_ACT_SILU, OT_ARCH_LLAMA},          {"swish", OT_ACT_SILU, OT_ARCH_LLAMA},
+    {"gelu_new", OT_ACT_GELU_TANH, OT_ARCH_GPT2},  {"gelu_pytorch_tanh", OT_ACT_GELU_TANH, OT_ARCH_GPT2},
+    {"gelu_fast", OT_ACT_GELU_TANH, OT_ARCH_GPT2},
+};
+
+static const char *act_key(ot_arch a) { return a == OT_ARCH_LLAMA ? "hidden_act" : "activation_function"; }
+static ot_act arch_act(ot_arch a) { return a == OT_ARCH_LLAMA ? OT_ACT_SILU : OT_ACT_GELU_TANH; }
+static const char *act_names(ot_arch a) {
+  return a == OT_ARCH_LLAMA ? "silu (swish)" : "gelu_new (gelu_pytorch_tanh, gelu_fast)";
+}
+
+static ot_status get_act(const reader *r, ot_arch arch, const char *def, ot_act *out) {
+  const char *key = act_key(arch);
   char name[32];
   OT_TRY(get_str(r, key, def, name, sizeof name));
   for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-    if (!strcmp(name, acts[i].s)) {
+    if (acts[i].arch == arch && !strcmp(name, acts[i].s)) {
       *out = acts[i].a;
       return OT_OK;
     }
-  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not supported (silu, gelu, gelu_new, gelu_pytorch_tanh)",
-                 r->label, key, name);
+  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s \"%s\" is not supported: omptensor's %s computes %s", r->label, key, name,
+                 ot_arch_name(arch), act_names(arch));
+}
+
+/* A number in [lo, hi] (def when absent), e.g. a dropout probability. */
+static ot_status get_real_in(const reader *r, const char *key, double def, double lo, double hi, double *out) {
+  const json_t *v = get(r, key);
+  if (!v) {
+    *out = def;
+    return OT_OK;
+  }
+  if (!json_is_number(v) || !(json_number_value(v) >= lo && json_number_value(v) <= hi))
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected a number in [%g, %g]", r->label, key,
+                   json_is_number(v) ? "out of range" : ot_json_kind(v), lo, hi);
+  *out = json_number_value(v);
+  return OT_OK;
 }
 
 /* The "type" of a RoPE parameter object: rope_type, or the older "type". */
@@ -140,7 +275,15 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (only plain RoPE with rope_theta)",
                      r->label, keys[i], t ? t : "(none given)");
     if (!theta) theta = json_object_get(v, "rope_theta");
+    const json_t *prf = json_object_get(v, "partial_rotary_factor");
+    if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+      return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s.partial_rotary_factor is not supported: RoPE rotates the whole head",
+                     r->label, keys[i]);
   }
+  const json_t *prf = get(r, "partial_rotary_factor");
+  if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: \"partial_rotary_factor\" is not supported: RoPE rotates the whole head",
+                   r->label);
   return get_pos_real(r, theta, "rope_theta", 10000.0, &c->rope_theta);
 }
 
@@ -165,36 +308,47 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
 }
 
 static ot_status read_llama(const reader *r, ot_hf_config *c) {
-  OT_TRY(get_int(r, "hidden_size", 1, 0, &c->hidden_size));
-  OT_TRY(get_int(r, "intermediate_size", 1, 0, &c->intermediate_size));
-  OT_TRY(get_int(r, "num_hidden_layers", 1, 0, &c->num_layers));
-  OT_TRY(get_int(r, "num_attention_heads", 1, 0, &c->num_heads));
-  OT_TRY(get_int(r, "num_key_value_heads", 0, c->num_heads, &c->num_kv_heads));
-  OT_TRY(get_int(r, "vocab_size", 1, 0, &c->vocab_size));
-  OT_TRY(get_int(r, "max_position_embeddings", 1, 0, &c->max_position_embeddings));
-  OT_TRY(get_int(r, "head_dim", 0, 0, &c->head_dim));
+  OT_TRY(read_sizes(r, c));
+  if (!c->num_kv_heads) c->num_kv_heads = c->num_heads;
   OT_TRY(get_pos_real(r, get(r, "rms_norm_eps"), "rms_norm_eps", 1e-6, &c->norm_eps));
   OT_TRY(get_bool(r, "tie_word_embeddings", 0, &c->tie_word_embeddings));
   OT_TRY(get_bool(r, "attention_bias", 0, &c->attention_bias));
   OT_TRY(get_bool(r, "mlp_bias", 0, &c->mlp_bias));
-  OT_TRY(get_act(r, "hidden_act", "silu", &c->act));
+  OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
+  OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
+  OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
+  /* same math: transformers' pretraining_tp > 1 sums slices of the same matmuls */
+  const json_t *tp = get(r, "pretraining_tp");
+  if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
+    return ot_fail(OT_ERR_FORMAT, "%s: \"pretraining_tp\" must be a positive integer", r->label);
+  double drop;
+  OT_TRY(get_real_in(r, "attention_dropout", 0, 0, 1, &drop)); /* inference: no dropout */
+  (void)drop;
+  OT_TRY(refuse_unless(r, "sliding_window", NULL, "attention here is full causal attention (no window)"));
+  OT_TRY(refuse_unless(r, "use_sliding_window", "false", "attention here is full causal attention (no window)"));
   return read_rope(r, c);
 }
 
 static ot_status read_gpt2(const reader *r, ot_hf_config *c) {
-  OT_TRY(get_int(r, "n_embd", 1, 0, &c->hidden_size));
-  OT_TRY(get_int(r, "n_layer", 1, 0, &c->num_layers));
-  OT_TRY(get_int(r, "n_head", 1, 0, &c->num_heads));
-  OT_TRY(get_int(r, "vocab_size", 1, 0, &c->vocab_size));
-  OT_TRY(get_int(r, "n_positions", 1, 0, &c->max_position_embeddings));
-  if (c->hidden_size > INT64_MAX / 4) return ot_fail(OT_ERR_FORMAT, "%s: \"n_embd\" is too large", r->label);
-  OT_TRY(get_int(r, "n_inner", 0, 4 * c->hidden_size, &c->intermediate_size));
+  OT_TRY(read_sizes(r, c));
+  if (!c->intermediate_size) c->intermediate_size = 4 * c->hidden_size; /* n_embd <= 2^20: fits */
   c->num_kv_heads = c->num_heads;
   OT_TRY(get_pos_real(r, get(r, "layer_norm_epsilon"), "layer_norm_epsilon", 1e-5, &c->norm_eps));
   OT_TRY(get_bool(r, "tie_word_embeddings", 1, &c->tie_word_embeddings));
-  OT_TRY(get_act(r, "activation_function", "gelu_new", &c->act));
+  OT_TRY(get_act(r, OT_ARCH_GPT2, "gelu_new", &c->act));
   c->rope_theta = 0;
   c->attention_bias = c->mlp_bias = 1;
+  /* training only: GPT2Config's defaults; inference runs without dropout as
+   * transformers' eval() does, the trainer refuses a non-zero one */
+  OT_TRY(get_real_in(r, "resid_pdrop", 0.1, 0, 1, &c->resid_pdrop));
+  OT_TRY(get_real_in(r, "embd_pdrop", 0.1, 0, 1, &c->embd_pdrop));
+  OT_TRY(get_real_in(r, "attn_pdrop", 0.1, 0, 1, &c->attn_pdrop));
+  OT_TRY(get_pos_real(r, get(r, "initializer_range"), "initializer_range", 0.02, &c->initializer_range));
+  OT_TRY(refuse_unless(r, "add_cross_attention", "false", "GPT2LMHeadModel here has no cross-attention layers"));
+  /* same math here: attention is computed in f32 whatever the weights' dtype */
+  int upcast;
+  OT_TRY(get_bool(r, "reorder_and_upcast_attn", 0, &upcast));
+  (void)upcast;
   int scale, by_layer;
   OT_TRY(get_bool(r, "scale_attn_weights", 1, &scale));
   OT_TRY(get_bool(r, "scale_attn_by_inverse_layer_idx", 0, &by_layer));
@@ -204,21 +358,119 @@ static ot_status read_gpt2(const reader *r, ot_hf_config *c) {
   return OT_OK;
 }
 
-/* Head counts must tile the hidden size the way the weights assume. */
-static ot_status check_heads(const reader *r, ot_hf_config *c) {
-  if (c->num_heads % c->num_kv_heads != 0)
-    return ot_fail(OT_ERR_FORMAT, "%s: num_attention_heads (%lld) is not a multiple of num_key_value_heads (%lld)",
-                   r->label, (long long)c->num_heads, (long long)c->num_kv_heads);
-  if (!c->head_dim) {
-    if (c->hidden_size % c->num_heads != 0)
-      return ot_fail(OT_ERR_FORMAT, "%s: hidden size %lld is not divisible by the %lld attention heads", r->label,
-                     (long long)c->hidden_size, (long long)c->num_heads);
-    c->head_dim = c->hidden_size / c->num_heads;
-  }
-  if (c->arch == OT_ARCH_LLAMA && c->head_dim % 2 != 0)
-    return ot_fail(OT_ERR_FORMAT, "%s: head_dim %lld is odd; RoPE rotates pairs of dimensions", r->label,
-                   (long long)c->head_dim);
+/* head_dim when config.json does not give it: hidden_size / heads, which
+ * must then divide evenly. */
+static ot_status derive_head_dim(const reader *r, ot_hf_config *c) {
+  if (c->head_dim) return OT_OK;
+  if (c->hidden_size % c->num_heads != 0)
+    return ot_fail(OT_ERR_FORMAT, "%s: hidden size %lld is not divisible by the %lld attention heads", r->label,
+                   (long long)c->hidden_size, (long long)c->num_heads);
+  c->head_dim = c->hidden_size / c->num_heads;
   return OT_OK;
+}
+
+/* ---- the checks on a whole config (parsed, or filled in by a caller) ---- */
+
+/* The parameters the sizes make, by group, with checked arithmetic: a group
+ * that overflows int64 is INT64_MAX. */
+typedef struct weight_group {
+  const char *what; /* the fields it is made of */
+  int64_t numel;
+} weight_group;
+
+static int weight_groups(const ot_hf_config *c, weight_group g[4], int64_t *total) {
+  int ovf = 0;
+  const int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, L = c->num_layers;
+  const int64_t H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim, P = c->max_position_embeddings;
+  int64_t embed = ot_sz_mul(&ovf, V, D), layer, pos = 0;
+  int n = 0;
+  if (c->arch == OT_ARCH_GPT2) { /* c_attn [D, 3D] + c_proj [D, D], c_fc [D, F] + c_proj [F, D], biases, 2 LayerNorms */
+    int64_t attn = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 4, D, D), ot_sz_mul(&ovf, 4, D));
+    int64_t mlp = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2, D, F), ot_sz_add(&ovf, F, D));
+    layer = ot_sz_add(&ovf, ot_sz_add(&ovf, attn, mlp), ot_sz_mul(&ovf, 4, D));
+    pos = ot_sz_mul(&ovf, P, D);
+    g[n++] = (weight_group){"vocab_size x n_embd (wte)", ot_sz_mul(&ovf, embed, c->tie_word_embeddings ? 1 : 2)};
+    g[n++] = (weight_group){"n_positions x n_embd (wpe)", pos};
+    g[n++] = (weight_group){"n_layer x the layers of n_embd, n_inner", ot_sz_mul(&ovf, L, layer)};
+  } else { /* q, o [H hd, D], k, v [KV hd, D], gate, up, down [F, D], 2 RMSNorms */
+    int64_t attn = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * H, hd, D), ot_sz_mul3(&ovf, 2 * KV, hd, D));
+    layer = ot_sz_add(&ovf, ot_sz_add(&ovf, attn, ot_sz_mul3(&ovf, 3, F, D)), ot_sz_mul(&ovf, 2, D));
+    g[n++] = (weight_group){"vocab_size x hidden_size (embed_tokens, lm_head)",
+                            ot_sz_mul(&ovf, embed, c->tie_word_embeddings ? 1 : 2)};
+    g[n++] = (weight_group){"num_hidden_layers x the layers of hidden_size, intermediate_size, "
+                            "num_attention_heads, num_key_value_heads, head_dim",
+                            ot_sz_mul(&ovf, L, layer)};
+  }
+  g[n++] = (weight_group){"the final norm", ot_sz_mul(&ovf, c->arch == OT_ARCH_GPT2 ? 2 : 1, D)};
+  int64_t t = 0;
+  for (int i = 0; i < n; i++) t = ot_sz_add(&ovf, t, g[i].numel);
+  *total = t;
+  return n;
+}
+
+int64_t ot_hf_config_num_params(const ot_hf_config *c) {
+  weight_group g[4];
+  int64_t total;
+  weight_groups(c, g, &total);
+  return total == INT64_MAX ? -1 : total;
+}
+
+/* The weights, in f32, must fit in what a process can address. */
+static ot_status check_weights(ot_status st, const ot_hf_config *c, const char *label) {
+  weight_group g[4];
+  int64_t total;
+  int n = weight_groups(c, g, &total);
+  if (total <= OT_HF_MAX_WEIGHT_BYTES / 4) return OT_OK;
+  int big = 0;
+  for (int i = 1; i < n; i++)
+    if (g[i].numel > g[big].numel) big = i;
+  return ot_fail(st,
+                 "%s: these sizes make %.3g parameters, more than the %lld bytes (128 TiB, 2^47) a process can "
+                 "address in f32; the largest part is %s: %.3g parameters. Check those fields",
+                 label, (double)total, (long long)OT_HF_MAX_WEIGHT_BYTES, g[big].what, (double)g[big].numel);
+}
+
+/* Every size in range, the heads consistent, the weights addressable: what
+ * the model builders rely on. `st` is the status of a failure (FORMAT for a
+ * file, INVALID_ARG for a caller's struct). */
+static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
+  size_t n;
+  const size_field *t = size_table(c->arch, &n);
+  if (!t) return ot_fail(st, "%s: architecture %d is neither llama nor gpt2", label, (int)c->arch);
+  for (size_t i = 0; i < n; i++) {
+    int64_t v = field_val(c, &t[i]);
+    if (v < 1 || v > t[i].max) return out_of_range(st, label, &t[i], v);
+  }
+  const char *heads = key_of(c->arch, FIELD(num_heads), "num_heads");
+  const char *kv = key_of(c->arch, FIELD(num_kv_heads), "num_key_value_heads");
+  if (c->num_kv_heads < 1 || c->num_heads % c->num_kv_heads != 0)
+    return ot_fail(st, "%s: %s (%lld) is not a multiple of %s (%lld)", label, heads, (long long)c->num_heads, kv,
+                   (long long)c->num_kv_heads);
+  if (c->head_dim < 1 || c->head_dim > OT_HF_MAX_HEAD_DIM)
+    return ot_fail(st, "%s: head_dim %lld (%s / %s) is outside [1, %d] (%s)", label, (long long)c->head_dim,
+                   key_of(c->arch, FIELD(hidden_size), "hidden_size"), heads, OT_HF_MAX_HEAD_DIM, WHY_HEAD_DIM);
+  if (c->arch == OT_ARCH_LLAMA && c->head_dim % 2 != 0)
+    return ot_fail(st, "%s: head_dim %lld is odd; RoPE rotates pairs of dimensions", label, (long long)c->head_dim);
+  if (c->arch == OT_ARCH_GPT2 && c->head_dim * c->num_heads != c->hidden_size)
+    return ot_fail(st, "%s: n_head %lld x head_dim %lld is not n_embd %lld", label, (long long)c->num_heads,
+                   (long long)c->head_dim, (long long)c->hidden_size);
+  if (c->act != arch_act(c->arch))
+    return ot_fail(st, "%s: %s %d is not supported: omptensor's %s computes %s", label, act_key(c->arch), (int)c->act,
+                   ot_arch_name(c->arch), act_names(c->arch));
+  if (c->arch == OT_ARCH_LLAMA && (c->attention_bias || c->mlp_bias))
+    return ot_fail(st, "%s: %s is not supported: the llama projections have no biases here", label,
+                   c->attention_bias ? "attention_bias" : "mlp_bias");
+  if (!(c->norm_eps > 0 && c->norm_eps <= DBL_MAX))
+    return ot_fail(st, "%s: %s %g is not a positive number", label,
+                   c->arch == OT_ARCH_LLAMA ? "rms_norm_eps" : "layer_norm_epsilon", c->norm_eps);
+  if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= DBL_MAX))
+    return ot_fail(st, "%s: rope_theta %g is not a positive number", label, c->rope_theta);
+  return check_weights(st, c, label);
+}
+
+ot_status ot_hf_config_check(const ot_hf_config *c, const char *label) {
+  if (!c) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_check: NULL config");
+  return check(OT_ERR_INVALID_ARG, c, label ? label : "config");
 }
 
 static ot_status read_config(const reader *r, ot_hf_config *c) {
@@ -226,7 +478,8 @@ static ot_status read_config(const reader *r, ot_hf_config *c) {
     return ot_fail(OT_ERR_FORMAT, "%s: the config is %s, expected an object", r->label, ot_json_kind(r->root));
   OT_TRY(resolve_arch(r, c));
   OT_TRY(c->arch == OT_ARCH_LLAMA ? read_llama(r, c) : read_gpt2(r, c));
-  OT_TRY(check_heads(r, c));
+  OT_TRY(derive_head_dim(r, c));
+  OT_TRY(check(OT_ERR_FORMAT, c, r->label));
   OT_TRY(read_tokens(r, c));
   const char *dkey = get(r, "torch_dtype") ? "torch_dtype" : "dtype";
   return get_str(r, dkey, "float32", c->torch_dtype, sizeof c->torch_dtype);
@@ -243,15 +496,37 @@ ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot
   return s;
 }
 
+/* A file that is a safetensors checkpoint, by its name or its first bytes
+ * (an 8-byte little-endian header length that fits, then '{'). */
+static int is_safetensors(const char *path, const char *text, size_t len) {
+  size_t n = strlen(path);
+  if (n >= 12 && !strcmp(path + n - 12, ".safetensors")) return 1;
+  if (!text || len < 10) return 0;
+  uint64_t hl = 0;
+  for (int i = 7; i >= 0; i--) hl = (hl << 8) | (unsigned char)text[i];
+  return hl <= len - 8 && text[8] == '{';
+}
+
+/* Issue 14: `run MODEL/model.safetensors` said "invalid JSON config". */
+static ot_status not_a_model_dir(const char *path) {
+  return ot_fail(OT_ERR_INVALID_ARG,
+                 "%s is a safetensors file, not a model directory: give the directory that holds config.json and "
+                 "the weights (model.safetensors or its shards); omptensor inspect reads a single .safetensors file",
+                 path);
+}
+
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
-  char *file = ot_io_is_dir(path) == 1 ? ot_io_join(path, "config.json") : NULL;
+  int dir = ot_io_is_dir(path) == 1;
+  if (!dir && is_safetensors(path, NULL, 0)) return not_a_model_dir(path);
+  char *file = dir ? ot_io_join(path, "config.json") : NULL;
   const char *p = file ? file : path;
   char *text;
   size_t len;
   ot_status s = ot_io_read_text(p, OT_CONFIG_MAX_BYTES, &text, &len);
   if (s == OT_OK) {
     s = ot_hf_config_parse(text, len, p, out);
+    if (s == OT_ERR_FORMAT && !dir && is_safetensors(p, text, len)) s = not_a_model_dir(path);
     free(text);
   }
   free(file);

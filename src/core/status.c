@@ -24,6 +24,7 @@ const char *ot_status_str(ot_status s) {
   case OT_ERR_DEVICE: return "device error";
   case OT_ERR_STATE: return "invalid state";
   case OT_ERR_INTEGRITY: return "integrity check failed";
+  case OT_ERR_NUMERIC: return "result is not finite";
   case OT_STATUS_COUNT: break;
   }
   return "unknown status";

@@ -2,14 +2,21 @@
  *
  * Everything a later read relies on is checked here, once: the dtype is one
  * we hold, the shape is a short list of non-negative integers whose element
- * count does not overflow, the byte range lies inside the data section and
- * matches the shape, and no two tensors share bytes. After this a read can
- * fail only on an I/O error. */
+ * count does not overflow, the byte range matches the shape, and the ranges
+ * tile the data section exactly — sorted by offset, each begins where the
+ * previous one ends, the first at 0 and the last at the end of the file —
+ * as the reference reader requires (huggingface/safetensors,
+ * Metadata::validate: InvalidOffset; read_metadata: MetadataIncompleteBuffer).
+ * So no two tensors share bytes, and a header length that is a few bytes off
+ * (the JSON still parsing, every tensor read from shifted offsets) is
+ * refused rather than silently read. After this a read can fail only on an
+ * I/O error. */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
 #include "core/error.h"
 #include "io/fileio.h"
 #include "io/json_util.h"
@@ -73,11 +80,11 @@ static ot_status parse_shape(const char *label, const char *name, const json_t *
       return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': shape element %zu is %s, expected a non-negative integer",
                      label, name, i, json_is_integer(d) ? "negative" : ot_json_kind(d));
     info->shape[i] = (int64_t)json_integer_value(d);
-    if (__builtin_mul_overflow(numel, info->shape[i], &numel))
+    if (ot_mul_i64(numel, info->shape[i], &numel))
       return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': the shape's element count overflows 64 bits", label, name);
   }
   uint64_t bytes;
-  if (__builtin_mul_overflow((uint64_t)numel, (uint64_t)ot_dtype_bytes(info->dtype, 1), &bytes))
+  if (ot_mul_u64((uint64_t)numel, (uint64_t)ot_dtype_bytes(info->dtype, 1), &bytes))
     return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': the shape's byte count overflows 64 bits", label, name);
   info->numel = numel;
   info->bytes = bytes;
@@ -108,7 +115,9 @@ static ot_status parse_offsets(const char *label, const char *name, const json_t
                    " bytes but shape %s of %s needs %" PRIu64,
                    label, name, begin, end, end - begin, sh, ot_st_dtype_str(info->dtype), info->bytes);
   }
-  info->offset = h->data_start + begin;
+  if (ot_add_u64(h->data_start, begin, &info->offset))
+    return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s': data_offsets [%" PRIu64 ", %" PRIu64 "] overflow the file offset",
+                   label, name, begin, end);
   return OT_OK;
 }
 
@@ -160,29 +169,47 @@ static int by_begin(const void *a, const void *b) {
   return x->bytes < y->bytes ? -1 : x->bytes > y->bytes;
 }
 
-/* Two tensors overlap if a non-empty range begins before the end of the
- * furthest-reaching range seen so far (ranges sorted by begin). */
-static ot_status check_overlaps(const char *label, ot_st_header *h) {
-  if (h->n < 2) return OT_OK;
-  const ot_st_info **order = malloc((size_t)h->n * sizeof *order);
+/* The ranges, sorted by (begin, end), must tile [0, data_bytes): each begins
+ * where the previous one ended (an empty tensor, [k, k], sits at such a
+ * boundary), the first at 0, the last ends at data_bytes. A range that
+ * begins before the previous end overlaps it; one that begins after leaves
+ * a gap; an end short of data_bytes leaves bytes after the last tensor. */
+static ot_status check_tiling(const char *label, ot_st_header *h) {
+  const ot_st_info **order = malloc((size_t)(h->n ? h->n : 1) * sizeof *order);
   if (!order) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory checking tensor ranges", label);
   for (int i = 0; i < h->n; i++) order[i] = &h->tensors[i];
   qsort(order, (size_t)h->n, sizeof *order, by_begin);
-  const ot_st_info *reach = NULL;
+  const uint64_t d = h->data_start;
+  const ot_st_info *prev = NULL; /* the tensor that ends at `at` */
+  uint64_t at = 0;               /* end of the tiling so far, relative to the data section */
   ot_status s = OT_OK;
   for (int i = 0; i < h->n && s == OT_OK; i++) {
     const ot_st_info *t = order[i];
-    if (t->bytes == 0) continue;
-    if (reach && t->offset < reach->offset + reach->bytes) {
-      uint64_t d = h->data_start;
+    uint64_t b = t->offset - d, e = b + t->bytes;
+    if (b < at)
       s = ot_fail(OT_ERR_FORMAT,
                   "%s: tensors '%s' data_offsets [%" PRIu64 ", %" PRIu64 "] and '%s' [%" PRIu64 ", %" PRIu64
                   "] overlap",
-                  label, reach->name, reach->offset - d, reach->offset + reach->bytes - d, t->name, t->offset - d,
-                  t->offset + t->bytes - d);
-    }
-    if (!reach || t->offset + t->bytes > reach->offset + reach->bytes) reach = t;
+                  label, prev->name, prev->offset - d, at, t->name, b, e);
+    else if (b > at)
+      s = ot_fail(OT_ERR_FORMAT,
+                  "%s: tensor '%s' data_offsets [%" PRIu64 ", %" PRIu64 "] leave bytes [%" PRIu64 ", %" PRIu64
+                  ") of the data section unused%s%s%s; safetensors tensors cover the data section exactly: the file "
+                  "is corrupt",
+                  label, t->name, b, e, at, b, prev ? " (after '" : "", prev ? prev->name : "", prev ? "')" : "");
+    at = e;
+    prev = t;
   }
+  if (s == OT_OK && at != h->data_bytes)
+    s = prev ? ot_fail(OT_ERR_FORMAT,
+                       "%s: the tensors end at byte %" PRIu64 " of the data section (last '%s') but it holds %" PRIu64
+                       " bytes: %" PRIu64 " bytes after the last tensor; the header length or the data_offsets are "
+                       "wrong, or the file is corrupt (safetensors tensors cover the data section exactly)",
+                       label, at, prev->name, h->data_bytes, h->data_bytes - at)
+             : ot_fail(OT_ERR_FORMAT,
+                       "%s: the header lists no tensor data but the data section holds %" PRIu64
+                       " bytes; the header length is wrong or the file is corrupt",
+                       label, h->data_bytes);
   free(order);
   return s;
 }
@@ -204,7 +231,7 @@ static ot_status parse_root(const char *label, const json_t *root, ot_st_header 
     OT_TRY(parse_tensor(label, name, v, h, &h->tensors[h->n]));
     h->n++;
   }
-  OT_TRY(check_overlaps(label, h));
+  OT_TRY(check_tiling(label, h));
   qsort(h->tensors, (size_t)h->n, sizeof *h->tensors, by_name);
   return OT_OK;
 }

@@ -1,7 +1,20 @@
 /* decoder.c — see decoder.h. */
+#include <stdio.h>
 #include <string.h>
 
 #include "models/decoder.h"
+#include "omptensor/memory.h"
+
+void ot_model_config_label(char *buf, size_t cap, const ot_ckpt *ck) {
+  if (ck) snprintf(buf, cap, "%s/config.json", ot_ckpt_dir(ck));
+  else snprintf(buf, cap, "the synthetic model's config");
+}
+
+ot_status ot_model_check_host_memory(const char *label, uint64_t bytes, const char *what, const char *todo) {
+  ot_status s = ot_host_memory_check(bytes, what);
+  if (s == OT_OK) return OT_OK;
+  return ot_set_error(s, "%s: %s: %s", label, ot_last_error(), todo);
+}
 
 ot_status ot_decoder_step_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int64_t n_kv, int64_t head_dim, int T,
                                 ot_lm_step *st) {

@@ -12,6 +12,15 @@
 
 #include "models/kvcache.h"
 
+/* What the models' make functions share before they make a weight: the
+ * label of their config in messages ("DIR/config.json" of the checkpoint,
+ * or "the synthetic model's config" without one), and the check that the
+ * weights' (or caches') bytes fit in host memory — OT_ERR_OUT_OF_MEMORY
+ * "LABEL: WHAT need N of host memory, but M is available: TODO". */
+#define OT_MODEL_WEIGHTS_TODO "load them in a smaller dtype (--dtype bf16 or int8), or use a smaller model or a machine with more memory"
+void ot_model_config_label(char *buf, size_t cap, const ot_ckpt *ck);
+ot_status ot_model_check_host_memory(const char *label, uint64_t bytes, const char *what, const char *todo);
+
 /* Empties *st for a step of T tokens, sizes the caches to the positions the
  * next generation needs (m->n_ctx) and creates the program with its run-time
  * scalar "pos" (st->pos_slot). */

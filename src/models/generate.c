@@ -8,6 +8,7 @@
  * (the default OT_SCHED_ALL_DEVICES on a context with several devices) each
  * step is a pipeline over the devices (sched.h, "Several devices"). */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -61,6 +62,32 @@ static double row_sum(const float *row, int64_t n) {
   return s;
 }
 
+/* Issue 14: NaN or Inf in the logits would pass as tokens (the argmax of a
+ * NaN row is some id) and as a checksum. Checked once per step on the rows
+ * the step gave, in their host home: a row's sum in double is finite iff
+ * every value is (float values cannot overflow a double sum), so the check
+ * is the checksum's own pass; only a failure looks for the first bad value.
+ * `step` names the step for the message, row r is position pos0 + r. Adds
+ * the last row's sum to *sum. */
+static ot_status check_logits(const float *x, int64_t rows, int64_t vocab, int64_t pos0, const char *step,
+                              double *sum) {
+  double last = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    last = row_sum(x + r * vocab, vocab);
+    if (isfinite(last)) continue;
+    int64_t j = 0;
+    while (j < vocab && isfinite(x[r * vocab + j])) j++;
+    float v = j < vocab ? x[r * vocab + j] : (float)last;
+    return ot_fail(OT_ERR_NUMERIC,
+                   "generate: the logits of %s are not finite (%s at position %lld, token id %lld): the weights hold NaN "
+                   "or Inf, or the activations overflowed; check the checkpoint's weights, and if they were "
+                   "converted to a narrower dtype, load them as f32 (--dtype f32)",
+                   step, isnan(v) ? "NaN" : v > 0 ? "+Inf" : "-Inf", (long long)(pos0 + r), (long long)j);
+  }
+  *sum += last;
+  return OT_OK;
+}
+
 /* Builds, plans and runs one step; leaves the logits in the step's home. */
 static ot_status run_step(ot_lm_step *st, ot_plan *plan, const int32_t *ids, int64_t pos, ot_trace *tr) {
   memcpy(ot_tensor_data(st->ids), ids, (size_t)st->T * sizeof *ids);
@@ -92,6 +119,11 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (s == OT_OK) r->prefill_plan = ot_plan_get_stats(plan, 0);
   const float *logits = s == OT_OK ? ot_tensor_data(st.logits) : NULL;
   int64_t rows = s == OT_OK ? ot_tensor_dim(st.logits, 0) : 0;
+  char what[96];
+  snprintf(what, sizeof what, "the prefill (the prompt of %d tokens)", n_prompt);
+  double prefill_sum = 0;
+  /* before they are written or used; all rows with logits_out, else the last */
+  if (s == OT_OK) s = check_logits(logits, rows, m->vocab, n_prompt - rows, what, &prefill_sum);
   if (s == OT_OK && o->logits_out) {
     int64_t shape[2] = {rows, m->vocab};
     s = ot_npy_write(o->logits_out, OT_F32, 2, shape, logits);
@@ -99,7 +131,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   int32_t next = 0;
   if (s == OT_OK && o->max_new_tokens > 0) {
     const float *last = logits + (rows - 1) * m->vocab;
-    r->logits_checksum += row_sum(last, m->vocab);
+    r->logits_checksum += prefill_sum;
     s = pick(o, last, m->vocab, 0, &next);
   }
   ot_plan_destroy(plan);
@@ -118,7 +150,9 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
     if (s != OT_OK) break;
     const float *row = ot_tensor_data(st.logits);
-    r->logits_checksum += row_sum(row, m->vocab);
+    snprintf(what, sizeof what, "decode step %d (position %d)", i, n_prompt + i - 1);
+    s = check_logits(row, 1, m->vocab, n_prompt + i - 1, what, &r->logits_checksum);
+    if (s != OT_OK) break;
     s = pick(o, row, m->vocab, (uint64_t)i, &next);
     if (s != OT_OK) break;
     r->tokens[r->n_tokens++] = next;

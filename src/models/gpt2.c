@@ -1,6 +1,7 @@
 /* gpt2.c — GPT-2 inference (GPT2LMHeadModel) on omptensor's public API:
  * LayerNorm, learned positions, the fused c_attn projection, GELU (tanh
- * form, "gelu_new"), lm_head tied to the token embedding.
+ * form, "gelu_new"), lm_head tied to the token embedding (or its own
+ * lm_head.weight [vocab, n_embd] with tie_word_embeddings false).
  *
  * GPT-2 stores its projections as Conv1D weights [in, out] (y = x W + b),
  * not Linear [out, in]: its matmuls are not transposed. c_attn [D, 3D] is
@@ -11,11 +12,12 @@
  *     x = ln_1(h) ; q,k,v = x W_attn[:, 0:D|D:2D|2D:3D] + b
  *     h += attention(q, cache) W_proj + b
  *     x = ln_2(h) ; h += gelu(x W_fc + b) W_proj2 + b
- *   logits = ln_f(h) wte^T */
+ *   logits = ln_f(h) wte^T                          // or lm_head^T, untied */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
 #include "models/decoder.h"
@@ -29,7 +31,7 @@ typedef struct layer {
 typedef struct gpt2 {
   ot_hf_config cfg;
   ot_wset w;
-  ot_tensor *wte, *wpe, *lnf_w, *lnf_b;
+  ot_tensor *wte, *wpe, *lnf_w, *lnf_b, *lm_head; /* lm_head == wte when tied */
   layer *L;
   ot_tlist views; /* the q, k, v slices of c_attn and its bias, beside the weights */
   ot_kvcache kv;
@@ -97,7 +99,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   ot_tensor *hl, *xl;
   OT_TRY(ot_decoder_step_head(m, st, all_logits, h, x, &hl, &xl));
   OT_TRY(ot_op_layernorm(p, xl, hl, g->lnf_w, g->lnf_b, eps));
-  OT_TRY(ot_op_matmul(p, st->logits, xl, g->wte, 1, 0)); /* tied: wte [V, D] as a Linear */
+  OT_TRY(ot_op_matmul(p, st->logits, xl, g->lm_head, 1, 0)); /* [V, D] as a Linear: wte (tied) or lm_head */
   return ot_decoder_step_end(&g->kv, st);
 }
 
@@ -108,9 +110,10 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   *out = NULL;
   if (cfg->arch != OT_ARCH_GPT2)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2: config is for '%s', not gpt2", ot_arch_name(cfg->arch));
-  if (cfg->act != OT_ACT_GELU_TANH)
-    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2 with an activation other than gelu_new is not supported",
-                        ot_ckpt_dir(ck));
+  char label[512];
+  ot_model_config_label(label, sizeof label, ck);
+  /* every size in range and every product below addressable, whoever filled cfg in */
+  OT_TRY(ot_hf_config_check(cfg, label));
   gpt2 *g = calloc(1, sizeof *g);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
   ot_lm *m = g && L ? ot_model_shell(ctx, &gpt2_vt, g, cfg) : NULL;
@@ -130,10 +133,28 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   /* c_attn is sliced by columns: q8b blocks run along rows of [D, 3D], and a
    * column slice of D would cut them only if D % 32 != 0 */
   ot_dtype at = wt == OT_Q8B && D % OT_Q8B_BLOCK ? OT_BF16 : wt;
+  /* bytes of the model (every matrix in wt, about a byte per q8b element),
+   * for progress and for the host-memory check before anything is made */
+  int ovf = 0;
+  const int64_t NL = cfg->num_layers, wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1);
+  const int64_t ab = at == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(at, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  int64_t mats = ot_sz_mul(&ovf, NL, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, ot_sz_add(&ovf, ot_sz_mul(&ovf, D, D),
+                                                                                    ot_sz_mul3(&ovf, 2, D, F))),
+                                                ot_sz_mul3(&ovf, ab, 3 * D, D)));
+  int64_t vecs = ot_sz_add(&ovf, ot_sz_mul(&ovf, NL, ot_sz_add(&ovf, ot_sz_mul(&ovf, 8, D), F)), ot_sz_mul(&ovf, 2, D));
+  uint64_t total = (uint64_t)ot_sz_add(&ovf, ot_sz_add(&ovf, mats, ot_sz_mul3(&ovf, cfg->tie_word_embeddings ? eb : eb + wb, V, D)),
+                                       ot_sz_mul(&ovf, 4, ot_sz_add(&ovf, vecs, ot_sz_mul(&ovf, P, D))));
+  w->total = total;
+  ot_status s = ovf ? ot_set_error(OT_ERR_INVALID_ARG, "%s: the weights' byte count overflows", label) : OT_OK;
+  if (s == OT_OK && !dry) s = ot_model_check_host_memory(label, total, "the weights", OT_MODEL_WEIGHTS_TODO);
+  if (s != OT_OK) {
+    ot_lm_destroy(m);
+    return s;
+  }
 
   int64_t sVD[2] = {V, D}, sPD[2] = {P, D}, sD[1] = {D}, sD3[2] = {D, 3 * D}, s3[1] = {3 * D}, sDD[2] = {D, D};
   int64_t sDF[2] = {D, F}, sF[1] = {F}, sFD[2] = {F, D};
-  ot_status s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
+  s = ot_wset_add(w, et, 2, sVD, 0.5f, &g->wte, "transformer.wte.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 2, sPD, 0.1f, &g->wpe, "transformer.wpe.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];
@@ -162,6 +183,10 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &g->lnf_w, "transformer.ln_f.weight");
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, 0.1f, &g->lnf_b, "transformer.ln_f.bias");
+  if (s == OT_OK) {
+    if (cfg->tie_word_embeddings) g->lm_head = g->wte;
+    else s = ot_wset_add(w, wt, 2, sVD, 1.0f / sqrtf((float)D), &g->lm_head, "lm_head.weight");
+  }
   return ot_model_finish(m, w->bytes, w->t.n, s, out);
 }
 

@@ -2,7 +2,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "models/kvcache.h"
+#include "omptensor/memory.h"
 
 void ot_kvcache_release(ot_kvcache *c) {
   for (int64_t i = 0; i < c->n_layers; i++) {
@@ -17,6 +19,15 @@ void ot_kvcache_release(ot_kvcache *c) {
 ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t n_ctx, int64_t n_kv, int64_t head_dim) {
   if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers) return OT_OK;
   ot_kvcache_release(c);
+  /* 2 caches of [n_ctx, n_kv, head_dim] f32 per layer: checked before any is made */
+  int ovf = 0;
+  int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 8, n_layers, n_ctx), ot_sz_mul(&ovf, n_kv, head_dim));
+  ot_status s0 = ovf ? OT_ERR_OUT_OF_MEMORY : ot_host_memory_check((uint64_t)bytes, "the KV caches");
+  if (s0 != OT_OK)
+    return ot_set_error(s0, "KV caches of %lld positions x %lld layers x %lld kv heads x head_dim %lld: %s: generate "
+                        "fewer tokens",
+                        (long long)n_ctx, (long long)n_layers, (long long)n_kv, (long long)head_dim,
+                        ovf ? "the byte count overflows" : ot_last_error());
   c->k = calloc((size_t)n_layers, sizeof *c->k);
   c->v = calloc((size_t)n_layers, sizeof *c->v);
   c->n_layers = n_layers;

@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "core/checked.h"
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
 #include "models/decoder.h"
@@ -104,6 +105,10 @@ static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, uint64_t seed,
                       int dry, ot_progress_fn progress, void *user, ot_lm **out) {
   *out = NULL;
+  char label[512];
+  ot_model_config_label(label, sizeof label, ck);
+  /* every size in range and every product below addressable, whoever filled cfg in */
+  OT_TRY(ot_hf_config_check(cfg, label));
   llama *l = calloc(1, sizeof *l);
   layer *L = calloc((size_t)cfg->num_layers, sizeof *L);
   ot_lm *m = l && L ? ot_model_shell(ctx, &llama_vt, l, cfg) : NULL;
@@ -123,15 +128,29 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   /* The embedding table is read by rows: q8b would need a dequantising
    * lookup; keep it in bf16 then (or f32 when that is what was asked). */
   ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
-  /* bytes of the model, for progress: every matrix in wt, vectors in f32 */
-  int64_t per_layer = (H * hd * D) + 2 * (KV * hd * D) + (D * H * hd) + 3 * (F * D);
-  w->total = ot_dtype_bytes(wt == OT_Q8B ? OT_I8 : wt, cfg->num_layers * per_layer + (cfg->tie_word_embeddings ? 0 : V * D)) +
-             ot_dtype_bytes(et, V * D);
+  /* bytes of the model (every matrix in wt, about a byte per q8b element),
+   * for progress and for the host-memory check before anything is made */
+  int ovf = 0;
+  const int64_t wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  int64_t per_layer = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * H, hd, D),
+                                ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * KV, hd, D), ot_sz_mul3(&ovf, 3, F, D)));
+  int64_t mats = ot_sz_add(&ovf, ot_sz_mul(&ovf, cfg->num_layers, per_layer),
+                           cfg->tie_word_embeddings ? 0 : ot_sz_mul(&ovf, V, D));
+  int64_t vecs = ot_sz_mul(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, 2, cfg->num_layers), 1), D); /* norms, f32 */
+  uint64_t total = (uint64_t)ot_sz_add(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, mats), ot_sz_mul3(&ovf, eb, V, D)),
+                                       ot_sz_mul(&ovf, 4, vecs));
+  w->total = total;
+  ot_status s = ovf ? ot_set_error(OT_ERR_INVALID_ARG, "%s: the weights' byte count overflows", label) : OT_OK;
+  if (s == OT_OK && !dry) s = ot_model_check_host_memory(label, total, "the weights", OT_MODEL_WEIGHTS_TODO);
+  if (s != OT_OK) {
+    ot_lm_destroy(m);
+    return s;
+  }
   float s_in = 1.0f / sqrtf((float)D), s_ff = 1.0f / sqrtf((float)F);
 
   int64_t sVD[2] = {V, D}, sD[1] = {D}, sQD[2] = {H * hd, D}, sKD[2] = {KV * hd, D}, sDQ[2] = {D, H * hd};
   int64_t sFD[2] = {F, D}, sDF[2] = {D, F};
-  ot_status s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
+  s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];
     long long li = (long long)i;
@@ -157,9 +176,6 @@ ot_status ot_llama_load(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck,
                         ot_progress_fn progress, void *user, ot_lm **out) {
   if (cfg->arch != OT_ARCH_LLAMA)
     return ot_set_error(OT_ERR_INVALID_ARG, "llama: config is for '%s', not llama", ot_arch_name(cfg->arch));
-  if (cfg->attention_bias || cfg->mlp_bias)
-    return ot_set_error(OT_ERR_UNSUPPORTED, "%s: llama with attention_bias/mlp_bias is not supported yet",
-                        ot_ckpt_dir(ck));
   /* every tensor checked before the first byte is read */
   ot_lm *m;
   OT_TRY(make(ctx, cfg, ck, wdtype, 0, 1, NULL, NULL, &m));

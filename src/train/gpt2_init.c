@@ -1,7 +1,8 @@
 /* gpt2_init.c — GPT-2's own initialization (transformers' GPT2PreTrainedModel
- * ._init_weights, initializer_range 0.02), for training from scratch:
- *   embeddings and Conv1D weights   normal(0, 0.02)
- *   attn.c_proj / mlp.c_proj weight normal(0, 0.02 / sqrt(2 n_layer))  (the
+ * ._init_weights with config.json's initializer_range r, default 0.02), for
+ * training from scratch:
+ *   embeddings and Conv1D weights   normal(0, r)
+ *   attn.c_proj / mlp.c_proj weight normal(0, r / sqrt(2 n_layer))  (the
  *                                   residual projections: the sum over layers
  *                                   keeps the residual stream's scale)
  *   biases 0, LayerNorm weights 1.
@@ -36,7 +37,7 @@ ot_status ot_gt_init_param(ot_gpt2_trainer *g, int i) {
     for (int64_t j = 0; j < n; j++) x[j] = v;
     return OT_OK;
   }
-  double std = 0.02;
+  double std = g->cfg.initializer_range;
   if (ends_with(p->name, "c_proj.weight")) std /= sqrt(2.0 * (double)g->cfg.num_layers);
   uint64_t key = mix(g->o.seed ^ mix((uint64_t)i + 1));
   for (int64_t j = 0; j < n; j += 2) { /* Box-Muller: two normals per pair of uniforms */

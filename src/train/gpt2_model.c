@@ -1,9 +1,12 @@
 /* gpt2_model.c — the GPT-2 trainer's parameters (loaded from a Hugging
  * Face checkpoint, or initialized from config.json alone) and its public calls. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/checked.h"
+#include "omptensor/memory.h"
 #include "train/gpt2_impl.h"
 
 ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
@@ -70,6 +73,49 @@ static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
   return add_param(g, ck, last + 1, 1, sD, "transformer.ln_f.bias");
 }
 
+/* What config.json asks of training that this trainer does not do, refused
+ * by name (run's checks, the activation among them, are config.json's own). */
+static ot_status check_trainable(const ot_hf_config *c, const char *model_dir) {
+  if (!c->tie_word_embeddings)
+    return ot_set_error(OT_ERR_UNSUPPORTED,
+                        "%s/config.json: tie_word_embeddings false is not supported for training: the trainer trains "
+                        "GPT-2's tied head (lm_head = wte) only",
+                        model_dir);
+  const struct { const char *key; double p; } drop[] = {
+      {"resid_pdrop", c->resid_pdrop}, {"embd_pdrop", c->embd_pdrop}, {"attn_pdrop", c->attn_pdrop}};
+  for (int i = 0; i < 3; i++)
+    if (drop[i].p != 0)
+      return ot_set_error(OT_ERR_UNSUPPORTED,
+                          "%s/config.json: %s %g (an absent key is GPT2Config's 0.1): the trainer does not implement "
+                          "dropout; set resid_pdrop, embd_pdrop and attn_pdrop to 0 in config.json to train without it",
+                          model_dir, drop[i].key, drop[i].p);
+  return OT_OK;
+}
+
+/* The parameter count (an int: the parameters' indices) and, unless the
+ * trainer only plans, the host memory the f32 weights, gradients and AdamW
+ * moments take, from config.json's sizes (range-checked when it was read),
+ * checked before any is allocated. */
+static ot_status count_params(ot_gpt2_trainer *g, const char *model_dir) {
+  int ovf = 0;
+  int64_t n = ot_sz_add(&ovf, 4, ot_sz_mul(&ovf, g->cfg.num_layers, GT_PER_LAYER));
+  if (ovf || ot_i64_to_int(n, &g->n_params))
+    return ot_set_error(OT_ERR_FORMAT, "%s/config.json: n_layer %lld makes more parameter tensors than an int counts",
+                        model_dir, (long long)g->cfg.num_layers);
+  int64_t numel = ot_hf_config_num_params(&g->cfg);
+  uint64_t bytes = (uint64_t)ot_sz_mul(&ovf, 16, numel); /* w, grad, m, v: 4 f32 each */
+  if (ovf || numel < 0)
+    return ot_set_error(OT_ERR_FORMAT, "%s/config.json: the parameters' byte count overflows", model_dir);
+  if (g->o.plan_only) return OT_OK;
+  ot_status s = ot_host_memory_check(bytes, "the f32 weights, gradients and AdamW moments");
+  if (s != OT_OK)
+    return ot_set_error(s, "%s/config.json: %lld parameters (n_layer %lld, n_embd %lld, n_inner %lld, vocab_size %lld): %s: "
+                        "train a smaller model or on a machine with more memory",
+                        model_dir, (long long)numel, (long long)g->cfg.num_layers, (long long)g->cfg.hidden_size,
+                        (long long)g->cfg.intermediate_size, (long long)g->cfg.vocab_size, ot_last_error());
+  return OT_OK;
+}
+
 ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2_train_opts *o, const ot_sched_opts *so,
                        ot_gpt2_trainer **out) {
   *out = NULL;
@@ -83,11 +129,12 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   ot_status s = ot_hf_config_load(model_dir, &g->cfg);
   if (s == OT_OK && g->cfg.arch != OT_ARCH_GPT2)
     s = ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2_train trains gpt2 models, not '%s'", model_dir, g->cfg.model_type);
+  if (s == OT_OK) s = check_trainable(&g->cfg, model_dir);
   if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
                      g->o.T, (long long)g->cfg.max_position_embeddings);
+  if (s == OT_OK) s = count_params(g, model_dir);
   if (s == OT_OK) {
-    g->n_params = 4 + (int)g->cfg.num_layers * GT_PER_LAYER;
     g->P = calloc((size_t)g->n_params, sizeof *g->P);
     if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   }
@@ -144,6 +191,14 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);
   if (loss) *loss = (float)(sum / g->o.accum);
+  /* Issue 14: non-finite logits make a non-finite loss, checked once per step
+   * (the update has used it already: the weights are no longer finite) */
+  if (!isfinite(sum))
+    return ot_set_error(OT_ERR_NUMERIC,
+                        "gpt2_train: step %lld: the loss is %s: the logits or the weights are no longer finite; "
+                        "lower the learning rate (--lr), and check the weights (and the data's ids) if it happens "
+                        "at the first step",
+                        (long long)g->steps_done, isnan(sum) ? "NaN" : "infinite");
   return OT_OK;
 }
 

@@ -33,13 +33,17 @@ static ot_status make_dirs(const char *dir) {
  * source directory, which the trainer does not keep): the keys a GPT-2
  * loader needs, with GPT-2's names. */
 static ot_status write_config(const ot_hf_config *c, const char *path) {
-  json_t *o = json_pack("{s:s, s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:s}", "model_type", "gpt2",
+  /* dropout 0: the weights were trained without it (the trainer refuses a
+   * non-zero one, and an absent key means GPT2Config's 0.1) */
+  json_t *o = json_pack("{s:s, s:[s], s:s, s:I, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:b, s:s, s:f, s:f, s:f}",
+                        "model_type", "gpt2",
                         "architectures", "GPT2LMHeadModel", "activation_function", "gelu_new", "n_embd",
                         (json_int_t)c->hidden_size, "n_head", (json_int_t)c->num_heads, "n_layer",
                         (json_int_t)c->num_layers, "n_inner", (json_int_t)c->intermediate_size, "n_positions",
                         (json_int_t)c->max_position_embeddings, "vocab_size", (json_int_t)c->vocab_size,
-                        "layer_norm_epsilon", c->norm_eps, "initializer_range", 0.02, "tie_word_embeddings", 1,
-                        "torch_dtype", "float32");
+                        "layer_norm_epsilon", c->norm_eps, "initializer_range", c->initializer_range,
+                        "tie_word_embeddings", 1, "torch_dtype", "float32", "resid_pdrop", 0.0, "embd_pdrop", 0.0,
+                        "attn_pdrop", 0.0);
   if (!o) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: cannot build the JSON", path);
   int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
   json_decref(o);
