@@ -155,9 +155,27 @@ size_t ot_trace_count(const ot_trace *t) { return t ? t->n : 0; }
 
 const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i) { return t && i < t->n ? &t->ev[i] : NULL; }
 
+/* The union of intervals sorted by start, in place: overlapping or touching
+ * ones merged. Kernels run one after another on one thread, and so do a
+ * plan's transfers, but a trace read from a file may say otherwise (and
+ * several devices may overlap): without this, an interval would be counted
+ * once per interval it overlaps, and the time under compute could exceed the
+ * transfer time. Returns the number of intervals left. */
+static size_t merge_iv(uint64_t (*a)[2], size_t n) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && a[i][0] <= a[m - 1][1]) {
+      if (a[i][1] > a[m - 1][1]) a[m - 1][1] = a[i][1];
+    } else {
+      a[m][0] = a[i][0];
+      a[m++][1] = a[i][1];
+    }
+  }
+  return m;
+}
+
 /* Length of the intersection of two sets of intervals, each sorted by start
- * and non-overlapping (kernels run one after another on one thread, and so
- * do transfers). */
+ * and non-overlapping (merge_iv). */
 static double overlap_ns(const uint64_t (*a)[2], size_t na, const uint64_t (*b)[2], size_t nb) {
   double tot = 0;
   size_t i = 0, j = 0;
@@ -223,6 +241,8 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
   if (k && x) {
     qsort(k, nk, sizeof *k, cmp_iv);
     qsort(x, nx, sizeof *x, cmp_iv);
+    nk = merge_iv(k, nk);
+    nx = merge_iv(x, nx);
     s.overlap_s = overlap_ns((const uint64_t(*)[2])k, nk, (const uint64_t(*)[2])x, nx) * 1e-9;
   }
   if (last > first) s.wall_s = (double)(last - first) * 1e-9;
