@@ -147,8 +147,7 @@ static ot_status get(const rd *r, const field *f, const json_t *v, json_int_t *i
     /* an integer or a real number of microseconds, 0 .. 2^53 */
     int ok = json_is_integer(v) ? json_integer_value(v) >= 0 && json_integer_value(v) <= MAX_US_INT
                                 : json_is_real(v) && json_real_value(v) >= 0 && json_real_value(v) <= MAX_US;
-    if (!ok)
-      return bad(r, "field %s is %s, expected a number of microseconds in 0..%.0f", f->name, got, MAX_US);
+    if (!ok) return bad(r, "field %s is %s, expected a number of microseconds in 0..%.0f", f->name, got, MAX_US);
     double us = json_number_value(v);
     *ns = (uint64_t)(us * 1000.0 + 0.5); /* <= 2^53 * 1000 + 0.5: fits */
     return OT_OK;
@@ -184,8 +183,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   if (strcmp(ph, "X")) return bad(r, "field ph is '%.16s', expected X, M or C (the phases omptensor writes)", ph);
   OT_TRY(get(r, &fields[F_CAT], json_object_get(e, "cat"), NULL, NULL, &cat));
   int kind = kind_of(cat);
-  if (kind < 0)
-    return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free", cat);
+  if (kind < 0) return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free", cat);
   r->cat = cats[kind];
   json_int_t v[F_N] = {0};
   uint64_t ts = 0, dur = 0;
@@ -200,8 +198,8 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
                json_number_value(json_object_get(e, "ts")) + json_number_value(json_object_get(e, "dur")), MAX_US);
   uint64_t *total = kind == OT_TRACE_UPLOAD ? &sum->to_device : kind == OT_TRACE_DOWNLOAD ? &sum->to_host : NULL;
   if (total && !ot_sched_add_u64(*total, (uint64_t)v[F_BYTES], total))
-    return bad(r, "field args.bytes: the bytes copied %s add up past %llu", kind == OT_TRACE_UPLOAD ? "to the device" : "home",
-               (unsigned long long)UINT64_MAX);
+    return bad(r, "field args.bytes: the bytes copied %s add up past %llu",
+               kind == OT_TRACE_UPLOAD ? "to the device" : "home", (unsigned long long)UINT64_MAX);
   memset(ev, 0, sizeof *ev);
   ev->kind = (ot_trace_kind)kind;
   ev->flags = (unsigned)v[F_FLAGS];
@@ -263,16 +261,20 @@ static ot_status read_doc(const char *path, const json_t *root, ot_trace **out, 
 
 static ot_status from_json(const char *path, json_t *root, const json_error_t *err, ot_trace **out, uint64_t *budget) {
   if (!root)
-    return ot_fail(OT_ERR_FORMAT, "%s: invalid JSON at line %d: %s (not a trace written with --trace?)", path, err->line,
-                   err->text);
+    return ot_fail(OT_ERR_FORMAT, "%s: invalid JSON at line %d: %s (not a trace written with --trace?)", path,
+                   err->line, err->text);
   ot_status s = read_doc(path, root, out, budget);
   json_decref(root);
   return s;
 }
 
 static const char *file_kind(mode_t m) {
-  return S_ISDIR(m) ? "a directory" : S_ISFIFO(m) ? "a FIFO" : S_ISSOCK(m) ? "a socket" : S_ISCHR(m) ? "a character device"
-         : S_ISBLK(m) ? "a block device" : "not a file";
+  return S_ISDIR(m)    ? "a directory"
+         : S_ISFIFO(m) ? "a FIFO"
+         : S_ISSOCK(m) ? "a socket"
+         : S_ISCHR(m)  ? "a character device"
+         : S_ISBLK(m)  ? "a block device"
+                       : "not a file";
 }
 
 ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budget) {
