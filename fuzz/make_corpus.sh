@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy}
+mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy,fuzz_trace,fuzz_args}
 
 # safetensors: real headers (truncated data) ...
 for f in tests/data/models/*/*.safetensors tests/data/train/*/*.safetensors; do
@@ -75,4 +75,56 @@ for f in tests/data/models/llama_gqa/logits.npy tests/data/models/llama_bf16/log
   h=$(head -c 10 "$f" | tail -c 2 | od -An -tu2 | tr -d ' ')
   head -c $((10 + h + 16)) "$f" >"$c/fuzz_npy/$(echo "${f#tests/data/}" | tr '/' '_')"
 done
+# traces (omptensor trace summarize|plot): small ones as ot_trace_write_chrome
+# writes them (a run with an upload, kernel, write-back and free; two devices
+# with a pipeline stage, evictions and dropped copies; unlimited budgets, new
+# and old spelling; no events) and a few hostile ones (the reader's errors).
+t=$c/fuzz_trace
+ev() { # ev CAT TS DUR PID TENSOR BYTES OP RUN DEVICE_BYTES BLOCK_DELTA FLAGS
+  printf '{"name":"%s %s","cat":"%s","ph":"X","ts":%s,"dur":%s,"pid":%s,"tid":1,"args":{"tensor":"%s","bytes":%s,"op":%s,"run":%s,"device_bytes":%s,"block_delta":%s,"flags":%s}}' \
+    "$1" "$5" "$1" "$2" "$3" "$4" "$5" "$6" "$7" "$8" "$9" "${10}" "${11}"
+}
+meta() { printf '{"name":"process_name","ph":"M","pid":%s,"tid":0,"args":{"name":"device %s"}}' "$1" "$1"; }
+ctr() { printf '{"name":"device bytes","ph":"C","ts":%s,"pid":%s,"args":{"bytes":%s}}' "$1" "$2" "$3"; }
+trace() { # trace NAME BUDGET EVENTS...
+  local name=$1 budget=$2; shift 2
+  { printf '{"traceEvents":['; local IFS=,; printf '%s' "$*"; printf '],"displayTimeUnit":"ms","otherData":{"producer":"omptensor","budget_bytes":%s}}' "$budget"; } >"$t/$name"
+}
+trace basic.json 1024 "$(meta 0)" "$(ev run 0.0 0.0 0 "" 0 0 0 0 0 0)" "$(ev upload 1.5 2.0 0 w0 512 0 0 512 512 16)" \
+  "$(ctr 1.5 0 512)" "$(ev kernel 4.0 3.25 0 op0 0 0 0 512 0 1)" "$(ev download 8.0 1.0 0 w0 512 0 0 512 0 0)" \
+  "$(ev alloc 9.0 0.0 0 t1 256 1 0 768 256 0)" "$(ev free 9.5 0.0 0 w0 512 -1 0 256 -512 4)" \
+  "$(ev free 9.75 0.0 0 t1 256 -1 0 0 -256 34)"
+trace two_devices.json 2048 "$(meta 0)" "$(meta 1)" "$(ev run 0 0 0 "" 0 0 1 256 0 0)" \
+  "$(ev upload 1 1 0 w0 256 0 1 512 256 16)" "$(ev kernel 2 5 0 op0 0 0 1 512 0 1)" \
+  "$(ev free 7 0 0 w0 256 1 1 256 -256 8)" "$(ev run 8 0 1 "" 0 1 1 0 0 64)" \
+  "$(ev upload 8 2 1 w1 1024 1 1 1024 1024 0)" "$(ev kernel 10 1 1 op1 0 1 1 1024 0 1)" \
+  "$(ev free 11 0 1 w1 1024 -1 1 0 -1024 2)"
+trace unlimited.json null "$(ev run 0 0 2 "" 0 0 0 0 0 0)" "$(ev kernel 0 1 2 op0 0 0 0 0 0 1)"
+trace legacy_unlimited.json -1 "$(ev run 0 0 2 "" 0 0 0 0 0 0)"
+trace empty.json 0
+trace bad_ts.json 1024 "$(ev run 0 0 0 "" 0 0 0 0 0 0)" "$(ev upload 1e300 1 0 w 256 0 0 256 256 0)"
+trace bad_bytes.json 1024 "$(ev run 0 0 0 "" 0 0 0 0 0 0)" "$(ev upload 1 1 0 w '"256"' 0 0 256 256 0)"
+trace bad_negative.json 1024 "$(ev upload 1 1 0 w -256 0 0 256 256 0)"
+trace bad_sum.json 1024 "$(ev upload 1 1 0 w 9223372036854775807 0 0 0 0 0)" \
+  "$(ev upload 2 1 0 w 9223372036854775807 0 0 0 0 0)" "$(ev upload 3 1 0 w 9223372036854775807 0 0 0 0 0)"
+printf '{"traceEvents":[{"cat":"kernel","ph":"X","ts":1,"dur":1,"pid":0,"args":{}}],"otherData":{"producer":"omptensor","budget_bytes":0}}' \
+  >"$t/bad_missing.json"
+
+# command lines (fuzz_args): byte 0 picks the callback that fails (0: none;
+# 0x80 + k: its call k + 1), then argv[1..] separated by NUL bytes
+a=$c/fuzz_args
+args() { # args NAME MODE_HEX ARG...
+  local name=$1 mode=$2; shift 2
+  { printf "\\x$mode"; printf '%s' "$1"; shift; [ $# -eq 0 ] || printf '\0%s' "$@"; } >"$a/$name"
+}
+args run 00 MODEL --prompt-ids 1,2,3 -n 4 --gpu-memory-limit 3GB --offload=aggressive --trace t.json -v
+args settings 00 --backend map --device 1 --devices 2 --dtype bf16 --json --config c.yaml
+args equals 00 --gpu-memory-limit=40% --backend=host --json=yes --trace= MODEL
+args train 00 --data d.bin -b 4 --steps 10 --dry-run --save out -- --not-an-option
+args unknown 00 --frobnicate MODEL
+args missing_value 00 MODEL --prompt-ids
+args switch_value 00 --verbose=1 -h
+args bad_size 00 --gpu-memory-limit 3XB --device -1
+args dash 00 - -- -x -nn -n
+args fail_third 82 MODEL --prompt-ids 1 -n 2 --json
 du -sh "$c"

@@ -9,7 +9,7 @@
 # (does not run) the nvptx GPU build with the CUDA 11.8 device tools and the
 # samples against its installed tree (check_install.sh --no-run), and
 # last runs the libFuzzer targets (preset fuzz, scripts/fuzz.sh) for
-# OT_FUZZ_SECONDS each (default 30: six targets, about 4 minutes in all).
+# OT_FUZZ_SECONDS each (default 30: eight targets, about 5 minutes in all).
 #
 #   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx fuzz
 set -euo pipefail

@@ -73,7 +73,14 @@ ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
 
 /* Reads a file written by ot_trace_write_chrome back into a new trace (for
  * summaries and plots of earlier runs). *budget gets the budget the runs
- * declared (0 if none). Errors name the file and what is wrong with it. */
+ * declared (0 if none, UINT64_MAX if unlimited). The file is validated as
+ * it is read: a path that is not a regular file (a FIFO, a directory) is
+ * OT_ERR_IO before anything is read; every field read must be present and
+ * of the type the writer gives it (a string where a number belongs is an
+ * error, never 0), times 0 .. 2^53 us, byte counts 0 .. INT64_MAX, run, op
+ * and device within int, flags among the OT_TRACE_* flags, and the bytes
+ * moved each way must add up within uint64. Otherwise OT_ERR_FORMAT naming
+ * the file, the event (traceEvents[i]) and the field. */
 ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budget);
 
 typedef struct ot_trace_summary {
@@ -81,7 +88,7 @@ typedef struct ot_trace_summary {
   uint64_t budget;              /* the largest budget a run declared (0: unknown) */
   uint64_t peak_device_bytes;
   uint64_t current_device_bytes; /* after the last event */
-  uint64_t bytes_to_device, bytes_to_host;
+  uint64_t bytes_to_device, bytes_to_host; /* saturate at UINT64_MAX (a trace read from a file never gets there) */
   int kernels, uploads, downloads, allocs, frees;
   int evictions;                /* frees of live copies */
   int writebacks_avoided;       /* copies dropped without a write-back: clean live ones (weights) and

@@ -7,6 +7,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
+#include "sched/sched_checked.h"
 #include "sched/trace_impl.h"
 
 struct ot_trace {
@@ -154,9 +155,27 @@ size_t ot_trace_count(const ot_trace *t) { return t ? t->n : 0; }
 
 const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i) { return t && i < t->n ? &t->ev[i] : NULL; }
 
+/* The union of intervals sorted by start, in place: overlapping or touching
+ * ones merged. Kernels run one after another on one thread, and so do a
+ * plan's transfers, but a trace read from a file may say otherwise (and
+ * several devices may overlap): without this, an interval would be counted
+ * once per interval it overlaps, and the time under compute could exceed the
+ * transfer time. Returns the number of intervals left. */
+static size_t merge_iv(uint64_t (*a)[2], size_t n) {
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    if (m && a[i][0] <= a[m - 1][1]) {
+      if (a[i][1] > a[m - 1][1]) a[m - 1][1] = a[i][1];
+    } else {
+      a[m][0] = a[i][0];
+      a[m++][1] = a[i][1];
+    }
+  }
+  return m;
+}
+
 /* Length of the intersection of two sets of intervals, each sorted by start
- * and non-overlapping (kernels run one after another on one thread, and so
- * do transfers). */
+ * and non-overlapping (merge_iv). */
 static double overlap_ns(const uint64_t (*a)[2], size_t na, const uint64_t (*b)[2], size_t nb) {
   double tot = 0;
   size_t i = 0, j = 0;
@@ -189,7 +208,7 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
     if (e->end_ns > last) last = e->end_ns;
     if (e->device_bytes > s.peak_device_bytes) s.peak_device_bytes = e->device_bytes;
     s.current_device_bytes = e->device_bytes;
-    double d = (double)(e->end_ns - e->start_ns) * 1e-9;
+    double d = e->end_ns > e->start_ns ? (double)(e->end_ns - e->start_ns) * 1e-9 : 0.0;
     switch (e->kind) {
     case OT_TRACE_RUN: s.runs += !(e->flags & OT_TRACE_STAGE); break;
     case OT_TRACE_KERNEL:
@@ -199,13 +218,13 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
       break;
     case OT_TRACE_UPLOAD:
       s.uploads++;
-      s.bytes_to_device += e->bytes;
+      s.bytes_to_device = ot_sched_add_sat_u64(s.bytes_to_device, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
     case OT_TRACE_DOWNLOAD:
       s.downloads++;
-      s.bytes_to_host += e->bytes;
+      s.bytes_to_host = ot_sched_add_sat_u64(s.bytes_to_host, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
@@ -222,6 +241,8 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
   if (k && x) {
     qsort(k, nk, sizeof *k, cmp_iv);
     qsort(x, nx, sizeof *x, cmp_iv);
+    nk = merge_iv(k, nk);
+    nx = merge_iv(x, nx);
     s.overlap_s = overlap_ns((const uint64_t(*)[2])k, nk, (const uint64_t(*)[2])x, nx) * 1e-9;
   }
   if (last > first) s.wall_s = (double)(last - first) * 1e-9;
@@ -265,18 +286,33 @@ static uint64_t budget_of(int n, const int *devices, const uint64_t *budgets, in
 static ot_status check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets) {
   if (!t) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_check_budget: trace is NULL");
   if (t->broken) return ot_fail(OT_ERR_STATE, "trace is incomplete (ran out of host memory while recording)");
-  /* bytes in use per device, recomputed from the blocks */
+  /* bytes in use per device, recomputed from the blocks: one slot per
+   * device seen (not device % NDEV: two devices must never share one) */
   enum { NDEV = 64 };
+  int dev[NDEV], n_dev = 0;
   int64_t used[NDEV] = {0};
   for (size_t i = 0; i < t->n; i++) {
     const ot_trace_event *e = &t->ev[i];
-    int d = e->device < 0 ? 0 : e->device % NDEV, found;
+    int d = 0, found;
+    while (d < n_dev && dev[d] != e->device) d++;
+    if (d == n_dev) {
+      if (n_dev == NDEV)
+        return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d is the %dth device in the trace; "
+                       "the check follows at most %d", i, e->run, e->op, e->name, e->device, NDEV + 1, NDEV);
+      dev[n_dev++] = e->device;
+    }
     uint64_t budget = budget_of(n, devices, budgets, e->device, &found);
     if (!found)
       return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d has no budget in the check", i,
                      e->run, e->op, e->name, e->device);
+    if (e->device_bytes > (uint64_t)INT64_MAX)
+      return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): recorded %llu device bytes, past what the "
+                     "check can count (2^63 - 1)", i, e->run, e->op, e->name, (unsigned long long)e->device_bytes);
     if (e->kind == OT_TRACE_RUN) used[d] = (int64_t)e->device_bytes;
-    used[d] += e->block_delta;
+    if (!ot_sched_add_i64(used[d], e->block_delta, &used[d]))
+      return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d bytes in use overflow (%lld %+lld "
+                     "is past int64)", i, e->run, e->op, e->name, e->device, (long long)used[d],
+                     (long long)e->block_delta);
     if (used[d] < 0)
       return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d bytes in use below zero", i, e->run,
                      e->op, e->name, e->device);

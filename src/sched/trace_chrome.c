@@ -4,6 +4,7 @@
  * (uploads, write-backs), 3 memory (placements and frees, zero length); a
  * counter "device bytes" per device. Times in microseconds. */
 #include <jansson.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "core/error.h"
@@ -56,15 +57,19 @@ static json_t *counter_json(const ot_trace_event *e) {
                    (double)e->start_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
 }
 
-ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
-  if (!t || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_write_chrome: NULL argument");
-  json_t *root = json_object(), *arr = json_array();
+/* The whole trace as JSON (*root; NULL with an error when out of memory). */
+static ot_status build(const ot_trace *t, const char *what, json_t **out) {
+  *out = NULL;
+  /* the budget as an integer; unlimited (UINT64_MAX, and anything past
+   * INT64_MAX, which JSON integers here cannot hold) as null */
+  uint64_t b = ot_trace_budget(t);
+  json_t *root = json_object(), *arr = json_array(),
+         *bj = b > (uint64_t)INT64_MAX ? json_null() : json_integer((json_int_t)b);
   int ok = root && arr && json_object_set(root, "traceEvents", arr) == 0 &&
            json_object_set_new(root, "displayTimeUnit", json_string("ms")) == 0 &&
            /* read back by ot_trace_read_chrome (omptensor trace summarize|plot) */
-           json_object_set_new(root, "otherData",
-                               json_pack("{s:s, s:I}", "producer", "omptensor", "budget_bytes",
-                                         (json_int_t)ot_trace_budget(t))) == 0;
+           json_object_set_new(root, "otherData", json_pack("{s:s, s:O}", "producer", "omptensor", "budget_bytes", bj)) == 0;
+  json_decref(bj);
   int seen[64] = {0};
   for (size_t i = 0; ok && i < ot_trace_count(t); i++) {
     const ot_trace_event *e = ot_trace_event_at(t, i);
@@ -76,11 +81,32 @@ ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
     ok = ok && push(arr, event_json(e));
     if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD) ok = push(arr, counter_json(e));
   }
-  ot_status s = OT_OK;
-  if (!ok) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to build the trace JSON", path);
-  else if (json_dump_file(root, path, JSON_COMPACT) != 0)
-    s = ot_fail(OT_ERR_IO, "%s: cannot write the trace (check the folder exists and is writable)", path);
   json_decref(arr);
+  if (!ok) {
+    json_decref(root);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to build the trace JSON", what);
+  }
+  *out = root;
+  return OT_OK;
+}
+
+ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
+  if (!t || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_write_chrome: NULL argument");
+  json_t *root;
+  OT_TRY(build(t, path, &root));
+  ot_status s = OT_OK;
+  if (json_dump_file(root, path, JSON_COMPACT) != 0)
+    s = ot_fail(OT_ERR_IO, "%s: cannot write the trace (check the folder exists and is writable)", path);
   json_decref(root);
   return s;
+}
+
+ot_status ot_trace_chrome_text(const ot_trace *t, char **text) {
+  if (!t || !text) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_chrome_text: NULL argument");
+  *text = NULL;
+  json_t *root;
+  OT_TRY(build(t, "trace", &root));
+  *text = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  return *text ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "trace: no host memory for the trace JSON text");
 }

@@ -26,4 +26,18 @@ uint64_t ot_trace_budget(const ot_trace *t);
 /* Number the next run will get. */
 int ot_trace_next_run(ot_trace *t);
 
+/* Every OT_TRACE_* flag (trace.h) or'ed: the flags a trace file may hold. */
+#define OT_TRACE_FLAGS_ALL                                                                              \
+  (OT_TRACE_RESIDENT_OK | OT_TRACE_DEAD | OT_TRACE_CLEAN_DROP | OT_TRACE_EVICT | OT_TRACE_PREFETCH | \
+   OT_TRACE_DIRTY | OT_TRACE_STAGE)
+
+/* ot_trace_read_chrome on the text of a file (len bytes, no terminator
+ * needed); `name` stands for the file in messages. For the fuzzer
+ * (fuzz/fuzz_trace.c) and the tests. */
+ot_status ot_trace_read_chrome_text(const char *text, size_t len, const char *name, ot_trace **out, uint64_t *budget);
+
+/* The Chrome trace JSON that ot_trace_write_chrome writes, as a malloc'd
+ * NUL-terminated string in *text (free() it). */
+ot_status ot_trace_chrome_text(const ot_trace *t, char **text);
+
 #endif
