@@ -30,6 +30,11 @@ static inline int ot_add_i64(int64_t a, int64_t b, int64_t *r) { return __builti
 static inline int ot_mul_i64(int64_t a, int64_t b, int64_t *r) { return __builtin_mul_overflow(a, b, r); }
 static inline int ot_add_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_add_overflow(a, b, r); }
 static inline int ot_mul_u64(uint64_t a, uint64_t b, uint64_t *r) { return __builtin_mul_overflow(a, b, r); }
+/* a + b, or UINT64_MAX when that overflows (sums that report, like a trace summary's bytes). */
+static inline uint64_t ot_add_sat_u64(uint64_t a, uint64_t b) {
+  uint64_t r;
+  return __builtin_add_overflow(a, b, &r) ? UINT64_MAX : r;
+}
 static inline int ot_add_size(size_t a, size_t b, size_t *r) { return __builtin_add_overflow(a, b, r); }
 static inline int ot_mul_size(size_t a, size_t b, size_t *r) { return __builtin_mul_overflow(a, b, r); }
 

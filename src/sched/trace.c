@@ -7,7 +7,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
-#include "sched/sched_checked.h"
+#include "core/checked.h"
 #include "sched/trace_impl.h"
 
 struct ot_trace {
@@ -218,13 +218,13 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
       break;
     case OT_TRACE_UPLOAD:
       s.uploads++;
-      s.bytes_to_device = ot_sched_add_sat_u64(s.bytes_to_device, e->bytes);
+      s.bytes_to_device = ot_add_sat_u64(s.bytes_to_device, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
     case OT_TRACE_DOWNLOAD:
       s.downloads++;
-      s.bytes_to_host = ot_sched_add_sat_u64(s.bytes_to_host, e->bytes);
+      s.bytes_to_host = ot_add_sat_u64(s.bytes_to_host, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
@@ -309,7 +309,7 @@ static ot_status check_budgets(const ot_trace *t, int n, const int *devices, con
       return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): recorded %llu device bytes, past what the "
                      "check can count (2^63 - 1)", i, e->run, e->op, e->name, (unsigned long long)e->device_bytes);
     if (e->kind == OT_TRACE_RUN) used[d] = (int64_t)e->device_bytes;
-    if (!ot_sched_add_i64(used[d], e->block_delta, &used[d]))
+    if (ot_add_i64(used[d], e->block_delta, &used[d]))
       return ot_fail(OT_ERR_STATE, "trace event %zu (run %d, op %d, '%s'): device %d bytes in use overflow (%lld %+lld "
                      "is past int64)", i, e->run, e->op, e->name, e->device, (long long)used[d],
                      (long long)e->block_delta);

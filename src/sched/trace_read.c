@@ -23,7 +23,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
-#include "sched/sched_checked.h"
+#include "core/checked.h"
 #include "sched/trace_impl.h"
 
 static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
@@ -193,11 +193,11 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
     OT_TRY(get(r, &fields[f], src, &v[f], f == F_TS ? &ts : &dur, &name));
   }
   uint64_t end;
-  if (!ot_sched_add_u64(ts, dur, &end) || end > MAX_NS)
+  if (ot_add_u64(ts, dur, &end) || end > MAX_NS)
     return bad(r, "field dur: ts + dur = %.17g us is past the largest time a trace holds, %.0f us",
                json_number_value(json_object_get(e, "ts")) + json_number_value(json_object_get(e, "dur")), MAX_US);
   uint64_t *total = kind == OT_TRACE_UPLOAD ? &sum->to_device : kind == OT_TRACE_DOWNLOAD ? &sum->to_host : NULL;
-  if (total && !ot_sched_add_u64(*total, (uint64_t)v[F_BYTES], total))
+  if (total && ot_add_u64(*total, (uint64_t)v[F_BYTES], total))
     return bad(r, "field args.bytes: the bytes copied %s add up past %llu",
                kind == OT_TRACE_UPLOAD ? "to the device" : "home", (unsigned long long)UINT64_MAX);
   memset(ev, 0, sizeof *ev);
@@ -211,7 +211,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   ev->device_bytes = (uint64_t)v[F_DEVBYTES];
   ev->block_delta = (int64_t)v[F_DELTA];
   /* absolute times (ot_trace_add makes them relative to t0 again) */
-  if (!ot_sched_add_u64(t0, ts, &ev->start_ns) || !ot_sched_add_u64(t0, end, &ev->end_ns))
+  if (ot_add_u64(t0, ts, &ev->start_ns) || ot_add_u64(t0, end, &ev->end_ns))
     return bad(r, "field ts: the time does not fit this process's clock");
   *take = 1;
   return OT_OK;
