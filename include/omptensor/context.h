@@ -61,6 +61,11 @@ uint64_t ot_ctx_budget(const ot_ctx *ctx, int i);
 /* Device bytes free/total as the runtime reports them (0/0 when unknown). */
 void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
 
+/* Host bytes this process can still allocate (MemAvailable, capped by a
+ * cgroup memory limit; 0 when unknown): check a size a user asks for
+ * against it before allocating. */
+uint64_t ot_host_memory_available(void);
+
 /* Prints the devices and backends found and the budget that would apply
  * (what `omptensor info` shows). */
 void ot_info_print(FILE *f, const ot_ctx_opts *opts);

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "prompt.h"
+#include "omptensor/file.h"
 
 ot_status ot_cli_parse_ids(const char *text, const char *label, int32_t **ids, int *n) {
   *ids = NULL;
@@ -47,26 +48,10 @@ ot_status ot_cli_parse_ids(const char *text, const char *label, int32_t **ids, i
 ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   *ids = NULL;
   *n = 0;
-  FILE *f = fopen(path, "rb");
-  if (!f) return ot_set_error(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  size_t cap = 4096, len = 0;
-  char *buf = malloc(cap);
-  while (buf) {
-    size_t r = fread(buf + len, 1, cap - len - 1, f);
-    len += r;
-    if (len < cap - 1) break;
-    if (cap > (64u << 20)) {
-      free(buf);
-      fclose(f);
-      return ot_set_error(OT_ERR_FORMAT, "%s: larger than 64 MiB: not a prompt file", path);
-    }
-    char *g = realloc(buf, cap *= 2);
-    if (!g) free(buf);
-    buf = g;
-  }
-  fclose(f);
-  if (!buf) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
-  buf[len] = '\0';
+  char *buf;
+  size_t len;
+  /* the library's checked read: a regular file only (a FIFO would block) */
+  OT_TRY(ot_file_read(path, (size_t)64 << 20, &buf, &len));
   ot_status s = ot_cli_parse_ids(buf, path, ids, n);
   free(buf);
   return s;

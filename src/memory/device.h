@@ -2,6 +2,8 @@
 #ifndef OT_MEMORY_DEVICE_H
 #define OT_MEMORY_DEVICE_H
 
+#include <stdint.h>
+
 /* OpenMP device number for an omptensor device (OT_DEVICE_HOST -> the
  * initial device). */
 int ot_omp_device(int dev);
@@ -18,5 +20,10 @@ const char *ot_dev_label(int dev, char buf[32]);
 
 /* Number of OpenMP offload devices (0 on a plain host build). */
 int ot_num_devices(void);
+
+/* Host bytes this process can still allocate: MemAvailable (/proc/meminfo,
+ * else sysconf), capped by a cgroup v2 memory limit; 0 when unknown. Public
+ * too (omptensor/context.h), for sizes a user gives. */
+uint64_t ot_host_memory_available(void);
 
 #endif

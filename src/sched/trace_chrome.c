@@ -5,8 +5,11 @@
  * counter "device bytes" per device. Times in microseconds. */
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/trace_impl.h"
 
 enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
@@ -78,9 +81,12 @@ ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
   }
   ot_status s = OT_OK;
   if (!ok) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to build the trace JSON", path);
-  else if (json_dump_file(root, path, JSON_COMPACT) != 0)
-    s = ot_fail(OT_ERR_IO, "%s: cannot write the trace (check the folder exists and is writable)", path);
+  char *text = s == OT_OK ? json_dumps(root, JSON_COMPACT) : NULL;
   json_decref(arr);
   json_decref(root);
+  if (s == OT_OK && !text) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: no host memory to write the trace JSON", path);
+  /* atomically (core/file.h): the old trace or the whole new one, never a part */
+  if (s == OT_OK) s = ot_file_write(path, text, strlen(text));
+  free(text);
   return s;
 }

@@ -3,9 +3,11 @@
  * flags in their args, which is everything the summary and the budget check
  * need. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/trace_impl.h"
 
 static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
@@ -20,7 +22,11 @@ ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budge
   *out = NULL;
   if (budget) *budget = 0;
   json_error_t err;
-  json_t *root = json_load_file(path, 0, &err);
+  char *text;
+  size_t len;
+  OT_TRY(ot_file_read(path, (size_t)4 << 30, &text, &len)); /* a regular file only: a FIFO would block */
+  json_t *root = json_loadb(text, len, 0, &err);
+  free(text);
   if (!root) {
     if (err.line < 1) /* jansson could not read the file; its text names it and says why */
       return ot_fail(strstr(err.text, "No such file") ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s", err.text);
