@@ -197,8 +197,9 @@ static void faults_raw(void **state) {
   each_point_one_file(write_raw, "plot.svg");
 }
 
-/* Temporaries of a dead process are removed by the next write of the same
- * destination; those of a live one (PID 1 here) and of other names stay. */
+/* Temporaries of a dead process are removed by the next write into their
+ * directory (whatever they were for); those of a live one (PID 1 here) and
+ * names that only look similar stay. */
 static void strays_of_dead_processes(void **state) {
   (void)state;
   char *dir = ot_tmpdir_create(), path[4096], p[4096];
@@ -206,11 +207,15 @@ static void strays_of_dead_processes(void **state) {
   if (child == 0) _exit(0);
   assert_true(child > 0);
   assert_int_equal(waitpid(child, NULL, 0), child); /* reaped: its PID is free */
-  char dead[128], live[128], other[128], deaddir[128];
+  char dead[128], live[128], other[128], deaddir[128], notours[128], notours2[128];
   snprintf(dead, sizeof dead, ".out.npy.ot-tmp.%ld.0123abcd", (long)child);
   snprintf(deaddir, sizeof deaddir, ".out.npy.ot-tmp.%ld.0123abce", (long)child);
   snprintf(live, sizeof live, ".out.npy.ot-tmp.1.0123abcd");
   snprintf(other, sizeof other, ".other.npy.ot-tmp.%ld.0123abcd", (long)child);
+  snprintf(notours, sizeof notours, "out.npy.ot-tmp.%ld.0123abcd", (long)child);  /* no leading dot */
+  snprintf(notours2, sizeof notours2, ".out.npy.ot-tmp.%ld.0123abcd.bak", (long)child);
+  ot_write_text(dir, notours, "x");
+  ot_write_text(dir, notours2, "x");
   ot_write_text(dir, dead, "x");
   ot_write_text(dir, live, "x");
   ot_write_text(dir, other, "x");
@@ -221,8 +226,19 @@ static void strays_of_dead_processes(void **state) {
   OT_ASSERT_OK(write_npy(ot_tmp_path(path, sizeof path, dir, "out.npy"), 1));
   assert_false(ot_path_exists(ot_tmp_path(p, sizeof p, dir, dead)));
   assert_false(ot_path_exists(ot_tmp_path(p, sizeof p, dir, deaddir)));
+  assert_false(ot_path_exists(ot_tmp_path(p, sizeof p, dir, other)));
   assert_true(ot_path_exists(ot_tmp_path(p, sizeof p, dir, live)));
-  assert_true(ot_path_exists(ot_tmp_path(p, sizeof p, dir, other)));
+  assert_true(ot_path_exists(ot_tmp_path(p, sizeof p, dir, notours)));
+  assert_true(ot_path_exists(ot_tmp_path(p, sizeof p, dir, notours2)));
+  /* an old checkpoint a killed swap left aside goes back into its empty place */
+  char aside[128];
+  snprintf(aside, sizeof aside, ".ck.ot-old.%ld.0123abcd", (long)child);
+  assert_int_equal(mkdir(ot_tmp_path(p, sizeof p, dir, aside), 0777), 0);
+  snprintf(inner, sizeof inner, "%s/config.json", aside);
+  ot_write_text(dir, inner, "{}");
+  OT_ASSERT_OK(write_npy(path, 2));
+  assert_false(ot_path_exists(ot_tmp_path(p, sizeof p, dir, aside)));
+  assert_true(ot_path_exists(ot_tmp_path(p, sizeof p, dir, "ck/config.json")));
   ot_tmpdir_remove(dir);
 }
 

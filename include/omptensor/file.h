@@ -12,7 +12,7 @@
  * directory is flushed too. The destination is the old file or the complete
  * new one, never a part; a failed write removes its temporary, and one left
  * by a killed process (".NAME.ot-tmp.PID.*", PID no longer running) is
- * removed by the next write of the same destination.
+ * removed by the next write into the same directory.
  *
  *     char *text; size_t n;
  *     if (ot_file_read("prompt.txt", 1 << 20, &text, &n) != OT_OK) ... ot_last_error() ...

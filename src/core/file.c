@@ -303,17 +303,18 @@ static char *temp_name(const char *dir, const char *base, const char *tag) {
   return join(dir, name);
 }
 
-/* If `name` is a temporary of destination `base` (".BASE<tag>PID.XXXXXXXX"
- * with tag .ot-tmp. or .ot-old.), its PID (and *old = 1 for .ot-old.);
- * else 0. */
-static long temp_pid(const char *name, const char *base, int *old) {
-  size_t bl = strlen(base) < BASE_KEEP ? strlen(base) : BASE_KEEP, tl = strlen(TMP_TAG);
-  if (name[0] != '.' || strncmp(name + 1, base, bl) != 0) return 0;
-  const char *p = name + 1 + bl;
-  if (!strncmp(p, TMP_TAG, tl)) *old = 0;
-  else if (!strncmp(p, OLD_TAG, tl)) *old = 1;
-  else return 0;
-  p += tl;
+/* If `name` is a temporary of the atomic layer (".BASE<tag>PID.XXXXXXXX",
+ * tag .ot-tmp. or .ot-old.), its PID, with *old = 1 for .ot-old. and
+ * *base_len the length of BASE as it appears (cut at BASE_KEEP); else 0. */
+static long temp_pid(const char *name, int *old, size_t *base_len) {
+  size_t tl = strlen(TMP_TAG);
+  const char *tag = NULL;
+  for (const char *p = strstr(name, ".ot-"); p; p = strstr(p + 1, ".ot-"))
+    if (!strncmp(p, TMP_TAG, tl) || !strncmp(p, OLD_TAG, tl)) tag = p; /* the last one */
+  if (name[0] != '.' || !tag || tag == name + 1) return 0;
+  *old = !strncmp(tag, OLD_TAG, tl);
+  *base_len = (size_t)(tag - name - 1);
+  const char *p = tag + tl;
   long pid = 0;
   int digits = 0;
   for (; *p >= '0' && *p <= '9' && digits < 10; p++, digits++) pid = pid * 10 + (*p - '0');
@@ -349,27 +350,34 @@ static void remove_tree(const char *path, int depth) {
   rmdir(path);
 }
 
-/* Removes the temporaries of `base` in `dir` that killed runs left; if the
- * destination is missing and a killed swap left the old one aside, puts it
- * back first. Best effort: a stray that cannot be removed only stays. */
-static void clean_strays(const char *dir, const char *base) {
+/* Removes the temporaries in `dir` that killed runs left (those of any
+ * destination there, whose process is gone); an old directory a killed swap
+ * left aside whose place is empty is put back instead. Best effort: a stray
+ * that cannot be removed only stays. */
+static void clean_strays(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return;
-  char *dest = join(dir, base);
-  int have_dest = dest && ot_path_exists(dest);
   struct dirent *e;
   char **dead = NULL;
   int n = 0, cap = 0;
   while ((e = readdir(d))) {
     int old = 0;
-    long pid = temp_pid(e->d_name, base, &old);
+    size_t bl = 0;
+    long pid = temp_pid(e->d_name, &old, &bl);
     if (!pid || pid_alive(pid)) continue;
     char *p = join(dir, e->d_name);
     if (!p) continue;
-    if (old && !have_dest && dest && rename(p, dest) == 0) { /* the old directory, back in its place */
-      have_dest = 1;
-      free(p);
-      continue;
+    if (old && bl < BASE_KEEP) { /* the name is whole: the old directory, back in its place if that is empty */
+      char base[BASE_KEEP + 1];
+      memcpy(base, e->d_name + 1, bl);
+      base[bl] = '\0';
+      char *dest = join(dir, base);
+      int back = dest && !ot_path_exists(dest) && rename(p, dest) == 0;
+      free(dest);
+      if (back) {
+        free(p);
+        continue;
+      }
     }
     if (n == cap) {
       char **g = realloc(dead, (size_t)(cap = cap ? 2 * cap : 8) * sizeof *g);
@@ -387,7 +395,6 @@ static void clean_strays(const char *dir, const char *base) {
     free(dead[i]);
   }
   free(dead);
-  free(dest);
 }
 
 /* ---- one output file ---- */
@@ -425,7 +432,7 @@ ot_status ot_afile_create(const char *path, ot_afile **out) {
     else if (k != OT_PATH_MISSING && k != OT_PATH_REGULAR && k != OT_PATH_DANGLING_LINK)
       s = ot_fail(OT_ERR_IO, "%s: cannot write: it is %s, not a regular file", path, ot_path_kind_name(k));
   }
-  if (s == OT_OK) clean_strays(f->dir, base);
+  if (s == OT_OK) clean_strays(f->dir);
   for (int tries = 0; s == OT_OK && f->fd < 0; tries++) {
     free(f->tmp);
     f->tmp = temp_name(f->dir, base, TMP_TAG);
@@ -647,7 +654,7 @@ ot_status ot_adir_create(const char *dir, int (*carry)(const char *name), ot_adi
   d->carry = carry;
   ot_status s = split(d->dest, &d->parent, &d->base);
   if (s == OT_OK) s = make_dirs(d->parent);
-  if (s == OT_OK) clean_strays(d->parent, d->base);
+  if (s == OT_OK) clean_strays(d->parent);
   if (s == OT_OK) {
     int e;
     ot_path_kind k = ot_path_kind_of(d->dest, &e);

@@ -33,9 +33,13 @@
  * the old directory aside, which the next save into the same parent puts
  * back before anything else.
  *
- * Strays: every create in a directory first removes the temporaries of the
- * same destination whose PID is no longer running (a killed run's), and
- * never those of a live process (a concurrent writer's).
+ * Strays: every create in a directory first removes the temporaries there
+ * (of any destination) whose PID is no longer running (a killed run's), and
+ * never those of a live process (a concurrent writer's); the names are
+ * specific enough (".NAME.ot-tmp.PID.8-hex-digits") not to match a user's
+ * file. PIDs are this machine's: on a filesystem shared between machines a
+ * temporary of another machine's live process could be taken for a stray,
+ * whose writer then fails at its rename (it never corrupts the output).
  *
  * Fault injection (core/fault.h, kind "write"): every step above that can
  * fail on a real system counts as one write operation: creating a
