@@ -40,7 +40,7 @@ for t in "${targets[@]}"; do
   echo "=== fuzz $t: regressions ($(ls "$regs" | wc -l) inputs), then ${secs} s"
   ok=1
   if [ -n "$(ls -A "$regs")" ]; then
-    "$bin" -runs=0 "$regs"/* >"$log.reg" 2>&1 || { ok=0; tail -40 "$log.reg"; }
+    "$bin" -runs=0 -timeout=10 "$regs"/* >"$log.reg" 2>&1 || { ok=0; tail -40 "$log.reg"; }
   fi
   if [ $ok -eq 1 ]; then
     # -max_len: big enough for a real safetensors header seed.

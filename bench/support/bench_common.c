@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "omptensor/args.h"
+#include "omptensor/file.h"
 #include "core/error.h"
 #include "kernels/kcommon.h"
 #include "memory/device.h"
@@ -170,6 +171,16 @@ int bc_match(const char *patterns, const char *name) {
   return 0;
 }
 
+/* The JSON lines go to memory and are written atomically at close
+ * (omptensor/file.h): a run that fails or is killed leaves the old file or
+ * none, never half of one. */
+static struct bc_out {
+  FILE *f;
+  const char *path;
+  char *buf;
+  size_t len;
+} outs[4];
+
 ot_status bc_open_out(const char *path, FILE **out) {
   *out = NULL;
   if (!path) return OT_OK;
@@ -177,13 +188,30 @@ ot_status bc_open_out(const char *path, FILE **out) {
     *out = stdout;
     return OT_OK;
   }
-  *out = fopen(path, "w");
-  if (!*out) return ot_fail(OT_ERR_IO, "cannot write '%s': %s", path, strerror(errno));
-  return OT_OK;
+  OT_TRY(ot_file_check_output(path)); /* before the work, not after it */
+  for (int i = 0; i < 4; i++)
+    if (!outs[i].f) {
+      outs[i].path = path;
+      outs[i].f = open_memstream(&outs[i].buf, &outs[i].len);
+      if (!outs[i].f) return ot_fail(OT_ERR_OUT_OF_MEMORY, "cannot buffer '%s': %s", path, strerror(errno));
+      *out = outs[i].f;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "'%s': too many outputs open", path);
 }
 
 void bc_close_out(FILE *f) {
-  if (f && f != stdout) fclose(f);
+  if (!f || f == stdout) return;
+  for (int i = 0; i < 4; i++)
+    if (outs[i].f == f) {
+      int bad = fclose(f) != 0;
+      if (bad || ot_file_write(outs[i].path, outs[i].buf, outs[i].len) != OT_OK)
+        fprintf(stderr, "%s\n", bad ? "cannot finish the JSON output" : ot_last_error());
+      free(outs[i].buf);
+      memset(&outs[i], 0, sizeof outs[i]);
+      return;
+    }
+  fclose(f);
 }
 
 void bc_usage(const char *prog, const struct ot_opt *opts) {

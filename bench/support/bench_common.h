@@ -54,7 +54,9 @@ _Noreturn void bc_usage(const char *prog, const struct ot_opt *opts);
  * `patterns` (NULL or "" matches everything). */
 int bc_match(const char *patterns, const char *name);
 
-/* Opens `path` for writing ("-": stdout; NULL: returns NULL and OT_OK). */
+/* Opens `path` for writing ("-": stdout; NULL: returns NULL and OT_OK). A
+ * file is checked at once and written atomically by bc_close_out (the old
+ * file or the whole new one). */
 ot_status bc_open_out(const char *path, FILE **out);
 void bc_close_out(FILE *f);
 

@@ -61,6 +61,7 @@ uint64_t ot_ctx_budget(const ot_ctx *ctx, int i);
 /* Device bytes free/total as the runtime reports them (0/0 when unknown). */
 void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
 
+
 /* Prints the devices and backends found and the budget that would apply
  * (what `omptensor info` shows). */
 void ot_info_print(FILE *f, const ot_ctx_opts *opts);

@@ -85,8 +85,19 @@ int64_t ot_gpt2_train_num_weights(const ot_gpt2_trainer *g);        /* parameter
 
 /* Writes the current weights as a Hugging Face checkpoint: DIR/config.json
  * (the model's, as loaded) and DIR/model.safetensors (F32, GPT2LMHeadModel
- * names; lm_head tied). Creates DIR if missing. */
+ * names; lm_head tied). Creates DIR (and missing parents) if missing. DIR
+ * changes as a whole or not at all: both files are written into a fresh
+ * directory beside DIR, flushed to disk and swapped in with one rename, so
+ * a failure or a crash leaves the old checkpoint (or none), never a new
+ * config beside old weights. Other files of an existing DIR (tokenizer,
+ * generation config) are kept; its *.safetensors, shard index and
+ * config.json are replaced. A DIR holding subdirectories is refused. */
 ot_status ot_gpt2_train_save(ot_gpt2_trainer *g, const char *dir);
+
+/* What ot_gpt2_train_save checks about DIR before it writes, without
+ * writing: to call before training, so that a bad --save fails at once and
+ * not after the last step (omptensor/file.h: ot_file_check_output_dir). */
+ot_status ot_gpt2_train_check_save(const char *dir);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,7 @@
 #include "omptensor/ops.h"
 #include "omptensor/sched.h"
 /* files and settings */
+#include "omptensor/file.h"
 #include "omptensor/safetensors.h"
 #include "omptensor/npy.h"
 #include "omptensor/tokens.h"

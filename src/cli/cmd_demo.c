@@ -25,6 +25,7 @@ static const ot_opt demo_opts[] = {
 typedef struct demo_args {
   ot_cli_session *s;
   ot_size size;
+  const char *size_text; /* as given, for messages */
   int max_new, help;
   uint64_t seed;
 } demo_args;
@@ -37,6 +38,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
   case OPT_SIZE:
+    a->size_text = v;
     OT_TRY(ot_size_parse(v, &a->size));
     if (a->size.kind != OT_SIZE_BYTES)
       return ot_set_error(OT_ERR_INVALID_ARG, "a size in bytes is needed (e.g. 128MB), not a percentage");
@@ -82,6 +84,26 @@ static void demo_config(uint64_t bytes, int gpu, ot_dtype wt, ot_hf_config *c) {
   c->num_layers = bytes > io + per_layer ? (int64_t)((bytes - io) / per_layer) : 1;
 }
 
+/* The synthetic weights live in host memory (pinned or pageable): a --size
+ * that does not fit is refused before anything is allocated, not found out
+ * by allocating until the kernel kills us. */
+static ot_status check_host_memory(const demo_args *a, const ot_hf_config *c, ot_dtype wt) {
+  int64_t D = c->hidden_size, kv = c->num_kv_heads * c->head_dim;
+  uint64_t per_layer = ot_dtype_bytes(wt, 2 * D * D + 2 * D * kv + 3 * D * c->intermediate_size + 2 * D);
+  uint64_t need = 2 * ot_dtype_bytes(wt, c->vocab_size * D) + ot_dtype_bytes(wt, D), avail = ot_host_memory_available();
+  if ((uint64_t)c->num_layers > (UINT64_MAX - need) / per_layer) need = UINT64_MAX;
+  else need += (uint64_t)c->num_layers * per_layer;
+  if (!avail || need <= avail) return OT_OK;
+  char nb[32], ab[32];
+  ot_cli_fmt_bytes(nb, sizeof nb, need);
+  ot_cli_fmt_bytes(ab, sizeof ab, avail);
+  return ot_set_error(OT_ERR_INVALID_ARG,
+                      "--size %s: the synthetic model's weights take %llu bytes (%s) of host memory, and %llu bytes "
+                      "(%s) are available (MemAvailable, within any cgroup limit); give a smaller --size",
+                      a->size_text ? a->size_text : "(default)", (unsigned long long)need, nb, (unsigned long long)avail,
+                      ab);
+}
+
 int ot_cli_demo(int argc, char **argv) {
   const char *prog = "omptensor demo";
   ot_cli_session s;
@@ -122,9 +144,11 @@ int ot_cli_demo(int argc, char **argv) {
       st = ot_settings_set(&s.settings, OT_SRC_DEFAULT, "gpu-memory-limit", b);
     }
   }
-  if (st == OT_OK) st = ot_cli_session_start(&s);
   ot_hf_config cfg;
   demo_config(size, gpu, wt, &cfg);
+  if (st == OT_OK) st = check_host_memory(&a, &cfg, wt);
+  if (st == OT_OK) st = ot_cli_session_start(&s);
+  if (st == OT_OK) st = ot_cli_check_trace(&s);
   ot_lm *m = NULL;
   ot_gen_opts g = ot_gen_opts_default();
   g.max_new_tokens = a.max_new;

@@ -100,7 +100,9 @@ int ot_cli_run(int argc, char **argv) {
     st = a.ids_text ? ot_cli_parse_ids(a.ids_text, strlen(a.ids_text), "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
   if (st == OT_OK)
     st = check_prompt(a.model, ids, n_ids, a.gen.max_new_tokens, a.ids_text ? "--prompt-ids" : a.ids_file);
+  if (st == OT_OK) st = ot_cli_check_output("--logits-out", a.gen.logits_out); /* before the work, not after it */
   if (st == OT_OK) st = ot_cli_session_start(&s);
+  if (st == OT_OK) st = ot_cli_check_trace(&s);
   ot_lm *m = NULL;
   if (st == OT_OK) {
     /* Names, shapes and the plans under the budget, before any weight is read. */

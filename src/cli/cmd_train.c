@@ -263,7 +263,11 @@ int ot_cli_train(int argc, char **argv) {
   ot_gpt2_trainer *g = NULL;
   step_log L = {0};
   if (st == OT_OK) st = check_inputs(&a, &data);
+  /* The outputs before the first step: a bad --save or --trace must not
+   * wait for the end of training to be found. */
+  if (st == OT_OK && a.save && !a.dry && (st = ot_gpt2_train_check_save(a.save)) != OT_OK) ot_prefix_error(st, "--save");
   if (st == OT_OK) st = ot_cli_session_start(&s);
+  if (st == OT_OK && !a.dry) st = ot_cli_check_trace(&s);
   a.o.plan_only = a.dry; /* a dry run allocates no activation memory */
   if (st == OT_OK) st = ot_cli_budget_error(&s, ot_gpt2_train_create(s.ctx, a.model, &a.o, &s.sched, &g));
   if (st == OT_OK && s.verbose) ot_plan_print(ot_gpt2_train_plan(g), stderr);

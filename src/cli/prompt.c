@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "prompt.h"
+#include "omptensor/file.h"
 
 /* The list's separators: commas and ASCII whitespace. */
 static int is_sep(unsigned char c) { return c == ',' || c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\v' || c == '\f'; }
@@ -73,49 +74,11 @@ ot_status ot_cli_parse_ids(const char *text, size_t len, const char *label, int3
 ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   *ids = NULL;
   *n = 0;
-  /* O_NONBLOCK: a FIFO or a device must not block the open before its type
-   * is checked; a regular file reads as ever. */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) return ot_set_error(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  struct stat sb;
-  if (fstat(fd, &sb) != 0) {
-    int e = errno;
-    close(fd);
-    return ot_set_error(OT_ERR_IO, "%s: cannot stat: %s", path, strerror(e));
-  }
-  if (!S_ISREG(sb.st_mode)) {
-    close(fd);
-    return ot_set_error(OT_ERR_IO, "%s: is a %s, not a regular file (give a file of token ids)", path,
-                        S_ISDIR(sb.st_mode) ? "directory" : S_ISFIFO(sb.st_mode) ? "FIFO" : S_ISSOCK(sb.st_mode) ? "socket" : "device");
-  }
-  if ((uint64_t)sb.st_size > PROMPT_FILE_MAX) {
-    close(fd);
-    return ot_set_error(OT_ERR_FORMAT, "%s: %lld bytes, larger than 64 MiB: not a prompt file", path, (long long)sb.st_size);
-  }
-  /* The whole file by its length (one byte more to see it did not grow). */
-  size_t want = (size_t)sb.st_size, len = 0;
-  char *buf = malloc(want + 1);
-  if (!buf) {
-    close(fd);
-    return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", path);
-  }
-  while (len < want + 1) {
-    ssize_t r = read(fd, buf + len, want + 1 - len);
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) {
-      int e = errno;
-      free(buf);
-      close(fd);
-      return ot_set_error(OT_ERR_IO, "%s: cannot read: %s", path, strerror(e));
-    }
-    if (r == 0) break;
-    len += (size_t)r;
-  }
-  close(fd);
-  if (len != want) {
-    free(buf);
-    return ot_set_error(OT_ERR_IO, "%s: changed while it was read (%zu bytes, %zu expected); try again", path, len, want);
-  }
+  char *buf;
+  size_t len;
+  /* the library's checked read: a regular file only (a FIFO would block),
+   * whole by its length (a NUL byte is a byte, refused by the parser) */
+  OT_TRY(ot_file_read(path, PROMPT_FILE_MAX, &buf, &len));
   ot_status s = ot_cli_parse_ids(buf, len, path, ids, n);
   free(buf);
   return s;

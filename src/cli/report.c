@@ -3,6 +3,15 @@
 #include <string.h>
 
 #include "report.h"
+#include "omptensor/file.h"
+
+ot_status ot_cli_check_output(const char *opt, const char *path) {
+  if (!path) return OT_OK;
+  ot_status st = ot_file_check_output(path);
+  return st == OT_OK ? OT_OK : ot_prefix_error(st, "%s", opt);
+}
+
+ot_status ot_cli_check_trace(const ot_cli_session *s) { return ot_cli_check_output("--trace", s->settings.trace_path); }
 
 json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t) {
   json_t *o = json_object();

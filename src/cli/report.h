@@ -19,4 +19,12 @@ ot_status ot_cli_json_print(json_t *o);
 /* "weights W, budget B, backend X, offload Y" (and the pipeline's devices). */
 void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f);
 
+/* The output file `opt` names can be written (omptensor/file.h's
+ * ot_file_check_output), checked before the work that produces it; the
+ * message starts with the option. NULL path: nothing to check. */
+ot_status ot_cli_check_output(const char *opt, const char *path);
+/* The same for --trace (from a flag, the environment or --config): call
+ * after ot_cli_session_start, which loads the settings. */
+ot_status ot_cli_check_trace(const ot_cli_session *s);
+
 #endif

@@ -2,9 +2,11 @@
  * the budget, and lanes for kernels and transfers, one block per device. */
 #include <errno.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "trace_svg.h"
+#include "omptensor/file.h"
 
 #define W 1200.0  /* drawing width in px */
 #define LEFT 90.0 /* room for labels */
@@ -40,8 +42,12 @@ ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path
     if (!known && ndev < 16) devs[ndev++] = e->device;
   }
   uint64_t top = budget > peak ? budget : peak;
-  FILE *f = fopen(path, "w");
-  if (!f) return ot_set_error(OT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  /* Drawn in memory, then written atomically (omptensor/file.h): the old
+   * picture or the whole new one. */
+  char *svg = NULL;
+  size_t svg_len = 0;
+  FILE *f = open_memstream(&svg, &svg_len);
+  if (!f) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory to draw the picture: %s", path, strerror(errno));
   double block_h = MEM_H + 3 * LANE_H + 50;
   double H = 40 + ndev * block_h;
   double sx = (W - LEFT - 20) / (double)t_end;
@@ -104,6 +110,9 @@ ot_status ot_trace_plot_svg(const ot_trace *t, uint64_t budget, const char *path
     }
   }
   fputs("</svg>\n", f);
-  if (fclose(f) != 0) return ot_set_error(OT_ERR_IO, "%s: write failed", path);
-  return OT_OK;
+  int bad = ferror(f);
+  ot_status st = fclose(f) != 0 || bad ? ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory to draw the picture", path)
+                                       : ot_file_write(path, svg, svg_len);
+  free(svg);
+  return st;
 }

@@ -19,6 +19,11 @@
 #include "io/fileio.h"
 
 #define OT_YAML_MAX_BYTES ((size_t)1 << 20)
+/* Nesting deeper than this is refused before the document is built: the
+ * configuration needs two levels (memory: {max_gpu_memory: ...}), and
+ * libyaml's scanner does work proportional to the depth for every token, so
+ * 200 KB of "[[[..." took it 23 s to parse. */
+#define OT_YAML_MAX_DEPTH 64
 
 typedef struct walker {
   ot_settings *s;
@@ -128,8 +133,41 @@ static ot_status walk_document(walker *w, yaml_parser_t *parser) {
   return OT_OK;
 }
 
+/* A first pass over the event stream that only counts nesting: it stops at
+ * the first collection deeper than OT_YAML_MAX_DEPTH, after libyaml has
+ * scanned little more than that many tokens (its lookahead is bounded), so
+ * the quadratic cost of deep nesting is never paid. Syntax errors are
+ * reported as the loader would. */
+static ot_status check_depth(const char *text, size_t len, const char *label) {
+  yaml_parser_t p;
+  if (!yaml_parser_initialize(&p)) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot start the YAML parser", label);
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
+  ot_status st = OT_OK;
+  for (int depth = 0, done = 0; st == OT_OK && !done;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(&p, &ev)) {
+      st = load_error(&p, label);
+      break;
+    }
+    if (ev.type == YAML_SEQUENCE_START_EVENT || ev.type == YAML_MAPPING_START_EVENT) {
+      if (++depth > OT_YAML_MAX_DEPTH)
+        st = ot_fail(OT_ERR_FORMAT, "%s:%zu:%zu: YAML nested more than %d levels deep (a configuration needs two: "
+                     "memory: {max_gpu_memory: 3GB}); not a configuration file?",
+                     label, ev.start_mark.line + 1, ev.start_mark.column + 1, OT_YAML_MAX_DEPTH);
+    } else if (ev.type == YAML_SEQUENCE_END_EVENT || ev.type == YAML_MAPPING_END_EVENT) {
+      depth--;
+    } else if (ev.type == YAML_STREAM_END_EVENT) {
+      done = 1;
+    }
+    yaml_event_delete(&ev);
+  }
+  yaml_parser_delete(&p);
+  return st;
+}
+
 ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, const char *label) {
   if (!s || (!text && len) || !label) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_yaml: NULL argument");
+  OT_TRY(check_depth(text ? text : "", len, label));
   yaml_parser_t parser;
   if (!yaml_parser_initialize(&parser)) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot start the YAML parser", label);
   yaml_parser_set_input_string(&parser, (const unsigned char *)(text ? text : ""), len);

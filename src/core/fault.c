@@ -9,13 +9,14 @@
 #include "core/fault.h"
 
 static const char *const kind_names[OT_FAULT_KIND_COUNT] = {"device_alloc", "pinned_alloc", "managed_alloc",
-                                                             "transfer"};
+                                                             "transfer", "write"};
 
 /* fail_at[k] = N (0: never); count[k] = operations seen. `armed` says
  * whether any kind is configured, so an unconfigured process pays one load. */
 static atomic_ulong fail_at[OT_FAULT_KIND_COUNT];
 static atomic_ulong count[OT_FAULT_KIND_COUNT];
 static atomic_int armed;
+static _Atomic(ot_fault_hook) hook;
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 /* Parses "kind:N,kind:N" into at[]; 0 on success. */
@@ -35,7 +36,7 @@ static int parse(const char *spec, unsigned long at[OT_FAULT_KIND_COUNT], char *
            !(strlen(kind_names[k]) == (size_t)(colon - p) && strncmp(kind_names[k], p, (size_t)(colon - p)) == 0))
       k++;
     if (k == OT_FAULT_KIND_COUNT) {
-      snprintf(why, why_len, "unknown kind '%.*s' (device_alloc, pinned_alloc, managed_alloc, transfer)",
+      snprintf(why, why_len, "unknown kind '%.*s' (device_alloc, pinned_alloc, managed_alloc, transfer, write)",
                (int)(colon - p), p);
       return -1;
     }
@@ -58,7 +59,7 @@ static void install(const unsigned long at[OT_FAULT_KIND_COUNT]) {
     atomic_store(&count[k], 0);
     any |= at[k] != 0;
   }
-  atomic_store(&armed, any);
+  atomic_store(&armed, any || atomic_load(&hook) != NULL);
 }
 
 static void read_env(void) {
@@ -77,7 +78,17 @@ int ot_fault_hit(ot_fault_kind kind) {
   pthread_once(&env_once, read_env);
   if (!atomic_load_explicit(&armed, memory_order_relaxed)) return 0;
   unsigned long n = atomic_fetch_add(&count[kind], 1) + 1;
+  ot_fault_hook h = atomic_load(&hook);
+  if (h) h(kind, n);
   return n == atomic_load(&fail_at[kind]);
+}
+
+void ot_fault_set_hook(ot_fault_hook h) {
+  pthread_once(&env_once, read_env);
+  atomic_store(&hook, h);
+  int any = h != NULL;
+  for (int k = 0; k < OT_FAULT_KIND_COUNT; k++) any |= atomic_load(&fail_at[k]) != 0;
+  atomic_store(&armed, any);
 }
 
 ot_status ot_fault_configure(const char *spec) {

@@ -10,6 +10,9 @@
  *   managed_alloc  ot_mem_alloc(OT_MEM_MANAGED, ...)  (usm-backend homes)
  *   transfer       one copy or prefetch of the transfer thread (sched/movement.c),
  *                  upload or write-back
+ *   write          one step of writing an output file (core/file.h): creating
+ *                  the temporary, a write, fsync, close, rename/exchange, a
+ *                  directory fsync, a hard link; fails as if the disk were full
  *
  * N counts from 1 over the whole process, per kind; only allocations of
  * at least one byte and only real transfers (not the no-op moves of the
@@ -25,6 +28,7 @@ typedef enum ot_fault_kind {
   OT_FAULT_PINNED_ALLOC,
   OT_FAULT_MANAGED_ALLOC,
   OT_FAULT_TRANSFER,
+  OT_FAULT_WRITE,
   OT_FAULT_KIND_COUNT
 } ot_fault_kind;
 
@@ -41,5 +45,13 @@ ot_status ot_fault_configure(const char *spec);
 /* Tests: how many operations of `kind` were counted since the last
  * configuration (only counted while some injection is configured). */
 unsigned long ot_fault_count(ot_fault_kind kind);
+
+/* Tests: hook(kind, n) is called at every count of an operation (n: its
+ * number since the last configuration), before it is decided whether it
+ * fails; counting runs while a hook is set, even with no injection
+ * configured. A crash-safety test kills its own process from the hook at
+ * the n-th write. NULL removes it. */
+typedef void (*ot_fault_hook)(ot_fault_kind kind, unsigned long n);
+void ot_fault_set_hook(ot_fault_hook hook);
 
 #endif

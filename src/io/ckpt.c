@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "io/fileio.h"
 #include "io/st_internal.h"
 
@@ -94,13 +95,15 @@ static ot_status open_single(ot_ckpt *c, const char *path) {
   return OT_OK;
 }
 
-/* A directory: the index if there is one, else the single file. */
+/* A directory: the index if there is one, else the single file. Whatever
+ * stands at either name (a directory, a dangling link, a loop of links, a
+ * FIFO) is opened, so that the one checked open says what it is. */
 static ot_status open_dir(ot_ckpt *c) {
   char *ix = ot_io_join(c->dir, OT_INDEX_NAME), *one = ot_io_join(c->dir, OT_SINGLE_NAME);
   ot_status s;
   if (!ix || !one) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory", c->dir);
-  else if (ot_io_is_dir(ix) == 0) s = open_indexed(c, ix);
-  else if (ot_io_is_dir(one) == 0) s = open_single(c, one);
+  else if (ot_path_exists(ix)) s = open_indexed(c, ix);
+  else if (ot_path_exists(one)) s = open_single(c, one);
   else
     s = ot_fail(OT_ERR_NOT_FOUND, "%s: no %s or %s here; is this a Hugging Face checkpoint directory?", c->dir,
                 OT_INDEX_NAME, OT_SINGLE_NAME);

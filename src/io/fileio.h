@@ -8,27 +8,23 @@
 
 #include "omptensor/status.h"
 
-/* Opens `path` for reading; it must be a regular file. ENOENT gives
- * OT_ERR_NOT_FOUND, anything else OT_ERR_IO. */
+/* Opens `path` for reading through the one checked open (core/file.h:
+ * only a regular file, never blocking on a FIFO, a message naming what is
+ * there otherwise). A missing file or dangling link gives OT_ERR_NOT_FOUND,
+ * anything else OT_ERR_IO. */
 ot_status ot_io_open_read(const char *path, int *fd, uint64_t *size);
 
 /* Reads exactly `bytes` at `offset` into dst, in chunks, retrying short
  * reads; end of file before that is OT_ERR_FORMAT ("truncated"). */
 ot_status ot_io_pread_full(int fd, void *dst, size_t bytes, uint64_t offset, const char *path);
 
-/* Writes all of `bytes`, retrying short writes. */
-ot_status ot_io_write_full(int fd, const void *src, size_t bytes, const char *path);
-
-/* Reads a whole (small) file into a malloc'd, NUL-terminated buffer. Files
- * larger than max_bytes are refused (OT_ERR_FORMAT), so a wrong path cannot
- * make us allocate gigabytes. */
+/* Reads a whole (small) file into a malloc'd, NUL-terminated buffer
+ * (ot_file_read). Files larger than max_bytes are refused (OT_ERR_FORMAT),
+ * so a wrong path cannot make us allocate gigabytes. */
 ot_status ot_io_read_text(const char *path, size_t max_bytes, char **buf, size_t *len);
 
-/* Creates `path`.tmp for writing; ot_io_commit closes and renames it over
- * `path`, ot_io_abandon closes and removes it. */
-ot_status ot_io_create_tmp(const char *path, int *fd, char **tmp_path);
-ot_status ot_io_commit(int fd, char *tmp_path, const char *path); /* frees tmp_path */
-void ot_io_abandon(int fd, char *tmp_path);                       /* frees tmp_path */
+/* Outputs are written through core/file.h's ot_afile (atomic: temporary,
+ * fsync, rename). */
 
 /* dir + "/" + name, malloc'd (NULL on out of memory). */
 char *ot_io_join(const char *dir, const char *name);

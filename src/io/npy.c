@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "io/fileio.h"
 #include "io/npy_internal.h"
 
@@ -44,13 +45,12 @@ ot_status ot_npy_write(const char *path, ot_dtype dtype, int ndim, const int64_t
   char head[512];
   size_t head_len;
   OT_TRY(format_header(path, dtype, ndim, shape, head, sizeof head, &head_len));
-  int fd;
-  char *tmp;
-  OT_TRY(ot_io_create_tmp(path, &fd, &tmp));
-  ot_status s = ot_io_write_full(fd, head, head_len, tmp);
-  if (s == OT_OK) s = ot_io_write_full(fd, data, (size_t)numel * 4, tmp);
-  if (s == OT_OK) return ot_io_commit(fd, tmp, path);
-  ot_io_abandon(fd, tmp);
+  ot_afile *f;
+  OT_TRY(ot_afile_create(path, &f));
+  ot_status s = ot_afile_write(f, head, head_len);
+  if (s == OT_OK) s = ot_afile_write(f, data, (size_t)numel * 4);
+  if (s == OT_OK) return ot_afile_commit(f);
+  ot_afile_abandon(f);
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "io/fileio.h"
 #include "io/st_internal.h"
 
@@ -106,14 +107,13 @@ ot_status ot_st_write(const char *path, const ot_st_tensor *tensors, int n, cons
   char *head = NULL;
   size_t head_len = 0;
   ot_status s = build_header(path, tensors, n, meta, n_meta, slots, &head, &head_len);
-  int fd = -1;
-  char *tmp = NULL;
-  if (s == OT_OK) s = ot_io_create_tmp(path, &fd, &tmp);
-  if (s == OT_OK) s = ot_io_write_full(fd, head, head_len, tmp);
-  for (int i = 0; i < n && s == OT_OK; i++) s = ot_io_write_full(fd, slots[i].t->data, (size_t)slots[i].bytes, tmp);
-  if (tmp) {
-    if (s == OT_OK) s = ot_io_commit(fd, tmp, path);
-    else ot_io_abandon(fd, tmp);
+  ot_afile *f = NULL;
+  if (s == OT_OK) s = ot_afile_create(path, &f);
+  if (s == OT_OK) s = ot_afile_write(f, head, head_len);
+  for (int i = 0; i < n && s == OT_OK; i++) s = ot_afile_write(f, slots[i].t->data, (size_t)slots[i].bytes);
+  if (f) {
+    if (s == OT_OK) s = ot_afile_commit(f);
+    else ot_afile_abandon(f);
   }
   free(head);
   free(slots);

@@ -1,12 +1,13 @@
 /* tokens.c — training tokens from llm.c .bin or .npy files. */
-#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "omptensor/tokens.h"
 #include "omptensor/npy.h"
+#include "io/fileio.h"
 
 struct ot_tokens {
   char *path;
@@ -19,20 +20,18 @@ struct ot_tokens {
  * must hold exactly those (a shorter one was cut off while being written, a
  * longer one is not what the header describes). Little-endian, as llm.c
  * writes it (read on a little-endian host). */
-static ot_status read_bin(FILE *f, const char *path, int32_t header0, ot_tokens *d) {
+static ot_status read_bin(int fd, uint64_t size, const char *path, ot_tokens *d) {
   int32_t h[OT_TOKENS_BIN_HEADER_INTS];
-  h[0] = header0;
-  if (fread(h + 1, 4, OT_TOKENS_BIN_HEADER_INTS - 1, f) != OT_TOKENS_BIN_HEADER_INTS - 1)
+  if (size < OT_TOKENS_BIN_HEADER_INTS * 4)
     return ot_set_error(OT_ERR_FORMAT, "%s: truncated: an llm.c .bin file starts with a %d-byte header", path,
                         OT_TOKENS_BIN_HEADER_INTS * 4);
+  OT_TRY(ot_io_pread_full(fd, h, sizeof h, 0, path));
   if (h[1] != OT_TOKENS_BIN_VERSION)
     return ot_set_error(OT_ERR_FORMAT, "%s: llm.c .bin version %" PRId32 " is not supported (version %d, uint16 tokens, is)",
                         path, h[1], OT_TOKENS_BIN_VERSION);
   if (h[2] < 0)
     return ot_set_error(OT_ERR_FORMAT, "%s: the .bin header gives a negative token count (%" PRId32 ")", path, h[2]);
   /* The size first: a wrong count must not make us allocate for it. */
-  long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
-  if (size < 0) return ot_set_error(OT_ERR_IO, "%s: cannot tell the file's size: %s", path, strerror(errno));
   int64_t hb = OT_TOKENS_BIN_HEADER_INTS * 4;
   if ((int64_t)size != hb + 2 * (int64_t)h[2])
     return ot_set_error(OT_ERR_FORMAT, "%s: %s: the .bin header says %" PRId32 " tokens (%" PRId64 " bytes after the "
@@ -42,12 +41,11 @@ static ot_status read_bin(FILE *f, const char *path, int32_t header0, ot_tokens 
   d->n = h[2];
   d->tok = malloc((size_t)(d->n ? d->n : 1) * sizeof *d->tok);
   if (!d->tok) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory for %" PRId64 " tokens", path, d->n);
-  if (fseek(f, hb, SEEK_SET) != 0) return ot_set_error(OT_ERR_IO, "%s: cannot seek: %s", path, strerror(errno));
   /* Read in chunks through a small buffer, widening as we go. */
   uint16_t buf[4096];
   for (int64_t got = 0; got < d->n;) {
     size_t want = d->n - got < 4096 ? (size_t)(d->n - got) : 4096;
-    if (fread(buf, 2, want, f) != want) return ot_set_error(OT_ERR_IO, "%s: read failed at token %" PRId64, path, got);
+    OT_TRY(ot_io_pread_full(fd, buf, 2 * want, (uint64_t)(hb + 2 * got), path));
     for (size_t i = 0; i < want; i++) d->tok[got + (int64_t)i] = buf[i];
     got += (int64_t)want;
   }
@@ -70,22 +68,23 @@ static ot_status read_npy(const char *path, ot_tokens *d) {
 }
 
 static ot_status load(const char *path, int64_t vocab, ot_tokens *d) {
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return ot_set_error(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open the token file: %s", path,
-                        strerror(errno));
+  int fd;
+  uint64_t size;
+  ot_status s = ot_io_open_read(path, &fd, &size); /* a regular file only: a FIFO would block */
+  if (s != OT_OK) return s;
   unsigned char m[4] = {0};
-  size_t got = fread(m, 1, 4, f);
-  ot_status s;
+  size_t got = size < 4 ? (size_t)size : 4;
+  s = ot_io_pread_full(fd, m, got, 0, path);
   int32_t magic = (int32_t)((uint32_t)m[0] | (uint32_t)m[1] << 8 | (uint32_t)m[2] << 16 | (uint32_t)m[3] << 24);
-  if (got == 4 && magic == OT_TOKENS_BIN_MAGIC) s = read_bin(f, path, magic, d);
+  if (s != OT_OK) {
+  } else if (got == 4 && magic == OT_TOKENS_BIN_MAGIC) s = read_bin(fd, size, path, d);
   else if (got >= 1 && m[0] == 0x93) s = OT_OK; /* \x93NUMPY: below */
   else
     s = ot_set_error(OT_ERR_FORMAT,
                      "%s: not a token file: expected an llm.c .bin (magic %d, got %" PRId32 ") or a .npy of ids",
                      path, OT_TOKENS_BIN_MAGIC, got == 4 ? magic : 0);
   int npy = s == OT_OK && !d->tok;
-  fclose(f);
+  close(fd);
   if (npy) s = read_npy(path, d);
   for (int64_t i = 0; s == OT_OK && i < d->n; i++)
     if (d->tok[i] < 0 || d->tok[i] >= vocab)

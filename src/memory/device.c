@@ -1,6 +1,10 @@
 /* device.c — device numbering and kinds. */
 #include <omp.h>
+#include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
 
 #include "memory/device.h"
 #include "omptensor/context.h"
@@ -33,3 +37,4 @@ const char *ot_dev_label(int dev, char buf[32]) {
   snprintf(buf, 32, "device %d", dev);
   return buf;
 }
+

@@ -2,6 +2,8 @@
 #ifndef OT_MEMORY_DEVICE_H
 #define OT_MEMORY_DEVICE_H
 
+#include <stdint.h>
+
 /* OpenMP device number for an omptensor device (OT_DEVICE_HOST -> the
  * initial device). */
 int ot_omp_device(int dev);

@@ -6,8 +6,11 @@
 #include <jansson.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "core/error.h"
+#include "core/file.h"
 #include "sched/trace_impl.h"
 
 enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
@@ -92,12 +95,11 @@ static ot_status build(const ot_trace *t, const char *what, json_t **out) {
 
 ot_status ot_trace_write_chrome(const ot_trace *t, const char *path) {
   if (!t || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_write_chrome: NULL argument");
-  json_t *root;
-  OT_TRY(build(t, path, &root));
-  ot_status s = OT_OK;
-  if (json_dump_file(root, path, JSON_COMPACT) != 0)
-    s = ot_fail(OT_ERR_IO, "%s: cannot write the trace (check the folder exists and is writable)", path);
-  json_decref(root);
+  char *text;
+  OT_TRY(ot_trace_chrome_text(t, &text));
+  /* atomically (core/file.h): the old trace or the whole new one, never a part */
+  ot_status s = ot_file_write(path, text, strlen(text));
+  free(text);
   return s;
 }
 

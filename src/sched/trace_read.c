@@ -11,19 +11,16 @@
  * checked as they are read. Anything else is OT_ERR_FORMAT naming the file,
  * the event (traceEvents[i]) and the field. A path that is not a regular
  * file (a FIFO, a directory) is refused before anything is read. */
-#include <errno.h>
-#include <fcntl.h>
 #include <jansson.h>
 #include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "core/error.h"
 #include "core/checked.h"
+#include "core/file.h"
 #include "sched/trace_impl.h"
 
 static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
@@ -268,54 +265,18 @@ static ot_status from_json(const char *path, json_t *root, const json_error_t *e
   return s;
 }
 
-static const char *file_kind(mode_t m) {
-  return S_ISDIR(m)    ? "a directory"
-         : S_ISFIFO(m) ? "a FIFO"
-         : S_ISSOCK(m) ? "a socket"
-         : S_ISCHR(m)  ? "a character device"
-         : S_ISBLK(m)  ? "a block device"
-                       : "not a file";
-}
-
 ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budget) {
   if (!out || !path) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_read_chrome: NULL argument");
   *out = NULL;
   if (budget) *budget = 0;
-  /* O_NONBLOCK: opening a FIFO must not wait for a writer; the type is
-   * checked on the open descriptor (no window for a swap) before any read */
-  int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-  if (fd < 0)
-    return ot_fail(errno == ENOENT ? OT_ERR_NOT_FOUND : OT_ERR_IO, "%s: cannot open the trace: %s", path,
-                   strerror(errno));
-  struct stat st;
-  if (fstat(fd, &st) != 0) {
-    int e = errno;
-    close(fd);
-    return ot_fail(OT_ERR_IO, "%s: cannot read the trace: %s", path, strerror(e));
-  }
-  if (!S_ISREG(st.st_mode)) {
-    close(fd);
-    return ot_fail(OT_ERR_IO, "%s: not a regular file (%s): give the .json file that --trace wrote", path,
-                   file_kind(st.st_mode));
-  }
-  int fl = fcntl(fd, F_GETFL);
-  if (fl < 0 || fcntl(fd, F_SETFL, fl & ~O_NONBLOCK) != 0) {
-    close(fd);
-    return ot_fail(OT_ERR_IO, "%s: cannot read the trace: %s", path, strerror(errno));
-  }
-  /* through a FILE: json_loadfd reads one byte per read() call */
-  FILE *f = fdopen(fd, "rb");
-  if (!f) {
-    int e = errno;
-    close(fd);
-    return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: cannot read the trace: %s", path, strerror(e));
-  }
-  json_error_t err;
-  json_t *root = json_loadf(f, 0, &err);
-  fclose(f);
-  if (!root && err.line < 1) /* a read error: jansson's text says why */
-    return ot_fail(OT_ERR_IO, "%s: cannot read the trace: %s", path, err.text);
-  return from_json(path, root, &err, out, budget);
+  /* one checked read (core/file.h): a regular file only, so a FIFO or a
+   * directory is refused before anything is read and cannot block */
+  char *text;
+  size_t len;
+  OT_TRY(ot_file_read(path, (size_t)4 << 30, &text, &len));
+  ot_status s = ot_trace_read_chrome_text(text, len, path, out, budget);
+  free(text);
+  return s;
 }
 
 ot_status ot_trace_read_chrome_text(const char *text, size_t len, const char *name, ot_trace **out, uint64_t *budget) {

@@ -1,33 +1,13 @@
 /* gpt2_save.c — the trained weights as a Hugging Face checkpoint that
  * `omptensor run`, ot_gpt2_train_create and transformers load unchanged. */
-#include <errno.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
+#include "core/file.h"
 #include "train/gpt2_impl.h"
 #include "omptensor/safetensors.h"
-
-/* mkdir -p: every missing parent too. */
-static ot_status make_dirs(const char *dir) {
-  char *p = strdup(dir);
-  if (!p) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", dir);
-  ot_status s = OT_OK;
-  for (char *c = p + 1;; c++) {
-    int end = *c == '\0';
-    if (*c != '/' && !end) continue;
-    *c = '\0';
-    struct stat st;
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) s = ot_set_error(OT_ERR_IO, "%s: cannot create: %s", p, strerror(errno));
-    else if (stat(p, &st) != 0 || !S_ISDIR(st.st_mode)) s = ot_set_error(OT_ERR_IO, "%s: exists and is not a directory", p);
-    if (s != OT_OK || end) break;
-    *c = '/';
-  }
-  free(p);
-  return s;
-}
 
 /* config.json written from the trainer's config (not copied from the
  * source directory, which the trainer does not keep): the keys a GPT-2
@@ -45,9 +25,12 @@ static ot_status write_config(const ot_hf_config *c, const char *path) {
                         "tie_word_embeddings", 1, "torch_dtype", "float32", "resid_pdrop", 0.0, "embd_pdrop", 0.0,
                         "attn_pdrop", 0.0);
   if (!o) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: cannot build the JSON", path);
-  int rc = json_dump_file(o, path, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
+  char *text = json_dumps(o, JSON_INDENT(2) | JSON_SORT_KEYS | JSON_REAL_PRECISION(15));
   json_decref(o);
-  return rc == 0 ? OT_OK : ot_set_error(OT_ERR_IO, "%s: cannot write: %s", path, strerror(errno));
+  if (!text) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: cannot build the JSON", path);
+  ot_status s = ot_file_write(path, text, strlen(text));
+  free(text);
+  return s;
 }
 
 /* model.safetensors: every parameter as F32 under its GPT2LMHeadModel name
@@ -80,15 +63,43 @@ static char *join(const char *dir, const char *name) {
   return p;
 }
 
+static int ends_with(const char *s, const char *tail) {
+  size_t a = strlen(s), b = strlen(tail);
+  return a >= b && !strcmp(s + a - b, tail);
+}
+
+/* The files of an existing checkpoint directory the new one keeps: all but
+ * the checkpoint itself (config.json, the weights, a shard index), which
+ * the new one replaces or which would contradict it (an index would be
+ * loaded before the new model.safetensors). */
+static int carry_file(const char *name) {
+  return strcmp(name, "config.json") && !ends_with(name, ".safetensors") && !ends_with(name, ".safetensors.index.json");
+}
+
+ot_status ot_gpt2_train_check_save(const char *dir) {
+  if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "ot_gpt2_train_check_save: no directory given");
+  return ot_file_check_output_dir(dir);
+}
+
+/* The directory changes as a whole (core/file.h, ot_adir): config.json and
+ * model.safetensors are written into a fresh directory beside it, flushed,
+ * and swapped in in one rename; a failure or a crash at any point leaves
+ * the old checkpoint (or none) in place, never a new config beside old
+ * weights. */
 ot_status ot_gpt2_train_save(ot_gpt2_trainer *g, const char *dir) {
   if (!dir || !dir[0]) return ot_set_error(OT_ERR_INVALID_ARG, "ot_gpt2_train_save: no directory given");
   if (g->o.plan_only) return ot_set_error(OT_ERR_INVALID_ARG, "ot_gpt2_train_save: a plan-only trainer holds no weights");
   ot_status s = ot_gpt2_train_sync(g); /* the weights the device still holds */
-  if (s == OT_OK) s = make_dirs(dir);
-  char *cfg = join(dir, "config.json"), *st = join(dir, "model.safetensors");
+  ot_adir *d = NULL;
+  if (s == OT_OK) s = ot_adir_create(dir, carry_file, &d);
+  char *cfg = d ? join(ot_adir_staging(d), "config.json") : NULL, *st = d ? join(ot_adir_staging(d), "model.safetensors") : NULL;
   if (s == OT_OK && (!cfg || !st)) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory", dir);
-  if (s == OT_OK) s = write_config(ot_gpt2_train_config(g), cfg);
   if (s == OT_OK) s = write_weights(g, st);
+  if (s == OT_OK) s = write_config(ot_gpt2_train_config(g), cfg);
+  if (s == OT_OK) s = ot_adir_commit(d);
+  else ot_adir_abandon(d);
+  /* Messages name the staging files; say which checkpoint it was. */
+  if (s != OT_OK && d) ot_prefix_error(s, "saving %s", dir);
   free(cfg);
   free(st);
   return s;
