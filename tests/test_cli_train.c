@@ -319,6 +319,26 @@ static void test_bad_input(void **state) {
   expect_bad(args, "GPT-2");
 }
 
+/* Hugging Face's gpt2 asks for dropout 0.1 (an absent rate is GPT2Config's
+ * 0.1): refused by name, and trained without it only when asked. */
+static void test_dropout(void **state) {
+  (void)state;
+  char args[8192], dir[4096], cmd[8192];
+  ot_tmp_path(dir, sizeof dir, tmp, "hf_dropout");
+  snprintf(cmd, sizeof cmd,
+           "mkdir -p '%s' && sed '/\"attn_pdrop\"/d' '%s/config.json' > '%s/config.json' && "
+           "ln -sf '%s/model.safetensors' '%s/model.safetensors'",
+           dir, model, dir, model, dir);
+  assert_int_equal(system(cmd), 0);
+  snprintf(args, sizeof args, "train %s --data %s --batch 1 --seq 8 --steps 1", dir, tokens);
+  expect_bad(args, "attn_pdrop 0.1");
+  snprintf(args, sizeof args, "train %s --data %s --batch 1 --seq 8 --steps 1 --no-dropout", dir, tokens);
+  res r = cli(args);
+  expect_ok(&r, args);
+  assert_non_null(strstr(r.out, "step 1/1"));
+  res_free(&r);
+}
+
 static void test_help(void **state) {
   (void)state;
   res r = cli("train --help");
@@ -340,6 +360,7 @@ int main(void) {
       cmocka_unit_test(test_save_and_reload),
       cmocka_unit_test(test_dry_run),
       cmocka_unit_test(test_bad_input),
+      cmocka_unit_test(test_dropout),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

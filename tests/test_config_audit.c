@@ -199,6 +199,11 @@ static void test_trainer_fields(void **state) {
   d = edited("nodrop", "gpt2_small", "-e '/\"attn_pdrop\"/d'", "resid_pdrop"); /* absent: GPT2Config's 0.1 */
   expect_err(ot_gpt2_train_create(ctx, d, &o, NULL, &g), OT_ERR_UNSUPPORTED, "train, attn_pdrop absent",
              "attn_pdrop 0.1", "set resid_pdrop, embd_pdrop and attn_pdrop to 0");
+  /* ... unless the caller asks to train without it (omptensor train --no-dropout) */
+  o.no_dropout = 1;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, d, &o, NULL, &g));
+  ot_gpt2_train_destroy(g);
+  o.no_dropout = 0;
   /* GPT-2's init draws normal(0, initializer_range) */
   o.init_random = 1;
   d = edited("init", "gpt2_small", "'s/\"initializer_range\": 0.02/\"initializer_range\": 0.005/'",

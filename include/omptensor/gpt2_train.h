@@ -45,6 +45,9 @@ typedef struct ot_gpt2_train_opts {
                            projections r/sqrt(2 n_layer), biases 0, norms 1; r = config.json's
                            initializer_range, 0.02 by default) from config.json alone */
   uint64_t seed;        /* for init_random */
+  int no_dropout;       /* train without the dropout config.json asks for (resid/embd/attn_pdrop;
+                           absent means 0.1): the trainer implements none, so a non-zero rate is
+                           refused unless this says so; the saved config says 0 */
   int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
                            checkpoint's names, shapes and dtypes are checked), ot_gpt2_train_step refuses:
                            checks a budget or a batch size without allocating gigabytes */

@@ -15,7 +15,7 @@
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
-       OPT_DRY };
+       OPT_DRY, OPT_NODROP };
 
 /* The default sequence length: the model's whole context up to 256 tokens,
  * long enough to learn from and short enough that a first try on a small
@@ -37,6 +37,8 @@ static const ot_opt train_opts[] = {
     {"init", 0, "random", "ignore the weights: initialize as GPT-2 does, from config.json alone", OPT_INIT},
     {"seed", 0, "N", "seed for --init random (default 0)", OPT_SEED},
     {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
+    {"no-dropout", 0, NULL, "train without the dropout config.json asks for (Hugging Face's gpt2 says 0.1; the trainer "
+                            "implements none, so it is refused unless this is given; --save writes 0)", OPT_NODROP},
     {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
     {0}};
 
@@ -71,6 +73,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
+  case OPT_NODROP: a->o.no_dropout = 1; return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }

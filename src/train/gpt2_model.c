@@ -75,7 +75,7 @@ static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
 
 /* What config.json asks of training that this trainer does not do, refused
  * by name (run's checks, the activation among them, are config.json's own). */
-static ot_status check_trainable(const ot_hf_config *c, const char *model_dir) {
+static ot_status check_trainable(const ot_hf_config *c, const char *model_dir, int no_dropout) {
   if (!c->tie_word_embeddings)
     return ot_set_error(OT_ERR_UNSUPPORTED,
                         "%s/config.json: tie_word_embeddings false is not supported for training: the trainer trains "
@@ -83,11 +83,11 @@ static ot_status check_trainable(const ot_hf_config *c, const char *model_dir) {
                         model_dir);
   const struct { const char *key; double p; } drop[] = {
       {"resid_pdrop", c->resid_pdrop}, {"embd_pdrop", c->embd_pdrop}, {"attn_pdrop", c->attn_pdrop}};
-  for (int i = 0; i < 3; i++)
+  for (int i = 0; i < 3 && !no_dropout; i++)
     if (drop[i].p != 0)
       return ot_set_error(OT_ERR_UNSUPPORTED,
                           "%s/config.json: %s %g (an absent key is GPT2Config's 0.1): the trainer does not implement "
-                          "dropout; set resid_pdrop, embd_pdrop and attn_pdrop to 0 in config.json to train without it",
+                          "dropout; give --no-dropout (gpt2_train.h: no_dropout) or set resid_pdrop, embd_pdrop and attn_pdrop to 0 in config.json to train without it",
                           model_dir, drop[i].key, drop[i].p);
   return OT_OK;
 }
@@ -129,7 +129,7 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   ot_status s = ot_hf_config_load(model_dir, &g->cfg);
   if (s == OT_OK && g->cfg.arch != OT_ARCH_GPT2)
     s = ot_set_error(OT_ERR_UNSUPPORTED, "%s: gpt2_train trains gpt2 models, not '%s'", model_dir, g->cfg.model_type);
-  if (s == OT_OK) s = check_trainable(&g->cfg, model_dir);
+  if (s == OT_OK) s = check_trainable(&g->cfg, model_dir, g->o.no_dropout);
   if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
                      g->o.T, (long long)g->cfg.max_position_embeddings);
