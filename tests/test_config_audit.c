@@ -22,29 +22,25 @@
 #include "omptensor/models.h"
 #include "omptensor/safetensors.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
-static char dir[64];
+static char *dir; /* a fresh temporary directory per test (ot_testio.h) */
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/ot_audit_XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  dir = ot_tmpdir_create();
+  return dir ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  ot_tmpdir_remove(dir);
+  dir = NULL;
+  return 0;
 }
 
-static void expect_err(ot_status s, ot_status want, const char *what, const char *n1, const char *n2) {
-  if (s != want)
-    fail_msg("%s -> %s, expected %s (%s)", what, ot_status_str(s), ot_status_str(want), ot_last_error());
-  if (!strstr(ot_last_error(), n1) || !strstr(ot_last_error(), n2))
-    fail_msg("%s: message '%s' should mention '%s' and '%s'", what, ot_last_error(), n1, n2);
-  printf("  %s: %s\n", what, ot_last_error());
-}
+/* The status and both needles in the message (ot_testio.h's check). */
+#define expect_err(s, want, what, n1, n2) ot_check_error(__FILE__, __LINE__, (s), (want), (what), (n1), (n2), (const char *)0)
 
 /* dir/NAME/config.json: the reference set's with the sed script `edit`
  * applied (and `check` then found in it), beside a link to its weights. */

@@ -17,33 +17,26 @@
 #include "model_test.h"
 #include "omptensor/models.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
-static char dir[64];
+static char *dir; /* a fresh temporary directory per test (ot_testio.h) */
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/ot_hostile_XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  dir = ot_tmpdir_create();
+  return dir ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  ot_tmpdir_remove(dir);
+  dir = NULL;
+  return 0;
 }
 
-/* Fails unless s == want and the message holds every needle (NULL-ended). */
-static void expect_err(ot_status s, ot_status want, const char *what, ...) {
-  if (s != want)
-    fail_msg("%s -> %s, expected %s (%s)", what, ot_status_str(s), ot_status_str(want), ot_last_error());
-  va_list ap;
-  va_start(ap, what);
-  for (const char *n; (n = va_arg(ap, const char *));)
-    if (!strstr(ot_last_error(), n)) fail_msg("%s: message '%s' does not mention '%s'", what, ot_last_error(), n);
-  va_end(ap);
-  printf("  %s: %s\n", what, ot_last_error());
-}
+/* Fails unless s == want and the message holds every needle (NULL-ended):
+ * ot_testio.h's check, with this file's line. */
+#define expect_err(s, want, what, ...) ot_check_error(__FILE__, __LINE__, (s), (want), (what), __VA_ARGS__)
 #define EXPECT_ERR(expr, want, ...) expect_err((expr), (want), #expr, __VA_ARGS__, (const char *)0)
 
 /* Small configs with some keys replaced: "key": value pairs in `over`

@@ -17,20 +17,21 @@
 #include "omptensor/models.h"
 #include "omptensor/safetensors.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
-static char dir[64];
+static char *dir; /* a fresh temporary directory per test (ot_testio.h) */
 
 static int setup(void **state) {
   (void)state;
-  snprintf(dir, sizeof dir, "/tmp/ot_nonfinite_XXXXXX");
-  return mkdtemp(dir) ? 0 : -1;
+  dir = ot_tmpdir_create();
+  return dir ? 0 : -1;
 }
 
 static int teardown(void **state) {
   (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  return system(cmd) == 0 ? 0 : -1;
+  ot_tmpdir_remove(dir);
+  dir = NULL;
+  return 0;
 }
 
 /* dir/NAME: llama_gqa with element `at` of tensor `tensor` set to v. */

@@ -32,6 +32,8 @@ void ot_check_error(const char *file, int line, ot_status got, ot_status want, c
 
 /* Fails the test (printing the message) unless s == OT_OK. */
 void ot_check_ok(const char *file, int line, ot_status s, const char *where);
+#ifndef OT_ASSERT_OK /* ot_test.h has one that does the same */
 #define OT_ASSERT_OK(expr) ot_check_ok(__FILE__, __LINE__, (expr), #expr)
+#endif
 
 #endif
