@@ -34,7 +34,12 @@
 #define OT_TEAM_THREADS 256
 #endif
 
-/* Pointers the kernel dereferences that are already device addresses. */
+/* Pointers the kernel dereferences that are already device addresses.
+ * A struct (or array) the kernel reads by value must be listed in
+ * firstprivate(...): left implicit it is mapped tofrom, and under
+ * `requires unified_shared_memory` a map passes the host address itself, so
+ * the GPU reads the host stack (an illegal address on the H200: found by
+ * the nvptx-usm build's AdamW and SGD kernels). */
 #define OT_DEVPTR(...) is_device_ptr(__VA_ARGS__)
 
 /* A 1-D data-parallel loop on device `dev`:

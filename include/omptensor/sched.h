@@ -47,6 +47,26 @@
  * exactly the set it started from); the first run starts from an empty
  * device. ot_sched_invalidate forgets them.
  *
+ * Unified memory placements (backend usm). Kernels use the managed homes
+ * themselves; the plan decides per storage (ot_sched_opts.usm_placement):
+ *   resident  prefetched to the device ahead of its first use and kept;
+ *   streamed  prefetched into the arena ahead of each use and dropped after
+ *             it: a clean read-only copy by dropping the device duplicate
+ *             (read-mostly advice; no copy home), a dirty one by a prefetch
+ *             home, a dead one discarded;
+ *   remote    never migrated: kernels read it in place over PCIe (preferred
+ *             location host, accessed by the device); no device bytes.
+ * The budget covers resident + streamed (the arena, as for map); remote
+ * storages take none. auto: if everything fits, everything is resident;
+ * otherwise every storage that no op writes and that is only used by
+ * low-intensity ops (a matrix-vector product reads each weight byte once,
+ * at most twice per run) is remote, except the largest of them that still
+ * fit in what the rest of the plan leaves free of the budget, which stay
+ * resident. Prefill-style GEMMs (many flops per byte) get their weights
+ * streamed. On an emulated device (offload-host) the same decisions are
+ * made; remote storages are read in place from their host homes and moves
+ * are copies, so the tests check the same plans without a GPU.
+ *
  * Set OMPTENSOR_DEBUG=plan to print every plan (decisions and reasons) on
  * stderr when it is made.
  *
@@ -108,6 +128,26 @@ typedef enum ot_strategy {
 const char *ot_strategy_name(ot_strategy s);
 ot_status ot_strategy_parse(const char *s, ot_strategy *out);
 
+/* Where a tensor lives while a usm plan runs (backend usm only; see
+ * "Unified memory placements" above):
+ *   auto      chosen per storage by predicted time (the default)
+ *   resident  everything prefetched to the device ahead of its first use and
+ *             kept: strategy none's plan (fails if it does not fit)
+ *   streamed  everything through the budget's arena, nothing kept between
+ *             runs: prefetched ahead of each use, dropped after it
+ *   remote    every storage no op writes (weights, inputs) read in place
+ *             over PCIe, never migrated; the rest planned as usual */
+typedef enum ot_usm_placement {
+  OT_USM_AUTO = 0,
+  OT_USM_RESIDENT,
+  OT_USM_STREAMED,
+  OT_USM_REMOTE,
+  OT_USM_PLACEMENT_COUNT
+} ot_usm_placement;
+
+const char *ot_usm_placement_name(ot_usm_placement p);
+ot_status ot_usm_placement_parse(const char *s, ot_usm_placement *out); /* "auto" | "resident" | "streamed" | "remote" */
+
 #define OT_SCHED_ALL_DEVICES (-1) /* n_stages: every context device from device_index on */
 
 typedef struct ot_sched_opts {
@@ -123,6 +163,8 @@ typedef struct ot_sched_opts {
                             default: none). Results must not change: a kernel that ran before
                             its upload finished, or a block reused while a write-back still read
                             it, shows up as wrong numbers (the tests use it) */
+  ot_usm_placement usm_placement; /* backend usm: how tensors are placed (default auto); any other
+                            value on another backend is OT_ERR_INVALID_ARG */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -170,6 +212,11 @@ typedef struct ot_plan_stats {
   uint64_t kept_bytes;       /* resident between runs */
   int uploads, downloads, evictions, allocs;
   uint64_t bytes_up, bytes_down;
+  /* usm placements (all 0 on other backends): storages and bytes of each
+   * kind; remote bytes are read in place over PCIe once per use, per run */
+  int n_resident, n_streamed, n_remote;
+  uint64_t resident_bytes, streamed_bytes, remote_bytes, remote_read_bytes;
+  double predicted_s;        /* the plan's predicted transfer time per run (bytes over the measured rates) */
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);

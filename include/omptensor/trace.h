@@ -32,6 +32,8 @@ typedef enum ot_trace_kind {
   OT_TRACE_DOWNLOAD, /* device -> home (write-back); the copy stays */
   OT_TRACE_ALLOC,    /* a block placed with no copy (an op's output) */
   OT_TRACE_FREE,     /* a block released (dead, dropped clean, or after write-back) */
+  OT_TRACE_REMOTE,   /* usm remote placement: op `op` read this tensor in place over PCIe (bytes: its size;
+                        the kernel's times); it takes no device bytes (block_delta 0) */
   OT_TRACE_KIND_COUNT
 } ot_trace_kind;
 
@@ -67,7 +69,7 @@ size_t ot_trace_count(const ot_trace *t);
 const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i); /* NULL if out of range */
 
 /* Chrome trace JSON: per device a process with lanes "compute" (kernels),
- * "transfers" (uploads, downloads), "memory" (alloc/free), and a counter
+ * "transfers" (uploads, downloads, remote reads), "memory" (alloc/free), and a counter
  * "device bytes". */
 ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
 
@@ -91,6 +93,8 @@ typedef struct ot_trace_summary {
   uint64_t bytes_to_device, bytes_to_host; /* saturate at UINT64_MAX (a trace read from a file never gets there) */
   int kernels, uploads, downloads, allocs, frees;
   int evictions;                /* frees of live copies */
+  int remote_reads;             /* REMOTE events: tensors kernels read in place (usm remote placement) */
+  uint64_t bytes_remote;        /* their bytes (saturating) */
   int writebacks_avoided;       /* copies dropped without a write-back: clean live ones (weights) and
                                    dirty dead ones (activations) */
   double kernel_s, transfer_s;  /* busy time on each lane */

@@ -94,7 +94,7 @@ ot_status ot_k_adamw(int dev, ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot
   const void *gp = g.p;
   void *cp = copy.ndim ? copy.p : NULL;
   const int gdt = g.dt, cdt = copy.dt;
-  OT_PARFOR(dev, OT_DEVPTR(pp, mp, vp, gp, cp))
+  OT_PARFOR(dev, OT_DEVPTR(pp, mp, vp, gp, cp) firstprivate(s))
   for (int64_t i = 0; i < n; i++) {
     aw_elem(s, pp + i * ps, ot_kld(gdt, gp, i * gs), mp + i * ms, vp + i * vs);
     if (cp) ot_kst(cdt, cp, i * cs, pp[i * ps]);
@@ -120,7 +120,7 @@ ot_status ot_k_sgd(int dev, ot_kview p, ot_kview g, ot_kview buf, ot_kview copy,
   const void *gp = g.p;
   void *cp = copy.ndim ? copy.p : NULL;
   const int gdt = g.dt, cdt = copy.dt;
-  OT_PARFOR(dev, OT_DEVPTR(pp, bp, gp, cp))
+  OT_PARFOR(dev, OT_DEVPTR(pp, bp, gp, cp) firstprivate(h))
   for (int64_t i = 0; i < n; i++) {
     const float pn = sgd_elem(h, pp + i * ps, ot_kld(gdt, gp, i * gs), bp ? bp + i * bs : NULL);
     if (cp) ot_kst(cdt, cp, i * cs, pn);

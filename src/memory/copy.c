@@ -91,3 +91,25 @@ int ot_mem_prefetch(ot_mem_stream *s, const void *p, size_t bytes, int dev, char
   if (rc != 0) snprintf(why, why_len, "cudaMemPrefetchAsync returned %d", rc);
   return rc;
 }
+
+/* TEMPORARY until the usm-gpu branch lands */
+int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *why, size_t why_len) {
+  (void)p, (void)bytes, (void)a, (void)dev;
+#ifdef OT_HAVE_CUDA
+  snprintf(why, why_len, "memory advice is not built yet");
+  return -1;
+#else
+  (void)why, (void)why_len;
+  return 0;
+#endif
+}
+int ot_mem_discard(ot_mem_stream *s, const void *p, size_t bytes, char *why, size_t why_len) {
+  (void)s, (void)p, (void)bytes;
+#ifdef OT_HAVE_CUDA
+  snprintf(why, why_len, "discard is not built yet");
+  return -1;
+#else
+  (void)why, (void)why_len;
+  return 0;
+#endif
+}

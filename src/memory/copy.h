@@ -33,4 +33,8 @@ void ot_mem_bind_thread(int dev);
  * why[] set (always -1 without the CUDA runtime). */
 int ot_mem_prefetch(ot_mem_stream *s, const void *p, size_t bytes, int dev, char *why, size_t why_len);
 
+/* TEMPORARY until the usm-gpu branch lands */
+typedef enum ot_mem_advice { OT_ADVISE_REMOTE = 0, OT_ADVISE_LOCAL, OT_ADVISE_READ_MOSTLY, OT_ADVISE_DROP_DUPLICATES } ot_mem_advice;
+int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *why, size_t why_len);
+int ot_mem_discard(ot_mem_stream *s, const void *p, size_t bytes, char *why, size_t why_len);
 #endif

@@ -11,13 +11,27 @@
  * uses, at most the budget) allocated on the first run with
  * ot_mem_alloc(OT_MEM_DEVICE); copies live at their planned offsets. On the
  * host backend, and for usm on a CUDA GPU, kernels use the homes and the
- * arena is bookkeeping only. */
+ * arena is bookkeeping only.
+ *
+ * usm on a CUDA GPU (OT_MV_PREFETCH): the home is the only copy of a
+ * written storage (a prefetch moves its pages), and a read-mostly duplicate
+ * of a storage no op writes. So:
+ *   - at the first run, remote storages get "preferred location host,
+ *     accessed by the device" and the other read-only ones read-mostly,
+ *     before any kernel runs; ot_exec_release takes both back (dropping the
+ *     duplicates kept between runs) and sends kept written pages home;
+ *   - upload and alloc prefetch the pages to the device;
+ *   - a write-back is due, not done: managed memory is coherent, so a copy
+ *     that stays resident needs none; the pages go home when it is freed;
+ *   - free: a read-only copy by dropping the duplicate (no PCIe traffic), a
+ *     written one by a prefetch home unless it is dead (then discarded). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "memory/context_impl.h"
 #include "core/error.h"
 #include "core/vec.h"
+#include "memory/copy.h"
 #include "memory/device.h"
 #include "sched/executor.h"
 #include "sched/movement.h"
@@ -46,7 +60,33 @@ static ot_mv_kind mv_kind(const ot_plan *plan) {
   return OT_MV_COPY;
 }
 
+static int read_only(const ot_prog_storage *ps) { return !(ps->role & OT_ROLE_WRITTEN); }
+
+/* usm on a GPU: the advice of every managed home the plan uses, set (on = 1)
+ * before the first run, taken back at release. Taking read-mostly back drops
+ * every device duplicate at once, so kept weights leave without traffic. */
+static void advise_homes(ot_plan *plan, int on) {
+  const ot_program *src = plan->src;
+  for (int i = 0; plan->place && i < src->n_st; i++) {
+    const ot_prog_storage *ps = &src->st[i];
+    if (!plan->place[i] || !read_only(ps)) continue;
+    int a = plan->place[i] == OT_PLACE_REMOTE ? (on ? OT_ADVISE_REMOTE : OT_ADVISE_LOCAL)
+                                               : (on ? OT_ADVISE_READ_MOSTLY : OT_ADVISE_DROP_DUPLICATES);
+    ot_movement_advise(plan->mv, ps->st->home, ps->bytes, a, ps->name);
+  }
+}
+
 void ot_exec_release(ot_plan *plan) {
+  if (plan->mv && plan->xs && mv_kind(plan) == OT_MV_PREFETCH) {
+    /* the written copies still on the device go home; the rest is advice */
+    for (int i = 0; i < plan->prog->n_st; i++) {
+      const ot_prog_storage *ps = &plan->prog->st[i];
+      if (plan->xs[i].resident && ps->block && !read_only(ps))
+        ot_movement_download(plan->mv, ps->st->home, ps->st->home, ps->bytes, ps->name, NULL, NULL, (size_t)-1);
+      plan->xs[i].resident = 0;
+    }
+    advise_homes(plan, 0);
+  }
   if (plan->mv) ot_movement_wait_all(plan->mv);
   ot_movement_destroy(plan->mv);
   plan->mv = NULL;
@@ -78,12 +118,13 @@ static ot_status prepare_once(ot_plan *plan) {
       return ot_fail_context(s, "device %d: allocating the plan's arena of %zu bytes (budget %llu)", plan->dev,
                              plan->extent, (unsigned long long)plan->budget);
   }
-  /* No cudaMemAdviseSetReadMostly on weights: with it a prefetch to the
-   * device makes a duplicate, and the prefetch back to the host that evicts a
-   * copy leaves that duplicate on the GPU. On the H200 (2026-11-29) a 25 %
-   * budget then held all 7.8 GB of a model (cudaMemGetInfo) while our own
-   * count said 1.75 GB: the budget must be real, so evictions migrate. */
   OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), plan->transfer_delay_us, &plan->mv));
+  if (kind == OT_MV_PREFETCH) {
+    /* before any kernel: a remote home touched without its advice would
+     * migrate by faults, past the budget */
+    advise_homes(plan, 1);
+    OT_TRY(ot_movement_wait_all(plan->mv));
+  }
   return OT_OK;
 }
 
@@ -124,6 +165,22 @@ static ot_status add_pending(run_state *r, size_t off, size_t block, uint64_t ti
   return OT_OK;
 }
 
+/* usm on a GPU: takes a freed copy's pages off the device (see the top). */
+static void release_pages(run_state *r, const ot_plan_event *e, const ot_prog_storage *ps, const ot_exec_storage *x) {
+  ot_movement *mv = r->plan->mv;
+  void *home = ps->st->home;
+  if (read_only(ps)) {
+    ot_movement_advise(mv, home, ps->bytes, OT_ADVISE_DROP_DUPLICATES, ps->name);
+    ot_movement_advise(mv, home, ps->bytes, OT_ADVISE_READ_MOSTLY, ps->name); /* for its next upload */
+  } else if ((e->flags & OT_TRACE_DEAD) && !x->home_due) {
+    ot_movement_discard(mv, home, ps->bytes, ps->name);
+  } else {
+    size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags & ~(OT_TRACE_DEAD | OT_TRACE_DIRTY | OT_TRACE_EVICT | OT_TRACE_CLEAN_DROP),
+                       e->op, ps->name, ps->bytes, 0);
+    ot_movement_download(mv, home, home, ps->bytes, ps->name, NULL, r->tr, ev);
+  }
+}
+
 static ot_status do_event(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
   const ot_prog_storage *ps = &plan->prog->st[e->st];
@@ -135,9 +192,15 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     x->resident = 1;
     x->off = e->off;
     x->ready = 0;
+    x->home_due = 0;
     r->used += e->block;
     if (e->kind == OT_EV_ALLOC) {
       record(r, OT_TRACE_ALLOC, 0, e->op, ps->name, e->block, (int64_t)e->block);
+      /* usm: the pages of an output go to the device before the kernel
+       * writes them, not by faults (a copy of what they held; outputs of a
+       * decode step are small) */
+      if (r->kind == OT_MV_PREFETCH)
+        x->ready = ot_movement_upload(plan->mv, ps->st->home, ps->st->home, ps->bytes, ps->name, NULL, NULL, (size_t)-1);
       return OT_OK;
     }
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
@@ -146,6 +209,10 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
   }
   case OT_EV_DOWNLOAD: {
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: write-back of '%s', not resident (planner bug)", ps->name);
+    if (r->kind == OT_MV_PREFETCH) { /* coherent: due when freed (see the top) */
+      x->home_due = 1;
+      return OT_OK;
+    }
     size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
     uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
@@ -154,7 +221,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: free of '%s', not resident (planner bug)", ps->name);
     x->resident = 0;
     r->used -= e->block;
-    if (r->kind == OT_MV_PREFETCH) ot_movement_release(plan->mv, ps->st->home, ps->bytes);
+    if (r->kind == OT_MV_PREFETCH) release_pages(r, e, ps, x);
     record(r, OT_TRACE_FREE, e->flags, e->op, ps->name, e->block, -(int64_t)e->block);
     return OT_OK;
   }
@@ -207,6 +274,12 @@ static ot_status run_op(run_state *r, int i) {
   if (r->tr) {
     ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used};
     ot_trace_add(r->tr, &ev);
+    for (int k = 0; plan->place && k < o->n_acc; k++) { /* what the kernel read in place */
+      const int st = o->acc[k].st;
+      if (plan->place[st] != OT_PLACE_REMOTE) continue;
+      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used};
+      ot_trace_add(r->tr, &rv);
+    }
   }
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d)", o->name, i);
   return OT_OK;
@@ -217,7 +290,7 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   ot_plan *plan = r->plan;
   const ot_program *p = plan->prog;
   if (sc == &plan->first) {
-    for (int i = 0; i < p->n_st; i++) plan->xs[i] = (ot_exec_storage){0, 0, 0};
+    for (int i = 0; i < p->n_st; i++) plan->xs[i] = (ot_exec_storage){0, 0, 0, 0};
     return OT_OK;
   }
   for (int k = 0; k < sc->n_start; k++) {
@@ -243,7 +316,7 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
 
 ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_run: plan is NULL");
-  if (plan->version != plan->prog->version)
+  if (plan->version != plan->src->version)
     return ot_fail(OT_ERR_STATE, "ot_sched_run: the program changed after it was planned (ops or marks added); "
                                  "plan it again");
   if (plan->n_stages) return ot_pipeline_run(plan, trace);
@@ -283,7 +356,8 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
 
 ot_status ot_sched_sync(ot_plan *plan) {
   if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_sync: plan is NULL");
-  if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) == OT_MV_NONE) return OT_OK;
+  /* usm on a GPU: managed homes are coherent; nothing is stale */
+  if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) != OT_MV_COPY) return OT_OK;
   /* after any run the copies kept are the steady schedule's start set */
   run_state r = {0};
   r.plan = plan;

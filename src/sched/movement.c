@@ -12,7 +12,7 @@
 #include "sched/verify.h"
 #include "sched/trace_impl.h"
 
-typedef enum { XFER_UP, XFER_DOWN, XFER_RELEASE } xfer_dir;
+typedef enum { XFER_UP, XFER_DOWN, XFER_ADVISE, XFER_DISCARD } xfer_dir;
 
 typedef struct xfer {
   struct xfer *next;
@@ -25,6 +25,7 @@ typedef struct xfer {
   ot_trace *tr;
   size_t ev;
   uint64_t ticket;
+  int advice;         /* XFER_ADVISE: an ot_mem_advice (memory/copy.h) */
 } xfer;
 
 struct ot_movement {
@@ -54,11 +55,17 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
     if (x->dir == XFER_UP) return ot_mem_copy_raw(x->dst, m->dev, x->src, OT_DEVICE_HOST, x->bytes, why, why_len);
     if (x->dir == XFER_DOWN) return ot_mem_copy_raw(x->dst, OT_DEVICE_HOST, x->src, m->dev, x->bytes, why, why_len);
     return 0;
-  case OT_MV_PREFETCH: {
-    /* up: to the device; a write-back or a release: to the host */
-    const void *p = x->dir == XFER_RELEASE ? x->src : x->dst;
-    return ot_mem_prefetch(m->stream, p, x->bytes, x->dir == XFER_UP ? m->dev : OT_DEVICE_HOST, why, why_len);
-  }
+  case OT_MV_PREFETCH:
+    /* up: the pages to the device; a write-back: home. Advice is not
+     * stream-ordered, but every prefetch before it on this thread has
+     * completed (ot_mem_prefetch waits), and the kernels that read the
+     * range ran before the executor queued it (they are synchronous). */
+    switch (x->dir) {
+    case XFER_UP: return ot_mem_prefetch(m->stream, x->dst, x->bytes, m->dev, why, why_len);
+    case XFER_DOWN: return ot_mem_prefetch(m->stream, x->dst, x->bytes, OT_DEVICE_HOST, why, why_len);
+    case XFER_ADVISE: return ot_mem_advise(x->src, x->bytes, (ot_mem_advice)x->advice, m->dev, why, why_len);
+    case XFER_DISCARD: return ot_mem_discard(m->stream, x->src, x->bytes, why, why_len);
+    }
   default: return 0;
   }
 }
@@ -68,7 +75,7 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
 static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t *sum) {
   void *tmp = malloc(bytes);
   if (!tmp) return 0;
-  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0};
+  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0};
   char why[64];
   int ok = do_copy(m, &rb, why, sizeof why) == 0;
   if (ok) *sum = ot_checksum64(tmp, bytes);
@@ -82,11 +89,11 @@ static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t
 static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, size_t why_len) {
   *st = OT_ERR_DEVICE;
   /* OMPTENSOR_FAULT=transfer:N (core/fault.h) fails the N-th real transfer. */
-  if (x->dir != XFER_RELEASE && x->bytes && ot_fault_hit(OT_FAULT_TRANSFER)) {
+  if ((x->dir == XFER_UP || x->dir == XFER_DOWN) && x->bytes && ot_fault_hit(OT_FAULT_TRANSFER)) {
     snprintf(why, why_len, "injected by OMPTENSOR_FAULT");
     return -1;
   }
-  int v = x->rec && x->bytes && x->dir != XFER_RELEASE ? m->verify : 0;
+  int v = x->rec && x->bytes && (x->dir == XFER_UP || x->dir == XFER_DOWN) ? m->verify : 0;
   uint64_t sum = 0, dev_sum;
   if (v && x->dir == XFER_UP) {
     sum = ot_checksum64(x->src, x->bytes);
@@ -138,7 +145,7 @@ static void run_one(ot_movement *m, xfer *x) {
     if (st == OT_ERR_INTEGRITY) snprintf(m->err, sizeof m->err, "%s", why);
     else
       snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
-               x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : "release",
+               x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : x->dir == XFER_ADVISE ? "memory advice" : "discard",
                x->name ? x->name : "?", x->bytes, dir, why);
   }
   m->done = x->ticket;
@@ -207,9 +214,9 @@ void ot_movement_destroy(ot_movement *m) {
   free(m);
 }
 
-static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
-                        ot_verify_rec *rec, ot_trace *tr, size_t ev) {
-  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0};
+static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
+                          ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice) {
+  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
@@ -236,6 +243,11 @@ static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src
   return ticket;
 }
 
+static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
+                        ot_verify_rec *rec, ot_trace *tr, size_t ev) {
+  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0);
+}
+
 uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
                             ot_verify_rec *rec, ot_trace *tr, size_t ev) {
   return enqueue(m, XFER_UP, dev_dst, home_src, bytes, name, rec, tr, ev);
@@ -246,8 +258,14 @@ uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_sr
   return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, name, rec, tr, ev);
 }
 
-void ot_movement_release(ot_movement *m, void *home, size_t bytes) {
-  if (m->kind == OT_MV_PREFETCH) enqueue(m, XFER_RELEASE, NULL, home, bytes, NULL, NULL, NULL, (size_t)-1);
+uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name) {
+  if (m->kind != OT_MV_PREFETCH) return 0;
+  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice);
+}
+
+uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name) {
+  if (m->kind != OT_MV_PREFETCH) return 0;
+  return enqueue(m, XFER_DISCARD, NULL, home, bytes, name, NULL, NULL, (size_t)-1);
 }
 
 int ot_movement_done(ot_movement *m, uint64_t t) {

@@ -16,9 +16,11 @@
  *                   home and the plan's device arena
  *   OT_MV_PREFETCH  usm on a CUDA GPU: kernels use the managed home itself;
  *                   an upload prefetches its pages to the device, a
- *                   write-back or a release prefetches them to the host
- *                   (cudaMemPrefetchAsync, CUDA 13 signature, on the
- *                   thread's own stream). Not tested here (no GPU in CI).
+ *                   write-back prefetches them home (cudaMemPrefetchAsync,
+ *                   CUDA 13 signature, on the thread's own stream); advice
+ *                   and discards drop copies without moving them
+ *                   (executor.c says which). Tested on the GPU only
+ *                   (tests/test_usm_gpu.c).
  */
 #ifndef OT_SCHED_MOVEMENT_H
 #define OT_SCHED_MOVEMENT_H
@@ -49,9 +51,14 @@ uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src,
                             ot_verify_rec *rec, ot_trace *tr, size_t ev);
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
                               ot_verify_rec *rec, ot_trace *tr, size_t ev);
-/* OT_MV_PREFETCH: moves the pages of a dropped copy off the device (no-op
- * for the other kinds, where the arena block is simply reused). */
-void ot_movement_release(ot_movement *m, void *home, size_t bytes);
+/* OT_MV_PREFETCH only (nothing, ticket 0, for the other kinds, where an
+ * arena block is simply reused): queues memory advice (an ot_mem_advice of
+ * memory/copy.h) on a managed home, or the discard of a dead one's device
+ * pages. In queue order with the prefetches, so the advice that drops a
+ * read-mostly duplicate lands after the prefetch that made it and before
+ * the next one. */
+uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name);
+uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name);
 
 /* Has ticket t completed? (never blocks) */
 int ot_movement_done(ot_movement *m, uint64_t t);

@@ -23,6 +23,22 @@ ot_status ot_strategy_parse(const char *s, ot_strategy *out) {
                  s ? s : "(null)");
 }
 
+static const char *const placement_names[OT_USM_PLACEMENT_COUNT] = {"auto", "resident", "streamed", "remote"};
+
+const char *ot_usm_placement_name(ot_usm_placement p) {
+  return (unsigned)p < OT_USM_PLACEMENT_COUNT ? placement_names[p] : "?";
+}
+
+ot_status ot_usm_placement_parse(const char *s, ot_usm_placement *out) {
+  for (int i = 0; s && i < OT_USM_PLACEMENT_COUNT; i++)
+    if (strcasecmp(s, placement_names[i]) == 0) {
+      *out = (ot_usm_placement)i;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "unknown usm placement '%s' (use auto, resident, streamed or remote)",
+                 s ? s : "(null)");
+}
+
 ot_sched_opts ot_sched_opts_default(void) {
   ot_sched_opts o;
   memset(&o, 0, sizeof o);
@@ -77,34 +93,29 @@ static ot_status check_feasible(const ot_plan *plan) {
   return OT_OK;
 }
 
-/* usm on a real GPU cannot keep a budget smaller than the program: the
- * driver leaves the pages of managed memory on the device after a prefetch
- * back to the host (H200, 2026-11-29: 7.0 GB resident under a 1.75 GB budget,
- * by cudaMemGetInfo, with or without read-mostly advice). The budget is a
- * hard guarantee, so such a plan is refused rather than silently exceeded. */
-static ot_status check_usm_budget(const ot_plan *plan) {
-  if (plan->ctx->backend != OT_BACKEND_USM || !ot_dev_is_gpu(plan->dev)) return OT_OK;
-  const ot_program *p = plan->prog;
-  uint64_t all = 0;
-  for (int i = 0; i < p->n_st; i++) all += p->st[i].block;
-  if (all <= plan->capacity) return OT_OK;
-  return ot_fail(OT_ERR_UNSUPPORTED,
-                 "backend usm cannot hold device %d to a budget of %llu bytes when the program needs %llu: the "
-                 "CUDA driver keeps evicted managed pages on the GPU. Use --backend map (the default), or a budget "
-                 "of at least %llu bytes",
-                 plan->dev, (unsigned long long)plan->budget, (unsigned long long)all, (unsigned long long)all);
-}
-
-static int debug_plan(void) {
-  const char *e = getenv("OMPTENSOR_DEBUG");
-  return e && strstr(e, "plan") != NULL;
-}
-
 static size_t extent_of(const ot_schedule *s) {
   size_t x = 0;
   for (int k = 0; k < s->n_ev; k++)
     if (s->ev[k].off + s->ev[k].block > x) x = s->ev[k].off + s->ev[k].block;
   return x;
+}
+
+ot_status ot_plan_schedules(ot_plan *plan) {
+  ot_schedule_free(&plan->first);
+  ot_schedule_free(&plan->steady);
+  ot_status s = plan->strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
+  if (s == OT_OK) s = ot_plan_build(plan);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->first, plan->prog, plan->strategy, plan->capacity);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->steady, plan->prog, plan->strategy, plan->capacity);
+  if (s != OT_OK) return s;
+  size_t e1 = extent_of(&plan->first), e2 = extent_of(&plan->steady);
+  plan->extent = e1 > e2 ? e1 : e2;
+  return OT_OK;
+}
+
+static int debug_plan(void) {
+  const char *e = getenv("OMPTENSOR_DEBUG");
+  return e && strstr(e, "plan") != NULL;
 }
 
 ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
@@ -115,6 +126,14 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   ot_sched_opts o = opts ? *opts : ot_sched_opts_default();
   if ((unsigned)o.strategy >= OT_STRATEGY_COUNT)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: unknown strategy %d", (int)o.strategy);
+  if ((unsigned)o.usm_placement >= OT_USM_PLACEMENT_COUNT)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: unknown usm placement %d", (int)o.usm_placement);
+  /* no silent fallback: a placement asked of a backend that has none */
+  if (o.usm_placement != OT_USM_AUTO && ctx->backend != OT_BACKEND_USM)
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "usm placement '%s' applies to the usm backend, but the context uses backend %s; use --backend "
+                   "usm, or leave the placement at auto",
+                   ot_usm_placement_name(o.usm_placement), ot_backend_name(ctx->backend));
   if (o.device_index < 0 || o.device_index >= ctx->n_dev)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: device index %d, but the context uses %d device(s)",
                    o.device_index, ctx->n_dev);
@@ -131,6 +150,8 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   if (!plan) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_plan: no host memory");
   plan->ctx = ctx;
   plan->prog = (ot_program *)prog;
+  plan->src = prog;
+  plan->usm = o.usm_placement;
   plan->version = prog->version;
   plan->strategy = o.strategy;
   plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
@@ -150,17 +171,12 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
     *out = plan;
     return OT_OK;
   }
-  ot_status s = o.strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
-  if (s == OT_OK) s = check_usm_budget(plan);
-  if (s == OT_OK) s = ot_plan_build(plan);
-  if (s == OT_OK) s = ot_schedule_finish(&plan->first, prog, plan->strategy, plan->capacity);
-  if (s == OT_OK) s = ot_schedule_finish(&plan->steady, prog, plan->strategy, plan->capacity);
+  ot_status s = ctx->backend == OT_BACKEND_USM ? ot_place_plan(plan) : ot_plan_schedules(plan);
   if (s != OT_OK) {
     ot_plan_destroy(plan);
     return s;
   }
-  size_t e1 = extent_of(&plan->first), e2 = extent_of(&plan->steady);
-  plan->extent = e1 > e2 ? e1 : e2;
+  ot_place_stats(plan);
   if (debug_plan()) ot_plan_print(plan, stderr);
   *out = plan;
   return OT_OK;
@@ -175,6 +191,7 @@ void ot_plan_destroy(ot_plan *plan) {
   ot_exec_release(plan);
   ot_schedule_free(&plan->first);
   ot_schedule_free(&plan->steady);
+  ot_place_free(plan);
   free(plan);
 }
 
@@ -189,6 +206,10 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.kept_bytes += a.kept_bytes;
     z.uploads += a.uploads, z.downloads += a.downloads, z.evictions += a.evictions, z.allocs += a.allocs;
     z.bytes_up += a.bytes_up, z.bytes_down += a.bytes_down;
+    z.n_resident += a.n_resident, z.n_streamed += a.n_streamed, z.n_remote += a.n_remote;
+    z.resident_bytes += a.resident_bytes, z.streamed_bytes += a.streamed_bytes, z.remote_bytes += a.remote_bytes;
+    z.remote_read_bytes += a.remote_read_bytes;
+    z.predicted_s += a.predicted_s; /* stages run one after the other */
   }
   return z;
 }

@@ -72,12 +72,29 @@ typedef struct ot_exec_storage {
   int resident;
   size_t off;
   uint64_t ready;     /* transfer that must finish before a kernel uses it (0: none) */
+  int home_due;       /* usm on a GPU: a write-back was planned; the pages go home when the copy is freed */
 } ot_exec_storage;
+
+/* Where a storage lives while the plan runs (usm placements, sched.h). */
+typedef enum ot_place {
+  OT_PLACE_NONE = 0,  /* not usm, or an empty/unused storage */
+  OT_PLACE_RESIDENT,  /* on the device, not uploaded by a steady replay (kept, or made there each run) */
+  OT_PLACE_STREAMED,  /* uploaded into the arena by every steady replay (an input: reloaded within it) */
+  OT_PLACE_REMOTE,    /* read in place from its home; no device bytes */
+} ot_place;
 
 struct ot_plan {
   ot_ctx *ctx;
-  ot_program *prog;
+  ot_program *prog;   /* what the planner and the executor see: *src, or `view` for usm placements */
+  const ot_program *src; /* the caller's program (its version is checked before every run) */
   uint64_t version;   /* the program version planned */
+  /* usm placements (placement.c): `view` is a copy of *src whose storage
+   * table (view_st) gives remote storages no block and streamed ones no
+   * KEEP role, so the planner and the executor need no other change */
+  ot_usm_placement usm;   /* requested */
+  ot_program view;
+  ot_prog_storage *view_st;
+  unsigned char *place;   /* [n_st] ot_place (NULL: not usm) */
   ot_strategy strategy;
   int defer;          /* defer_writeback in effect (sched.h) */
   unsigned transfer_delay_us; /* ot_sched_opts.transfer_delay_us, for the transfer thread */
@@ -99,6 +116,19 @@ struct ot_plan {
   int n_stages;
   ot_stage *stages;
 };
+
+/* Plans the usm placements and the schedules of a single-device usm plan
+ * (placement.c); ot_plan_schedules builds the schedules of plan->prog. */
+ot_status ot_place_plan(ot_plan *plan);
+ot_status ot_plan_schedules(ot_plan *plan);
+void ot_place_free(ot_plan *plan);
+/* Fills the placement fields of both schedules' stats (after ot_place_plan
+ * or for a plan without placements: predicted_s only). */
+void ot_place_stats(ot_plan *plan);
+
+const char *ot_place_name(int place); /* "resident", "streamed", "remote", "-" */
+/* Sorts storage indices by block size, largest first (ties: by index). */
+void ot_sort_by_block_desc(int *v, int n, const ot_program *p);
 
 /* Builds the two schedules (planner.c). */
 ot_status ot_plan_build(ot_plan *plan);

@@ -69,13 +69,22 @@ void ot_plan_print(const ot_plan *plan, FILE *f) {
   fprintf(f, "plan: %d ops, %d tensors, strategy %s, device %d, budget %llu bytes (arena %zu, used up to %zu)\n",
           p->n_ops, p->n_st, ot_strategy_name(plan->strategy), plan->dev, (unsigned long long)plan->budget,
           plan->capacity, plan->extent);
+  if (plan->place) {
+    const ot_plan_stats *st = &plan->steady.stats;
+    fprintf(f, "usm placement %s: %d resident (%llu bytes), %d streamed (%llu bytes per run), %d remote (%llu bytes, "
+               "%llu read in place per run); predicted transfer time per run %.3f ms\n",
+            ot_usm_placement_name(plan->usm), st->n_resident, (unsigned long long)st->resident_bytes, st->n_streamed,
+            (unsigned long long)st->streamed_bytes, st->n_remote, (unsigned long long)st->remote_bytes,
+            (unsigned long long)st->remote_read_bytes, st->predicted_s * 1e3);
+  }
   for (int i = 0; i < p->n_st; i++) {
     const ot_prog_storage *s = &p->st[i];
     unsigned r = s->role;
-    fprintf(f, "  tensor %-24s %10zu bytes, ops #%d..#%d, %s%s%s%s\n", s->name, s->bytes, s->first_use, s->last_use,
+    fprintf(f, "  tensor %-24s %10zu bytes, ops #%d..#%d, %s%s%s%s%s%s\n", s->name, s->bytes, s->first_use, s->last_use,
             r & OT_ROLE_INPUT ? "input" : !(r & OT_ROLE_WRITTEN) ? "weight" : (r & OT_ROLE_WRITEBACK) ? "result" : "temporary",
             r & OT_ROLE_NEEDS_HOME ? ", read from home" : "", r & OT_ROLE_WRITEBACK ? ", written home" : "",
-            r & OT_ROLE_KEEP ? ", may stay between runs" : "");
+            r & OT_ROLE_KEEP ? ", may stay between runs" : "", plan->place && plan->place[i] ? ", " : "",
+            plan->place && plan->place[i] ? ot_place_name(plan->place[i]) : "");
   }
   print_schedule(f, plan, &plan->first, "first run");
   print_schedule(f, plan, &plan->steady, "replays");

@@ -178,8 +178,9 @@ static int cmp_block_desc(const void *a, const void *b, void *pv) {
   return *(const int *)a - *(const int *)b;
 }
 
-/* Insertion sort (ops touch a handful of storages). */
-static void sort_missing(int *v, int n, const ot_program *p) {
+/* Insertion sort (ops touch a handful of storages; placement.c sorts a
+ * plan's weights once). */
+void ot_sort_by_block_desc(int *v, int n, const ot_program *p) {
   for (int a = 1; a < n; a++)
     for (int b = a; b > 0 && cmp_block_desc(&v[b - 1], &v[b], (void *)p) > 0; b--) {
       int t = v[b];
@@ -197,7 +198,7 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
     int s = o->acc[k].st;
     if (!m->res[s] && m->p->st[s].block) missing[nm++] = s;
   }
-  sort_missing(missing, nm, m->p);
+  ot_sort_by_block_desc(missing, nm, m->p);
   *n_missing = nm;
   for (int k = 0; k < nm; k++) {
     int s = missing[k];
@@ -222,7 +223,7 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
     nm = 0;
     for (int q = 0; q < o->n_acc; q++)
       if (m->p->st[o->acc[q].st].block) missing[nm++] = o->acc[q].st;
-    sort_missing(missing, nm, m->p);
+    ot_sort_by_block_desc(missing, nm, m->p);
     for (int q = 0; q < nm; q++) {
       OT_TRY(ot_arena_alloc(m->arena, m->p->st[missing[q]].block, &m->off[missing[q]]));
       m->res[missing[q]] = 1;

@@ -229,6 +229,10 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
     case OT_TRACE_ALLOC: s.allocs++; break;
+    case OT_TRACE_REMOTE:
+      s.remote_reads++;
+      s.bytes_remote = ot_add_sat_u64(s.bytes_remote, e->bytes);
+      break;
     case OT_TRACE_FREE:
       s.frees++;
       if (e->flags & OT_TRACE_EVICT) s.evictions++;
@@ -264,6 +268,7 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
   print_bytes(f, "current device bytes", s->current_device_bytes);
   print_bytes(f, "to device", s->bytes_to_device);
   print_bytes(f, "to host", s->bytes_to_host);
+  if (s->remote_reads) print_bytes(f, "read in place (remote)", s->bytes_remote);
   fprintf(f, "  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n", "kernels", s->kernels,
           "uploads", s->uploads, "write-backs", s->downloads, "evictions", s->evictions, "write-backs avoided",
           s->writebacks_avoided);

@@ -15,14 +15,15 @@
 
 enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
 
-static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
+static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote"};
 
 static int lane_of(ot_trace_kind k) {
   switch (k) {
   case OT_TRACE_KERNEL:
   case OT_TRACE_RUN: return LANE_COMPUTE;
   case OT_TRACE_UPLOAD:
-  case OT_TRACE_DOWNLOAD: return LANE_TRANSFER;
+  case OT_TRACE_DOWNLOAD:
+  case OT_TRACE_REMOTE: return LANE_TRANSFER;
   default: return LANE_MEMORY;
   }
 }
@@ -82,7 +83,7 @@ static ot_status build(const ot_trace *t, const char *what, json_t **out) {
       ok = add_device_meta(arr, e->device);
     }
     ok = ok && push(arr, event_json(e));
-    if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD) ok = push(arr, counter_json(e));
+    if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD && e->kind != OT_TRACE_REMOTE) ok = push(arr, counter_json(e));
   }
   json_decref(arr);
   if (!ok) {

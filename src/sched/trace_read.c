@@ -23,7 +23,7 @@
 #include "core/file.h"
 #include "sched/trace_impl.h"
 
-static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free"};
+static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote"};
 
 /* The largest time a trace may hold: 2^53 us (285 years). Below it a time in
  * microseconds is an exact double step of 1 and its nanoseconds (< 9.01e18)
@@ -180,7 +180,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   if (strcmp(ph, "X")) return bad(r, "field ph is '%.16s', expected X, M or C (the phases omptensor writes)", ph);
   OT_TRY(get(r, &fields[F_CAT], json_object_get(e, "cat"), NULL, NULL, &cat));
   int kind = kind_of(cat);
-  if (kind < 0) return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free", cat);
+  if (kind < 0) return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free, remote", cat);
   r->cat = cats[kind];
   json_int_t v[F_N] = {0};
   uint64_t ts = 0, dur = 0;

@@ -298,13 +298,15 @@ static void check_trace(report *r, ot_trace *tr, uint64_t budget, int n_ops, int
   if (must_evict && s.evictions < 1) failf(r, "nothing was evicted under the minimum budget %llu", (unsigned long long)budget);
 }
 
-static void run_once(report *r, const oc_row *row, build *b, ot_strategy strat, uint64_t budget, int must_evict) {
+static void run_once(report *r, const oc_row *row, build *b, ot_strategy strat, uint64_t budget, int must_evict,
+                     ot_usm_placement pl) {
   oc_case *c = &b->c;
   for (int k = 0; k < c->n; k++) restore(&b->raw[k]);
   for (int k = 0; k < 3; k++) restore(&b->fraw[k]);
   ot_sched_opts o = ot_sched_opts_default();
   o.strategy = strat;
   o.budget_bytes = budget;
+  o.usm_placement = pl;
   ot_plan *plan = NULL;
   ot_trace *tr = NULL;
   OC_OK(ot_trace_create(&tr));
@@ -331,12 +333,20 @@ int oc_run_row_on(const oc_row *row, ot_backend be, int guard, char *msg, size_t
   ot_ctx *ctx = ot_test_ctx(be);
   build b;
   make_build(&b, row, ctx, guard);
-  for (int s = OT_STRATEGY_MINIMAL; s < OT_STRATEGY_COUNT; s++) {
-    uint64_t budget = b.budget + (guard ? OT_SCHED_ALIGN : 0);
-    snprintf(r.where, sizeof r.where, "%s on %s, %s, budget %llu%s", row->name, ot_backend_name(be),
-             ot_strategy_name((ot_strategy)s), (unsigned long long)budget, guard ? ", guarded views" : "");
-    run_once(&r, row, &b, (ot_strategy)s, budget, !guard);
-  }
+  /* usm: every op's kernels on copies streamed through the minimum budget
+   * (which must evict, as with map) and reading its read-only tensors in
+   * place (remote: nothing to evict) */
+  static const ot_usm_placement usm_pl[] = {OT_USM_STREAMED, OT_USM_REMOTE};
+  const int n_pl = be == OT_BACKEND_USM ? 2 : 1;
+  for (int q = 0; q < n_pl; q++)
+    for (int s = OT_STRATEGY_MINIMAL; s < OT_STRATEGY_COUNT; s++) {
+      const ot_usm_placement pl = be == OT_BACKEND_USM ? usm_pl[q] : OT_USM_AUTO;
+      uint64_t budget = b.budget + (guard ? OT_SCHED_ALIGN : 0);
+      snprintf(r.where, sizeof r.where, "%s on %s%s%s, %s, budget %llu%s", row->name, ot_backend_name(be),
+               be == OT_BACKEND_USM ? " " : "", be == OT_BACKEND_USM ? ot_usm_placement_name(pl) : "",
+               ot_strategy_name((ot_strategy)s), (unsigned long long)budget, guard ? ", guarded views" : "");
+      run_once(&r, row, &b, (ot_strategy)s, budget, !guard && pl != OT_USM_REMOTE, pl);
+    }
   free_build(&b);
   ot_ctx_destroy(ctx);
   return r.fails;
