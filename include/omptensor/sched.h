@@ -165,6 +165,7 @@ typedef struct ot_sched_opts {
                             it, shows up as wrong numbers (the tests use it) */
   ot_usm_placement usm_placement; /* backend usm: how tensors are placed (default auto); any other
                             value on another backend is OT_ERR_INVALID_ARG */
+  int probe_budget;      /* 1: check the budget independently once, on a CUDA GPU (ot_budget_probe) */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -220,6 +221,30 @@ typedef struct ot_plan_stats {
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);
+
+/* The independent budget check (opts.probe_budget, a CUDA GPU, one device).
+ * The plan's own count of device bytes is what the trace checks; this one
+ * asks the driver. cudaMemGetInfo cannot be trusted for managed memory (the
+ * UVM driver keeps evicted pages' chunks cached; they count as used), so at
+ * the planned peak of the first replay, with every transfer finished, the
+ * executor tries to cudaMalloc (free memory when the context was made -
+ * budget - OT_PROBE_MARGIN) and frees it at once: it succeeds iff the
+ * process holds at most budget + margin more than it did then, whatever
+ * UVM caches (tests/test_usm_memory.c checks that live managed pages make
+ * it fail). */
+#define OT_PROBE_MARGIN (512ull << 20) /* the runtime's own device memory: kernel arguments, cuBLAS, stacks */
+typedef struct ot_budget_probe {
+  int done;               /* it ran */
+  int ok;                 /* the allocation succeeded */
+  uint64_t free_at_start; /* device free memory when the context was made */
+  uint64_t probe_bytes;   /* what it allocated */
+  uint64_t free_at_peak;  /* cudaMemGetInfo at the peak, before the allocation (UVM's cache counts as used) */
+  uint64_t planned_bytes; /* the plan's own count there */
+  int op;                 /* the op before which it ran */
+} ot_budget_probe;
+
+/* The probe of the plan's last run that made one (done = 0 if none). */
+ot_status ot_plan_budget_probe(const ot_plan *plan, ot_budget_probe *out);
 
 /* Stages of a plan: 1 for a single-device plan. */
 int ot_plan_num_stages(const ot_plan *plan);

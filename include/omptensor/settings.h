@@ -19,6 +19,7 @@
  *     memory:
  *       offload_strategy: balanced   # none | minimal | balanced | aggressive
  *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
+ *       usm_placement: auto          # auto | resident | streamed | remote (backend usm)
  *     backend: auto                  # auto | map | usm | host
  *     device: 0
  *     devices: 2                     # layers split over devices 0 and 1 (sched.h, "Several devices")
@@ -28,7 +29,8 @@
  *
  * Unknown keys are errors naming the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
- * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON.
+ * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
+ * OMPTENSOR_USM_PLACEMENT.
  */
 #ifndef OMPTENSOR_SETTINGS_H
 #define OMPTENSOR_SETTINGS_H
@@ -88,6 +90,7 @@ typedef enum ot_setting {
   OT_SET_TRACE,
   OT_SET_DTYPE,
   OT_SET_JSON,
+  OT_SET_USM_PLACEMENT,
   OT_SET_COUNT
 } ot_setting;
 
@@ -103,6 +106,7 @@ typedef struct ot_settings {
   ot_dtype dtype;                /* meaningful when has_dtype */
   int has_dtype;
   int json;                      /* print one JSON summary on stdout */
+  ot_usm_placement usm_placement; /* backend usm: default auto (sched.h) */
   ot_setting_source source[OT_SET_COUNT];
   char *file;                    /* the YAML file loaded, for messages; NULL if none */
 } ot_settings;

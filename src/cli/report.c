@@ -35,6 +35,7 @@ json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_su
   json_object_set_new(o, "peak_device_bytes", json_integer((json_int_t)t->peak_device_bytes));
   json_object_set_new(o, "bytes_to_device", json_integer((json_int_t)t->bytes_to_device));
   json_object_set_new(o, "bytes_to_host", json_integer((json_int_t)t->bytes_to_host));
+  json_object_set_new(o, "bytes_read_remote", json_integer((json_int_t)t->bytes_remote));
   json_object_set_new(o, "uploads", json_integer(t->uploads));
   json_object_set_new(o, "evictions", json_integer(t->evictions));
   json_object_set_new(o, "writebacks_avoided", json_integer(t->writebacks_avoided));
@@ -80,7 +81,48 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "decode_ms", json_real(r->decode_ms));
   json_object_set_new(o, "logits_checksum", json_real(r->logits_checksum));
   json_object_set_new(o, "decode_bytes_to_device_per_token", json_integer((json_int_t)r->decode_plan.bytes_up));
+  json_object_set_new(o, "decode_predicted_transfer_s", json_real(r->decode_plan.predicted_s));
+  if (ot_ctx_backend(s->ctx) == OT_BACKEND_USM) {
+    const ot_plan_stats *d = &r->decode_plan;
+    json_object_set_new(o, "usm_placement",
+                        json_pack("{s:s, s:i, s:I, s:i, s:I, s:i, s:I, s:I}", "requested",
+                                  ot_usm_placement_name(s->sched.usm_placement), "resident", d->n_resident,
+                                  "resident_bytes", (json_int_t)d->resident_bytes, "streamed", d->n_streamed,
+                                  "streamed_bytes", (json_int_t)d->streamed_bytes, "remote", d->n_remote,
+                                  "remote_bytes", (json_int_t)d->remote_bytes, "remote_read_bytes_per_token",
+                                  (json_int_t)d->remote_read_bytes));
+  }
+  const ot_budget_probe *pr = &r->decode_probe;
+  if (pr->done)
+    json_object_set_new(o, "budget_probe",
+                        json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:i}", "ok", pr->ok, "free_at_start",
+                                  (json_int_t)pr->free_at_start, "probe_bytes", (json_int_t)pr->probe_bytes,
+                                  "free_at_peak", (json_int_t)pr->free_at_peak, "planned_bytes",
+                                  (json_int_t)pr->planned_bytes, "margin", (json_int_t)OT_PROBE_MARGIN, "op", pr->op));
   return o;
+}
+
+/* -v / the text report: where the decode step's tensors live, and the probe. */
+static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) {
+  char a[32], b[32], c[32], d[32];
+  const ot_plan_stats *st = &r->decode_plan;
+  if (ot_ctx_backend(s->ctx) == OT_BACKEND_USM) {
+    ot_cli_fmt_bytes(a, sizeof a, st->resident_bytes);
+    ot_cli_fmt_bytes(b, sizeof b, st->streamed_bytes);
+    ot_cli_fmt_bytes(c, sizeof c, st->remote_bytes);
+    ot_cli_fmt_bytes(d, sizeof d, st->remote_read_bytes);
+    fprintf(f, "usm placement %s (decode): %d resident (%s), %d streamed (%s per token), %d remote (%s, %s read in "
+               "place per token); predicted transfer %.1f ms per token\n",
+            ot_usm_placement_name(s->sched.usm_placement), st->n_resident, a, st->n_streamed, b, st->n_remote, c, d,
+            st->predicted_s * 1e3);
+  }
+  const ot_budget_probe *pr = &r->decode_probe;
+  if (pr->done) {
+    ot_cli_fmt_bytes(a, sizeof a, pr->probe_bytes);
+    ot_cli_fmt_bytes(b, sizeof b, pr->free_at_start);
+    fprintf(f, "budget probe: cudaMalloc of %s (free at start %s - budget - margin) at the decode peak %s\n", a, b,
+            pr->ok ? "succeeded: the budget held" : "FAILED: the process holds more device memory than its budget");
+  }
 }
 
 ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r, FILE *f) {
@@ -93,6 +135,7 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
     fprintf(f, "\nprompt: %.1f ms; decode: %d tokens in %.1f ms = %.2f tokens/s\n", r->prefill_ms,
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
     ot_cli_print_setup(s, m->weight_bytes, f);
+    print_placement(s, r, f);
     ot_trace_summary_print(&t, f);
   }
   return s->settings.trace_path ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;

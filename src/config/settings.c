@@ -18,6 +18,7 @@ typedef union value {
   ot_mem_limit limit;
   ot_strategy offload;
   ot_backend backend;
+  ot_usm_placement placement;
   int integer;
   ot_dtype dtype;
   char *str;
@@ -26,6 +27,7 @@ typedef union value {
 static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_parse(v, &out->limit); }
 static ot_status parse_offload(const char *v, value *out) { return ot_strategy_parse(v, &out->offload); }
 static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
+static ot_status parse_placement(const char *v, value *out) { return ot_usm_placement_parse(v, &out->placement); }
 /* The weight storage types (--dtype): not every dtype the library knows (i32
  * holds ids, not weights). i8 and int8 mean the block-quantized q8b. */
 static ot_status parse_dtype(const char *v, value *out) {
@@ -89,6 +91,7 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
   case OT_SET_TRACE: free(s->trace_path); s->trace_path = v->str; v->str = NULL; break;
   case OT_SET_DTYPE: s->dtype = v->dtype; s->has_dtype = 1; break;
   case OT_SET_JSON: s->json = v->integer; break;
+  case OT_SET_USM_PLACEMENT: s->usm_placement = v->placement; break;
   case OT_SET_COUNT: break;
   }
 }
@@ -110,6 +113,9 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                       "weight storage: f32 | f16 | bf16 | int8 (block-quantized, also q8b)",
                       parse_dtype},
     [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json},
+    [OT_SET_USM_PLACEMENT] = {"usm-placement", "OMPTENSOR_USM_PLACEMENT", "memory.usm_placement", "PLACEMENT",
+                              "backend usm: auto | resident | streamed | remote (default auto: by predicted time)",
+                              parse_placement},
 };
 
 void ot_settings_init(ot_settings *s) {
@@ -238,6 +244,7 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
     case OT_SET_TRACE: fputs(s->trace_path ? s->trace_path : "(none)", f); break;
     case OT_SET_DTYPE: fputs(s->has_dtype ? ot_dtype_name(s->dtype) : "(as stored)", f); break;
     case OT_SET_JSON: fputs(s->json ? "true" : "false", f); break;
+    case OT_SET_USM_PLACEMENT: fputs(ot_usm_placement_name(s->usm_placement), f); break;
     case OT_SET_COUNT: break;
     }
     fprintf(f, "   [%s%s%s]\n", ot_setting_source_name(s->source[k]),

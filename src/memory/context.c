@@ -148,6 +148,8 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
     c->dev[i] = b == OT_BACKEND_HOST ? OT_DEVICE_HOST : first + i;
     uint64_t want = o.budgets[i] ? o.budgets[i] : o.budget_bytes;
     c->budget[i] = want ? want : default_budget(c->dev[i]);
+    /* the reference of the scheduler's independent budget probe (sched.h) */
+    ot_device_memory(c->dev[i], &c->free_at_create[i], NULL);
   }
   c->home_space = b == OT_BACKEND_MAP ? OT_MEM_PINNED : b == OT_BACKEND_USM ? OT_MEM_MANAGED : OT_MEM_HOST;
   *out = c;

@@ -10,6 +10,7 @@ struct ot_ctx {
   int n_dev;                 /* devices in use (the host counts as one) */
   int dev[OT_MAX_DEVICES];   /* their OpenMP numbers; OT_DEVICE_HOST for the host */
   uint64_t budget[OT_MAX_DEVICES];
+  uint64_t free_at_create[OT_MAX_DEVICES]; /* device free memory when the context was made (0: unknown) */
   ot_mem_space home_space;   /* where tensor homes live for this backend */
   int verbose;
 };

@@ -9,6 +9,7 @@
 #define OT_MEMORY_COPY_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* ot_mem_copy without its argument checks and its message: a blocking copy
  * of `bytes` (0 bytes: nothing) between host memory (dev OT_DEVICE_HOST or
@@ -37,4 +38,5 @@ int ot_mem_prefetch(ot_mem_stream *s, const void *p, size_t bytes, int dev, char
 typedef enum ot_mem_advice { OT_ADVISE_REMOTE = 0, OT_ADVISE_LOCAL, OT_ADVISE_READ_MOSTLY, OT_ADVISE_DROP_DUPLICATES } ot_mem_advice;
 int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *why, size_t why_len);
 int ot_mem_discard(ot_mem_stream *s, const void *p, size_t bytes, char *why, size_t why_len);
+int ot_mem_probe_alloc(int dev, uint64_t bytes);
 #endif

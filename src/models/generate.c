@@ -161,6 +161,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   r->decode_ms = now_ms() - t0;
   if (r->n_tokens > 1 && r->decode_ms > 0) r->decode_tokens_per_second = (r->n_tokens - 1) / (r->decode_ms / 1e3);
   if (plan) r->decode_plan = ot_plan_get_stats(plan, 1);
+  if (plan) ot_plan_budget_probe(plan, &r->decode_probe);
   ot_plan_destroy(plan);
   ot_lm_step_destroy(&st);
   return s;

@@ -303,12 +303,40 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   return OT_OK;
 }
 
+/* The independent budget probe (sched.h, ot_budget_probe), before op `op`:
+ * every transfer first finishes, so the device holds what the plan says. */
+static ot_status probe_budget(run_state *r, int op) {
+  ot_plan *plan = r->plan;
+  ot_budget_probe *pr = &plan->probe;
+  memset(pr, 0, sizeof *pr);
+  pr->free_at_start = plan->ctx->free_at_create[plan->dev_index];
+  if (!pr->free_at_start || plan->budget >= pr->free_at_start ||
+      pr->free_at_start - plan->budget <= OT_PROBE_MARGIN)
+    return OT_OK; /* nothing to prove: the budget is the whole device */
+  OT_TRY(ot_movement_wait_all(plan->mv));
+  ot_device_memory(plan->dev, &pr->free_at_peak, NULL);
+  pr->probe_bytes = pr->free_at_start - plan->budget - OT_PROBE_MARGIN;
+  pr->planned_bytes = r->used;
+  pr->op = op;
+  int got = ot_mem_probe_alloc(plan->dev, pr->probe_bytes);
+  if (got < 0) return OT_OK; /* no CUDA runtime: not done */
+  pr->done = 1;
+  pr->ok = got == 1;
+  return OT_OK;
+}
+
 static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
   const ot_program *p = r->plan->prog;
   OT_TRY(start_state(r, sc));
   record(r, OT_TRACE_RUN, run_flags, -1, "run", 0, 0);
+  /* the probe: once, in the first replay, where it holds the most */
+  int probe = r->plan->probe_budget && r->plan->runs == 1 && ot_dev_is_gpu(r->plan->dev);
   for (int slot = 0; slot <= p->n_ops; slot++) {
     for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) OT_TRY(do_event(r, &sc->ev[x]));
+    if (probe && slot < p->n_ops && r->used >= sc->stats.peak_bytes) {
+      probe = 0;
+      OT_TRY(probe_budget(r, slot));
+    }
     if (slot < p->n_ops) OT_TRY(run_op(r, slot));
   }
   return OT_OK;

@@ -113,10 +113,12 @@ ot_status ot_plan_schedules(ot_plan *plan) {
   return OT_OK;
 }
 
-static int debug_plan(void) {
+static int debug_has(const char *what) {
   const char *e = getenv("OMPTENSOR_DEBUG");
-  return e && strstr(e, "plan") != NULL;
+  return e && strstr(e, what) != NULL;
 }
+
+static int debug_plan(void) { return debug_has("plan"); }
 
 ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: out is NULL");
@@ -156,6 +158,7 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   plan->strategy = o.strategy;
   plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
   plan->transfer_delay_us = o.transfer_delay_us;
+  plan->probe_budget = o.probe_budget || debug_has("probe"); /* OMPTENSOR_DEBUG=probe */
   plan->dev_index = o.device_index;
   plan->dev = ctx->dev[o.device_index];
   plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
@@ -212,6 +215,12 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.predicted_s += a.predicted_s; /* stages run one after the other */
   }
   return z;
+}
+
+ot_status ot_plan_budget_probe(const ot_plan *plan, ot_budget_probe *out) {
+  if (!plan || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_plan_budget_probe: NULL argument");
+  *out = plan->probe;
+  return OT_OK;
 }
 
 int ot_plan_num_stages(const ot_plan *plan) { return !plan ? 0 : plan->n_stages ? plan->n_stages : 1; }

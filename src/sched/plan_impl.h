@@ -110,6 +110,8 @@ struct ot_plan {
   ot_exec_storage *xs; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */
   struct ot_verify_rec *vrec; /* [n_st] OMPTENSOR_VERIFY records (sched/verify.h); NULL when off */
+  int probe_budget;   /* ot_sched_opts.probe_budget */
+  ot_budget_probe probe;
   /* pipeline (pipeline.c): n_stages > 0 makes this plan a list of stage plans;
    * the fields above the executor's are then only ctx, prog, version,
    * strategy, dev_index, dev (the first stage's), budget (the first stage's) */
