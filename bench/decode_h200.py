@@ -107,6 +107,8 @@ def parse_args():
                    help="Accelerate dispatch_model budget, percent of the weight bytes")
     p.add_argument("--backends", default="map,usm")
     p.add_argument("--strategies", default="balanced,aggressive")
+    p.add_argument("--usm-placements", default="auto",
+                   help="comma-separated usm placements to run (auto, resident, streamed, remote)")
     p.add_argument("--skip", default="", help="comma-separated case-name patterns to skip "
                                               "(fnmatch, e.g. 'accelerate-*,*usm*')")
     p.add_argument("--time-limit", type=float, default=510,
@@ -267,6 +269,7 @@ def run_omptensor(b, model_dir, prompt_file):
         b.header["omptensor_info"] = f"error: {e}"
     fractions = [float(x) / 100 for x in a.budgets.split(",") if x]
     specs = O.case_specs(fractions, a.backends.split(","), a.strategies.split(","),
+                         placements=a.usm_placements.split(","),
                          headline=a.headline_budget / 100)
     w = b.header["weight_bytes"]
     for spec in specs:

@@ -17,7 +17,7 @@
 
 static const char *const env_vars[] = {"OMPTENSOR_GPU_MEMORY_LIMIT", "OMPTENSOR_OFFLOAD", "OMPTENSOR_BACKEND",
                                        "OMPTENSOR_DEVICE",           "OMPTENSOR_TRACE",   "OMPTENSOR_DTYPE",
-                                       "OMPTENSOR_JSON"};
+                                       "OMPTENSOR_JSON",             "OMPTENSOR_USM_PLACEMENT"};
 
 static void clear_env(void) {
   for (size_t i = 0; i < sizeof env_vars / sizeof env_vars[0]; i++) unsetenv(env_vars[i]);
@@ -39,6 +39,7 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "memory:\n"
                                "  offload_strategy: aggressive\n"
                                "  max_gpu_memory: 3GB\n"
+                               "  usm_placement: remote\n"
                                "backend: map\n"
                                "device: 2\n"
                                "devices: 2\n"
@@ -77,6 +78,7 @@ static void test_yaml_file(void **state) {
   assert_int_equal(s.has_dtype, 1);
   assert_int_equal(s.dtype, OT_BF16);
   assert_int_equal(s.json, 1);
+  assert_int_equal(s.usm_placement, OT_USM_REMOTE);
   for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_FILE);
   assert_string_equal(s.file, path);
   ot_settings_release(&s);
@@ -223,6 +225,25 @@ static void test_yaml_lenient_forms(void **state) {
   ot_settings_release(&s);
 }
 
+/* The usm placement from each source, precedence, and a bad value named. */
+static void test_usm_placement(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  assert_int_equal(s.usm_placement, OT_USM_AUTO);
+  OT_ASSERT_OK(load(&s, "memory:\n  usm_placement: streamed\n"));
+  assert_int_equal(s.usm_placement, OT_USM_STREAMED);
+  assert_int_equal(s.source[OT_SET_USM_PLACEMENT], OT_SRC_FILE);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "usm-placement", "remote"));
+  assert_int_equal(s.usm_placement, OT_USM_REMOTE);
+  OT_ASSERT_OK(load(&s, "memory:\n  usm_placement: resident\n")); /* a file never overrides a flag */
+  assert_int_equal(s.usm_placement, OT_USM_REMOTE);
+  assert_int_equal(ot_settings_set_flag(&s, "usm-placement", "sideways"), OT_ERR_INVALID_ARG);
+  assert_non_null(strstr(ot_last_error(), "unknown usm placement 'sideways' (use auto, resident, streamed or remote)"));
+  assert_int_equal(s.usm_placement, OT_USM_REMOTE);
+  ot_settings_release(&s);
+}
+
 static void test_ctx_opts(void **state) {
   (void)state;
   ot_settings s;
@@ -290,6 +311,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_env_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_lenient_forms, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_usm_placement, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ctx_opts, setup, teardown),
       cmocka_unit_test(test_yaml_mutations),
   };

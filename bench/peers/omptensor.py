@@ -13,7 +13,8 @@ import time
 from .common import DevMemPoller
 
 
-def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=True):
+def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=True,
+               placements=("auto",)):
     """The cases in priority order (the most important first, so a run that
     reaches its time limit loses the least important ones): resident; the
     headline budget (25 %) on the first backend, then int8 and the traced run
@@ -21,13 +22,14 @@ def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=
     specs = [dict(name="omptensor-resident", fraction=None, offload="none",
                   backend="auto", dtype=None)]
 
-    def add(frac, backend, offload, dtype=None, traced=False):
+    def add(frac, backend, offload, dtype=None, traced=False, placement=None):
         pct = f"{round(frac * 100)}%"
+        pl = [placement] if backend == "usm" and placement and placement != "auto" else []
         name = "-".join(["omptensor", pct] + (["int8"] if dtype else []) +
-                        [backend, offload] + (["trace"] if traced else []))
+                        [backend, offload] + pl + (["trace"] if traced else []))
         specs.append(dict(name=name, fraction=frac, offload=offload, backend=backend,
-                          dtype=dtype, trace=traced,
-                          tag=f"{round(frac * 100)}-{backend}-{offload}"))
+                          dtype=dtype, trace=traced, placement=placement if backend == "usm" else None,
+                          tag="-".join([f"{round(frac * 100)}", backend, offload] + pl)))
 
     def is_head(f):
         return abs(f - headline) < 1e-9
@@ -46,7 +48,8 @@ def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=
     for b in backends[1:]:
         for f in [headline] + others:
             for s in strategies:
-                add(f, b, s)
+                for pl in (placements if b == "usm" else [None]):
+                    add(f, b, s, placement=pl)
     return specs
 
 
@@ -79,6 +82,9 @@ def _env(dev):
     env = dict(os.environ)
     if dev.cuda:
         env["OMP_TARGET_OFFLOAD"] = "MANDATORY"
+        # the independent budget check (sched.h, ot_budget_probe): its result is
+        # the summary's budget_probe; its time is not in decode_ms
+        env["OMPTENSOR_DEBUG"] = "probe"
     return env
 
 
@@ -97,6 +103,8 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
         argv += ["--gpu-memory-limit", str(int(budget_bytes))]
     if spec.get("dtype"):
         argv += ["--dtype", spec["dtype"]]
+    if spec.get("placement"):
+        argv += ["--usm-placement", spec["placement"]]
     trace_path = None
     if spec.get("trace"):
         trace_path = os.path.join(artifacts, f"trace-{spec['tag']}.json")
@@ -137,7 +145,8 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
                 "bytes_to_device", "bytes_to_host", "uploads", "evictions",
                 "transfer_overlap_s", "tokens", "n_tokens", "tokens_per_second",
                 "prefill_ms", "decode_ms", "logits_checksum",
-                "decode_bytes_to_device_per_token"):
+                "decode_bytes_to_device_per_token", "budget_probe", "usm_placement",
+                "bytes_read_remote"):
         if key in summary:
             res[key] = summary[key]
     if summary.get("budget_bytes") is not None:

@@ -122,7 +122,8 @@ typedef struct ot_gen_result {
   double decode_tokens_per_second;
   double logits_checksum;/* sum over the prompt's last-row logits and every decode step's logits */
   ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
-  ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h) */
+  ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h); its
+                                              seconds are not counted in decode_ms */
 } ot_gen_result;
 
 /* Records and plans the prompt and decode steps of a generation without

@@ -241,6 +241,7 @@ typedef struct ot_budget_probe {
   uint64_t free_at_peak;  /* cudaMemGetInfo at the peak, before the allocation (UVM's cache counts as used) */
   uint64_t planned_bytes; /* the plan's own count there */
   int op;                 /* the op before which it ran */
+  double seconds;         /* its own time (waiting for the transfers, the allocation), to leave out of timings */
 } ot_budget_probe;
 
 /* The probe of the plan's last run that made one (done = 0 if none). */

@@ -92,28 +92,96 @@ int ot_mem_prefetch(ot_mem_stream *s, const void *p, size_t bytes, int dev, char
   return rc;
 }
 
-/* TEMPORARY until the usm-gpu branch lands */
+/* ---- advice, discards and the probe of the usm backend ------------------
+ * The OpenMP device number is the CUDA ordinal: libomptarget's CUDA plugin
+ * numbers its devices as the driver does (the only plugin in a CUDA build). */
+
+#ifdef OT_HAVE_CUDA
+static struct cudaMemLocation location(int dev) {
+  struct cudaMemLocation loc;
+  memset(&loc, 0, sizeof loc);
+  loc.type = dev >= 0 ? cudaMemLocationTypeDevice : cudaMemLocationTypeHost;
+  loc.id = dev >= 0 ? dev : 0;
+  return loc;
+}
+
+static int advise1(const void *p, size_t bytes, enum cudaMemoryAdvise a, int dev, const char *what, char *why,
+                   size_t why_len) {
+  cudaError_t e = cudaMemAdvise(p, bytes, a, location(dev));
+  if (e == cudaSuccess) return 0;
+  snprintf(why, why_len, "cudaMemAdvise(%s) returned %d (%s)", what, (int)e, cudaGetErrorString(e));
+  cudaGetLastError(); /* not sticky: clear it for the next call */
+  return -1;
+}
+#endif
+
 int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *why, size_t why_len) {
-  (void)p, (void)bytes, (void)a, (void)dev;
+  if (!bytes) return 0;
 #ifdef OT_HAVE_CUDA
-  snprintf(why, why_len, "memory advice is not built yet");
+  switch (a) {
+  case OT_ADVISE_REMOTE:
+    /* GPU.md: both are needed; without accessed-by, GPU reads of
+     * host-preferred pages fault (1-7 GB/s) instead of going over PCIe */
+    if (advise1(p, bytes, cudaMemAdviseSetPreferredLocation, OT_DEVICE_HOST, "SetPreferredLocation host", why, why_len))
+      return -1;
+    return advise1(p, bytes, cudaMemAdviseSetAccessedBy, dev, "SetAccessedBy", why, why_len);
+  case OT_ADVISE_LOCAL:
+    if (advise1(p, bytes, cudaMemAdviseUnsetAccessedBy, dev, "UnsetAccessedBy", why, why_len)) return -1;
+    return advise1(p, bytes, cudaMemAdviseUnsetPreferredLocation, OT_DEVICE_HOST, "UnsetPreferredLocation", why, why_len);
+  case OT_ADVISE_READ_MOSTLY: return advise1(p, bytes, cudaMemAdviseSetReadMostly, dev, "SetReadMostly", why, why_len);
+  case OT_ADVISE_DROP_DUPLICATES:
+    return advise1(p, bytes, cudaMemAdviseUnsetReadMostly, dev, "UnsetReadMostly", why, why_len);
+  }
+  snprintf(why, why_len, "unknown memory advice %d", (int)a);
   return -1;
 #else
-  (void)why, (void)why_len;
+  (void)p, (void)a, (void)dev, (void)why, (void)why_len;
   return 0;
 #endif
 }
+
+/* Discarding works on whole pages: a range is shrunk to the 2 MiB pages it
+ * covers entirely (a page may hold the end of one allocation and the start
+ * of another, whose data must live); the ragged ends, small, are
+ * prefetched home instead. */
+#define OT_UVM_PAGE ((uintptr_t)2 << 20)
+
 int ot_mem_discard(ot_mem_stream *s, const void *p, size_t bytes, char *why, size_t why_len) {
-  (void)s, (void)p, (void)bytes;
+  if (!bytes) return 0;
 #ifdef OT_HAVE_CUDA
-  snprintf(why, why_len, "discard is not built yet");
+  uintptr_t a = (uintptr_t)p, lo = (a + OT_UVM_PAGE - 1) & ~(OT_UVM_PAGE - 1), hi = (a + bytes) & ~(OT_UVM_PAGE - 1);
+  if (hi <= lo) return ot_mem_prefetch(s, p, bytes, OT_DEVICE_HOST, why, why_len);
+  if (lo > a && ot_mem_prefetch(s, p, lo - a, OT_DEVICE_HOST, why, why_len)) return -1;
+  if (a + bytes > hi && ot_mem_prefetch(s, (const void *)hi, a + bytes - hi, OT_DEVICE_HOST, why, why_len)) return -1;
+  void *ptr = (void *)lo;
+  size_t n = hi - lo;
+  cudaStream_t st = (cudaStream_t)s;
+  cudaError_t e = cudaMemDiscardBatchAsync(&ptr, &n, 1, 0, st);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(st);
+  if (e == cudaSuccess) return 0;
+  cudaGetLastError();
+  if (e == cudaErrorNotSupported) return ot_mem_prefetch(s, ptr, n, OT_DEVICE_HOST, why, why_len);
+  snprintf(why, why_len, "cudaMemDiscardBatchAsync returned %d (%s)", (int)e, cudaGetErrorString(e));
   return -1;
 #else
-  (void)why, (void)why_len;
+  (void)s, (void)p, (void)why, (void)why_len;
   return 0;
 #endif
 }
+
 int ot_mem_probe_alloc(int dev, uint64_t bytes) {
+#ifdef OT_HAVE_CUDA
+  int old = 0;
+  cudaGetDevice(&old);
+  if (cudaSetDevice(dev) != cudaSuccess) return -1;
+  void *p = NULL;
+  cudaError_t e = cudaMalloc(&p, (size_t)bytes);
+  if (e == cudaSuccess) cudaFree(p);
+  else cudaGetLastError(); /* an allocation failure is not sticky; clear it */
+  cudaSetDevice(old);
+  return e == cudaSuccess;
+#else
   (void)dev, (void)bytes;
   return -1;
+#endif
 }

@@ -34,9 +34,29 @@ void ot_mem_bind_thread(int dev);
  * why[] set (always -1 without the CUDA runtime). */
 int ot_mem_prefetch(ot_mem_stream *s, const void *p, size_t bytes, int dev, char *why, size_t why_len);
 
-/* TEMPORARY until the usm-gpu branch lands */
+/* Advice on managed memory [p, p + bytes) for OpenMP device dev, for the
+ * usm backend's placements (sched.h):
+ *   REMOTE           preferred location host + accessed by dev: kernels on
+ *                    dev read it in place over PCIe, no page migrates
+ *                    (H200: 51 GB/s, docs/gpu.md)
+ *   LOCAL            undoes REMOTE
+ *   READ_MOSTLY      a prefetch to dev makes a read-only duplicate
+ *   DROP_DUPLICATES  unsets READ_MOSTLY: collapses to the host copy,
+ *                    dropping device duplicates without PCIe traffic
+ * Not stream-ordered: the caller makes sure no kernel or prefetch uses the
+ * range. 0, or -1 with why[] naming the call. Nothing (0) without CUDA. */
 typedef enum ot_mem_advice { OT_ADVISE_REMOTE = 0, OT_ADVISE_LOCAL, OT_ADVISE_READ_MOSTLY, OT_ADVISE_DROP_DUPLICATES } ot_mem_advice;
 int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *why, size_t why_len);
+
+/* Takes the device pages of dead managed data away without copying them
+ * (cudaMemDiscardBatchAsync on stream s, waited for): their contents become
+ * undefined. Only whole 2 MiB pages inside the range are discarded; the
+ * ends, which may share a page with live data, go home by prefetch (as all
+ * of it does where the driver does not support discards). 0, or -1 with
+ * why[]; nothing (0) without CUDA. */
 int ot_mem_discard(ot_mem_stream *s, const void *p, size_t bytes, char *why, size_t why_len);
+
+/* The budget probe (sched.h, ot_budget_probe): 1 if a cudaMalloc of `bytes`
+ * on device dev succeeds (freed at once), 0 if not, -1 without CUDA. */
 int ot_mem_probe_alloc(int dev, uint64_t bytes);
 #endif

@@ -313,6 +313,7 @@ static ot_status probe_budget(run_state *r, int op) {
   if (!pr->free_at_start || plan->budget >= pr->free_at_start ||
       pr->free_at_start - plan->budget <= OT_PROBE_MARGIN)
     return OT_OK; /* nothing to prove: the budget is the whole device */
+  const uint64_t t0 = ot_now_ns();
   OT_TRY(ot_movement_wait_all(plan->mv));
   ot_device_memory(plan->dev, &pr->free_at_peak, NULL);
   pr->probe_bytes = pr->free_at_start - plan->budget - OT_PROBE_MARGIN;
@@ -322,6 +323,7 @@ static ot_status probe_budget(run_state *r, int op) {
   if (got < 0) return OT_OK; /* no CUDA runtime: not done */
   pr->done = 1;
   pr->ok = got == 1;
+  pr->seconds = (double)(ot_now_ns() - t0) * 1e-9;
   return OT_OK;
 }
 

@@ -40,9 +40,10 @@ void ot_test_fill_uniform(float *x, int64_t n, uint64_t seed, float lo, float hi
  * initial (host) device. */
 int ot_test_dev(void);
 
-/* Whether the usm backend may offload here (budgets below the program's
- * size): on emulated devices yes; on a real GPU usm plans must fit the whole
- * program (src/sched/plan.c), so the offloading tests skip usm there. */
+/* Whether the usm backend can be tested here with budgets below the
+ * program's size: wherever there is an offload device (issue 15: on a GPU
+ * its placements hold the budget too; emulated devices make the same
+ * decisions with copies). */
 int ot_test_usm_offloads(void);
 
 /* The backends this build can test with offloading budgets: host, and map
