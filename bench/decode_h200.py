@@ -61,7 +61,12 @@ MEM_DEFINITION = ("peak device (runtime): omptensor's own peak_device_bytes, PyT
                   "torch.cuda.max_memory_allocated(); peak device (cudaMemGetInfo Δ): "
                   "device-wide used bytes at their peak during the case (sampled every "
                   "5 ms) minus before it, so it includes the caching allocator's reserve "
-                  "(PyTorch) or the subprocess's own CUDA context (omptensor).")
+                  "(PyTorch) or the subprocess's own CUDA context (omptensor). For an omptensor "
+                  "case with the budget probe (OMPTENSOR_DEBUG=probe) it is the drop omptensor "
+                  "read at the decode plan's peak, from the context's start (the probe's own "
+                  "allocation would be the poller's peak); with managed memory it includes UVM's "
+                  "cache of evicted pages, which the probe column shows is not held: probe ok = a "
+                  "cudaMalloc of (free at start - budget - 512 MiB) succeeded there.")
 REQUIRED_KEYS = ("case", "backend", "budget_bytes", "tokens_per_second", "prefill_ms",
                  "bound_tokens_per_second", "peak_device_bytes", "tokens_match")
 TPS_DEFINITION = ("tokens/s = decode steps / decode time: the prefill (the whole "

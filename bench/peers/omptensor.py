@@ -151,6 +151,15 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
             res[key] = summary[key]
     if summary.get("budget_bytes") is not None:
         res["budget_bytes_reported"] = summary["budget_bytes"]
+    probe = summary.get("budget_probe")
+    if probe:
+        # The probe's own cudaMalloc (almost the whole device) is what the
+        # poller saw at its peak: the Δ column is then the drop omptensor
+        # measured at the decode peak just before it, and the probe's result
+        # says whether the budget held whatever UVM caches.
+        res["cuda_mem_peak_delta_bytes_poller"] = res["cuda_mem_peak_delta_bytes"]
+        res["cuda_mem_peak_delta_bytes"] = probe["free_at_start"] - probe["free_at_peak"]
+        res["budget_probe_ok"] = bool(probe["ok"])
     if trace_path:
         svg = os.path.join(artifacts, f"timeline-{spec['tag']}.svg")
         res.update(_trace_outputs(cmd, trace_path, svg, dev, log))

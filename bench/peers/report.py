@@ -77,7 +77,7 @@ def rows(cases, weight_bytes):
             lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
             why = [lines[0] if c.get("note") else lines[-1]] if lines else []
             out.append([c["case"], c.get("backend", "—"), _budget(c, weight_bytes),
-                        c.get("status", "?").upper(), "—", "—", "—", "—", "—",
+                        c.get("status", "?").upper(), "—", "—", "—", "—", "—", "—",
                         why[0][:70].replace("|", "/") if why else "—"])
             continue
         out.append([c["case"], str(c.get("backend", "—")), _budget(c, weight_bytes),
@@ -87,12 +87,13 @@ def rows(cases, weight_bytes):
                     _num(c.get("prefill_ms"), "{:.1f}"),
                     _gb(c.get("peak_device_bytes")),
                     _gb(c.get("cuda_mem_peak_delta_bytes")),
+                    {True: "ok", False: "FAILED"}.get(c.get("budget_probe_ok"), "—"),
                     _tokens_cell(c)])
     return out
 
 
 HEAD = ["case", "backend", "budget", "tokens/s", "× bound", "× best PyTorch",
-        "prefill ms", "peak device (runtime)", "peak device (cudaMemGetInfo Δ)", "tokens"]
+        "prefill ms", "peak device (runtime)", "peak device (cudaMemGetInfo Δ)", "probe", "tokens"]
 
 
 def text_table(cases, weight_bytes):

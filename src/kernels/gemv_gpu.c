@@ -28,6 +28,17 @@ static inline float u2f(uint32_t u) {
   x.u = u;
   return x.f;
 }
+/* acc[m] += the 8 weights of q (16-bit) . a[m, 8v .. 8v + 8) */
+static inline void dot8(u128 q, int bf, const float *a, int64_t lda, int64_t v, int mm, float *acc) {
+  const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
+                       lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
+  for (int m = 0; m < mm; m++) {
+    const float *x = a + m * lda + v * 8;
+    float s = 0.0f;
+    for (int j = 0; j < 8; j++) s += wv[j] * x[j];
+    acc[m] += s;
+  }
+}
 OT_DECLARE_TARGET_END
 
 int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride, int64_t M) {
@@ -56,17 +67,20 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
       if (wt == OT_BF16 || wt == OT_F16) {
         const int bf = wt == OT_BF16;
         const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
-        for (int64_t v = lane; v < K / 8; v += 32) {
-          const u128 q = row[v];
-          const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
-                               lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
-          for (int m = 0; m < mm; m++) {
-            const float *x = a + m * lda + v * 8;
-            float s = 0.0f;
-            for (int j = 0; j < 8; j++) s += wv[j] * x[j];
-            acc[m] += s;
-          }
+        const int64_t nv = K / 8;
+        int64_t v = lane;
+        /* Four loads issued before any is used: a weight read in place over
+         * PCIe (usm remote, ~1-2 us away) needs many bytes in flight per
+         * warp. The sums are taken in the same order as one load at a time,
+         * so the result is bitwise the same. */
+        for (; v + 96 < nv; v += 128) {
+          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
+          dot8(q0, bf, a, lda, v, mm, acc);
+          dot8(q1, bf, a, lda, v + 32, mm, acc);
+          dot8(q2, bf, a, lda, v + 64, mm, acc);
+          dot8(q3, bf, a, lda, v + 96, mm, acc);
         }
+        for (; v < nv; v += 32) dot8(row[v], bf, a, lda, v, mm, acc);
       } else if (wt == OT_F32) {
         const u128 *row = (const u128 *)((const float *)w + n * ldw);
         for (int64_t v = lane; v < K / 4; v += 32) {

@@ -220,8 +220,9 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
   case OT_EV_FREE:
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: free of '%s', not resident (planner bug)", ps->name);
     x->resident = 0;
-    r->used -= e->block;
+    /* before the count drops: a write-back it records still holds the block */
     if (r->kind == OT_MV_PREFETCH) release_pages(r, e, ps, x);
+    r->used -= e->block;
     record(r, OT_TRACE_FREE, e->flags, e->op, ps->name, e->block, -(int64_t)e->block);
     return OT_OK;
   }
