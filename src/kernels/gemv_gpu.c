@@ -9,7 +9,13 @@
  * 8 f16 / 4 f32, or one 36-byte q8b block per lane), so a warp reads 512
  * contiguous bytes per step, fully coalesced, then reduces with shuffles. The
  * activations a [M, K] are small and stay in L1/L2. Every weight byte is read
- * once per call whatever M is, which is what a memory-bound decode needs. */
+ * once per call whatever M is, which is what a memory-bound decode needs.
+ *
+ * Tried on the H200 (2026-12-01, issue 15): four loads per lane issued
+ * before use, the dot product in a static inline helper, to put more bytes
+ * in flight for weights read in place over PCIe: every output came out 0
+ * (the helper-in-a-bare-kernel miscompile noted in ot_kgemv_gpu_multi), so
+ * the loop stays as it is; remote decode reads at ~40-43 GB/s with it. */
 #include "kernels/kcommon.h"
 #include "kernels/gemv_gpu.h"
 #include "ot_gpu.h"
@@ -27,17 +33,6 @@ static inline float u2f(uint32_t u) {
   ot_kfu x;
   x.u = u;
   return x.f;
-}
-/* acc[m] += the 8 weights of q (16-bit) . a[m, 8v .. 8v + 8) */
-static inline void dot8(u128 q, int bf, const float *a, int64_t lda, int64_t v, int mm, float *acc) {
-  const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
-                       lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
-  for (int m = 0; m < mm; m++) {
-    const float *x = a + m * lda + v * 8;
-    float s = 0.0f;
-    for (int j = 0; j < 8; j++) s += wv[j] * x[j];
-    acc[m] += s;
-  }
 }
 OT_DECLARE_TARGET_END
 
@@ -67,20 +62,17 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
       if (wt == OT_BF16 || wt == OT_F16) {
         const int bf = wt == OT_BF16;
         const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
-        const int64_t nv = K / 8;
-        int64_t v = lane;
-        /* Four loads issued before any is used: a weight read in place over
-         * PCIe (usm remote, ~1-2 us away) needs many bytes in flight per
-         * warp. The sums are taken in the same order as one load at a time,
-         * so the result is bitwise the same. */
-        for (; v + 96 < nv; v += 128) {
-          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
-          dot8(q0, bf, a, lda, v, mm, acc);
-          dot8(q1, bf, a, lda, v + 32, mm, acc);
-          dot8(q2, bf, a, lda, v + 64, mm, acc);
-          dot8(q3, bf, a, lda, v + 96, mm, acc);
+        for (int64_t v = lane; v < K / 8; v += 32) {
+          const u128 q = row[v];
+          const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
+                               lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
+          for (int m = 0; m < mm; m++) {
+            const float *x = a + m * lda + v * 8;
+            float s = 0.0f;
+            for (int j = 0; j < 8; j++) s += wv[j] * x[j];
+            acc[m] += s;
+          }
         }
-        for (; v < nv; v += 32) dot8(row[v], bf, a, lda, v, mm, acc);
       } else if (wt == OT_F32) {
         const u128 *row = (const u128 *)((const float *)w + n * ldw);
         for (int64_t v = lane; v < K / 4; v += 32) {
