@@ -6,7 +6,9 @@
  * memory at the start - budget - margin) succeeds at the plan's peak. For a
  * plan whose weights are all remote, cudaMemGetInfo's drop also stays
  * within budget + margin (no page migrated, so UVM's cache cannot hide
- * any).
+ * any). The probe's negative control: live managed pages on the device
+ * make the same kind of allocation fail (were cudaMalloc to evict them, the
+ * probe could prove nothing), pages only cached do not.
  *
  * Skipped without a CUDA GPU (CI): the same plans are checked on the
  * emulated device by test_sched_property and test_ops_table. */
@@ -19,6 +21,7 @@
 
 #include <cmocka.h>
 
+#include "memory/copy.h"
 #include "memory/device.h"
 #include "omptensor/omptensor.h"
 #include "ot_test.h"
@@ -138,7 +141,36 @@ static void test_placements_equal_resident(void **state) {
   }
 }
 
+static void test_probe_sees_live_pages(void **state) {
+  (void)state;
+  if (!have_gpu()) skip();
+  uint64_t free0 = 0;
+  ot_device_memory(0, &free0, NULL);
+  const uint64_t m = free0 / 8 < (1ull << 30) ? free0 / 8 : (1ull << 30); /* never more than the card has */
+  void *p = NULL;
+  OT_ASSERT_OK(ot_mem_alloc(OT_MEM_MANAGED, 0, (size_t)m, &p));
+  memset(p, 1, (size_t)m);
+  ot_mem_stream *s = NULL;
+  assert_int_equal(ot_mem_stream_create(&s), 0);
+  char why[160];
+  assert_int_equal(ot_mem_prefetch(s, p, (size_t)m, 0, why, sizeof why), 0);
+  int live = ot_mem_probe_alloc(0, free0 - m / 2);
+  assert_int_equal(ot_mem_prefetch(s, p, (size_t)m, OT_DEVICE_HOST, why, sizeof why), 0);
+  int cached = ot_mem_probe_alloc(0, free0 - (64ull << 20));
+  uint64_t free1 = 0;
+  ot_device_memory(0, &free1, NULL);
+  print_message("  %llu MiB managed on the device: a cudaMalloc of free - %llu MiB %s; back home (free memory now %llu "
+                "MiB of %llu): free - 64 MiB %s\n", (unsigned long long)(m >> 20), (unsigned long long)(m >> 21),
+                live ? "succeeded" : "failed", (unsigned long long)(free1 >> 20), (unsigned long long)(free0 >> 20),
+                cached ? "succeeded" : "failed");
+  ot_mem_stream_destroy(s);
+  ot_mem_free(OT_MEM_MANAGED, 0, p);
+  if (live) fail_msg("cudaMalloc succeeded over live managed pages: it evicts them, so the budget probe proves nothing");
+  if (!cached) fail_msg("evicted managed pages still block cudaMalloc: the probe would fail plans that held the budget");
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_placements_equal_resident)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_probe_sees_live_pages),
+                                     cmocka_unit_test(test_placements_equal_resident)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
