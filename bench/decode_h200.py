@@ -65,8 +65,10 @@ MEM_DEFINITION = ("peak device (runtime): omptensor's own peak_device_bytes, PyT
                   "case with the budget probe (OMPTENSOR_DEBUG=probe) it is the drop omptensor "
                   "read at the decode plan's peak, from the context's start (the probe's own "
                   "allocation would be the poller's peak); with managed memory it includes UVM's "
-                  "cache of evicted pages, which the probe column shows is not held: probe ok = a "
-                  "cudaMalloc of (free at start - budget - 512 MiB) succeeded there.")
+                  "cache of evicted pages. probe (sched.h, ot_budget_probe): map: ok = a cudaMalloc of "
+                  "(free at start - budget - 512 MiB) succeeded there (device memory cannot be evicted); "
+                  "usm: ok = that drop <= budget + 512 MiB, inconclusive when larger (a cudaMalloc "
+                  "evicts live managed pages, so it cannot decide).")
 REQUIRED_KEYS = ("case", "backend", "budget_bytes", "tokens_per_second", "prefill_ms",
                  "bound_tokens_per_second", "peak_device_bytes", "tokens_match")
 TPS_DEFINITION = ("tokens/s = decode steps / decode time: the prefill (the whole "

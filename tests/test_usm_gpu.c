@@ -1,14 +1,13 @@
 /* test_usm_gpu.c — the usm backend on a real CUDA GPU (issue 15): decode
  * under a budget with each placement forced gives the tokens and logits of
  * the resident run, bitwise (the same kernels read the same bytes, in
- * place or not), the trace holds the budget, and the independent probe
- * (sched.h, ot_budget_probe) proves it to the driver: a cudaMalloc of (free
- * memory at the start - budget - margin) succeeds at the plan's peak. For a
- * plan whose weights are all remote, cudaMemGetInfo's drop also stays
- * within budget + margin (no page migrated, so UVM's cache cannot hide
- * any). The probe's negative control: live managed pages on the device
- * make the same kind of allocation fail (were cudaMalloc to evict them, the
- * probe could prove nothing), pages only cached do not.
+ * place or not), and the trace holds the budget. The driver's side
+ * (sched.h, ot_budget_probe): for the plan whose weights are all remote,
+ * cudaMemGetInfo's drop at the decode peak stays within budget + margin,
+ * which proves it (UVM's cache could only add). For the plans whose pages
+ * migrate no reading decides on the H200 (a cudaMalloc evicts live managed
+ * pages: tests/test_usm_memory.c); the probe must then say inconclusive,
+ * never ok.
  *
  * Skipped without a CUDA GPU (CI): the same plans are checked on the
  * emulated device by test_sched_property and test_ops_table. */
@@ -21,7 +20,6 @@
 
 #include <cmocka.h>
 
-#include "memory/copy.h"
 #include "memory/device.h"
 #include "omptensor/omptensor.h"
 #include "ot_test.h"
@@ -92,11 +90,14 @@ static void run(uint64_t budget, ot_usm_placement pl, run_out *out) {
   out->probe = r.decode_probe;
   if (budget) OT_ASSERT_OK(ot_trace_check_budget(tr, budget));
   print_message("  placement %-8s budget %6llu MiB: %d resident, %d streamed, %d remote (%llu MiB read in place per "
-                "token); %.2f tokens/s; probe %s (%llu MiB allocated, free at peak %llu MiB of %llu at start)\n",
+                "token); %.2f tokens/s; probe %s (cudaMalloc of %llu MiB; free at peak %llu MiB of %llu at start)\n",
                 ot_usm_placement_name(pl), (unsigned long long)(budget >> 20), r.decode_plan.n_resident,
                 r.decode_plan.n_streamed, r.decode_plan.n_remote,
                 (unsigned long long)(r.decode_plan.remote_read_bytes >> 20), r.decode_tokens_per_second,
-                !r.decode_probe.done ? "not run" : r.decode_probe.ok ? "passed" : "FAILED",
+                !r.decode_probe.done         ? "not run"
+                : !r.decode_probe.conclusive ? "inconclusive"
+                : r.decode_probe.ok          ? "passed"
+                                             : "FAILED",
                 (unsigned long long)(r.decode_probe.probe_bytes >> 20),
                 (unsigned long long)(r.decode_probe.free_at_peak >> 20),
                 (unsigned long long)(r.decode_probe.free_at_start >> 20));
@@ -122,14 +123,14 @@ static void test_placements_equal_resident(void **state) {
   for (size_t k = 0; k < sizeof pls / sizeof *pls; k++) {
     run(budget, pls[k], &x);
     same_as(&x, &ref, ot_usm_placement_name(pls[k]));
-    /* the probe must have run and the driver must agree with the plan */
+    /* the probe ran; where it decides, the driver agrees with the plan */
     assert_true(x.probe.done);
-    if (!x.probe.ok)
-      fail_msg("placement %s: the budget probe failed: a cudaMalloc of %llu bytes (free at start %llu - budget %llu - "
-               "margin) failed at the decode peak, so the process held more than the budget on the device",
-               ot_usm_placement_name(pls[k]), (unsigned long long)x.probe.probe_bytes,
-               (unsigned long long)x.probe.free_at_start, (unsigned long long)budget);
+    if (x.probe.conclusive && !x.probe.ok)
+      fail_msg("placement %s: the budget probe failed at the decode peak: the process held more than the budget %llu "
+               "on the device", ot_usm_placement_name(pls[k]), (unsigned long long)budget);
+    if (!x.probe.conclusive && x.probe.ok) fail_msg("placement %s: an inconclusive probe said ok", ot_usm_placement_name(pls[k]));
     if (pls[k] == OT_USM_REMOTE) {
+      if (!x.probe.conclusive) fail_msg("placement remote: the probe could not decide (pages migrated?)");
       assert_true(x.plan.n_remote > 0);
       /* nothing migrates: cudaMemGetInfo is trustworthy here */
       uint64_t drop = x.probe.free_at_start > x.probe.free_at_peak ? x.probe.free_at_start - x.probe.free_at_peak : 0;
@@ -141,36 +142,7 @@ static void test_placements_equal_resident(void **state) {
   }
 }
 
-static void test_probe_sees_live_pages(void **state) {
-  (void)state;
-  if (!have_gpu()) skip();
-  uint64_t free0 = 0;
-  ot_device_memory(0, &free0, NULL);
-  const uint64_t m = free0 / 8 < (1ull << 30) ? free0 / 8 : (1ull << 30); /* never more than the card has */
-  void *p = NULL;
-  OT_ASSERT_OK(ot_mem_alloc(OT_MEM_MANAGED, 0, (size_t)m, &p));
-  memset(p, 1, (size_t)m);
-  ot_mem_stream *s = NULL;
-  assert_int_equal(ot_mem_stream_create(&s), 0);
-  char why[160];
-  assert_int_equal(ot_mem_prefetch(s, p, (size_t)m, 0, why, sizeof why), 0);
-  int live = ot_mem_probe_alloc(0, free0 - m / 2);
-  assert_int_equal(ot_mem_prefetch(s, p, (size_t)m, OT_DEVICE_HOST, why, sizeof why), 0);
-  int cached = ot_mem_probe_alloc(0, free0 - (64ull << 20));
-  uint64_t free1 = 0;
-  ot_device_memory(0, &free1, NULL);
-  print_message("  %llu MiB managed on the device: a cudaMalloc of free - %llu MiB %s; back home (free memory now %llu "
-                "MiB of %llu): free - 64 MiB %s\n", (unsigned long long)(m >> 20), (unsigned long long)(m >> 21),
-                live ? "succeeded" : "failed", (unsigned long long)(free1 >> 20), (unsigned long long)(free0 >> 20),
-                cached ? "succeeded" : "failed");
-  ot_mem_stream_destroy(s);
-  ot_mem_free(OT_MEM_MANAGED, 0, p);
-  if (live) fail_msg("cudaMalloc succeeded over live managed pages: it evicts them, so the budget probe proves nothing");
-  if (!cached) fail_msg("evicted managed pages still block cudaMalloc: the probe would fail plans that held the budget");
-}
-
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_probe_sees_live_pages),
-                                     cmocka_unit_test(test_placements_equal_resident)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_placements_equal_resident)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

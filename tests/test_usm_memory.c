@@ -5,7 +5,7 @@
  * Every case needs the CUDA runtime and a GPU; elsewhere (CI, the host and
  * offload-host builds) each one skips. The numbers (free memory before and
  * after, in MiB) are printed so that a GPU log shows what the driver did:
- * /work/shared/GPU.md "Measured 2026-12-01" has what they were on the H200.
+ * docs/gpu.md has what they were on the H200.
  *
  * Free memory is read per case, after the group's warm-up has loaded the
  * device image and started the runtimes (whatever they keep on the device
@@ -23,7 +23,7 @@
 #define MIB (1ull << 20)
 #define GIB (1ull << 30)
 /* Teams of the summing kernel: enough loads in flight to read over PCIe at
- * full speed (GPU.md measured 2112 blocks). */
+ * full speed (docs/gpu.md: 2112 blocks measured). */
 #define SUM_TEAMS 2048
 /* What a case lets the device's free memory change by without the buffer
  * having moved: the runtimes' own small allocations, the partial sums. */
@@ -146,10 +146,15 @@ static int group_teardown(void **state) {
   return 0;
 }
 
-/* The negative control: pages prefetched to the device really hold its
- * memory, so a cudaMalloc of more than is left fails — else the probe could
- * not check any budget. Moved home, the pages are only cached by UVM and
- * the same probe (of nearly everything) succeeds (GPU.md 2.). */
+/* What a cudaMalloc does beside live managed pages, which decides what the
+ * scheduler's budget probe may conclude (sched.h, ot_budget_probe). On the
+ * H200 (driver 580, 2026-12-01) a cudaMalloc of more than is left succeeded
+ * by evicting the live pages to the host, so for usm the allocation cannot
+ * prove a budget and the probe uses cudaMemGetInfo instead. Checked here:
+ * the eviction loses no data; moved home by a prefetch, the pages are only
+ * cached by UVM and a cudaMalloc of nearly everything succeeds (docs/gpu.md).
+ * Should a driver refuse the allocation instead, the test says so: the
+ * probe could then decide for usm too. */
 static void probe_sees_resident_pages(void **state) {
   gpu *g = *state;
   if (!g) skip();
@@ -172,13 +177,16 @@ static void probe_sees_resident_pages(void **state) {
                 "probe of %.0f MiB -> %d\n",
                 mib(free0), mib(m), mib(free1), mib(ask1), r1);
   if (r1 == 1) {
-    snprintf(err, sizeof err,
-             "cudaMalloc of %.0f MiB succeeded with %.0f MiB of live managed pages on the device (free %.0f MiB): "
-             "cudaMalloc evicted live managed pages, so the probe cannot check a budget",
-             mib(ask1), mib(m), mib(free1));
-    goto done;
-  }
-  if (r1 != 0) {
+    print_message("probe_sees_resident_pages: the cudaMalloc evicted live managed pages (free now %.0f MiB): an "
+                  "allocation cannot prove a usm budget\n", mib(free_now(dev)));
+    if (check_host_values(x, n) != 0) {
+      snprintf(err, sizeof err, "live managed pages evicted by a cudaMalloc came back wrong");
+      goto done;
+    }
+  } else if (r1 == 0) {
+    print_message("probe_sees_resident_pages: this driver refuses the allocation beside live managed pages: the "
+                  "allocation probe could decide for usm too (sched.h)\n");
+  } else {
     snprintf(err, sizeof err, "ot_mem_probe_alloc(%d, %.0f MiB) returned %d (not a GPU, or a CUDA error)", dev,
              mib(ask1), r1);
     goto done;

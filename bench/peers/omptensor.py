@@ -159,7 +159,7 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
         # says whether the budget held whatever UVM caches.
         res["cuda_mem_peak_delta_bytes_poller"] = res["cuda_mem_peak_delta_bytes"]
         res["cuda_mem_peak_delta_bytes"] = probe["free_at_start"] - probe["free_at_peak"]
-        res["budget_probe_ok"] = bool(probe["ok"])
+        res["budget_probe_ok"] = bool(probe["ok"]) if probe.get("conclusive", True) else None
     if trace_path:
         svg = os.path.join(artifacts, f"timeline-{spec['tag']}.svg")
         res.update(_trace_outputs(cmd, trace_path, svg, dev, log))

@@ -87,7 +87,8 @@ def rows(cases, weight_bytes):
                     _num(c.get("prefill_ms"), "{:.1f}"),
                     _gb(c.get("peak_device_bytes")),
                     _gb(c.get("cuda_mem_peak_delta_bytes")),
-                    {True: "ok", False: "FAILED"}.get(c.get("budget_probe_ok"), "—"),
+                    {True: "ok", False: "FAILED"}.get(c.get("budget_probe_ok"),
+                                                      "inconclusive" if c.get("budget_probe") else "—"),
                     _tokens_cell(c)])
     return out
 

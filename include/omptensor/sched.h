@@ -224,18 +224,27 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);
 
 /* The independent budget check (opts.probe_budget, a CUDA GPU, one device).
  * The plan's own count of device bytes is what the trace checks; this one
- * asks the driver. cudaMemGetInfo cannot be trusted for managed memory (the
- * UVM driver keeps evicted pages' chunks cached; they count as used), so at
- * the planned peak of the first replay, with every transfer finished, the
- * executor tries to cudaMalloc (free memory when the context was made -
- * budget - OT_PROBE_MARGIN) and frees it at once: it succeeds iff the
- * process holds at most budget + margin more than it did then, whatever
- * UVM caches (tests/test_usm_memory.c checks that live managed pages make
- * it fail). */
+ * asks the driver, at the planned peak of the first replay, with every
+ * transfer finished. Two readings, and which one decides:
+ *   - a cudaMalloc of (free memory when the context was made - budget -
+ *     OT_PROBE_MARGIN), freed at once. It decides for map, whose device
+ *     memory is cudaMalloc'ed and cannot be evicted: it succeeds iff the
+ *     process holds at most budget + margin more than at the start. It
+ *     cannot decide for usm: on the H200 (driver 580, 2026-12-01) a
+ *     cudaMalloc evicts live managed pages to make room (1 GiB prefetched
+ *     to the device, cudaMalloc of free - 512 MiB succeeded;
+ *     tests/test_usm_memory.c);
+ *   - cudaMemGetInfo's drop since the start. It decides for usm when it is
+ *     within budget + margin (UVM's cache of evicted pages only adds to
+ *     it): always so for a plan whose weights are remote (nothing
+ *     migrates). Where it is larger (pages migrated and UVM kept their
+ *     chunks) nothing here can decide: conclusive = 0. */
 #define OT_PROBE_MARGIN (512ull << 20) /* the runtime's own device memory: kernel arguments, cuBLAS, stacks */
 typedef struct ot_budget_probe {
   int done;               /* it ran */
-  int ok;                 /* the allocation succeeded */
+  int conclusive;         /* one of the readings decides (above) */
+  int ok;                 /* conclusive and the budget held */
+  int alloc_ok;           /* the allocation succeeded */
   uint64_t free_at_start; /* device free memory when the context was made */
   uint64_t probe_bytes;   /* what it allocated */
   uint64_t free_at_peak;  /* cudaMemGetInfo at the peak, before the allocation (UVM's cache counts as used) */

@@ -95,7 +95,8 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   const ot_budget_probe *pr = &r->decode_probe;
   if (pr->done)
     json_object_set_new(o, "budget_probe",
-                        json_pack("{s:b, s:I, s:I, s:I, s:I, s:I, s:i}", "ok", pr->ok, "free_at_start",
+                        json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:i}", "ok", pr->ok, "conclusive",
+                                  pr->conclusive, "alloc_ok", pr->alloc_ok, "free_at_start",
                                   (json_int_t)pr->free_at_start, "probe_bytes", (json_int_t)pr->probe_bytes,
                                   "free_at_peak", (json_int_t)pr->free_at_peak, "planned_bytes",
                                   (json_int_t)pr->planned_bytes, "margin", (json_int_t)OT_PROBE_MARGIN, "op", pr->op));
@@ -120,8 +121,13 @@ static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) 
   if (pr->done) {
     ot_cli_fmt_bytes(a, sizeof a, pr->probe_bytes);
     ot_cli_fmt_bytes(b, sizeof b, pr->free_at_start);
-    fprintf(f, "budget probe: cudaMalloc of %s (free at start %s - budget - margin) at the decode peak %s\n", a, b,
-            pr->ok ? "succeeded: the budget held" : "FAILED: the process holds more device memory than its budget");
+    ot_cli_fmt_bytes(c, sizeof c, pr->free_at_start > pr->free_at_peak ? pr->free_at_start - pr->free_at_peak : 0);
+    fprintf(f, "budget probe at the decode peak: cudaMalloc of %s (free at start %s - budget - margin) %s, "
+               "cudaMemGetInfo drop %s: %s\n",
+            a, b, pr->alloc_ok ? "succeeded" : "failed", c,
+            !pr->conclusive ? "inconclusive (managed pages migrated; a cudaMalloc can evict them)"
+            : pr->ok        ? "the budget held"
+                            : "FAILED: the process holds more device memory than its budget");
   }
 }
 

@@ -120,7 +120,7 @@ int ot_mem_advise(const void *p, size_t bytes, ot_mem_advice a, int dev, char *w
 #ifdef OT_HAVE_CUDA
   switch (a) {
   case OT_ADVISE_REMOTE:
-    /* GPU.md: both are needed; without accessed-by, GPU reads of
+    /* docs/gpu.md: both are needed; without accessed-by, GPU reads of
      * host-preferred pages fault (1-7 GB/s) instead of going over PCIe */
     if (advise1(p, bytes, cudaMemAdviseSetPreferredLocation, OT_DEVICE_HOST, "SetPreferredLocation host", why, why_len))
       return -1;

@@ -323,7 +323,15 @@ static ot_status probe_budget(run_state *r, int op) {
   int got = ot_mem_probe_alloc(plan->dev, pr->probe_bytes);
   if (got < 0) return OT_OK; /* no CUDA runtime: not done */
   pr->done = 1;
-  pr->ok = got == 1;
+  pr->alloc_ok = got == 1;
+  if (plan->ctx->backend != OT_BACKEND_USM) { /* device memory: cudaMalloc cannot evict it */
+    pr->conclusive = 1;
+    pr->ok = pr->alloc_ok;
+  } else { /* managed memory: a cudaMalloc evicts live pages (sched.h); only a small drop decides */
+    const uint64_t drop = pr->free_at_start > pr->free_at_peak ? pr->free_at_start - pr->free_at_peak : 0;
+    pr->conclusive = drop <= plan->budget + OT_PROBE_MARGIN;
+    pr->ok = pr->conclusive;
+  }
   pr->seconds = (double)(ot_now_ns() - t0) * 1e-9;
   return OT_OK;
 }
