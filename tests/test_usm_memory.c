@@ -234,7 +234,11 @@ static void remote_read_in_place(void **state) {
   const int64_t got = device_sum(g, x, n);
   const double t1 = omp_get_wtime();
   const uint64_t after = free_now(dev);
-  const uint64_t drop = before > after ? before - after : 0, allowed = SLACK + m / 100;
+  /* Two H200 runs of this case (2026-12-01) dropped 0 and 128 MiB (UVM's
+   * chunk cache after the case above, or access-counter migration of a few
+   * hot pages): a migration of the buffer would drop by all of it, so an
+   * eighth of it is the line. */
+  const uint64_t drop = before > after ? before - after : 0, allowed = SLACK + m / 8;
   print_message("remote_read_in_place: %.0f MiB read in place in %.1f ms (%.1f GB/s); free before %.0f MiB, "
                 "after %.0f MiB (dropped %.1f MiB, allowed %.1f)\n",
                 mib(m), (t1 - t0) * 1e3, (double)m / (t1 - t0) / 1e9, mib(before), mib(after), mib(drop), mib(allowed));
@@ -253,9 +257,10 @@ done:
 
 /* OT_ADVISE_READ_MOSTLY + a prefetch make a read-only duplicate on the
  * device; OT_ADVISE_DROP_DUPLICATES gives its memory back (the probe of
- * nearly everything succeeds) and the host copy still holds the data. With
- * a prefetch of a copy that is not read-mostly, the negative control above
- * shows the probe failing. */
+ * nearly everything succeeds) and the host copy still holds the data. The
+ * data is the part that can fail for sure: a cudaMalloc may evict live
+ * managed pages (above), and UVM keeps the dropped chunks counted as used,
+ * so neither reading alone shows the duplicate gone. */
 static void read_mostly_duplicate_dropped(void **state) {
   gpu *g = *state;
   if (!g) skip();
