@@ -1,7 +1,7 @@
 # OtLayers.cmake — one CMake target per layer of src/, so that the build, not
 # a review, keeps the layering:
 #
-#   core <- memory <- kernels, sched, io <- config <- ops <- models, train
+#   core <- memory <- kernels, sched, io <- config, text <- ops <- models, train
 #
 # (cli sits on top and links only the public library.) Each layer is an
 # OBJECT library. Its headers are spelled "layer/header.h" and are reachable

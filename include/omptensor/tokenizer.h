@@ -1,0 +1,69 @@
+/* tokenizer.h — Hugging Face tokenizer.json in C: text to token ids and back.
+ *
+ *     ot_tokenizer *tk;
+ *     if (ot_tokenizer_load("model_dir", &tk) != OT_OK) ... ot_last_error() ...
+ *     int32_t *ids; size_t n;
+ *     ot_tokenizer_encode(tk, "Hello", 5, 1, &ids, &n);   // 1: add the special tokens the file's template adds
+ *     char *text; size_t len;
+ *     ot_tokenizer_decode(tk, ids, n, 1, &text, &len);     // 1: skip special tokens
+ *     free(ids); free(text); ot_tokenizer_destroy(tk);
+ *
+ * What the reader supports (anything else in the file is OT_ERR_UNSUPPORTED
+ * naming the file, the field and the value, never ignored):
+ *   model          BPE: vocab, merges (as "a b" strings or [a, b] pairs),
+ *                  ignore_merges, unk_token; no dropout, subword prefix or
+ *                  suffix, byte fallback yet
+ *   normalizer     none yet
+ *   pre_tokenizer  ByteLevel (add_prefix_space, use_regex: GPT-2's
+ *                  pattern), Split (a regex or a string; behavior Isolated,
+ *                  Removed, MergedWithPrevious, MergedWithNext, Contiguous;
+ *                  invert), Sequence of those
+ *   post_processor ByteLevel (ids unchanged), TemplateProcessing (the
+ *                  single-sequence template: special tokens around $A)
+ *   decoder        ByteLevel
+ *   added_tokens   matched in the text before any splitting, longest first
+ *                  (lstrip, rstrip and single_word not yet)
+ * Regular expressions are PCRE2's, in UTF mode with Unicode properties
+ * (\p{L}, \p{N}), as the tokenizers library's Oniguruma patterns expect.
+ */
+#ifndef OMPTENSOR_TOKENIZER_H
+#define OMPTENSOR_TOKENIZER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ot_tokenizer ot_tokenizer;
+
+/* `path`: a tokenizer.json, or a folder holding one. */
+ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out);
+void ot_tokenizer_destroy(ot_tokenizer *tk); /* NULL is fine */
+
+/* Encodes `len` bytes of UTF-8 text (invalid UTF-8 is OT_ERR_INVALID_ARG
+ * with its byte offset). `add_special`: also the special tokens the
+ * post-processor's template adds (BOS, ...). *ids is malloc'ed. */
+ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t len, int add_special, int32_t **ids,
+                              size_t *n);
+
+/* Decodes ids to UTF-8 text (*text malloc'ed and NUL-terminated);
+ * `skip_special` leaves out the special added tokens. An id outside the
+ * vocabulary is OT_ERR_INVALID_ARG naming it. */
+ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *ids, size_t n, int skip_special, char **text,
+                              size_t *len);
+
+/* The vocabulary size (largest id + 1) and one token's text as stored (NULL
+ * outside the vocabulary). */
+int32_t ot_tokenizer_vocab_size(const ot_tokenizer *tk);
+const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id);
+/* Whether id is a special added token. */
+int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,66 @@
+/* strmap.c — the hash map of strmap.h. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "text/strmap.h"
+
+static uint32_t fnv1a(const char *s, size_t n) {
+  uint32_t h = 2166136261u;
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 16777619u;
+  return h;
+}
+
+void ot_strmap_free(ot_strmap *m) {
+  for (size_t i = 0; m->slot && i < m->cap; i++) free(m->slot[i].key);
+  free(m->slot);
+  memset(m, 0, sizeof *m);
+}
+
+static ot_strmap_slot *find(const ot_strmap *m, const char *key, size_t len, uint32_t h) {
+  size_t mask = m->cap - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    ot_strmap_slot *s = &m->slot[i];
+    if (!s->key || (s->hash == h && s->len == len && !memcmp(s->key, key, len))) return s;
+  }
+}
+
+static ot_status grow(ot_strmap *m) {
+  size_t cap = m->cap ? m->cap * 2 : 1024;
+  ot_strmap_slot *old = m->slot, *nw = calloc(cap, sizeof *nw);
+  if (!nw) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory for the vocabulary");
+  size_t oc = m->cap;
+  m->slot = nw;
+  m->cap = cap;
+  for (size_t i = 0; i < oc; i++)
+    if (old[i].key) *find(m, old[i].key, old[i].len, old[i].hash) = old[i];
+  free(old);
+  return OT_OK;
+}
+
+ot_status ot_strmap_put(ot_strmap *m, const char *key, size_t len, int32_t value) {
+  if (len > UINT32_MAX) return ot_fail(OT_ERR_INVALID_ARG, "tokenizer: a token of %zu bytes", len);
+  if ((m->n + 1) * 2 > m->cap) OT_TRY(grow(m));
+  uint32_t h = fnv1a(key, len);
+  ot_strmap_slot *s = find(m, key, len, h);
+  if (s->key) {
+    s->value = value;
+    return OT_OK;
+  }
+  s->key = malloc(len ? len : 1);
+  if (!s->key) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory for the vocabulary");
+  memcpy(s->key, key, len);
+  s->len = (uint32_t)len;
+  s->hash = h;
+  s->value = value;
+  m->n++;
+  return OT_OK;
+}
+
+int ot_strmap_get(const ot_strmap *m, const char *key, size_t len, int32_t *value) {
+  if (!m->cap) return 0;
+  const ot_strmap_slot *s = find(m, key, len, fnv1a(key, len));
+  if (!s->key) return 0;
+  *value = s->value;
+  return 1;
+}

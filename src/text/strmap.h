@@ -1,0 +1,29 @@
+/* strmap.h (internal) — byte strings to int32, for a tokenizer's vocabulary
+ * and merge ranks (hundreds of thousands of entries, looked up per symbol
+ * pair while encoding). Open addressing, FNV-1a, keys copied. */
+#ifndef OT_TEXT_STRMAP_H
+#define OT_TEXT_STRMAP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "omptensor/status.h"
+
+typedef struct ot_strmap_slot {
+  char *key; /* NULL: empty */
+  uint32_t len, hash;
+  int32_t value;
+} ot_strmap_slot;
+
+typedef struct ot_strmap {
+  ot_strmap_slot *slot;
+  size_t cap, n; /* cap a power of two */
+} ot_strmap;
+
+void ot_strmap_free(ot_strmap *m);
+/* Adds or replaces; OT_ERR_OUT_OF_MEMORY. */
+ot_status ot_strmap_put(ot_strmap *m, const char *key, size_t len, int32_t value);
+/* 1 and *value if present. */
+int ot_strmap_get(const ot_strmap *m, const char *key, size_t len, int32_t *value);
+
+#endif
