@@ -47,104 +47,27 @@ static char *tmp;
  * build starts slower; every case here ends in well under a second. */
 #define DEADLINE_S 20
 
-typedef struct cli_res {
-  int status; /* exit status; -1 if killed */
-  int signal;
-  int hung;
-  double seconds;
-  char *out, *err;
-} cli_res;
-
-static char *slurp(const char *path) {
-  char *b;
-  size_t n;
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  b = malloc(n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, n, f), n);
-  b[n] = '\0';
-  fclose(f);
-  return b;
-}
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
-}
+typedef ot_cli_res cli_res;
 
 /* Runs `omptensor ARGS...` (NULL-terminated) in tmp, without OMPTENSOR_*
- * from our environment, one OpenMP thread; killed at the deadline. */
+ * from our environment, one OpenMP thread; killed at the deadline
+ * (support/cli_test.c). */
 static cli_res cli_v(const char *first, ...) {
-  const char *argv[64];
-  int argc = 0;
-  argv[argc++] = cli_path;
+  const char *args[64];
+  int n = 0;
   va_list ap;
   va_start(ap, first);
   for (const char *a = first; a; a = va_arg(ap, const char *)) {
-    assert_true(argc < 63);
-    argv[argc++] = a;
+    assert_true(n < 63);
+    args[n++] = a;
   }
   va_end(ap);
-  argv[argc] = NULL;
-  char outp[4096], errp[4096];
-  ot_tmp_path(outp, sizeof outp, tmp, "cli.stdout");
-  ot_tmp_path(errp, sizeof errp, tmp, "cli.stderr");
-  posix_spawn_file_actions_t fa;
-  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  size_t n = 0, k = 0;
-  while (environ[n]) n++;
-  char **envp = calloc(n + 2, sizeof *envp);
-  assert_non_null(envp);
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "OMPTENSOR_", 10) && strncmp(environ[i], "OMP_NUM_THREADS=", 16)) envp[k++] = environ[i];
-  envp[k++] = (char *)"OMP_NUM_THREADS=1";
-  pid_t pid;
-  double t0 = now_s();
-  /* relative paths in the arguments are relative to tmp */
-  char cwd[4096];
-  assert_non_null(getcwd(cwd, sizeof cwd));
-  assert_int_equal(chdir(tmp), 0);
-  int rc = posix_spawn(&pid, cli_path, &fa, NULL, (char *const *)argv, envp);
-  assert_int_equal(chdir(cwd), 0);
-  posix_spawn_file_actions_destroy(&fa);
-  free(envp);
-  if (rc != 0) fail_msg("cannot start %s: %s", cli_path, strerror(rc));
-  cli_res r = {.status = -1};
-  int ws = 0;
-  for (;;) {
-    pid_t w = waitpid(pid, &ws, WNOHANG);
-    if (w == pid) break;
-    assert_int_equal(w, 0);
-    if (now_s() - t0 > DEADLINE_S) {
-      kill(pid, SIGKILL);
-      assert_int_equal(waitpid(pid, &ws, 0), pid);
-      r.hung = 1;
-      break;
-    }
-    struct timespec d = {0, 5000000};
-    nanosleep(&d, NULL);
-  }
-  r.seconds = now_s() - t0;
-  if (WIFEXITED(ws)) r.status = WEXITSTATUS(ws);
-  if (WIFSIGNALED(ws)) r.signal = WTERMSIG(ws);
-  r.out = slurp(outp);
-  r.err = slurp(errp);
-  return r;
+  args[n] = NULL;
+  return ot_test_cli_run(tmp, NULL, DEADLINE_S, args);
 }
 #define cli(...) cli_v(__VA_ARGS__, (const char *)NULL)
 
-static void cli_free(cli_res *r) {
-  free(r->out);
-  free(r->err);
-}
+static void cli_free(cli_res *r) { ot_cli_res_free(r); }
 
 /* "load: 40%": the plain progress lines of a non-terminal. */
 static int is_progress_line(const char *l, size_t n) {

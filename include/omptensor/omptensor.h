@@ -14,6 +14,7 @@
 #include "omptensor/context.h"
 #include "omptensor/tensor.h"
 #include "omptensor/tlist.h"
+#include "omptensor/tokenizer.h"
 #include "omptensor/trace.h"
 #include "omptensor/program.h"
 #include "omptensor/ops.h"

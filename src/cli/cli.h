@@ -15,5 +15,7 @@ int ot_cli_train(int argc, char **argv);
 int ot_cli_demo(int argc, char **argv);
 int ot_cli_inspect(int argc, char **argv);
 int ot_cli_trace(int argc, char **argv);
+int ot_cli_tokenize(int argc, char **argv);
+int ot_cli_detokenize(int argc, char **argv);
 
 #endif

@@ -673,7 +673,7 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
   *n_out = 0;
   for (size_t i = 0; i < len;) {
     size_t k = utf8_len((const unsigned char *)text + i, len - i);
-    if (!k) return ot_fail(OT_ERR_INVALID_ARG, "tokenize: the text is not valid UTF-8 at byte %zu", i);
+    if (!k) return ot_fail(OT_ERR_INVALID_ARG, "the text is not valid UTF-8 at byte %zu", i);
     i += k;
   }
   ids d = {0};
@@ -714,7 +714,7 @@ ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *id, size_t 
   for (size_t i = 0; i < n; i++) {
     if (id[i] < 0 || id[i] >= tk->n_ids || !tk->tok[id[i]]) {
       free(o.p);
-      return ot_fail(OT_ERR_INVALID_ARG, "detokenize: id %d (position %zu) is not in the vocabulary of %s (%d ids)",
+      return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)",
                      id[i], i, tk->file, tk->n_ids);
     }
     if (skip_special && tk->special[id[i]]) continue;

@@ -1,10 +1,24 @@
 /* cli_test.c — see cli_test.h. */
+#include <fcntl.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
+#include <cmocka.h>
+
 #include "cli_test.h"
+#include "ot_testio.h"
+
+extern char **environ;
 
 /* Whether dir/name is an executable file; its path into buf. */
 static int exe_at(char *buf, size_t cap, const char *dir, const char *name) {
@@ -35,4 +49,89 @@ const char *ot_test_cli(void) {
   if (exe_at(path, sizeof path, self, "omptensor")) return path;
   fprintf(stderr, "no omptensor command beside the test binary or one folder up (%s): build it or set OT_CLI\n", self);
   return NULL;
+}
+
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  size_t n = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc(n + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, n, f), n);
+  b[n] = '\0';
+  fclose(f);
+  return b;
+}
+
+ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadline_s, const char *const *args) {
+  const char *cli = ot_test_cli();
+  if (!cli) fail_msg("no omptensor command to run (see above)");
+  const char *argv[64];
+  int argc = 0;
+  argv[argc++] = cli;
+  for (int i = 0; args[i]; i++) {
+    assert_true(argc < 63);
+    argv[argc++] = args[i];
+  }
+  argv[argc] = NULL;
+  char outp[4096], errp[4096];
+  ot_tmp_path(outp, sizeof outp, dir, "cli.stdout");
+  ot_tmp_path(errp, sizeof errp, dir, "cli.stderr");
+  posix_spawn_file_actions_t fa;
+  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, stdin_path ? stdin_path : "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  size_t n = 0, k = 0;
+  while (environ[n]) n++;
+  char **envp = calloc(n + 2, sizeof *envp);
+  assert_non_null(envp);
+  for (size_t i = 0; i < n; i++)
+    if (strncmp(environ[i], "OMPTENSOR_", 10) && strncmp(environ[i], "OMP_NUM_THREADS=", 16)) envp[k++] = environ[i];
+  envp[k++] = (char *)"OMP_NUM_THREADS=1";
+  pid_t pid;
+  double t0 = now_s();
+  char cwd[4096];
+  assert_non_null(getcwd(cwd, sizeof cwd));
+  assert_int_equal(chdir(dir), 0);
+  int rc = posix_spawn(&pid, cli, &fa, NULL, (char *const *)argv, envp);
+  assert_int_equal(chdir(cwd), 0);
+  posix_spawn_file_actions_destroy(&fa);
+  free(envp);
+  if (rc != 0) fail_msg("cannot start %s: %s", cli, strerror(rc));
+  ot_cli_res r = {.status = -1};
+  int ws = 0;
+  for (;;) {
+    pid_t w = waitpid(pid, &ws, WNOHANG);
+    if (w == pid) break;
+    assert_int_equal(w, 0);
+    if (deadline_s > 0 && now_s() - t0 > deadline_s) {
+      kill(pid, SIGKILL);
+      assert_int_equal(waitpid(pid, &ws, 0), pid);
+      r.hung = 1;
+      break;
+    }
+    struct timespec d = {0, 5000000};
+    nanosleep(&d, NULL);
+  }
+  r.seconds = now_s() - t0;
+  if (WIFEXITED(ws)) r.status = WEXITSTATUS(ws);
+  if (WIFSIGNALED(ws)) r.signal = WTERMSIG(ws);
+  r.out = slurp(outp);
+  r.err = slurp(errp);
+  return r;
+}
+
+void ot_cli_res_free(ot_cli_res *r) {
+  free(r->out);
+  free(r->err);
+  r->out = r->err = NULL;
 }
