@@ -128,3 +128,20 @@ args bad_size 00 --gpu-memory-limit 3XB --device -1
 args dash 00 - -- -x -nn -n
 args fail_third 82 MODEL --prompt-ids 1 -n 2 --json
 du -sh "$c"
+
+# tokenizer (fuzz_tokenizer): first byte even = a tokenizer.json (the
+# reference families, and their first kilobytes: truncated), odd = text for
+# the target's fixed byte-level tokenizer.
+k=$c/fuzz_tokenizer
+mkdir -p "$k"
+for f in tests/data/tokenizers/*/tokenizer.json; do
+  name=$(basename "$(dirname "$f")")
+  { printf '\x00'; cat "$f"; } >"$k/json_$name"
+  { printf '\x00'; head -c 2048 "$f"; } >"$k/json_${name}_truncated"
+done
+python3 - "$k" <<'PY'
+import json, sys
+cases = json.load(open("tests/data/tokenizers/llama3_style/expected.json"))["cases"]
+for i, c in enumerate(cases):
+    open(f"{sys.argv[1]}/text_{i:02d}", "wb").write(b"\x01" + c["text"].encode())
+PY

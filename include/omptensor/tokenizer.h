@@ -42,6 +42,8 @@ typedef struct ot_tokenizer ot_tokenizer;
 
 /* `path`: a tokenizer.json, or a folder holding one. */
 ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out);
+/* The same from tokenizer.json's text in memory; `label` names it in messages. */
+ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot_tokenizer **out);
 void ot_tokenizer_destroy(ot_tokenizer *tk); /* NULL is fine */
 
 /* Encodes `len` bytes of UTF-8 text (invalid UTF-8 is OT_ERR_INVALID_ARG

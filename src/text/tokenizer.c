@@ -379,28 +379,18 @@ static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
   return OT_OK;
 }
 
-ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
-  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: out is NULL");
+ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot_tokenizer **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_parse: out is NULL");
   *out = NULL;
-  if (!path) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: path is NULL");
+  if (!json || !label) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_parse: NULL argument");
   byte_table();
   ot_tokenizer *tk = calloc(1, sizeof *tk);
-  if (!tk) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-  size_t pl = strlen(path);
-  tk->file = malloc(pl + 16);
-  if (!tk->file) {
+  if (!tk || !(tk->file = strdup(label))) {
     free(tk);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
   }
-  /* a folder: its tokenizer.json */
-  int dir = pl > 5 && !strcmp(path + pl - 5, ".json") ? 0 : 1;
-  snprintf(tk->file, pl + 16, dir ? "%s/tokenizer.json" : "%s", path);
-  char *text = NULL;
-  size_t len = 0;
   json_t *root = NULL;
-  ot_status s = ot_file_read(tk->file, MAX_FILE, &text, &len);
-  if (s == OT_OK) s = ot_json_parse(text, len, tk->file, "tokenizer", &root);
-  free(text);
+  ot_status s = ot_json_parse(json, len, tk->file, "tokenizer", &root);
   if (s == OT_OK) s = load_json(tk, root);
   json_decref(root);
   if (s != OT_OK) {
@@ -409,6 +399,25 @@ ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
   }
   *out = tk;
   return OT_OK;
+}
+
+ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: out is NULL");
+  *out = NULL;
+  if (!path) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: path is NULL");
+  size_t pl = strlen(path);
+  char *file = malloc(pl + 16);
+  if (!file) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
+  /* a folder: its tokenizer.json */
+  int dir = pl > 5 && !strcmp(path + pl - 5, ".json") ? 0 : 1;
+  snprintf(file, pl + 16, dir ? "%s/tokenizer.json" : "%s", path);
+  char *text = NULL;
+  size_t len = 0;
+  ot_status s = ot_file_read(file, MAX_FILE, &text, &len);
+  if (s == OT_OK) s = ot_tokenizer_parse(text, len, file, out);
+  free(text);
+  free(file);
+  return s;
 }
 
 void ot_tokenizer_destroy(ot_tokenizer *tk) {
