@@ -8,10 +8,8 @@
  * the reference model's greedy tokens and logits, --json, --prompt-file,
  * settings precedence (flags > env > --config), inspect, trace summarize and
  * plot, demo, --help, --version and info. */
-#include <fcntl.h>
 #include <jansson.h>
 #include <setjmp.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -19,7 +17,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -31,7 +28,6 @@
 #include "omptensor/version.h"
 #include "ot_testio.h"
 
-extern char **environ;
 
 static const char *cli_path, *data_dir;
 static char *tmp;            /* per-test scratch directory */
@@ -39,11 +35,7 @@ static char gqa[4096];       /* tests/data/models/llama_gqa */
 
 /* ---- running the CLI -------------------------------------------------------- */
 
-typedef struct cli_res {
-  int status;  /* exit status; -1 if killed by a signal */
-  int signal;
-  char *out, *err;
-} cli_res;
+typedef ot_cli_res cli_res;
 
 static char *slurp(const char *path, size_t *len) {
   FILE *f = fopen(path, "rb");
@@ -65,69 +57,28 @@ static char *slurp(const char *path, size_t *len) {
   return b;
 }
 
-/* The environment of the child: ours without OMPTENSOR_* (so a setting in the
- * caller's shell cannot leak into a test), one OpenMP thread (the suite shares
- * two cores; more threads only add stalls), plus `extra` (NULL-terminated
- * "K=V" strings). */
-static char **child_env(const char *const *extra) {
-  size_t n = 0, k = 0;
-  while (environ[n]) n++;
-  size_t ne = 0;
-  while (extra && extra[ne]) ne++;
-  char **env = calloc(n + ne + 2, sizeof *env);
-  assert_non_null(env);
-  for (size_t i = 0; i < n; i++)
-    if (strncmp(environ[i], "OMPTENSOR_", 10) && strncmp(environ[i], "OMP_NUM_THREADS=", 16)) env[k++] = environ[i];
-  env[k++] = (char *)"OMP_NUM_THREADS=1";
-  for (size_t i = 0; i < ne; i++) env[k++] = (char *)extra[i];
-  return env;
-}
-
-/* Runs `omptensor ARGS...` (NULL-terminated) with extra environment `env`. */
+/* Runs `omptensor ARGS...` (NULL-terminated) with extra environment `env`
+ * ("K=V" strings, NULL-terminated; support/cli_test.c: ours without
+ * OMPTENSOR_*, one OpenMP thread), output files in tmp. */
 static cli_res cli_env(const char *const *env, ...) {
-  const char *argv[64];
-  int argc = 0;
-  argv[argc++] = cli_path;
+  const char *args[64];
+  int n = 0;
   va_list ap;
   va_start(ap, env);
   const char *a;
   while ((a = va_arg(ap, const char *))) {
-    assert_true(argc < 63);
-    argv[argc++] = a;
+    assert_true(n < 63);
+    args[n++] = a;
   }
   va_end(ap);
-  argv[argc] = NULL;
-
-  char outp[4096], errp[4096];
-  ot_tmp_path(outp, sizeof outp, tmp, "cli.stdout");
-  ot_tmp_path(errp, sizeof errp, tmp, "cli.stderr");
-  posix_spawn_file_actions_t fa;
-  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  char **envp = child_env(env);
-  pid_t pid;
-  int rc = posix_spawn(&pid, cli_path, &fa, NULL, (char *const *)argv, envp);
-  posix_spawn_file_actions_destroy(&fa);
-  free(envp);
-  if (rc != 0) fail_msg("cannot start %s: %s", cli_path, strerror(rc));
-  int ws;
-  assert_int_equal(waitpid(pid, &ws, 0), pid);
-  cli_res r = {.status = -1};
-  if (WIFEXITED(ws)) r.status = WEXITSTATUS(ws);
-  if (WIFSIGNALED(ws)) r.signal = WTERMSIG(ws);
-  r.out = slurp(outp, NULL);
-  r.err = slurp(errp, NULL);
-  return r;
+  args[n] = NULL;
+  const ot_cli_run_opts o = {tmp, NULL, NULL, env, 0};
+  return ot_test_cli_run_with(&o, args);
 }
 #define cli(...) cli_env(NULL, __VA_ARGS__, (const char *)NULL)
 #define cli_with(env, ...) cli_env(env, __VA_ARGS__, (const char *)NULL)
 
-static void cli_free(cli_res *r) {
-  free(r->out);
-  free(r->err);
-}
+static void cli_free(cli_res *r) { ot_cli_res_free(r); }
 
 static void show(const cli_res *r) {
   print_message("exit %d (signal %d)\n--- stdout\n%s--- stderr\n%s---\n", r->status, r->signal, r->out, r->err);

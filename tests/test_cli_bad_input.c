@@ -4,8 +4,6 @@
  * exactly one line on stderr, which names the file (or option) and the
  * problem; in the asan preset the command is built with ASan/LSan, so a
  * crash or a leak would change the exit status. */
-#include <fcntl.h>
-#include <spawn.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +37,16 @@ static void write_st(const char *name, const char *header, size_t data) {
 
 /* stderr.txt (dir) as one line: its text without the newline in last[];
  * the number of lines; whether stdout.txt is empty. */
+/* The lines of stderr text last[0..n) (NUL-terminated there); a final
+ * newline is dropped. */
+static int count_lines(char *last, size_t n) {
+  int lines = 0;
+  for (size_t i = 0; i < n; i++) lines += last[i] == '\n';
+  if (n && last[n - 1] != '\n') lines++; /* an unterminated last line */
+  else if (n) last[n - 1] = '\0';
+  return lines;
+}
+
 static int read_outputs(char *last, size_t len, int *stdout_empty) {
   char p[256];
   snprintf(p, sizeof p, "%s/stderr.txt", dir);
@@ -47,10 +55,7 @@ static int read_outputs(char *last, size_t len, int *stdout_empty) {
   size_t n = fread(last, 1, len - 1, f);
   last[n] = '\0';
   fclose(f);
-  int lines = 0;
-  for (size_t i = 0; i < n; i++) lines += last[i] == '\n';
-  if (n && last[n - 1] != '\n') lines++; /* an unterminated last line */
-  else if (n) last[n - 1] = '\0';
+  int lines = count_lines(last, n);
   snprintf(p, sizeof p, "%s/stdout.txt", dir);
   struct stat sb;
   *stdout_empty = stat(p, &sb) == 0 && sb.st_size == 0;
@@ -116,33 +121,21 @@ static void expect_after_start(const char *args, const char *needle1, const char
     fail_msg("omptensor %s: error '%s' should mention '%s' and '%s'", args, last, needle1, needle2);
 }
 
-/* Runs omptensor with argv (no shell: any byte, empty words) in dir. */
+/* Runs omptensor with argv (no shell: any byte, empty words), output
+ * files in dir (support/cli_test.c). */
 static int cli_argv(const char *const *args, char *err, size_t len, int *lines, int *stdout_empty) {
-  const char *exe = ot_test_cli();
-  assert_non_null(exe);
-  const char *argv[40];
-  int n = 0;
-  argv[n++] = exe;
-  for (; args[n - 1] && n < 39; n++) argv[n] = args[n - 1];
-  argv[n] = NULL;
-  char out[256], errp[256];
-  snprintf(out, sizeof out, "%s/stdout.txt", dir);
-  snprintf(errp, sizeof errp, "%s/stderr.txt", dir);
-  posix_spawn_file_actions_t fa;
-  assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, out, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  extern char **environ;
-  pid_t pid;
-  int rc = posix_spawn(&pid, exe, &fa, NULL, (char *const *)argv, environ);
-  posix_spawn_file_actions_destroy(&fa);
-  assert_int_equal(rc, 0);
-  int ws;
-  assert_int_equal(waitpid(pid, &ws, 0), pid);
-  if (!WIFEXITED(ws)) fail_msg("omptensor %s ...: killed by signal %d", args[0], WTERMSIG(ws));
-  *lines = read_outputs(err, len, stdout_empty);
-  return WEXITSTATUS(ws);
+  const ot_cli_run_opts o = {dir, NULL, NULL, NULL, 0};
+  ot_cli_res r = ot_test_cli_run_with(&o, args);
+  if (r.status < 0) fail_msg("omptensor %s ...: killed by signal %d", args[0], r.signal);
+  size_t n = strlen(r.err);
+  if (n > len - 1) n = len - 1;
+  memcpy(err, r.err, n);
+  err[n] = '\0';
+  *lines = count_lines(err, n);
+  *stdout_empty = r.out[0] == '\0';
+  const int status = r.status;
+  ot_cli_res_free(&r);
+  return status;
 }
 
 /* Stricter: exit status 2, nothing on stdout and exactly one line on

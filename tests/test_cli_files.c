@@ -18,10 +18,8 @@
  *     to find a bad --save after its last step);
  *   - train --save over a checkpoint keeps its other files and leaves no
  *     temporaries. */
-#include <fcntl.h>
 #include <setjmp.h>
 #include <signal.h>
-#include <spawn.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -29,7 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,7 +35,6 @@
 #include "cli_test.h"
 #include "ot_testio.h"
 
-extern char **environ;
 
 static const char *cli_path, *data_dir;
 static char *tmp;

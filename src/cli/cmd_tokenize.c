@@ -82,19 +82,33 @@ static ot_status read_stdin(char **buf, size_t *len) {
   return OT_OK;
 }
 
+/* The options of `prog` (one table); prints the help (usage first) and
+ * sets *done for --help; MODEL_DIR is required. */
+static ot_status parse(const char *prog, int argc, char **argv, const ot_opt *opts, const char *usage, tok_args *a,
+                       int *done) {
+  const ot_opt *tables[] = {opts, NULL};
+  *done = 0;
+  OT_TRY(ot_args_parse(prog, argc, argv, tables, on_opt, a));
+  if (a->help) {
+    fputs(usage, stdout);
+    ot_args_print_help(stdout, tables);
+    *done = 1;
+    return OT_OK;
+  }
+  if (!a->model) return ot_set_error(OT_ERR_INVALID_ARG, "give MODEL_DIR (see %s --help)", prog);
+  return OT_OK;
+}
+
 int ot_cli_tokenize(int argc, char **argv) {
   const char *prog = "omptensor tokenize";
   tok_args a = {0};
-  const ot_opt *tables[] = {tok_opts, NULL};
-  ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
-  if (st == OT_OK && a.help) {
-    printf("usage: omptensor tokenize MODEL_DIR (--text TEXT | --text-file FILE|-) [--no-special] [--json]\n\n"
-           "Prints the token ids of the text, comma-separated, by the model's tokenizer.json\n"
-           "(only that file of MODEL_DIR is read; MODEL_DIR may also be the file).\n\n");
-    ot_args_print_help(stdout, tables);
-    return 0;
-  }
-  if (st == OT_OK && !a.model) st = ot_set_error(OT_ERR_INVALID_ARG, "give MODEL_DIR (see omptensor tokenize --help)");
+  int done;
+  ot_status st = parse(prog, argc, argv, tok_opts,
+                       "usage: omptensor tokenize MODEL_DIR (--text TEXT | --text-file FILE|-) [--no-special] [--json]\n\n"
+                       "Prints the token ids of the text, comma-separated, by the model's tokenizer.json\n"
+                       "(only that file of MODEL_DIR is read; MODEL_DIR may also be the file).\n\n",
+                       &a, &done);
+  if (st == OT_OK && done) return 0;
   if (st == OT_OK && !a.text == !a.text_file)
     st = ot_set_error(OT_ERR_INVALID_ARG, "give exactly one of --text and --text-file (see omptensor tokenize --help)");
   char *text = NULL;
@@ -132,16 +146,13 @@ int ot_cli_tokenize(int argc, char **argv) {
 int ot_cli_detokenize(int argc, char **argv) {
   const char *prog = "omptensor detokenize";
   tok_args a = {0};
-  const ot_opt *tables[] = {detok_opts, NULL};
-  ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
-  if (st == OT_OK && a.help) {
-    printf("usage: omptensor detokenize MODEL_DIR --ids 1,2,3 [--keep-special] [--json]\n\n"
-           "Prints the text of the ids by the model's tokenizer.json; special tokens are\n"
-           "left out unless --keep-special.\n\n");
-    ot_args_print_help(stdout, tables);
-    return 0;
-  }
-  if (st == OT_OK && !a.model) st = ot_set_error(OT_ERR_INVALID_ARG, "give MODEL_DIR (see omptensor detokenize --help)");
+  int done;
+  ot_status st = parse(prog, argc, argv, detok_opts,
+                       "usage: omptensor detokenize MODEL_DIR --ids 1,2,3 [--keep-special] [--json]\n\n"
+                       "Prints the text of the ids by the model's tokenizer.json; special tokens are\n"
+                       "left out unless --keep-special.\n\n",
+                       &a, &done);
+  if (st == OT_OK && done) return 0;
   if (st == OT_OK && !a.ids) st = ot_set_error(OT_ERR_INVALID_ARG, "give --ids (see omptensor detokenize --help)");
   int32_t *ids = NULL;
   int n = 0;

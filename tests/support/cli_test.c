@@ -72,6 +72,11 @@ static char *slurp(const char *path) {
 }
 
 ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadline_s, const char *const *args) {
+  const ot_cli_run_opts o = {dir, dir, stdin_path, NULL, deadline_s};
+  return ot_test_cli_run_with(&o, args);
+}
+
+ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *args) {
   const char *cli = ot_test_cli();
   if (!cli) fail_msg("no omptensor command to run (see above)");
   const char *argv[64];
@@ -83,27 +88,29 @@ ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadl
   }
   argv[argc] = NULL;
   char outp[4096], errp[4096];
-  ot_tmp_path(outp, sizeof outp, dir, "cli.stdout");
-  ot_tmp_path(errp, sizeof errp, dir, "cli.stderr");
+  ot_tmp_path(outp, sizeof outp, o->out_dir, "cli.stdout");
+  ot_tmp_path(errp, sizeof errp, o->out_dir, "cli.stderr");
   posix_spawn_file_actions_t fa;
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
-  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, stdin_path ? stdin_path : "/dev/null", O_RDONLY, 0);
+  posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  size_t n = 0, k = 0;
+  size_t n = 0, k = 0, ne = 0;
   while (environ[n]) n++;
-  char **envp = calloc(n + 2, sizeof *envp);
+  while (o->extra_env && o->extra_env[ne]) ne++;
+  char **envp = calloc(n + ne + 2, sizeof *envp);
   assert_non_null(envp);
   for (size_t i = 0; i < n; i++)
     if (strncmp(environ[i], "OMPTENSOR_", 10) && strncmp(environ[i], "OMP_NUM_THREADS=", 16)) envp[k++] = environ[i];
   envp[k++] = (char *)"OMP_NUM_THREADS=1";
+  for (size_t i = 0; i < ne; i++) envp[k++] = (char *)o->extra_env[i];
   pid_t pid;
   double t0 = now_s();
   char cwd[4096];
   assert_non_null(getcwd(cwd, sizeof cwd));
-  assert_int_equal(chdir(dir), 0);
+  if (o->cwd) assert_int_equal(chdir(o->cwd), 0); /* posix_spawn runs the child where we are */
   int rc = posix_spawn(&pid, cli, &fa, NULL, (char *const *)argv, envp);
-  assert_int_equal(chdir(cwd), 0);
+  if (o->cwd) assert_int_equal(chdir(cwd), 0);
   posix_spawn_file_actions_destroy(&fa);
   free(envp);
   if (rc != 0) fail_msg("cannot start %s: %s", cli, strerror(rc));
@@ -113,7 +120,7 @@ ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadl
     pid_t w = waitpid(pid, &ws, WNOHANG);
     if (w == pid) break;
     assert_int_equal(w, 0);
-    if (deadline_s > 0 && now_s() - t0 > deadline_s) {
+    if (o->deadline_s > 0 && now_s() - t0 > o->deadline_s) {
       kill(pid, SIGKILL);
       assert_int_equal(waitpid(pid, &ws, 0), pid);
       r.hung = 1;

@@ -19,13 +19,23 @@ typedef struct ot_cli_res {
   char *out, *err; /* all of stdout and stderr, NUL-terminated */
 } ot_cli_res;
 
+/* How to run it: output files cli.stdout and cli.stderr go to out_dir;
+ * the command runs in `cwd` (NULL: ours); standard input from stdin_path
+ * (NULL: /dev/null); the environment is ours without OMPTENSOR_* (a setting
+ * in the caller's shell must not leak into a test) with one OpenMP thread
+ * (the suite shares two cores) plus extra_env ("K=V" strings,
+ * NULL-terminated; may be NULL); killed after deadline_s seconds (0:
+ * never). */
+typedef struct ot_cli_run_opts {
+  const char *out_dir, *cwd, *stdin_path;
+  const char *const *extra_env;
+  double deadline_s;
+} ot_cli_run_opts;
+
 /* Runs the command (ot_test_cli()) with args (NULL-terminated, without the
- * program name) in folder `dir` (relative paths in args are relative to
- * it; its cli.stdout and cli.stderr files receive the output), standard
- * input from `stdin_path` (NULL: /dev/null), without the OMPTENSOR_*
- * variables of our environment and with one OpenMP thread; killed after
- * deadline_s seconds (0: never). A command that cannot start fails the
- * test. */
+ * program name). A command that cannot start fails the test. */
+ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *args);
+/* The usual case: in and out of `dir`, a deadline. */
 ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadline_s, const char *const *args);
 void ot_cli_res_free(ot_cli_res *r);
 
