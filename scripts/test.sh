@@ -6,17 +6,17 @@
 # (offload-host under AddressSanitizer + UBSan + LeakSanitizer) — for host and
 # offload-host then also installs the build and builds and runs two samples
 # against the installed library (scripts/check_install.sh) —, compiles
-# (does not run) the nvptx GPU build with the CUDA 11.8 device tools and the
+# (does not run) the GPU builds nvptx and nvptx-usm with the CUDA 11.8 device tools and the
 # samples against its installed tree (check_install.sh --no-run), and
 # last runs the libFuzzer targets (preset fuzz, scripts/fuzz.sh) for
 # OT_FUZZ_SECONDS each (default 30: eight targets, about 5 minutes in all).
 #
-#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx fuzz
+#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx nvptx-usm fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx fuzz)
+[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx nvptx-usm fuzz)
 
 gpu_flag=""
 for p in "${presets[@]}"; do case "$p" in nvptx*) gpu_flag=--gpu ;; esac; done
