@@ -13,7 +13,7 @@ import json
 import os
 import sys
 
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 TEXTS = [
     "",
@@ -30,6 +30,8 @@ TEXTS = [
     "café naïve résumé straße São Paulo Æsir",
     "def f(x):\n    return x ** 2  # square\n",
     "unseen words: zyxwvut qqqq jjjj",
+    "unseen symbols ∑≠☃𝔘 and a lone one: ⌘",
+    "  two leading spaces, special <s> and </s> text",
 ]
 
 LLAMA3_PATTERN = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"
@@ -57,12 +59,54 @@ def llama3_style():
     return tk, trainer
 
 
+def sentencepiece_style():
+    """Llama 2 as transformers converts it: Prepend/Replace normalizers, no
+    pre-tokenizer, BPE with byte fallback (<0xHH> tokens) and fused unk,
+    the decoder chain Replace/ByteFallback/Fuse/Strip."""
+    tk = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tk.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tk.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                    decoders.Strip(" ", 1, 0)])
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>", "<s>", "</s>"])
+    return tk, trainer
+
+
+def metaspace_style():
+    """Newer Llama/Mistral files: a Metaspace pre-tokenizer (prepend_scheme
+    first, split) and decoder instead of the normalizers."""
+    tk = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tk.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=True)
+    tk.decoder = decoders.Sequence([decoders.ByteFallback(), decoders.Metaspace(replacement="▁",
+                                                                                prepend_scheme="first", split=True)])
+    trainer = trainers.BpeTrainer(vocab_size=500, special_tokens=["<unk>", "<s>", "</s>"])
+    return tk, trainer
+
+
+def with_byte_tokens(tk):
+    """The <0x00>..<0xFF> tokens byte fallback needs, appended to the
+    vocabulary (sentencepiece conversions have them; the trainer does not)."""
+    d = json.loads(tk.to_str())
+    vocab = d["model"]["vocab"]
+    n = max(vocab.values()) + 1
+    for b in range(256):
+        key = f"<0x{b:02X}>"
+        if key not in vocab:
+            vocab[key] = n
+            n += 1
+    return Tokenizer.from_str(json.dumps(d))
+
+
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "tests/data/tokenizers"
     corpus = os.path.join(out, "corpus.txt")
-    for name, make in (("gpt2_style", gpt2_style), ("llama3_style", llama3_style)):
+    for name, make in (("gpt2_style", gpt2_style), ("llama3_style", llama3_style),
+                       ("sentencepiece_style", sentencepiece_style), ("metaspace_style", metaspace_style)):
         tk, trainer = make()
         tk.train([corpus], trainer)
+        if name in ("sentencepiece_style", "metaspace_style"):
+            tk = with_byte_tokens(tk)
+            bos = tk.token_to_id("<s>")
+            tk.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", bos)])
         if name == "llama3_style":
             bos = tk.token_to_id("<|begin_of_text|>")
             tk.post_processor = processors.TemplateProcessing(

@@ -89,6 +89,19 @@ static void test_llama3_style(void **state) {
   check_family("llama3_style");
 }
 
+/* Llama 2 style: Prepend/Replace normalizers, byte fallback, fused unk,
+ * Replace/ByteFallback/Fuse/Strip decoders */
+static void test_sentencepiece_style(void **state) {
+  (void)state;
+  check_family("sentencepiece_style");
+}
+
+/* Metaspace pre-tokenizer and decoder (prepend_scheme first, split) */
+static void test_metaspace_style(void **state) {
+  (void)state;
+  check_family("metaspace_style");
+}
+
 /* A copy of a family's tokenizer.json with one edit, loaded: the error
  * must have `status` and name the file and `field`. */
 static void refused(const char *edit_from, const char *edit_to, ot_status status, const char *field) {
@@ -165,6 +178,7 @@ static void test_bad_input(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_gpt2_style), cmocka_unit_test(test_llama3_style),
+                                     cmocka_unit_test(test_sentencepiece_style), cmocka_unit_test(test_metaspace_style),
                                      cmocka_unit_test(test_bad_files), cmocka_unit_test(test_bad_input)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -11,16 +11,20 @@
  * What the reader supports (anything else in the file is OT_ERR_UNSUPPORTED
  * naming the file, the field and the value, never ignored):
  *   model          BPE: vocab, merges (as "a b" strings or [a, b] pairs),
- *                  ignore_merges, unk_token; no dropout, subword prefix or
- *                  suffix, byte fallback yet
- *   normalizer     none yet
+ *                  ignore_merges, unk_token, byte_fallback (<0xHH>
+ *                  tokens), fuse_unk; no dropout, subword prefix or suffix
+ *   normalizer     Prepend, Replace (a string pattern), Sequence (as
+ *                  transformers converts sentencepiece models: Llama 2)
  *   pre_tokenizer  ByteLevel (add_prefix_space, use_regex: GPT-2's
  *                  pattern), Split (a regex or a string; behavior Isolated,
  *                  Removed, MergedWithPrevious, MergedWithNext, Contiguous;
- *                  invert), Sequence of those
+ *                  invert), Metaspace (replacement, prepend_scheme always,
+ *                  first or never, or the older add_prefix_space; split),
+ *                  Sequence of those
  *   post_processor ByteLevel (ids unchanged), TemplateProcessing (the
  *                  single-sequence template: special tokens around $A)
- *   decoder        ByteLevel
+ *   decoder        ByteLevel, Replace (a string pattern), ByteFallback,
+ *                  Fuse, Strip, Metaspace, Sequence of those
  *   added_tokens   matched in the text before any splitting, longest first
  *                  (lstrip, rstrip and single_word not yet)
  * Regular expressions are PCRE2's, in UTF mode with Unicode properties

@@ -20,13 +20,31 @@
 
 #define MAX_FILE (1u << 30)
 
-typedef enum { PT_BYTELEVEL, PT_SPLIT } pt_kind;
+typedef enum { PT_BYTELEVEL, PT_SPLIT, PT_METASPACE } pt_kind;
+typedef enum { PS_ALWAYS, PS_NEVER, PS_FIRST } prepend_scheme;
+
+/* Normalizers and decoders that edit text: Prepend (a = what), Replace (a
+ * = the pattern, a string; b = its replacement); decoders also Strip (a =
+ * the character, n_start / n_stop how many), Metaspace (a = the
+ * replacement, scheme), ByteLevel, ByteFallback, Fuse. */
+typedef enum { ED_PREPEND, ED_REPLACE, ED_BYTELEVEL, ED_BYTEFALLBACK, ED_FUSE, ED_STRIP, ED_METASPACE } ed_kind;
+typedef struct edit {
+  ed_kind kind;
+  char *a, *b;
+  size_t na, nb;
+  int n_start, n_stop;
+  prepend_scheme scheme;
+} edit;
 typedef enum { B_ISOLATED, B_REMOVED, B_PREV, B_NEXT, B_CONTIG } split_beh;
 
 typedef struct pretok {
   pt_kind kind;
   int add_prefix_space, use_regex, invert;
   split_beh beh;
+  char *repl; /* Metaspace: the replacement character (UTF-8) */
+  size_t n_repl;
+  prepend_scheme scheme;
+  int split;
   pcre2_code *re; /* Split, or ByteLevel's GPT-2 pattern */
 } pretok;
 
@@ -49,8 +67,9 @@ struct ot_tokenizer {
   pretok *pt;
   int n_pt;
   int byte_level; /* a ByteLevel pre-tokenizer: BPE works on mapped bytes */
-  int dec_byte_level;
-  int ignore_merges;
+  edit *norm, *dec; /* the normalizers and the decoders, in order */
+  int n_norm, n_dec;
+  int ignore_merges, byte_fallback, fuse_unk;
   int32_t unk;
   int32_t *pre, *post; /* the template's special ids before and after $A */
   int n_pre, n_post;
@@ -114,7 +133,8 @@ static ot_status compile(const ot_tokenizer *tk, const char *field, const char *
                          pcre2_code **out) {
   int err;
   PCRE2_SIZE at;
-  *out = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP | (literal ? PCRE2_LITERAL : 0), &err, &at, NULL);
+  /* a literal string takes no Unicode-property option (PCRE2 refuses the pair) */
+  *out = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &err, &at, NULL);
   if (*out) {
     pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE); /* faster where PCRE2 has a JIT; fine without */
     return OT_OK;
@@ -123,6 +143,91 @@ static ot_status compile(const ot_tokenizer *tk, const char *field, const char *
   pcre2_get_error_message(err, msg, sizeof msg);
   return ot_fail(OT_ERR_FORMAT, "%s: %s: the regular expression does not compile at offset %zu: %s", tk->file, field,
                  (size_t)at, (const char *)msg);
+}
+
+/* A copy of string field k of o (NULL: missing or not a string). */
+static char *dup_str(const json_t *o, const char *k, size_t *n) {
+  const json_t *v = json_object_get(o, k);
+  if (!json_is_string(v)) return NULL;
+  *n = json_string_length(v);
+  char *s = malloc(*n + 1);
+  if (s) memcpy(s, json_string_value(v), *n + 1);
+  return s;
+}
+
+/* Metaspace's prepend_scheme, or the older add_prefix_space. */
+static ot_status get_scheme(const ot_tokenizer *tk, const json_t *o, const char *field, prepend_scheme *out) {
+  const json_t *v = json_object_get(o, "prepend_scheme");
+  if (!v) {
+    *out = get_bool(o, "add_prefix_space", 1) ? PS_ALWAYS : PS_NEVER;
+    return OT_OK;
+  }
+  const char *s = json_is_string(v) ? json_string_value(v) : "";
+  if (!strcmp(s, "always")) *out = PS_ALWAYS;
+  else if (!strcmp(s, "never")) *out = PS_NEVER;
+  else if (!strcmp(s, "first")) *out = PS_FIRST;
+  else return unsupported(tk, field, s);
+  return OT_OK;
+}
+
+static void free_edits(edit *e, int n) {
+  for (int k = 0; k < n; k++) free(e[k].a), free(e[k].b);
+  free(e);
+}
+
+/* One normalizer or decoder (decoder = 1) into *list. */
+static ot_status add_edit(ot_tokenizer *tk, edit **list, int *n, const json_t *o, const char *field, int decoder) {
+  const char *t = type_of(o);
+  if (!t) return bad(tk, field, "expected an object with a \"type\"", NULL);
+  if (!strcmp(t, "Sequence")) {
+    const json_t *seq = json_object_get(o, decoder ? "decoders" : "normalizers");
+    if (!json_is_array(seq)) return bad(tk, field, "Sequence without its list", NULL);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(seq, i, x) OT_TRY(add_edit(tk, list, n, x, field, decoder));
+    return OT_OK;
+  }
+  edit e;
+  memset(&e, 0, sizeof e);
+  if (!strcmp(t, "Prepend") && !decoder) {
+    e.kind = ED_PREPEND;
+    if (!(e.a = dup_str(o, "prepend", &e.na))) return bad(tk, field, "Prepend without a \"prepend\" string", NULL);
+  } else if (!strcmp(t, "Replace")) {
+    e.kind = ED_REPLACE;
+    const json_t *pat = json_object_get(o, "pattern");
+    if (json_is_object(pat) && json_object_get(pat, "Regex")) return unsupported(tk, field, "Replace with a Regex pattern");
+    if (!json_is_object(pat) || !(e.a = dup_str(pat, "String", &e.na)) || !e.na)
+      return free(e.a), bad(tk, field, "Replace without a {\"String\": ...} pattern", NULL);
+    if (!(e.b = dup_str(o, "content", &e.nb))) return free(e.a), bad(tk, field, "Replace without a \"content\" string", NULL);
+  } else if (decoder && !strcmp(t, "ByteLevel")) {
+    e.kind = ED_BYTELEVEL;
+  } else if (decoder && !strcmp(t, "ByteFallback")) {
+    e.kind = ED_BYTEFALLBACK;
+  } else if (decoder && !strcmp(t, "Fuse")) {
+    e.kind = ED_FUSE;
+  } else if (decoder && !strcmp(t, "Strip")) {
+    e.kind = ED_STRIP;
+    const json_t *st = json_object_get(o, "start"), *sp = json_object_get(o, "stop");
+    if (!(e.a = dup_str(o, "content", &e.na)) || !json_is_integer(st) || !json_is_integer(sp) ||
+        json_integer_value(st) < 0 || json_integer_value(sp) < 0 || json_integer_value(st) > 64 || json_integer_value(sp) > 64)
+      return free(e.a), bad(tk, field, "Strip needs \"content\" and \"start\"/\"stop\" counts 0..64", NULL);
+    e.n_start = (int)json_integer_value(st), e.n_stop = (int)json_integer_value(sp);
+  } else if (decoder && !strcmp(t, "Metaspace")) {
+    e.kind = ED_METASPACE;
+    if (!(e.a = dup_str(o, "replacement", &e.na)) || !e.na) return free(e.a), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
+    ot_status s = get_scheme(tk, o, "decoder Metaspace prepend_scheme", &e.scheme);
+    if (s != OT_OK) return free(e.a), s;
+  } else {
+    return unsupported(tk, decoder ? "decoder type" : "normalizer type", t);
+  }
+  edit *ne = realloc(*list, (size_t)(*n + 1) * sizeof *ne);
+  if (!ne) {
+    free(e.a), free(e.b);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
+  }
+  *list = ne;
+  (*list)[(*n)++] = e;
+  return OT_OK;
 }
 
 /* GPT-2's pattern (the tokenizers library's ByteLevel with use_regex). */
@@ -147,6 +252,18 @@ static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field
     q.use_regex = get_bool(p, "use_regex", 1);
     if (q.use_regex) OT_TRY(compile(tk, field, gpt2_pattern, sizeof gpt2_pattern - 1, 0, &q.re));
     tk->byte_level = 1;
+  } else if (!strcmp(t, "Metaspace")) {
+    q.kind = PT_METASPACE;
+    if (!(q.repl = dup_str(p, "replacement", &q.n_repl)) || !q.n_repl)
+      return free(q.repl), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
+    ot_status s = get_scheme(tk, p, "pre_tokenizer Metaspace prepend_scheme", &q.scheme);
+    if (s != OT_OK) return free(q.repl), s;
+    q.split = get_bool(p, "split", 1);
+    if (q.split) { /* the pieces start at each replacement: MergedWithNext on it */
+      s = compile(tk, field, q.repl, q.n_repl, 1, &q.re);
+      if (s != OT_OK) return free(q.repl), s;
+      q.beh = B_NEXT;
+    }
   } else if (!strcmp(t, "Split")) {
     q.kind = PT_SPLIT;
     const json_t *pat = json_object_get(p, "pattern");
@@ -171,6 +288,7 @@ static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field
   }
   pretok *np = realloc(tk->pt, (size_t)(tk->n_pt + 1) * sizeof *np);
   if (!np) {
+    free(q.repl);
     pcre2_code_free(q.re);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
   }
@@ -199,7 +317,8 @@ static ot_status load_model(ot_tokenizer *tk, const json_t *m, const json_t *add
     const json_t *v = json_object_get(m, nulls[k]);
     if (v && !json_is_null(v)) return unsupported(tk, "model field", nulls[k]);
   }
-  if (get_bool(m, "byte_fallback", 0)) return unsupported(tk, "model field", "byte_fallback");
+  tk->byte_fallback = get_bool(m, "byte_fallback", 0);
+  tk->fuse_unk = get_bool(m, "fuse_unk", 0);
   tk->ignore_merges = get_bool(m, "ignore_merges", 0);
   const json_t *vocab = json_object_get(m, "vocab");
   if (!json_is_object(vocab)) return bad(tk, "model.vocab", "expected an object", NULL);
@@ -351,7 +470,7 @@ static ot_status load_template(ot_tokenizer *tk, const json_t *pp) {
 static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
   if (!json_is_object(root)) return bad(tk, "(top level)", "expected an object", NULL);
   const json_t *norm = json_object_get(root, "normalizer");
-  if (norm && !json_is_null(norm)) return unsupported(tk, "normalizer type", type_of(norm) ? type_of(norm) : "?");
+  if (norm && !json_is_null(norm)) OT_TRY(add_edit(tk, &tk->norm, &tk->n_norm, norm, "normalizer", 0));
   const json_t *added = json_object_get(root, "added_tokens");
   if (added && !json_is_array(added)) return bad(tk, "added_tokens", "expected an array", NULL);
   json_t *none = json_array();
@@ -371,11 +490,7 @@ static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
     else if (!t || strcmp(t, "ByteLevel")) return unsupported(tk, "post_processor type", t ? t : "?");
   }
   const json_t *dec = json_object_get(root, "decoder");
-  if (dec && !json_is_null(dec)) {
-    const char *t = type_of(dec);
-    if (!t || strcmp(t, "ByteLevel")) return unsupported(tk, "decoder type", t ? t : "?");
-    tk->dec_byte_level = 1;
-  }
+  if (dec && !json_is_null(dec)) OT_TRY(add_edit(tk, &tk->dec, &tk->n_dec, dec, "decoder", 1));
   return OT_OK;
 }
 
@@ -430,8 +545,10 @@ void ot_tokenizer_destroy(ot_tokenizer *tk) {
   free(tk->special);
   for (int k = 0; k < tk->n_add; k++) free(tk->add[k].content);
   free(tk->add);
-  for (int k = 0; k < tk->n_pt; k++) pcre2_code_free(tk->pt[k].re);
+  for (int k = 0; k < tk->n_pt; k++) pcre2_code_free(tk->pt[k].re), free(tk->pt[k].repl);
   free(tk->pt);
+  free_edits(tk->norm, tk->n_norm);
+  free_edits(tk->dec, tk->n_dec);
   free(tk->pre);
   free(tk->post);
   free(tk->file);
@@ -583,11 +700,45 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
 
 /* One pre-tokenizer over every piece: the pieces of `in` (in buffer *b)
  * become the pieces of `out` in buffer *nb. */
+/* Appends s[0..n) to b with every `from` (one byte) replaced by to[0..nt). */
+static int add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt) {
+  for (size_t i = 0; i < n;) {
+    if (nf && i + nf <= n && !memcmp(s + i, from, nf)) {
+      if (!bytes_add(b, to, nt)) return 0;
+      i += nf;
+    } else {
+      if (!bytes_add(b, s + i, 1)) return 0;
+      i++;
+    }
+  }
+  return 1;
+}
+
+/* Metaspace over one piece: spaces become the replacement, the replacement
+ * is prepended per the scheme (first: only where the input starts), then
+ * the piece is cut before each replacement. */
+static ot_status metaspace(const pretok *q, const char *s, size_t n, int at_start, bytes *nb, spans *out,
+                           pcre2_match_data *md) {
+  size_t start = nb->n;
+  /* after the spaces are replaced: a leading space counts as the replacement */
+  int starts = (n && s[0] == ' ') || (n >= q->n_repl && !memcmp(s, q->repl, q->n_repl));
+  if ((q->scheme == PS_ALWAYS || (q->scheme == PS_FIRST && at_start)) && !starts && !bytes_add(nb, q->repl, q->n_repl))
+    return OOM();
+  if (!add_replaced(nb, s, n, " ", 1, q->repl, q->n_repl)) return OOM();
+  size_t tot = nb->n - start;
+  if (!q->split) return spans_add(out, start, tot) ? OT_OK : OOM();
+  return split_one(q, nb->p + start, tot, start, md, out, B_NEXT, 0);
+}
+
 static ot_status pretok_step(const pretok *q, const bytes *b, const spans *in, bytes *nb, spans *out,
-                             pcre2_match_data *md) {
+                             pcre2_match_data *md, int at_start) {
   for (size_t i = 0; i < in->n; i++) {
     const char *s = b->p + in->v[i].off;
     size_t n = in->v[i].len, base = nb->n;
+    if (q->kind == PT_METASPACE) {
+      OT_TRY(metaspace(q, s, n, at_start && in->v[i].off == 0, nb, out, md));
+      continue;
+    }
     if (q->kind == PT_BYTELEVEL && q->add_prefix_space && s[0] != ' ' && !bytes_add(nb, " ", 1)) return OOM();
     size_t start = base;
     if (!bytes_add(nb, s, n)) return OOM();
@@ -638,9 +789,33 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
     memmove(sym->v + at + 1, sym->v + at + 2, (sym->n - at - 2) * sizeof *sym->v);
     sym->n--;
   }
+  int prev_unk = 0;
   for (size_t j = 0; j < sym->n; j++) {
-    if (ot_strmap_get(&tk->vocab, w->p + sym->v[j].off, sym->v[j].len, &id) || (id = tk->unk) >= 0) {
+    const char *y = w->p + sym->v[j].off;
+    const size_t yl = sym->v[j].len;
+    if (ot_strmap_get(&tk->vocab, y, yl, &id)) {
       if (!ids_add(d, id)) return OOM();
+      prev_unk = 0;
+      continue;
+    }
+    if (tk->byte_fallback) { /* <0xHH> per byte, if the vocabulary has them all */
+      size_t base = d->n, q = 0;
+      for (; q < yl; q++) {
+        char tok[8];
+        snprintf(tok, sizeof tok, "<0x%02X>", (unsigned char)y[q]);
+        int32_t bid;
+        if (!ot_strmap_get(&tk->vocab, tok, 6, &bid)) break;
+        if (!ids_add(d, bid)) return OOM();
+      }
+      if (q == yl) {
+        prev_unk = 0;
+        continue;
+      }
+      d->n = base;
+    }
+    if ((id = tk->unk) >= 0) {
+      if (!(tk->fuse_unk && prev_unk) && !ids_add(d, id)) return OOM();
+      prev_unk = 1;
       continue;
     }
     return ot_fail(OT_ERR_FORMAT, "%s: no token for '%.*s' and no unk_token", tk->file, (int)sym->v[j].len,
@@ -650,15 +825,39 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
 }
 
 /* A stretch with no added token: pre-tokenize, then BPE each piece. */
-static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md, ids *d) {
+/* The normalizers over one stretch of text, into *out (Prepend only where
+ * there is text, as the tokenizers library does per stretch). */
+static ot_status normalize(const ot_tokenizer *tk, const char *s, size_t n, bytes *out) {
+  bytes t = {0};
+  out->n = 0;
+  if (!bytes_add(out, s, n)) return OOM();
+  for (int k = 0; k < tk->n_norm; k++) {
+    const edit *e = &tk->norm[k];
+    t.n = 0;
+    int ok = 1;
+    if (e->kind == ED_PREPEND) ok = !out->n || (bytes_add(&t, e->a, e->na) && bytes_add(&t, out->p, out->n));
+    else ok = add_replaced(&t, out->p, out->n, e->a, e->na, e->b, e->nb);
+    if (!ok) return free(t.p), OOM();
+    if (e->kind == ED_PREPEND && !out->n) continue;
+    bytes x = *out;
+    *out = t;
+    t = x;
+  }
+  free(t.p);
+  return OT_OK;
+}
+
+static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, int at_start, pcre2_match_data *md,
+                              ids *d) {
   if (!n) return OT_OK;
   bytes b[2] = {{0}}, w = {0}, key = {0};
   spans sp[2] = {{0}}, sym = {0};
-  ot_status st = bytes_add(&b[0], s, n) && spans_add(&sp[0], 0, n) ? OT_OK : OOM();
+  ot_status st = normalize(tk, s, n, &b[0]);
+  if (st == OT_OK) st = spans_add(&sp[0], 0, b[0].n) ? OT_OK : OOM();
   int cur = 0;
   for (int k = 0; st == OT_OK && k < tk->n_pt; k++) {
     b[!cur].n = 0, sp[!cur].n = 0;
-    st = pretok_step(&tk->pt[k], &b[cur], &sp[cur], &b[!cur], &sp[!cur], md);
+    st = pretok_step(&tk->pt[k], &b[cur], &sp[cur], &b[!cur], &sp[!cur], md, at_start);
     cur = !cur;
   }
   for (size_t i = 0; st == OT_OK && i < sp[cur].n; i++)
@@ -696,7 +895,7 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
       i++;
       continue;
     }
-    st = encode_plain(tk, text + start, i - start, md, &d);
+    st = encode_plain(tk, text + start, i - start, start == 0, md, &d);
     if (!a) break;
     if (st == OT_OK) st = ids_add(&d, a->id) ? OT_OK : OOM();
     i += a->len;
@@ -714,43 +913,176 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
   return OT_OK;
 }
 
-/* ---- decoding -------------------------------------------------------------------- */
+/* ---- decoding --------------------------------------------------------------------
+ * As the tokenizers library: the ids become their tokens (special ones
+ * left out on request), each decoder rewrites that list of strings, and
+ * the result is their concatenation. */
+typedef struct toks {
+  bytes *v;
+  size_t n;
+} toks;
+
+static void toks_free(toks *t) {
+  for (size_t i = 0; i < t->n; i++) free(t->v[i].p);
+  free(t->v);
+}
+
+/* ByteLevel on one token: every character back to its byte, or, if any
+ * character is outside the table, the token unchanged (added tokens such
+ * as <|endoftext|> map to themselves). */
+static void unbyte(bytes *t) {
+  size_t w = 0;
+  for (size_t j = 0; j < t->n;) {
+    const unsigned char *c = (const unsigned char *)t->p + j;
+    size_t k = utf8_len(c, t->n - j);
+    unsigned cp = k == 1 ? c[0] : k == 2 ? ((c[0] & 0x1Fu) << 6) | (c[1] & 0x3Fu) : 0xFFFFu;
+    if (!k || cp >= 512 || u2b[cp] < 0) return; /* keep the whole token */
+    j += k;
+  }
+  w = 0;
+  for (size_t j = 0; j < t->n;) {
+    const unsigned char *c = (const unsigned char *)t->p + j;
+    size_t k = utf8_len(c, t->n - j);
+    unsigned cp = k == 1 ? c[0] : ((c[0] & 0x1Fu) << 6) | (c[1] & 0x3Fu);
+    t->p[w++] = (char)u2b[cp];
+    j += k;
+  }
+  t->n = w;
+}
+
+/* "<0xHH>" -> 1 and the byte. */
+static int byte_token(const bytes *t, unsigned char *b) {
+  if (t->n != 6 || memcmp(t->p, "<0x", 3) || t->p[5] != '>') return 0;
+  unsigned v = 0;
+  for (int i = 3; i < 5; i++) {
+    char c = t->p[i];
+    int d = c >= '0' && c <= '9' ? c - '0' : c >= 'A' && c <= 'F' ? c - 'A' + 10 : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+    if (d < 0) return 0;
+    v = v * 16 + (unsigned)d;
+  }
+  *b = (unsigned char)v;
+  return 1;
+}
+
+static int valid_utf8(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    size_t k = utf8_len((const unsigned char *)s + i, n - i);
+    if (!k) return 0;
+    i += k;
+  }
+  return 1;
+}
+
+/* ByteFallback: each run of <0xHH> tokens becomes one token of those bytes
+ * if they are UTF-8, else one U+FFFD per byte. Builds a new list of copies
+ * (t stays whole if memory runs out). */
+static ot_status byte_fallback(toks *t) {
+  toks o = {calloc(t->n ? t->n : 1, sizeof *o.v), 0};
+  if (!o.v) return OOM();
+  bytes run = {0};
+  size_t run_n = 0;
+  for (size_t i = 0; i <= t->n; i++) {
+    unsigned char b;
+    if (i < t->n && byte_token(&t->v[i], &b)) {
+      if (!bytes_add(&run, (const char *)&b, 1)) goto oom;
+      run_n++;
+      continue;
+    }
+    if (run_n) {
+      bytes x = {0};
+      if (valid_utf8(run.p, run.n)) {
+        if (!bytes_add(&x, run.p, run.n)) goto oom;
+      } else {
+        for (size_t k = 0; k < run_n; k++)
+          if (!bytes_add(&x, "\xEF\xBF\xBD", 3)) goto oom;
+      }
+      o.v[o.n++] = x;
+      run.n = 0, run_n = 0;
+    }
+    if (i < t->n) {
+      bytes x = {0};
+      if (!bytes_add(&x, t->v[i].p, t->v[i].n)) goto oom;
+      o.v[o.n++] = x;
+    }
+  }
+  free(run.p);
+  toks_free(t);
+  *t = o;
+  return OT_OK;
+oom:
+  free(run.p);
+  toks_free(&o);
+  return OOM();
+}
+
+/* Strip: up to n_start leading and n_stop trailing copies of the character. */
+static void strip(bytes *t, const edit *e) {
+  size_t lo = 0, hi = t->n;
+  for (int k = 0; k < e->n_start && lo + e->na <= hi && !memcmp(t->p + lo, e->a, e->na); k++) lo += e->na;
+  for (int k = 0; k < e->n_stop && hi >= lo + e->na && !memcmp(t->p + hi - e->na, e->a, e->na); k++) hi -= e->na;
+  memmove(t->p, t->p + lo, hi - lo);
+  t->n = hi - lo;
+}
+
+static ot_status apply_decoder(const edit *e, toks *t) {
+  switch (e->kind) {
+  case ED_BYTELEVEL:
+    for (size_t i = 0; i < t->n; i++) unbyte(&t->v[i]);
+    return OT_OK;
+  case ED_BYTEFALLBACK: return byte_fallback(t);
+  case ED_FUSE:
+    for (size_t i = 1; i < t->n; i++) {
+      if (!bytes_add(&t->v[0], t->v[i].p, t->v[i].n)) return OOM();
+      free(t->v[i].p);
+    }
+    if (t->n > 1) t->n = 1;
+    return OT_OK;
+  case ED_STRIP:
+    for (size_t i = 0; i < t->n; i++) strip(&t->v[i], e);
+    return OT_OK;
+  case ED_REPLACE:
+  case ED_METASPACE:
+    for (size_t i = 0; i < t->n; i++) {
+      bytes x = {0};
+      int ok = e->kind == ED_REPLACE ? add_replaced(&x, t->v[i].p, t->v[i].n, e->a, e->na, e->b, e->nb)
+                                     : add_replaced(&x, t->v[i].p, t->v[i].n, e->a, e->na, " ", 1);
+      if (!ok) return free(x.p), OOM();
+      /* Metaspace: the first token's prepended space goes */
+      if (e->kind == ED_METASPACE && i == 0 && e->scheme != PS_NEVER && x.n && x.p[0] == ' ')
+        memmove(x.p, x.p + 1, --x.n);
+      free(t->v[i].p);
+      t->v[i] = x;
+    }
+    return OT_OK;
+  default: return OT_OK;
+  }
+}
+
 ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *id, size_t n, int skip_special, char **text,
                               size_t *len) {
   if (!tk || (!id && n) || !text) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_decode: NULL argument");
   *text = NULL;
-  bytes o = {0};
+  toks t = {calloc(n ? n : 1, sizeof *t.v), 0};
+  if (!t.v) return OOM();
   for (size_t i = 0; i < n; i++) {
     if (id[i] < 0 || id[i] >= tk->n_ids || !tk->tok[id[i]]) {
-      free(o.p);
-      return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)",
-                     id[i], i, tk->file, tk->n_ids);
+      toks_free(&t);
+      return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)", id[i], i,
+                     tk->file, tk->n_ids);
     }
     if (skip_special && tk->special[id[i]]) continue;
-    const char *t = tk->tok[id[i]];
-    size_t tl = tk->tok_len[id[i]], at = o.n;
-    if (!bytes_add(&o, t, tl)) return free(o.p), OOM();
-    if (!tk->dec_byte_level) continue;
-    /* ByteLevel, as the tokenizers library does it: every character back to
-     * its byte, or, if any character is outside the table, the token's own
-     * bytes (added tokens such as <|endoftext|> map to themselves) */
-    size_t w = at;
-    for (size_t j = 0; j < tl;) {
-      size_t k = utf8_len((const unsigned char *)t + j, tl - j);
-      unsigned cp = k == 1   ? (unsigned char)t[j]
-                    : k == 2 ? (((unsigned char)t[j] & 0x1Fu) << 6) | ((unsigned char)t[j + 1] & 0x3Fu)
-                             : 0xFFFFu;
-      if (!k || cp >= 512 || u2b[cp] < 0) {
-        memcpy(o.p + at, t, tl); /* keep the whole token */
-        w = at + tl;
-        break;
-      }
-      o.p[w++] = (char)u2b[cp];
-      j += k;
-    }
-    o.n = w;
+    bytes x = {0};
+    if (!bytes_add(&x, tk->tok[id[i]], tk->tok_len[id[i]])) return toks_free(&t), OOM();
+    t.v[t.n++] = x;
   }
-  if (!bytes_add(&o, "", 1)) return free(o.p), OOM();
+  ot_status st = OT_OK;
+  for (int k = 0; st == OT_OK && k < tk->n_dec; k++) st = apply_decoder(&tk->dec[k], &t);
+  bytes o = {0};
+  for (size_t i = 0; st == OT_OK && i < t.n; i++)
+    if (!bytes_add(&o, t.v[i].p, t.v[i].n)) st = OOM();
+  if (st == OT_OK && !bytes_add(&o, "", 1)) st = OOM();
+  toks_free(&t);
+  if (st != OT_OK) return free(o.p), st;
   *text = o.p;
   if (len) *len = o.n - 1;
   return OT_OK;
