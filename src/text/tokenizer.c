@@ -753,6 +753,97 @@ static ot_status pretok_step(const pretok *q, const bytes *b, const spans *in, b
   return OT_OK;
 }
 
+static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d);
+
+/* A queued pair: symbols i and j (= next of i when queued, with those
+ * lengths), merge rank r. */
+typedef struct qpair {
+  int32_t r;
+  uint32_t i, j, li, lj;
+} qpair;
+
+static int qless(const qpair *a, const qpair *b) { return a->r != b->r ? a->r < b->r : a->i < b->i; }
+
+static int qpush(qpair **h, size_t *n, size_t *cap, qpair x) {
+  if (!grow_to((void **)h, cap, *n + 1, sizeof **h)) return 0;
+  size_t k = (*n)++;
+  while (k && qless(&x, &(*h)[(k - 1) / 2])) (*h)[k] = (*h)[(k - 1) / 2], k = (k - 1) / 2;
+  (*h)[k] = x;
+  return 1;
+}
+
+static qpair qpop(qpair *h, size_t *n) {
+  qpair top = h[0], x = h[--(*n)];
+  size_t k = 0;
+  for (;;) {
+    size_t c = 2 * k + 1;
+    if (c >= *n) break;
+    if (c + 1 < *n && qless(&h[c + 1], &h[c])) c++;
+    if (!qless(&h[c], &x)) break;
+    h[k] = h[c], k = c;
+  }
+  if (*n) h[k] = x;
+  return top;
+}
+
+/* The merge rank of symbols a and b of w, or -1. */
+static int32_t rank_of(const ot_tokenizer *tk, const bytes *w, span a, span b, bytes *key) {
+  key->n = 0;
+  if (!bytes_add(key, w->p + a.off, a.len) || !bytes_add(key, "", 1) || !bytes_add(key, w->p + b.off, b.len)) return -2;
+  int32_t r;
+  return ot_strmap_get(&tk->merges, key->p, key->n, &r) ? r : -1;
+}
+
+/* BPE of a long piece (sentencepiece-style files have no pre-tokenizer: a
+ * piece can be a whole text): the same merges as the plain loop below, the
+ * lowest rank first and the leftmost of equal ranks, from a heap of
+ * candidate pairs over a linked list of symbols, in O(n log n). */
+static ot_status bpe_long(const ot_tokenizer *tk, const bytes *w, spans *sym, bytes *key, ids *d) {
+  const size_t n = sym->n;
+  if (n > UINT32_MAX - 1) return ot_fail(OT_ERR_INVALID_ARG, "tokenize: a piece of %zu characters", n);
+  uint32_t *next = malloc(n * sizeof *next);
+  unsigned char *dead = calloc(n, 1);
+  uint32_t *prev = malloc(n * sizeof *prev);
+  qpair *h = NULL;
+  size_t hn = 0, hcap = 0;
+  ot_status st = next && dead && prev ? OT_OK : OOM();
+  for (size_t i = 0; st == OT_OK && i < n; i++) {
+    next[i] = (uint32_t)(i + 1 < n ? i + 1 : UINT32_MAX);
+    prev[i] = (uint32_t)(i ? i - 1 : UINT32_MAX);
+    if (i + 1 < n) {
+      int32_t r = rank_of(tk, w, sym->v[i], sym->v[i + 1], key);
+      if (r == -2) st = OOM();
+      else if (r >= 0 && !qpush(&h, &hn, &hcap, (qpair){r, (uint32_t)i, (uint32_t)(i + 1), (uint32_t)sym->v[i].len, (uint32_t)sym->v[i + 1].len}))
+        st = OOM();
+    }
+  }
+  while (st == OT_OK && hn) {
+    qpair q = qpop(h, &hn);
+    if (dead[q.i] || dead[q.j] || next[q.i] != q.j || sym->v[q.i].len != q.li || sym->v[q.j].len != q.lj) continue;
+    sym->v[q.i].len += sym->v[q.j].len; /* merge j into i */
+    dead[q.j] = 1;
+    next[q.i] = next[q.j];
+    if (next[q.i] != UINT32_MAX) prev[next[q.i]] = q.i;
+    uint32_t nb[2][2] = {{prev[q.i], q.i}, {q.i, next[q.i]}};
+    for (int k = 0; st == OT_OK && k < 2; k++) {
+      if (nb[k][0] == UINT32_MAX || nb[k][1] == UINT32_MAX) continue;
+      int32_t r = rank_of(tk, w, sym->v[nb[k][0]], sym->v[nb[k][1]], key);
+      if (r == -2) st = OOM();
+      else if (r >= 0 && !qpush(&h, &hn, &hcap, (qpair){r, nb[k][0], nb[k][1], (uint32_t)sym->v[nb[k][0]].len, (uint32_t)sym->v[nb[k][1]].len}))
+        st = OOM();
+    }
+  }
+  if (st == OT_OK) { /* the live symbols, in order */
+    size_t m = 0;
+    for (size_t i = 0; i < n; i++)
+      if (!dead[i]) sym->v[m++] = sym->v[i];
+    sym->n = m;
+    st = emit_symbols(tk, w, sym, d);
+  }
+  free(next), free(prev), free(dead), free(h);
+  return st;
+}
+
 /* BPE of one piece (bytes s[0..n)) into d. */
 static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, spans *sym, bytes *key, ids *d) {
   w->n = 0;
@@ -773,6 +864,7 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
     if (!spans_add(sym, i, k)) return OOM();
     i += k;
   }
+  if (sym->n > 32) return bpe_long(tk, w, sym, key, d);
   for (;;) {
     int32_t best = INT32_MAX;
     size_t at = 0;
@@ -789,6 +881,11 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
     memmove(sym->v + at + 1, sym->v + at + 2, (sym->n - at - 2) * sizeof *sym->v);
     sym->n--;
   }
+  return emit_symbols(tk, w, sym, d);
+}
+
+static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d) {
+  int32_t id;
   int prev_unk = 0;
   for (size_t j = 0; j < sym->n; j++) {
     const char *y = w->p + sym->v[j].off;
