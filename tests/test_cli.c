@@ -433,7 +433,7 @@ static void test_bad_options(void **state) {
              "--max-new-tokens", "-3");
 
   /* a budget no op fits: refused before the run, naming the op and the bytes */
-  expect_bad(cli("run", gqa, "--prompt-ids", "1", "--gpu-memory-limit", "1000"), "budget too small", "op '",
+  expect_bad(cli("run", gqa, "--prompt-ids", "1", "--gpu-memory-limit", "1000B"), "budget too small", "op '",
              "needs", "bytes", "budget is 1000 bytes");
 }
 

@@ -467,8 +467,8 @@ static const bad_case cases[] = {
     {{"demo", "--size", "40%"}, {"--size", "'40%'", "not a percentage"}},
     {{"demo", "--size", "-1"}, {"--size", "'-1'"}},
     /* a budget too small names where it came from */
-    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "1000"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
-    {{"train", "@G", "--data", "@D", "--seq", "8", "--gpu-memory-limit", "1000"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
+    {{"run", "@M", "--prompt-ids", "1", "--gpu-memory-limit", "1000B"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
+    {{"train", "@G", "--data", "@D", "--seq", "8", "--gpu-memory-limit", "1000B"}, {"--gpu-memory-limit", "budget is 1000 bytes"}},
     /* 64KB: below even the smallest synthetic model's embedding, so the
      * quarter never fits (1MB did on the H200, where the demo is bf16) */
     {{"demo", "--size", "64KB"}, {"--size", "default budget", "too small"}},

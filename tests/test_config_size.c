@@ -125,8 +125,36 @@ static void test_per_device(void **state) {
     OT_ASSERT_ERR(ot_mem_limit_parse(bad[i].s, &l), OT_ERR_INVALID_ARG, bad[i].why);
 }
 
+/* A limit's bare number: below 1024 gigabytes, from 1024 up bytes; with a
+ * unit or % as any size. Sizes elsewhere (ot_size_parse) keep bare = bytes. */
+static void test_bare_limit_is_gb(void **state) {
+  (void)state;
+  static const struct { const char *s; uint64_t bytes; } good[] = {
+      {"3.5", 3500000000ull}, {"40", 40000000000ull}, {"1023", 1023000000000ull}, {"0.25", 250000000ull},
+      {"1023.5", 1023500000000ull}, {"1024", 1024ull}, {"123456789", 123456789ull}, {"512MB", 512000000ull},
+      {"3GiB", 3ull << 30},
+  };
+  ot_mem_limit l;
+  for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
+    OT_ASSERT_OK(ot_mem_limit_parse(good[i].s, &l));
+    if (l.all.kind != OT_SIZE_BYTES || l.all.bytes != good[i].bytes)
+      fail_msg("limit '%s': %llu bytes, want %llu", good[i].s, (unsigned long long)l.all.bytes,
+               (unsigned long long)good[i].bytes);
+  }
+  OT_ASSERT_OK(ot_mem_limit_parse("0:3,1:2.5,2:2048", &l));
+  assert_int_equal(ot_mem_limit_for(&l, 0).bytes, 3000000000ull);
+  assert_int_equal(ot_mem_limit_for(&l, 1).bytes, 2500000000ull);
+  assert_int_equal(ot_mem_limit_for(&l, 2).bytes, 2048ull);
+  OT_ASSERT_ERR(ot_mem_limit_parse("0", &l), OT_ERR_INVALID_ARG, "bad size '0': must be at least one byte");
+  OT_ASSERT_ERR(ot_mem_limit_parse("3.", &l), OT_ERR_INVALID_ARG, "bad size '3.': no digit after the decimal point");
+  ot_size sz; /* a plain size is still bytes */
+  OT_ASSERT_OK(ot_size_parse("40", &sz));
+  assert_int_equal(sz.bytes, 40ull);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_bare_limit_is_gb),
       cmocka_unit_test(test_good_sizes),
       cmocka_unit_test(test_percentages),
       cmocka_unit_test(test_bad_sizes),

@@ -75,6 +75,9 @@ typedef struct ot_mem_limit {
   ot_size per_device[OT_MAX_DEVICES];
 } ot_mem_limit;
 
+/* Each size as ot_size_parse reads it, except that a number without a unit
+ * below 1024 is gigabytes ("3.5" = 3.5GB, "40" = 40GB: how articles on
+ * offloading write a GPU memory limit); from 1024 up it stays bytes. */
 ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out);
 
 /* The limit that applies to device `dev` (its own entry, else `all`). */

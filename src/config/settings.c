@@ -98,7 +98,8 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
 
 const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_GPU_MEMORY_LIMIT] = {"gpu-memory-limit", "OMPTENSOR_GPU_MEMORY_LIMIT", "memory.max_gpu_memory", "SIZE",
-                                 "device memory budget: 3.5GB, 3GiB, 40%, bytes, or per device 0:20GB,1:30GB",
+                                 "device memory budget: 3.5GB, 3GiB, 40%, or per device 0:20GB,1:30GB; a number without a "
+                                 "unit is GB below 1024 (3.5 = 3.5GB) and bytes from 1024 up",
                                  parse_limit},
     [OT_SET_OFFLOAD] = {"offload", "OMPTENSOR_OFFLOAD", "memory.offload_strategy", "STRATEGY",
                         "none | minimal | balanced | aggressive (default balanced)", parse_offload},

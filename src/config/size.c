@@ -101,6 +101,29 @@ ot_status ot_size_resolve(ot_size sz, uint64_t device_total, uint64_t *bytes) {
   return ot_fail(OT_ERR_INVALID_ARG, "ot_size_resolve: invalid size kind %d", (int)sz.kind);
 }
 
+/* A memory limit as the articles our users read write it: a bare number
+ * below 1024 (no unit: "3.5", "40") is gigabytes, as in Accelerate's and
+ * llama.cpp's examples; from 1024 up a bare number stays bytes, and
+ * anything with a unit or a % is ot_size_parse's. */
+static ot_status limit_size(const char *s, ot_size *out) {
+  size_t n = strspn(s, "0123456789.");
+  if (n && !s[n] && strchr("0123456789", s[0])) {
+    uint64_t m;
+    int k;
+    const char *rest;
+    OT_TRY(mantissa(s, &m, &k, &rest));
+    uint64_t pow10 = 1;
+    for (int i = 0; i < k; i++) pow10 *= 10;
+    if (m && m / pow10 < 1024) { /* below 1024: gigabytes (0 is refused as bytes, below) */
+      unsigned __int128 bytes = (unsigned __int128)m * 1000000000u / pow10;
+      if (!bytes) return bad(s, "less than one byte");
+      *out = (ot_size){.kind = OT_SIZE_BYTES, .bytes = (uint64_t)bytes};
+      return OT_OK;
+    }
+  }
+  return ot_size_parse(s, out);
+}
+
 /* "N:SIZE" items separated by commas. */
 static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
   char item[128], shown[300];
@@ -123,7 +146,7 @@ static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
                      shown, item, OT_MAX_DEVICES - 1);
     if (out->per_device[dev].kind != OT_SIZE_UNSET)
       return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': device %d given twice", shown, dev);
-    OT_TRY(ot_size_parse(colon + 1, &out->per_device[dev]));
+    OT_TRY(limit_size(colon + 1, &out->per_device[dev]));
     if (!p[n]) return OT_OK;
     p += n + 1;
   }
@@ -133,7 +156,7 @@ ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out) {
   if (!s || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_mem_limit_parse: NULL argument");
   ot_mem_limit l;
   memset(&l, 0, sizeof l);
-  OT_TRY(strchr(s, ':') ? parse_per_device(s, &l) : ot_size_parse(s, &l.all));
+  OT_TRY(strchr(s, ':') ? parse_per_device(s, &l) : limit_size(s, &l.all));
   *out = l;
   return OT_OK;
 }
