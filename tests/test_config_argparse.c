@@ -69,6 +69,42 @@ static void test_parse(void **state) {
   ot_settings_release(&s.settings);
 }
 
+/* --offload alone means balanced; the next argument is its value unless it
+ * is an option or a path that exists (a model directory after it stays
+ * positional), so a misspelt strategy is still refused by name. */
+static void test_offload_alone(void **state) {
+  (void)state;
+  static const struct {
+    const char *argv[4];
+    int argc;
+    ot_strategy want;
+    const char *log;
+  } cases[] = {
+      {{"run", "--offload"}, 2, OT_STRATEGY_BALANCED, ""},
+      {{"run", "--offload", "/"}, 3, OT_STRATEGY_BALANCED, "[pos /]"}, /* an existing path */
+      {{"run", "--offload", "Aggressive"}, 3, OT_STRATEGY_AGGRESSIVE, ""},
+      {{"run", "--offload", "none", "m"}, 4, OT_STRATEGY_NONE, "[pos m]"},
+      {{"run", "--offload", "--json"}, 3, OT_STRATEGY_BALANCED, ""},
+      {{"run", "--offload=minimal"}, 2, OT_STRATEGY_MINIMAL, ""},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    seen s;
+    ot_settings_init(&s.settings);
+    s.settings.offload = OT_STRATEGY_MINIMAL + (cases[k].want == OT_STRATEGY_MINIMAL); /* not what is wanted */
+    OT_ASSERT_OK(run(&s, cases[k].argc, (char **)cases[k].argv));
+    assert_int_equal(s.settings.offload, cases[k].want);
+    assert_int_equal(s.settings.source[OT_SET_OFFLOAD], OT_SRC_FLAG);
+    assert_string_equal(s.log, cases[k].log);
+    ot_settings_release(&s.settings);
+  }
+  seen s;
+  ot_settings_init(&s.settings);
+  char *bad[] = {"run", "--offload=lazy"}, *bad2[] = {"run", "--offload", "lazy"};
+  OT_ASSERT_ERR(run(&s, 2, bad), OT_ERR_INVALID_ARG, "unknown offload strategy 'lazy'");
+  OT_ASSERT_ERR(run(&s, 3, bad2), OT_ERR_INVALID_ARG, "unknown offload strategy 'lazy'");
+  ot_settings_release(&s.settings);
+}
+
 static void test_errors(void **state) {
   (void)state;
   seen s;
@@ -209,7 +245,7 @@ static void test_help_text(void **state) {
   assert_non_null(strstr(buf, "-h, --help"));
   assert_non_null(strstr(buf, "--prompt-ids IDS"));
   assert_non_null(strstr(buf, "--gpu-memory-limit SIZE"));
-  assert_non_null(strstr(buf, "--offload STRATEGY"));
+  assert_non_null(strstr(buf, "--offload [STRATEGY]")); /* its value may be left out */
   assert_non_null(strstr(buf, "--config FILE"));
   assert_non_null(strstr(buf, "--json "));
 }
@@ -217,6 +253,7 @@ static void test_help_text(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
+      cmocka_unit_test(test_offload_alone),
       cmocka_unit_test(test_errors),
       cmocka_unit_test(test_value_errors),
       cmocka_unit_test(test_numbers),

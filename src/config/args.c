@@ -6,6 +6,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "omptensor/args.h"
 #include "config/settings_internal.h"
@@ -144,6 +145,15 @@ ot_status ot_args_float(const char *v, double lo, double hi, double *out) {
   return OT_OK;
 }
 
+/* The settings' definition of o if its value may be left out (settings.c:
+ * --offload alone), else NULL. */
+static const ot_setting_def *implicit_of(const ot_opt *o) {
+  if (o->id != OT_OPT_SETTING) return NULL;
+  for (int k = 0; k < OT_SET_COUNT; k++)
+    if (!strcmp(ot_setting_defs[k].flag, o->name)) return ot_setting_defs[k].implicit ? &ot_setting_defs[k] : NULL;
+  return NULL;
+}
+
 /* One option at argv[*i]; *i moves past its value if it takes one. */
 static ot_status one_option(const char *prog, int argc, char **argv, int *i, const ot_opt *const *tables, ot_opt_fn fn,
                             void *user) {
@@ -159,10 +169,19 @@ static ot_status one_option(const char *prog, int argc, char **argv, int *i, con
     return ot_fail(OT_ERR_INVALID_ARG, "%s: unknown option '%.*s' (see %s --help)", prog,
                    eq ? (int)(eq - arg) : (int)strlen(arg), arg, prog);
   const char *v = NULL;
+  const ot_setting_def *def;
   if (!o->metavar) {
     if (eq) return ot_fail(OT_ERR_INVALID_ARG, "%s: option '--%s' takes no value", prog, o->name);
   } else if (eq) {
     v = eq + 1;
+  } else if ((def = implicit_of(o))) {
+    /* A value that may be left out (--offload alone: balanced). The next
+     * argument is the value unless it is an option or a path that exists,
+     * so "--offload MODEL_DIR" keeps the model positional while a typo
+     * ("--offload lazy") is still refused by name. */
+    const char *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+    struct stat sb;
+    v = next && next[0] != '-' && stat(next, &sb) != 0 ? argv[++*i] : def->implicit;
   } else {
     if (*i + 1 >= argc)
       return ot_fail(OT_ERR_INVALID_ARG, "%s: option '%s' needs a value (%s)", prog, arg, o->metavar);
@@ -197,8 +216,10 @@ void ot_args_print_help(FILE *f, const ot_opt *const *tables) {
   for (int t = 0; tables[t]; t++)
     for (const ot_opt *o = tables[t]; o->name; o++) {
       char lhs[64];
-      snprintf(lhs, sizeof lhs, "%s%c%s--%s%s%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
-               o->short_name ? ", " : " ", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+      const int opt = implicit_of(o) != NULL; /* shown as --name [VALUE] */
+      snprintf(lhs, sizeof lhs, "%s%c%s--%s%s%s%s%s", o->short_name ? "-" : "", o->short_name ? o->short_name : ' ',
+               o->short_name ? ", " : " ", o->name, o->metavar ? " " : "", opt ? "[" : "", o->metavar ? o->metavar : "",
+               opt ? "]" : "");
       fprintf(f, "  %-30s %s\n", lhs, o->help ? o->help : "");
     }
 }

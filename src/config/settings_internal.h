@@ -14,6 +14,7 @@ typedef struct ot_setting_def {
   const char *metavar; /* "SIZE"; NULL for a switch */
   const char *help;
   ot_status (*parse)(const char *v, union value *out);
+  const char *implicit; /* the flag's value when given alone (args.c says when that is); NULL: required */
 } ot_setting_def;
 
 extern const ot_setting_def ot_setting_defs[OT_SET_COUNT];
