@@ -8,16 +8,10 @@
  * times, MB/s, and a checksum of the ids (the sum) to compare with the peer. */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench_common.h"
 #include "omptensor/file.h"
 #include "omptensor/tokenizer.h"
-
-static double now_s(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 int main(int argc, char **argv) {
   if (argc < 3) {
@@ -38,12 +32,12 @@ int main(int argc, char **argv) {
   long long sum = 0;
   for (int r = 0; r < reps; r++) {
     int32_t *ids;
-    double t0 = now_s();
+    double t0 = bc_now();
     if (ot_tokenizer_encode(tk, text, len, 0, &ids, &n) != OT_OK) {
       fprintf(stderr, "bench_tokenize: %s\n", ot_last_error());
       return 1;
     }
-    double t = now_s() - t0;
+    double t = bc_now() - t0;
     if (t < best) best = t;
     sum = 0;
     for (size_t i = 0; i < n; i++) sum += ids[i];

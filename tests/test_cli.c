@@ -37,26 +37,6 @@ static char gqa[4096];       /* tests/data/models/llama_gqa */
 
 typedef ot_cli_res cli_res;
 
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  size_t cap = 4096, n = 0;
-  char *b = malloc(cap);
-  assert_non_null(b);
-  size_t r;
-  while ((r = fread(b + n, 1, cap - n - 1, f)) > 0) {
-    n += r;
-    if (n + 1 == cap) {
-      b = realloc(b, cap *= 2);
-      assert_non_null(b);
-    }
-  }
-  fclose(f);
-  b[n] = '\0';
-  if (len) *len = n;
-  return b;
-}
-
 /* Runs `omptensor ARGS...` (NULL-terminated) with extra environment `env`
  * ("K=V" strings, NULL-terminated; support/cli_test.c: ours without
  * OMPTENSOR_*, one OpenMP thread), output files in tmp. */
@@ -161,7 +141,7 @@ static char *path_in(char *buf, size_t cap, const char *name) { return ot_tmp_pa
 
 static void copy_file(const char *from, const char *to) {
   size_t n;
-  char *b = slurp(from, &n);
+  char *b = ot_read_file(from, &n);
   FILE *f = fopen(to, "wb");
   assert_non_null(f);
   assert_int_equal(fwrite(b, 1, n, f), n);
@@ -176,7 +156,7 @@ static char *model_dir(char *buf, size_t cap, const char *name, const char *from
   assert_int_equal(mkdir(buf, 0755), 0);
   char p[4096];
   snprintf(p, sizeof p, "%s/config.json", gqa);
-  char *cfg = slurp(p, NULL);
+  char *cfg = ot_read_file(p, NULL);
   if (from) {
     char *at = strstr(cfg, from);
     assert_non_null(at);
@@ -199,7 +179,7 @@ static void truncated_weights(const char *dir, size_t keep) {
   char p[4096];
   snprintf(p, sizeof p, "%s/model.safetensors", gqa);
   size_t n;
-  char *b = slurp(p, &n);
+  char *b = ot_read_file(p, &n);
   assert_true(keep < n);
   ot_write_bytes(dir, "model.safetensors", b, keep);
   free(b);
@@ -478,7 +458,7 @@ static void test_run_reference(void **state) {
   /* --logits-out: a NumPy 1.0 file, '<f4', C order, [prompt_len, vocab], with
    * the reference's logits */
   size_t n;
-  char *b = slurp(npy, &n);
+  char *b = ot_read_file(npy, &n);
   assert_true(n > 10);
   assert_memory_equal(b, "\x93NUMPY\x01\x00", 8);
   size_t hlen = (size_t)(unsigned char)b[8] | (size_t)(unsigned char)b[9] << 8;
@@ -549,7 +529,7 @@ static void test_run_reference(void **state) {
   r = cli("trace", "plot", trace, "-o", svg);
   expect_ok(&r, "trace plot");
   cli_free(&r);
-  b = slurp(svg, &n);
+  b = ot_read_file(svg, &n);
   assert_true(n > 100 && !strncmp(b, "<svg", 4));
   assert_non_null(strstr(b, "</svg>"));
   free(b);
@@ -584,7 +564,7 @@ static void test_run_devices(void **state) {
     assert_int_equal(json_integer_value(json_array_get(json_object_get(o, "device_budgets_bytes"), 1)), 300000);
     assert_true(jint(o, "peak_device_bytes") <= 300000);
     size_t n;
-    char *b = slurp(trace, &n);
+    char *b = ot_read_file(trace, &n);
     assert_non_null(strstr(b, "\"name\":\"device 1\"")); /* a process (lane group) per device */
     free(b);
   } else {

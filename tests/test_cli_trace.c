@@ -32,17 +32,6 @@ typedef struct res {
   char *out, *err;
 } res;
 
-static char *slurp(const char *p) {
-  FILE *f = fopen(p, "rb");
-  assert_non_null(f);
-  char *b = calloc(1, 1 << 16);
-  assert_non_null(b);
-  size_t n = fread(b, 1, (1 << 16) - 1, f);
-  b[n] = 0;
-  fclose(f);
-  return b;
-}
-
 /* Runs `omptensor trace VERB FILE [-o SVG]`, killed after 60 s (a hang). */
 static res run_trace(const char *verb, const char *file, const char *svg) {
   const char *exe = ot_test_cli();
@@ -62,7 +51,7 @@ static res run_trace(const char *verb, const char *file, const char *svg) {
   if (rc != 0) fail_msg("cannot start timeout %s: %s", exe, strerror(rc));
   int ws;
   assert_int_equal(waitpid(pid, &ws, 0), pid);
-  res r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, slurp(outp), slurp(errp)};
+  res r = {WIFEXITED(ws) ? WEXITSTATUS(ws) : -1, ot_read_file(outp, NULL), ot_read_file(errp, NULL)};
   return r;
 }
 

@@ -39,19 +39,6 @@ typedef struct res {
   char *out, *err; /* whole stdout; the last non-empty stderr line */
 } res;
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = calloc(1, (size_t)n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, (size_t)n, f), (size_t)n);
-  fclose(f);
-  return b;
-}
-
 /* Runs `omptensor ARGS` (a shell word list; the paths here hold no spaces)
  * with one OpenMP thread and no OMPTENSOR_* settings from the caller. */
 static res cli(const char *args) {
@@ -66,8 +53,8 @@ static res cli(const char *args) {
   assert_true(rc != -1 && WIFEXITED(rc));
   res r = {.status = WEXITSTATUS(rc)};
   char p[4096];
-  r.out = slurp(ot_tmp_path(p, sizeof p, tmp, "out.txt"));
-  char *err = slurp(ot_tmp_path(p, sizeof p, tmp, "err.txt"));
+  r.out = ot_read_file(ot_tmp_path(p, sizeof p, tmp, "out.txt"), NULL);
+  char *err = ot_read_file(ot_tmp_path(p, sizeof p, tmp, "err.txt"), NULL);
   char *last = err, *line = err;
   for (char *c = err; *c; c++)
     if (*c == '\n') {

@@ -79,28 +79,11 @@ static void check_family(const char *fam) {
   ot_tokenizer_destroy(tk);
 }
 
-static void test_gpt2_style(void **state) {
-  (void)state;
-  check_family("gpt2_style");
-}
-
-static void test_llama3_style(void **state) {
-  (void)state;
-  check_family("llama3_style");
-}
-
-/* Llama 2 style: Prepend/Replace normalizers, byte fallback, fused unk,
- * Replace/ByteFallback/Fuse/Strip decoders */
-static void test_sentencepiece_style(void **state) {
-  (void)state;
-  check_family("sentencepiece_style");
-}
-
-/* Metaspace pre-tokenizer and decoder (prepend_scheme first, split) */
-static void test_metaspace_style(void **state) {
-  (void)state;
-  check_family("metaspace_style");
-}
+/* One family per test: its folder name is the test's state. The families:
+ * gpt2_style, llama3_style, Llama 2 sentencepiece_style (Prepend/Replace
+ * normalizers, byte fallback, fused unk, Replace/ByteFallback/Fuse/Strip
+ * decoders), metaspace_style (Metaspace pre-tokenizer and decoder). */
+static void test_family(void **state) { check_family(*state); }
 
 /* A copy of a family's tokenizer.json with one edit, loaded: the error
  * must have `status` and name the file and `field`. */
@@ -177,8 +160,10 @@ static void test_bad_input(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_gpt2_style), cmocka_unit_test(test_llama3_style),
-                                     cmocka_unit_test(test_sentencepiece_style), cmocka_unit_test(test_metaspace_style),
+  const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_family, "gpt2_style"),
+                                     cmocka_unit_test_prestate(test_family, "llama3_style"),
+                                     cmocka_unit_test_prestate(test_family, "sentencepiece_style"),
+                                     cmocka_unit_test_prestate(test_family, "metaspace_style"),
                                      cmocka_unit_test(test_bad_files), cmocka_unit_test(test_bad_input)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -28,6 +28,12 @@ static ot_status bad(const char *s, const char *why) {
                  "bad size '%s': %s (write e.g. 3.5GB, 3GiB, 512MB, 40%% or a plain number of bytes)", shown, why);
 }
 
+static uint64_t pow10_of(int k) { /* k <= OT_SIZE_MAX_FRAC: fits */
+  uint64_t p = 1;
+  while (k-- > 0) p *= 10;
+  return p;
+}
+
 /* digits[.digits] at the start of s: *m = all digits as an integer, *k =
  * digits after the point, *rest = what follows. */
 static ot_status mantissa(const char *s, uint64_t *m, int *k, const char **rest) {
@@ -58,8 +64,7 @@ ot_status ot_size_parse(const char *s, ot_size *out) {
   int k;
   const char *rest;
   OT_TRY(mantissa(s, &m, &k, &rest));
-  uint64_t pow10 = 1;
-  for (int i = 0; i < k; i++) pow10 *= 10;
+  const uint64_t pow10 = pow10_of(k);
   if (strcmp(rest, "%") == 0) {
     double pct = (double)m / (double)pow10;
     if (pct <= 0.0) return bad(s, "must be more than 0%");
@@ -112,8 +117,7 @@ static ot_status limit_size(const char *s, ot_size *out) {
     int k;
     const char *rest;
     OT_TRY(mantissa(s, &m, &k, &rest));
-    uint64_t pow10 = 1;
-    for (int i = 0; i < k; i++) pow10 *= 10;
+    const uint64_t pow10 = pow10_of(k);
     if (m && m / pow10 < 1024) { /* below 1024: gigabytes (0 is refused as bytes, below) */
       unsigned __int128 bytes = (unsigned __int128)m * 1000000000u / pow10;
       if (!bytes) return bad(s, "less than one byte");

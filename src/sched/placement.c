@@ -86,11 +86,10 @@ static uint64_t peak_of(const ot_plan *plan) {
 }
 
 /* Does the steady replay keep every storage of `want` (none uploaded)? */
-static int keeps_all(const ot_plan *plan, const unsigned char *want, int n) {
+static int keeps_all(const ot_plan *plan, const unsigned char *want) {
   const ot_schedule *sc = &plan->steady;
   for (int k = 0; k < sc->n_ev; k++)
     if (sc->ev[k].kind == OT_EV_UPLOAD && want[sc->ev[k].st]) return 0;
-  (void)n;
   return 1;
 }
 
@@ -128,7 +127,7 @@ static ot_status plan_auto(ot_plan *plan, unsigned char *remote) {
   for (int t = 0; n_chosen && t < OT_PLACE_TRIES; t++) {
     s = make_view(plan, remote, 0);
     if (s == OT_OK) s = ot_plan_schedules(plan);
-    if (s == OT_OK && keeps_all(plan, chosen, src->n_st)) goto done;
+    if (s == OT_OK && keeps_all(plan, chosen)) goto done;
     if (s != OT_OK && s != OT_ERR_BUDGET) goto done;
     /* not all kept (fragmentation): the smallest chosen goes remote */
     for (int k = nc - 1; k >= 0; k--)

@@ -734,13 +734,12 @@ static ot_status pretok_step(const pretok *q, const bytes *b, const spans *in, b
                              pcre2_match_data *md, int at_start) {
   for (size_t i = 0; i < in->n; i++) {
     const char *s = b->p + in->v[i].off;
-    size_t n = in->v[i].len, base = nb->n;
+    const size_t n = in->v[i].len, start = nb->n; /* the piece's offset in the new buffer */
     if (q->kind == PT_METASPACE) {
       OT_TRY(metaspace(q, s, n, at_start && in->v[i].off == 0, nb, out, md));
       continue;
     }
     if (q->kind == PT_BYTELEVEL && q->add_prefix_space && s[0] != ' ' && !bytes_add(nb, " ", 1)) return OOM();
-    size_t start = base;
     if (!bytes_add(nb, s, n)) return OOM();
     size_t tot = nb->n - start;
     if (q->kind == PT_BYTELEVEL && !q->use_regex) {

@@ -57,20 +57,6 @@ static double now_s(void) {
   return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
 }
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  assert_non_null(f);
-  fseek(f, 0, SEEK_END);
-  size_t n = (size_t)ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *b = malloc(n + 1);
-  assert_non_null(b);
-  assert_int_equal(fread(b, 1, n, f), n);
-  b[n] = '\0';
-  fclose(f);
-  return b;
-}
-
 ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadline_s, const char *const *args) {
   const ot_cli_run_opts o = {dir, dir, stdin_path, NULL, deadline_s};
   return ot_test_cli_run_with(&o, args);
@@ -132,8 +118,8 @@ ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *arg
   r.seconds = now_s() - t0;
   if (WIFEXITED(ws)) r.status = WEXITSTATUS(ws);
   if (WIFSIGNALED(ws)) r.signal = WTERMSIG(ws);
-  r.out = slurp(outp);
-  r.err = slurp(errp);
+  r.out = ot_read_file(outp, NULL);
+  r.err = ot_read_file(errp, NULL);
   return r;
 }
 

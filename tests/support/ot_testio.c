@@ -101,3 +101,22 @@ void ot_check_ok(const char *file, int line, ot_status s, const char *where) {
     _fail(file, line);
   }
 }
+
+char *ot_read_file(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("cannot open %s", path);
+  size_t cap = 4096, n = 0, r;
+  char *b = malloc(cap);
+  assert_non_null(b);
+  while ((r = fread(b + n, 1, cap - n - 1, f)) > 0) {
+    n += r;
+    if (n + 1 == cap) {
+      b = realloc(b, cap *= 2);
+      assert_non_null(b);
+    }
+  }
+  fclose(f);
+  b[n] = '\0';
+  if (len) *len = n;
+  return b;
+}

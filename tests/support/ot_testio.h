@@ -16,6 +16,10 @@ void ot_tmpdir_remove(char *dir);
 /* dir/name into buf (cap bytes); returns buf. */
 char *ot_tmp_path(char *buf, size_t cap, const char *dir, const char *name);
 
+/* All of the file at path, NUL-terminated (malloc'd; *len, may be NULL,
+ * gets its size); fails the test if it cannot be read. */
+char *ot_read_file(const char *path, size_t *len);
+
 /* Writes len bytes to dir/name (fails the test on error). */
 void ot_write_bytes(const char *dir, const char *name, const void *data, size_t len);
 void ot_write_text(const char *dir, const char *name, const char *text);
