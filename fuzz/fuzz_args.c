@@ -15,18 +15,19 @@
 #include "fuzz_common.h"
 #include "omptensor/args.h"
 
-enum { OPT_HELP = 1, OPT_IDS, OPT_FILE, OPT_MAXNEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_LOGITS, OPT_DATA,
+enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS, OPT_DATA,
        OPT_BATCH, OPT_STEPS, OPT_SAVE, OPT_DRY, OPT_VERBOSE };
 
+/* `run`'s own options (src/cli/cmd_run.c); its generation options come from
+ * the settings table (ot_settings_gen_opts), as in the command. */
 static const ot_opt run_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
+    {"prompt", 'p', "TEXT", "the prompt as text", OPT_TEXT},
+    {"prompt-file", 0, "FILE", "the prompt as text from a file", OPT_TEXT_FILE},
     {"prompt-ids", 0, "IDS", "prompt as comma-separated token ids", OPT_IDS},
-    {"prompt-file", 0, "FILE", "prompt from a file of token ids", OPT_FILE},
-    {"max-new-tokens", 'n', "N", "tokens to generate", OPT_MAXNEW},
-    {"temperature", 0, "T", "sample with temperature T", OPT_TEMP},
-    {"top-k", 0, "K", "sample among the K most likely tokens", OPT_TOPK},
-    {"top-p", 0, "P", "nucleus sampling", OPT_TOPP},
-    {"seed", 0, "N", "random seed", OPT_SEED},
+    {"prompt-ids-file", 0, "FILE", "prompt from a file of token ids", OPT_FILE},
+    {"prompts", 0, "IN.jsonl", "a batch job", OPT_PROMPTS},
+    {"out", 'o', "OUT.jsonl", "the batch job's results", OPT_OUT},
     {"logits-out", 0, "FILE.npy", "write the prompt's logits", OPT_LOGITS},
     {0}};
 
@@ -97,7 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     i = j + 1;
   }
   argv[argc] = NULL;
-  const ot_opt *tables[] = {run_opts, train_opts, ot_settings_opts(), common_opts, NULL};
+  const ot_opt *tables[] = {run_opts, ot_settings_gen_opts(), train_opts, ot_settings_opts(), common_opts, NULL};
   s.argc = argc;
   s.argv = argv;
   s.tables = tables;

@@ -5,7 +5,7 @@
  * that names the file or option and the problem, print nothing on stdout and
  * not crash; under the asan build the CLI itself is instrumented, so a leak
  * or a bad access on these paths fails here too. Good paths: `run` against
- * the reference model's greedy tokens and logits, --json, --prompt-file,
+ * the reference model's greedy tokens and logits, --json, --prompt-ids-file,
  * settings precedence (flags > env > --config), inspect, trace summarize and
  * plot, demo, --help, --version and info. */
 #include <jansson.h>
@@ -395,18 +395,18 @@ static void test_bad_options(void **state) {
   /* the prompt */
   ot_write_text(tmp, "prompt.txt", "1 2 3\n");
   path_in(p, sizeof p, "prompt.txt");
-  expect_bad(cli("run", gqa, "--prompt-ids", "1", "--prompt-file", p), "both prompt options", "--prompt-ids",
-             "--prompt-file");
-  expect_bad(cli("run", gqa), "no prompt", "--prompt-ids", "--prompt-file");
+  expect_bad(cli("run", gqa, "--prompt-ids", "1", "--prompt-ids-file", p), "both prompt options", "--prompt-ids",
+             "--prompt-ids-file");
+  expect_bad(cli("run", gqa), "no prompt", "--prompt-ids", "--prompt-ids-file");
   expect_bad(cli("run", "--prompt-ids", "1"), "no model dir", "model");
   expect_bad(cli("run", gqa, "--prompt-ids", "1,x,3"), "bad id", "--prompt-ids", "'x'");
   expect_bad(cli("run", gqa, "--prompt-ids", ","), "no ids", "--prompt-ids", "no token ids");
   expect_bad(cli("run", gqa, "--prompt-ids", "1,256"), "id outside the vocab", "--prompt-ids", "256", "vocab");
   ot_write_text(tmp, "far.txt", "1\n9999\n");
   path_in(p, sizeof p, "far.txt");
-  expect_bad(cli("run", gqa, "--prompt-file", p), "id outside the vocab (file)", "far.txt", "9999", "vocab");
+  expect_bad(cli("run", gqa, "--prompt-ids-file", p), "id outside the vocab (file)", "far.txt", "9999", "vocab");
   path_in(p, sizeof p, "absent.txt");
-  expect_bad(cli("run", gqa, "--prompt-file", p), "missing prompt file", "absent.txt", "No such file");
+  expect_bad(cli("run", gqa, "--prompt-ids-file", p), "missing prompt file", "absent.txt", "No such file");
   expect_bad(cli("run", gqa, "--prompt-ids", "1,2", "--max-new-tokens", "127"), "beyond the positions",
              "--max-new-tokens", "128");
   expect_bad(cli("run", gqa, "--prompt-ids", "1", "--max-new-tokens", "-3"), "negative --max-new-tokens",
@@ -420,7 +420,7 @@ static void test_bad_options(void **state) {
 /* ---- good paths ------------------------------------------------------------------- */
 
 /* `run` against the reference: --json, greedy tokens, --logits-out, --trace,
- * then --prompt-file in the human format, and the trace subcommands. */
+ * then --prompt-ids-file in the human format, and the trace subcommands. */
 static void test_run_reference(void **state) {
   (void)state;
   manifest m;
@@ -489,20 +489,20 @@ static void test_run_reference(void **state) {
   ot_npy_free(&got);
   ot_npy_free(&want);
 
-  /* --prompt-file, commas and whitespace, in the human format */
+  /* --prompt-ids-file, commas and whitespace, in the human format */
   char *ids = strdup(m.ids);
   for (char *c = ids; *c; c++)
     if (*c == ',' && (c - ids) % 3 == 0) *c = '\n';
   ot_write_text(tmp, "prompt.txt", ids);
   free(ids);
   path_in(pf, sizeof pf, "prompt.txt");
-  r = cli("run", gqa, "--prompt-file", pf, "-n", "4");
-  expect_ok(&r, "run --prompt-file");
+  r = cli("run", gqa, "--prompt-ids-file", pf, "-n", "4");
+  expect_ok(&r, "run --prompt-ids-file");
   char line[128];
   snprintf(line, sizeof line, "tokens: %d,%d,%d,%d\n", m.gen[0], m.gen[1], m.gen[2], m.gen[3]);
   if (strncmp(r.out, line, strlen(line))) {
     show(&r);
-    fail_msg("run --prompt-file: stdout does not start with '%s'", line);
+    fail_msg("run --prompt-ids-file: stdout does not start with '%s'", line);
   }
   assert_non_null(strstr(r.out, "tokens/s"));
   assert_non_null(strstr(r.err, "load: 100%\n"));

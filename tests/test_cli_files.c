@@ -3,7 +3,7 @@
  * not end in time is killed and fails the test.
  *
  *   - a FIFO as model.safetensors, config.json, --config, --data,
- *     --prompt-file or a trace: exit 2 at once, one error line naming the
+ *     --prompt-ids-file or a trace: exit 2 at once, one error line naming the
  *     path and "FIFO" (it used to block forever);
  *   - a directory, a dangling symbolic link or a loop of links in place of
  *     model.safetensors: three different messages naming the path (all
@@ -177,8 +177,8 @@ static void fifo_inputs(void **state) {
              "run: --config a FIFO", "fifo.yaml", "FIFO");
   expect_bad(cli("train", model("gpt2_small"), "--data", "fifo.bin", "--steps", "1"), "train: --data a FIFO",
              "fifo.bin", "FIFO");
-  expect_bad(cli("run", model("llama_gqa"), "--prompt-file", "fifo.txt", "--max-new-tokens", "1"),
-             "run: --prompt-file a FIFO", "fifo.txt", "FIFO");
+  expect_bad(cli("run", model("llama_gqa"), "--prompt-ids-file", "fifo.txt", "--max-new-tokens", "1"),
+             "run: --prompt-ids-file a FIFO", "fifo.txt", "FIFO");
   expect_bad(cli("trace", "summarize", "fifo.json"), "trace summarize: a FIFO", "fifo.json", "FIFO");
 }
 

@@ -45,7 +45,15 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "devices: 2\n"
                                "trace: file.trace.json\n"
                                "dtype: bf16\n"
-                               "json: yes\n";
+                               "json: yes\n"
+                               "generation:\n"
+                               "  max_new_tokens: 64\n"
+                               "  temperature: 0.7\n"
+                               "  top_k: 40\n"
+                               "  top_p: 0.9\n"
+                               "  seed: 18446744073709551615\n"
+                               "  greedy: true\n"
+                               "  ignore_eos: on\n";
 
 static void test_defaults(void **state) {
   (void)state;
@@ -79,6 +87,12 @@ static void test_yaml_file(void **state) {
   assert_int_equal(s.dtype, OT_BF16);
   assert_int_equal(s.json, 1);
   assert_int_equal(s.usm_placement, OT_USM_REMOTE);
+  assert_int_equal(s.gen.max_new_tokens, 64);
+  assert_true(s.gen.temperature == 0.7f && s.gen.top_p == 0.9f);
+  assert_int_equal(s.gen.top_k, 40);
+  assert_true(s.gen.seed == UINT64_MAX);
+  assert_int_equal(s.gen.greedy, 1);
+  assert_int_equal(s.gen.ignore_eos, 1);
   for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_FILE);
   assert_string_equal(s.file, path);
   ot_settings_release(&s);

@@ -30,7 +30,7 @@ static char *model_dir(void) {
 static ot_status generate(ot_lm *m, int32_t *tokens) {
   ot_gen_opts g = ot_gen_opts_default();
   g.max_new_tokens = NEW_TOKENS;
-  g.stop_at_eos = 0;
+  g.n_eos = 0;
   g.sched.strategy = OT_STRATEGY_BALANCED;
   ot_status s = ot_lm_min_budget(m, NP, 0, &g.sched.budget_bytes);
   if (s != OT_OK) return s;

@@ -99,7 +99,7 @@ def ensure_model(workdir, tiny, seed, device, log):
 
 def write_prompt(workdir, vocab, length, seed):
     """A fixed prompt: BOS then length-1 ids drawn from [3, vocab) with a seed.
-    File format (omptensor --prompt-file): one line of comma-separated ids."""
+    File format (omptensor --prompt-ids-file): one line of comma-separated ids."""
     rng = random.Random(seed)
     ids = [1] + [rng.randrange(3, vocab) for _ in range(length - 1)]
     path = os.path.join(workdir, f"prompt-{length}.txt")

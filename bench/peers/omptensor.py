@@ -96,7 +96,7 @@ def _tail(text, n=2000):
 def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, dev,
              artifacts, log):
     """Run one case; return its result dict (status ok|failed|timeout)."""
-    argv = _argv(cmd, ["run", model_dir, "--prompt-file", prompt_file,
+    argv = _argv(cmd, ["run", model_dir, "--prompt-ids-file", prompt_file,
                        "--max-new-tokens", str(n_new), "--json",
                        "--offload", spec["offload"], "--backend", spec["backend"]])
     if budget_bytes is not None:

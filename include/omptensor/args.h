@@ -64,10 +64,14 @@ ot_status ot_args_float(const char *v, double lo, double hi, double *out);
 /* "  --gpu-memory-limit SIZE   device memory budget ..." for each option. */
 void ot_args_print_help(FILE *f, const ot_opt *const *tables);
 
-/* The settings' options (every ot_setting, id = OT_OPT_SETTING); hand them to
+/* The settings' options (every ot_setting but the generation ones, id = OT_OPT_SETTING); hand them to
  * ot_settings_set_flag(s, opt->name, value). */
 #define OT_OPT_SETTING (-1000)
 const ot_opt *ot_settings_opts(void);
+
+/* The generation settings' options (--max-new-tokens, --temperature, ...,
+ * id OT_OPT_SETTING), for commands that generate. */
+const ot_opt *ot_settings_gen_opts(void);
 
 /* Also the --config FILE option, id OT_OPT_CONFIG, for ot_settings_load_file. */
 #define OT_OPT_CONFIG (-1001)

@@ -104,6 +104,42 @@ int64_t ot_hf_config_num_params(const ot_hf_config *c);
 
 const char *ot_arch_name(ot_arch a); /* "llama", "gpt2" */
 
+/* ---- generation_config.json ------------------------------------------------
+ * The defaults a model's authors chose for generate(): what transformers
+ * applies when the caller says nothing. Each value has a has_ flag (absent or
+ * null: not given). Keys that would change the output but that omptensor's
+ * generation does not implement (beam search, repetition penalties, minimum
+ * lengths, ...) are listed in not_applied with their values, for the caller
+ * to tell the user; keys with no effect on the tokens (transformers_version,
+ * pad_token_id, cache settings, ...) are read past. */
+typedef struct ot_hf_gen_config {
+  int found; /* the file exists */
+  int has_do_sample, do_sample;
+  int has_temperature;
+  double temperature;
+  int has_top_k;
+  int64_t top_k;
+  int has_top_p;
+  double top_p;
+  int has_max_new_tokens;
+  int64_t max_new_tokens;
+  int has_max_length;
+  int64_t max_length; /* prompt + new tokens */
+  int has_eos;        /* eos_token_id given (one id or a list; replaces config.json's) */
+  int64_t eos_token_ids[OT_HF_MAX_EOS];
+  int n_eos;
+  int64_t bos_token_id; /* -1 if absent */
+  char not_applied[512]; /* "num_beams 4, repetition_penalty 1.05" or "" */
+} ot_hf_gen_config;
+
+/* `path`: generation_config.json or the model directory holding it. A
+ * missing file is OT_OK with found = 0 (most checkpoints have one, not all).
+ * OT_ERR_FORMAT names the file and the key of a wrong-typed or out-of-range
+ * value (temperature < 0, top_p outside (0, 1], top_k < 0, ...). */
+ot_status ot_hf_gen_config_load(const char *path, ot_hf_gen_config *out);
+ot_status ot_hf_gen_config_parse(const char *json, size_t len, const char *label, ot_hf_gen_config *out);
+
+
 #ifdef __cplusplus
 }
 #endif

@@ -27,6 +27,7 @@
 #include "omptensor/sched.h"
 #include "omptensor/tensor.h"
 #include "omptensor/tlist.h"
+#include "omptensor/tokenizer.h"
 #include "omptensor/trace.h"
 
 #ifdef __cplusplus
@@ -96,6 +97,7 @@ ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, cons
                              const ot_st_info **found);
 
 /* ---- generation ----------------------------------------------------------- */
+#define OT_GEN_MAX_EOS 8
 typedef struct ot_gen_opts {
   int max_new_tokens;
   int greedy;            /* 1: argmax; 0: sample with temperature/top_k/top_p */
@@ -103,16 +105,37 @@ typedef struct ot_gen_opts {
   int top_k;             /* 0: off */
   float top_p;           /* 1: off */
   uint64_t seed;
-  int stop_at_eos;       /* stop when eos_token is produced */
-  int64_t eos_token;
+  int n_eos;             /* stop after any of eos_ids[0 .. n_eos-1] (it is kept in the tokens, as
+                            transformers does); 0: run to max_new_tokens */
+  int32_t eos_ids[OT_GEN_MAX_EOS];
   ot_sched_opts sched;   /* strategy, device, budget; n_stages default OT_SCHED_ALL_DEVICES: layers split over the context's devices */
   ot_trace *trace;       /* may be NULL */
   const char *logits_out;/* .npy path: f32 [prompt_len, vocab] logits of the prompt, or NULL */
   ot_progress_fn progress;
   void *progress_user;
+  /* Each new token as soon as it is picked (index from 0); a status other
+   * than OT_OK stops the generation with it. May be NULL. */
+  ot_status (*on_token)(void *user, int32_t id, int index);
+  void *token_user;
+  /* With a tokenizer: the result's text, and on_text (may be NULL) streams
+   * it as it becomes final (textstream.h: UTF-8-whole pieces, special tokens
+   * skipped); a status other than OT_OK stops the generation with it. */
+  const ot_tokenizer *tokenizer;
+  ot_status (*on_text)(void *user, const char *piece, size_t n);
+  void *text_user;
 } ot_gen_opts;
 
 ot_gen_opts ot_gen_opts_default(void);
+
+/* The model's own defaults, as transformers' generate() takes them: EOS ids
+ * from config.json, replaced by generation_config.json's when it gives
+ * them; and from generation_config.json do_sample (with its temperature,
+ * top_k — transformers' 50 when absent — and top_p) and max_new_tokens.
+ * `model_dir` holds config.json; generation_config.json may be missing.
+ * Keys the file sets that omptensor's generation does not implement (beam
+ * search, repetition penalty, ...) are told once as a notice (status.h)
+ * naming them. Callers apply their own settings on top. */
+ot_status ot_gen_opts_from_model(const char *model_dir, ot_gen_opts *o);
 
 typedef struct ot_gen_result {
   int32_t *tokens;       /* generated ids (malloc'd) */
@@ -124,6 +147,9 @@ typedef struct ot_gen_result {
   ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
   ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h); its
                                               seconds are not counted in decode_ms */
+  int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made */
+  char *text;            /* with opts.tokenizer: the tokens decoded, special ones skipped (malloc'd), else NULL */
+  size_t text_len;
 } ot_gen_result;
 
 /* Records and plans the prompt and decode steps of a generation without
@@ -138,6 +164,13 @@ ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o);
  * failure *r is left empty (calling ot_gen_result_free on it is harmless). */
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
 void ot_gen_result_free(ot_gen_result *r);
+
+/* Text in, text out: encodes `len` bytes of UTF-8 with the tokenizer (and the
+ * special tokens its template adds, BOS...), then ot_generate with
+ * opts.tokenizer = tk; r->text holds the continuation. *prompt_ids (may be
+ * NULL) receives the prompt's ids (malloc'd), *n_prompt their count. */
+ot_status ot_generate_text(ot_lm *m, const ot_tokenizer *tk, const char *text, size_t len, const ot_gen_opts *o,
+                           ot_gen_result *r, int32_t **prompt_ids, int *n_prompt);
 
 #ifdef __cplusplus
 }

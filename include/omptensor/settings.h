@@ -26,11 +26,21 @@
  *     trace: run.trace.json
  *     dtype: bf16
  *     json: false
+ *     generation:                    # omptensor run; over the model's generation_config.json
+ *       max_new_tokens: 128
+ *       temperature: 0.7             # sampling (any of temperature, top_k, top_p turns it on)
+ *       top_k: 40
+ *       top_p: 0.9
+ *       seed: 1
+ *       greedy: false                # true: argmax, whatever generation_config.json says
+ *       ignore_eos: false            # true: go on past the model's EOS ids
  *
  * Unknown keys are errors naming the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
  * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
- * OMPTENSOR_USM_PLACEMENT.
+ * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,
+ * OMPTENSOR_TOP_K, OMPTENSOR_TOP_P, OMPTENSOR_SEED, OMPTENSOR_GREEDY,
+ * OMPTENSOR_IGNORE_EOS.
  */
 #ifndef OMPTENSOR_SETTINGS_H
 #define OMPTENSOR_SETTINGS_H
@@ -94,8 +104,29 @@ typedef enum ot_setting {
   OT_SET_DTYPE,
   OT_SET_JSON,
   OT_SET_USM_PLACEMENT,
+  /* generation (omptensor run): over the model's generation_config.json */
+  OT_SET_MAX_NEW_TOKENS,
+  OT_SET_TEMPERATURE,
+  OT_SET_TOP_K,
+  OT_SET_TOP_P,
+  OT_SET_SEED,
+  OT_SET_GREEDY,
+  OT_SET_IGNORE_EOS,
   OT_SET_COUNT
 } ot_setting;
+
+/* What generation settings say; a field counts only where its source (in
+ * ot_settings.source) is not OT_SRC_DEFAULT: otherwise the model's
+ * generation_config.json, then the library's defaults, apply. */
+typedef struct ot_gen_settings {
+  int max_new_tokens;
+  float temperature; /* sampling; 0 is greedy */
+  int top_k;         /* 0: off */
+  float top_p;       /* 1: off */
+  uint64_t seed;
+  int greedy;        /* argmax whatever generation_config.json's do_sample says */
+  int ignore_eos;    /* run to max_new_tokens past EOS */
+} ot_gen_settings;
 
 typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;
 
@@ -110,6 +141,7 @@ typedef struct ot_settings {
   int has_dtype;
   int json;                      /* print one JSON summary on stdout */
   ot_usm_placement usm_placement; /* backend usm: default auto (sched.h) */
+  ot_gen_settings gen;           /* omptensor run (see ot_gen_settings) */
   ot_setting_source source[OT_SET_COUNT];
   char *file;                    /* the YAML file loaded, for messages; NULL if none */
 } ot_settings;

@@ -1,34 +1,38 @@
-/* cmd_run.c — `omptensor run MODEL_DIR`: generate from a Hugging Face model. */
+/* cmd_run.c — `omptensor run MODEL_DIR`: generate from a Hugging Face model,
+ * text in and text out (tokenizer.json), or token ids; one prompt, or a
+ * JSONL batch job (batch.c). */
 #include <stdlib.h>
 #include <string.h>
 
+#include "batch.h"
 #include "cli.h"
 #include "common.h"
 #include "prompt.h"
 #include "report.h"
-#include "omptensor/models.h"
 #include "omptensor/hfconfig.h"
+#include "omptensor/models.h"
+#include "omptensor/tokenizer.h"
 
-enum { OPT_HELP = 1, OPT_IDS, OPT_FILE, OPT_MAXNEW, OPT_TEMP, OPT_TOPK, OPT_TOPP, OPT_SEED, OPT_LOGITS };
+enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS };
 
 static const ot_opt run_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
-    {"prompt-ids", 0, "IDS", "prompt as comma-separated token ids, e.g. 1,2,3", OPT_IDS},
-    {"prompt-file", 0, "FILE", "prompt from a file of token ids (commas or whitespace)", OPT_FILE},
-    {"max-new-tokens", 'n', "N", "tokens to generate (default 32)", OPT_MAXNEW},
-    {"temperature", 0, "T", "sample with temperature T (default: greedy)", OPT_TEMP},
-    {"top-k", 0, "K", "sample among the K most likely tokens", OPT_TOPK},
-    {"top-p", 0, "P", "sample from the smallest set with probability >= P", OPT_TOPP},
-    {"seed", 0, "N", "random seed for sampling (default 0)", OPT_SEED},
+    {"prompt", 'p', "TEXT", "the prompt as text (the model's tokenizer.json encodes it)", OPT_TEXT},
+    {"prompt-file", 0, "FILE", "the prompt as text from a file, or - for stdin", OPT_TEXT_FILE},
+    {"prompt-ids", 0, "IDS", "the prompt as comma-separated token ids, e.g. 1,2,3", OPT_IDS},
+    {"prompt-ids-file", 0, "FILE", "the prompt as token ids from a file (commas or whitespace)", OPT_IDS_FILE},
+    {"prompts", 0, "IN.jsonl", "a batch job: one {\"id\": ..., \"prompt\": \"...\"} (or \"prompt_ids\": [...]) per line",
+     OPT_PROMPTS},
+    {"out", 'o', "OUT.jsonl", "the batch job's results, a line per prompt; a rerun skips the ids already there",
+     OPT_OUT},
     {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
     {0}};
 
 typedef struct run_args {
   ot_cli_session *s;
   const char *model;
-  const char *ids_text, *ids_file;
-  ot_gen_opts gen;
-  int help, sample; /* sample: --temperature, --top-k or --top-p given */
+  const char *text, *text_file, *ids_text, *ids_file, *prompts, *out, *logits_out;
+  int help;
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -37,95 +41,197 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   if (ot_cli_session_or_model(a->s, o, v, &a->model, &st)) return st;
   switch (o->id) {
   case OPT_HELP: a->help = 1; return OT_OK;
+  case OPT_TEXT: a->text = v; return OT_OK;
+  case OPT_TEXT_FILE: a->text_file = v; return OT_OK;
   case OPT_IDS: a->ids_text = v; return OT_OK;
-  case OPT_FILE: a->ids_file = v; return OT_OK;
-  case OPT_MAXNEW: return ot_cli_int(v, 0, 1000000, &a->gen.max_new_tokens);
-  case OPT_TEMP: a->sample = 1; return ot_cli_float(v, 0, 100, &a->gen.temperature);
-  case OPT_TOPK: a->sample = 1; return ot_cli_int(v, 0, 1000000000, &a->gen.top_k);
-  case OPT_TOPP:
-    a->sample = 1;
-    OT_TRY(ot_cli_float(v, 0, 1, &a->gen.top_p));
-    if (!(a->gen.top_p > 0.0f))
-      return ot_set_error(OT_ERR_INVALID_ARG, "'%s' keeps no token; give a number above 0 and at most 1 (1 keeps all)", v);
-    return OT_OK;
-  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->gen.seed);
-  case OPT_LOGITS: a->gen.logits_out = v; return OT_OK;
+  case OPT_IDS_FILE: a->ids_file = v; return OT_OK;
+  case OPT_PROMPTS: a->prompts = v; return OT_OK;
+  case OPT_OUT: a->out = v; return OT_OK;
+  case OPT_LOGITS: a->logits_out = v; return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
 
-/* The prompt against the model's config.json, before any weight is read: a
- * bad id or length is the user's to fix, and should not wait for the load.
- * `label` is the option or file the ids came from. */
-static ot_status check_prompt(const char *model, const int32_t *ids, int n, int max_new, const char *label) {
-  ot_hf_config c;
-  OT_TRY(ot_hf_config_load(model, &c));
-  for (int i = 0; i < n; i++)
-    if (ids[i] >= c.vocab_size)
-      return ot_set_error(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
-                     label, ids[i], i + 1, model, (long long)c.vocab_size - 1);
-  if ((int64_t)n + max_new > c.max_position_embeddings)
-    return ot_set_error(OT_ERR_INVALID_ARG,
-                   "--max-new-tokens %d: %d prompt + %d new tokens exceed the %lld positions of %s "
-                   "(max_position_embeddings); generate at most %lld",
-                   max_new, n, max_new, (long long)c.max_position_embeddings, model,
-                   (long long)c.max_position_embeddings - n > 0 ? (long long)c.max_position_embeddings - n : 0);
+/* Exactly one prompt source, and the options that go with it. */
+static ot_status check_sources(const run_args *a) {
+  const int n = !!a->text + !!a->text_file + !!a->ids_text + !!a->ids_file + !!a->prompts;
+  if (n != 1)
+    return ot_set_error(OT_ERR_INVALID_ARG, "%s: give exactly one of --prompt, --prompt-file, --prompt-ids, "
+                                            "--prompt-ids-file and --prompts (see omptensor run --help)",
+                        n ? "more than one prompt" : "no prompt");
+  if (a->prompts && !a->out)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--prompts %s: give --out OUT.jsonl for the results", a->prompts);
+  if (a->out && !a->prompts)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--out %s is the batch job's results file; it needs --prompts IN.jsonl",
+                        a->out);
+  if (a->prompts && a->logits_out)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out writes one prompt's logits; it does not go with --prompts");
   return OT_OK;
+}
+
+/* The model's defaults (generation_config.json, EOS ids), then the
+ * settings from env, YAML and flags that were given. Sampling is on when
+ * any of temperature, top-k, top-p is given, or when the model's
+ * do_sample says so and --greedy is not given; a temperature of 0 is greedy. */
+static ot_status gen_opts(const ot_cli_session *s, const char *model, ot_gen_opts *g) {
+  *g = ot_gen_opts_default();
+  OT_TRY(ot_gen_opts_from_model(model, g));
+  const ot_gen_settings *gs = &s->settings.gen;
+  const ot_setting_source *src = s->settings.source;
+  if (src[OT_SET_MAX_NEW_TOKENS] != OT_SRC_DEFAULT) g->max_new_tokens = gs->max_new_tokens;
+  if (src[OT_SET_TEMPERATURE] || src[OT_SET_TOP_K] || src[OT_SET_TOP_P]) g->greedy = 0;
+  if (src[OT_SET_TEMPERATURE]) g->temperature = gs->temperature;
+  if (src[OT_SET_TOP_K]) g->top_k = gs->top_k;
+  if (src[OT_SET_TOP_P]) g->top_p = gs->top_p;
+  if (src[OT_SET_SEED]) g->seed = gs->seed;
+  if (g->temperature == 0.0f || gs->greedy) g->greedy = 1;
+  if (gs->ignore_eos) g->n_eos = 0;
+  return OT_OK;
+}
+
+/* The model's tokenizer.json: required for text (`need`), else read if the
+ * model has one (for the "text" of the results), and a file that cannot be
+ * read then only costs the text, said as a notice. */
+static ot_status load_tokenizer(const char *model, int need, ot_tokenizer **tk) {
+  *tk = NULL;
+  ot_status st = ot_tokenizer_load(model, tk);
+  if (st == OT_OK || need) {
+    if (st == OT_ERR_NOT_FOUND)
+      return ot_set_error(st, "%s has no tokenizer.json to encode a text prompt; give token ids with --prompt-ids or "
+                              "--prompt-ids-file, or copy the model's tokenizer.json there",
+                          model);
+    return st;
+  }
+  if (st != OT_ERR_NOT_FOUND) {
+    char m[512];
+    snprintf(m, sizeof m, "%s", ot_last_error());
+    ot_cli_notice("the results have no text: %s", m);
+  }
+  ot_clear_error();
+  return OT_OK;
+}
+
+/* One prompt as ids, from whichever source was given. */
+static ot_status read_prompt(const run_args *a, const ot_tokenizer *tk, int32_t **ids, int *n) {
+  if (a->ids_text) return ot_cli_parse_ids(a->ids_text, strlen(a->ids_text), "--prompt-ids", ids, n);
+  if (a->ids_file) return ot_cli_read_ids_file(a->ids_file, ids, n);
+  char *buf = NULL;
+  size_t len;
+  const char *text = a->text, *label = a->text ? "--prompt" : a->text_file;
+  if (a->text_file) {
+    OT_TRY(ot_cli_read_text(a->text_file, &buf, &len));
+    text = buf;
+    if (ot_cli_looks_like_ids(buf, len))
+      ot_cli_notice("%s holds only numbers; --prompt-file reads text, so they are encoded as text. "
+                                   "For token ids use --prompt-ids-file",
+                     a->text_file);
+  } else {
+    len = strlen(text);
+  }
+  size_t k = 0;
+  ot_status st = ot_tokenizer_encode(tk, text, len, 1, ids, &k);
+  free(buf);
+  if (st != OT_OK) return ot_prefix_error(st, "%s", label);
+  if (k == 0 || k > INT32_MAX) {
+    free(*ids);
+    *ids = NULL;
+    return ot_set_error(OT_ERR_INVALID_ARG, "%s: %s", label,
+                        k ? "the prompt is too long" : "the prompt encodes to no tokens; give some text");
+  }
+  *n = (int)k;
+  return OT_OK;
+}
+
+/* The text as it becomes final, straight to stdout. */
+static ot_status print_text(void *user, const char *piece, size_t n) {
+  (void)user;
+  if (fwrite(piece, 1, n, stdout) != n || fflush(stdout) != 0)
+    return ot_set_error(OT_ERR_IO, "writing the generated text to stdout failed");
+  return OT_OK;
+}
+
+static void print_help(const ot_opt *const *tables) {
+  printf("usage: omptensor run MODEL_DIR (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
+         "                               --prompt-ids-file FILE | --prompts IN.jsonl --out OUT.jsonl) [options]\n\n"
+         "Generates from a Hugging Face model directory (config.json, *.safetensors, tokenizer.json;\n"
+         "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget. A text prompt's\n"
+         "continuation is streamed to stdout as it is generated, the summary goes to stderr; with\n"
+         "--json one JSON object on stdout has it as \"text\" beside \"tokens\". Generation stops at the\n"
+         "model's EOS ids (config.json / generation_config.json) unless --ignore-eos, and takes\n"
+         "generation_config.json's defaults (do_sample, temperature, top_k, top_p, max_new_tokens)\n"
+         "under the environment, the --config file and the flags.\n\noptions:\n");
+  ot_args_print_help(stdout, tables);
 }
 
 int ot_cli_run(int argc, char **argv) {
   const char *prog = "omptensor run";
   ot_cli_session s;
   ot_cli_session_init(&s, prog);
-  run_args a = {.s = &s, .gen = ot_gen_opts_default()};
-  const ot_opt *tables[] = {run_opts, ot_settings_opts(), ot_cli_common_opts(), NULL};
+  run_args a = {.s = &s};
+  const ot_opt *tables[] = {run_opts, ot_settings_gen_opts(), ot_settings_opts(), ot_cli_common_opts(), NULL};
   ot_status st = ot_args_parse(prog, argc, argv, tables, on_opt, &a);
-  /* Greedy unless a sampling option is given, whatever their order; a
-   * temperature of 0 (or one below float's range) is sampling's limit, greedy. */
-  a.gen.greedy = !a.sample || a.gen.temperature == 0.0f;
   if (st == OT_OK && a.help) {
-    printf("usage: omptensor run MODEL_DIR (--prompt-ids IDS | --prompt-file FILE) [options]\n\n"
-           "Generates tokens from a Hugging Face model directory (config.json + *.safetensors,\n"
-           "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget.\n\noptions:\n");
-    ot_args_print_help(stdout, tables);
+    print_help(tables);
     ot_cli_session_end(&s);
     return 0;
   }
   if (st == OT_OK && !a.model) st = ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor run --help)");
-  if (st == OT_OK && !a.ids_text == !a.ids_file)
-    st = ot_set_error(OT_ERR_INVALID_ARG, "give exactly one of --prompt-ids and --prompt-file (see omptensor run --help)");
+  if (st == OT_OK) st = check_sources(&a);
+  if (st == OT_OK) st = ot_cli_session_settings(&s);
+  ot_gen_opts g = ot_gen_opts_default();
+  if (st == OT_OK) st = gen_opts(&s, a.model, &g);
+  const int text_in = a.text || a.text_file;
+  ot_tokenizer *tk = NULL;
+  if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);
+  if (st == OT_OK && a.prompts) {
+    int rc = ot_cli_run_batch(&s, a.model, tk, &g, a.prompts, a.out);
+    ot_tokenizer_destroy(tk);
+    ot_cli_session_end(&s);
+    return rc;
+  }
   int32_t *ids = NULL;
   int n_ids = 0;
+  if (st == OT_OK) st = read_prompt(&a, tk, &ids, &n_ids);
+  ot_hf_config cfg;
+  if (st == OT_OK) st = ot_hf_config_load(a.model, &cfg);
   if (st == OT_OK)
-    st = a.ids_text ? ot_cli_parse_ids(a.ids_text, strlen(a.ids_text), "--prompt-ids", &ids, &n_ids) : ot_cli_read_ids_file(a.ids_file, &ids, &n_ids);
-  if (st == OT_OK)
-    st = check_prompt(a.model, ids, n_ids, a.gen.max_new_tokens, a.ids_text ? "--prompt-ids" : a.ids_file);
-  if (st == OT_OK) st = ot_cli_check_output("--logits-out", a.gen.logits_out); /* before the work, not after it */
+    st = ot_cli_check_prompt(&cfg, a.model, ids, n_ids, g.max_new_tokens,
+                             a.ids_text ? "--prompt-ids" : a.ids_file ? a.ids_file : a.text ? "--prompt" : a.text_file);
+  g.logits_out = a.logits_out;
+  if (st == OT_OK) st = ot_cli_check_output("--logits-out", g.logits_out); /* before the work, not after it */
   if (st == OT_OK) st = ot_cli_session_start(&s);
   if (st == OT_OK) st = ot_cli_check_trace(&s);
   ot_lm *m = NULL;
   if (st == OT_OK) {
     /* Names, shapes and the plans under the budget, before any weight is read. */
-    a.gen.sched = s.sched;
+    g.sched = s.sched;
     st = ot_model_load_shapes(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), &m);
-    if (st == OT_OK) st = ot_cli_budget_error(&s, ot_generate_check(m, n_ids, &a.gen));
+    if (st == OT_OK) st = ot_cli_budget_error(&s, ot_generate_check(m, n_ids, &g));
     ot_lm_destroy(m);
     m = NULL;
   }
   if (st == OT_OK) st = ot_model_load(s.ctx, a.model, ot_cli_weight_dtype(&s.settings), ot_cli_progress, &s, &m);
   ot_gen_result r = {0};
+  /* A text prompt's answer is read as it comes: streamed to stdout, with
+   * the summary on stderr (no progress bar over it); --json and id prompts
+   * print what they always did, on stdout. */
+  const int stream = text_in && !s.settings.json;
   if (st == OT_OK) {
     ot_cli_input_accepted();
-    a.gen.sched = s.sched;
-    a.gen.trace = s.trace;
-    a.gen.progress = ot_cli_progress;
-    a.gen.progress_user = &s;
-    st = ot_generate(m, ids, n_ids, &a.gen, &r);
+    g.sched = s.sched;
+    g.trace = s.trace;
+    g.progress = stream ? NULL : ot_cli_progress;
+    g.progress_user = &s;
+    g.tokenizer = tk;
+    g.on_text = stream ? print_text : NULL;
+    st = ot_generate(m, ids, n_ids, &g, &r);
+    if (stream && st == OT_OK) st = print_text(NULL, "\n", 1);
   }
-  if (st == OT_OK) st = ot_cli_report(&s, a.model, m, &r, stdout);
+  if (st == OT_OK) st = ot_cli_report(&s, a.model, m, &r, stream ? stderr : stdout);
   int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
   ot_gen_result_free(&r);
   ot_lm_destroy(m);
+  ot_tokenizer_destroy(tk);
   free(ids);
   ot_cli_session_end(&s);
   return rc;

@@ -1,5 +1,6 @@
 /* common.c — see common.h. */
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ioctl.h>
@@ -61,6 +62,15 @@ static void notices_end(int pass) {
 }
 
 void ot_cli_notices_hold(void) { ot_set_notice_handler(on_notice, NULL); }
+
+void ot_cli_notice(const char *fmt, ...) {
+  char m[1024];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(m, sizeof m, fmt, ap);
+  va_end(ap);
+  on_notice(NULL, m);
+}
 
 void ot_cli_input_accepted(void) { notices_end(1); }
 
@@ -128,10 +138,16 @@ int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value,
   return 0;
 }
 
+ot_status ot_cli_session_settings(ot_cli_session *s) {
+  if (s->settings_loaded) return OT_OK;
+  OT_TRY(ot_settings_load_env(&s->settings));
+  if (s->config_path) OT_TRY(ot_settings_load_file(&s->settings, s->config_path));
+  s->settings_loaded = 1;
+  return OT_OK;
+}
+
 ot_status ot_cli_session_start(ot_cli_session *s) {
-  ot_status st = ot_settings_load_env(&s->settings);
-  if (st == OT_OK && s->config_path) st = ot_settings_load_file(&s->settings, s->config_path);
-  if (st != OT_OK) return st;
+  OT_TRY(ot_cli_session_settings(s));
   if (s->verbose) ot_cli_input_accepted(); /* --verbose: notices as they come, beside the settings */
   if (s->verbose) ot_settings_print(stderr, &s->settings);
   ot_ctx_opts o = ot_ctx_opts_default();

@@ -32,6 +32,12 @@ int ot_cli_fail(const char *prog, ot_status s);
 void ot_cli_notices_hold(void);
 void ot_cli_input_accepted(void);
 void ot_cli_notices_finish(int exit_status);
+/* The command's own notice, held back and printed like the library's. */
+void ot_cli_notice(const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
 
 /* Settings collected while parsing; --config is applied after the parse so
  * flags win whatever their order (settings.h keeps sources apart). */
@@ -44,11 +50,16 @@ typedef struct ot_cli_session {
   ot_sched_opts sched;
   int verbose;
   int tty; /* stderr is a terminal: draw progress bars */
+  int settings_loaded;
 } ot_cli_session;
 
 void ot_cli_session_init(ot_cli_session *s, const char *prog);
 /* Handles the shared options (settings, --config, --verbose); returns 1 if it did. */
 int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value, ot_status *st);
+/* After parsing: the environment and the --config file under the flags
+ * (once; ot_cli_session_start calls it too), for a command that needs the
+ * settings before it creates the context. */
+ot_status ot_cli_session_settings(ot_cli_session *s);
 /* After parsing: environment, --config file, then the context, scheduler
  * options and the trace. */
 ot_status ot_cli_session_start(ot_cli_session *s);

@@ -1,4 +1,5 @@
-/* prompt.c — token ids from "1,2,3" or a file holding them. */
+/* prompt.c — prompts: token ids from "1,2,3" or a file holding them, text
+ * from a file or stdin. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -82,4 +83,63 @@ ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   ot_status s = ot_cli_parse_ids(buf, len, path, ids, n);
   free(buf);
   return s;
+}
+
+ot_status ot_cli_read_text(const char *path, char **buf, size_t *len) {
+  *buf = NULL;
+  *len = 0;
+  if (strcmp(path, "-") != 0) return ot_file_read(path, PROMPT_FILE_MAX, buf, len);
+  /* stdin: a pipe or a terminal, read to its end */
+  size_t cap = 1 << 16, n = 0;
+  char *b = malloc(cap + 1);
+  if (!b) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the prompt");
+  for (;;) {
+    if (n == cap) {
+      if (cap >= PROMPT_FILE_MAX) {
+        free(b);
+        return ot_set_error(OT_ERR_INVALID_ARG, "stdin: the prompt is longer than %u MiB", PROMPT_FILE_MAX >> 20);
+      }
+      char *g = realloc(b, 2 * cap + 1);
+      if (!g) return free(b), ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the prompt");
+      b = g;
+      cap *= 2;
+    }
+    size_t k = fread(b + n, 1, cap - n, stdin);
+    n += k;
+    if (k == 0) break;
+  }
+  if (ferror(stdin)) {
+    free(b);
+    return ot_set_error(OT_ERR_IO, "stdin: read failed: %s", strerror(errno));
+  }
+  b[n] = '\0';
+  *buf = b;
+  *len = n;
+  return OT_OK;
+}
+
+int ot_cli_looks_like_ids(const char *text, size_t len) {
+  int digits = 0, seps = 0;
+  for (size_t i = 0; i < len; i++) {
+    unsigned char c = (unsigned char)text[i];
+    if (is_digit(c)) digits++;
+    else if (is_sep(c)) seps += c == ',' || (i && is_digit((unsigned char)text[i - 1]));
+    else return 0;
+  }
+  return digits > 0 && seps > 1;
+}
+
+ot_status ot_cli_check_prompt(const ot_hf_config *c, const char *model, const int32_t *ids, int n, int max_new,
+                              const char *label) {
+  for (int i = 0; i < n; i++)
+    if (ids[i] >= c->vocab_size)
+      return ot_set_error(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
+                          label, ids[i], i + 1, model, (long long)c->vocab_size - 1);
+  if ((int64_t)n + max_new > c->max_position_embeddings)
+    return ot_set_error(OT_ERR_INVALID_ARG,
+                        "--max-new-tokens %d: %d prompt + %d new tokens exceed the %lld positions of %s "
+                        "(max_position_embeddings); generate at most %lld",
+                        max_new, n, max_new, (long long)c->max_position_embeddings, model,
+                        (long long)c->max_position_embeddings - n > 0 ? (long long)c->max_position_embeddings - n : 0);
+  return OT_OK;
 }

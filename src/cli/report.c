@@ -1,5 +1,6 @@
 /* report.c — the results of a generation, for people and for scripts. */
 #include <jansson.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "report.h"
@@ -43,6 +44,37 @@ json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_su
   return o;
 }
 
+/* Bytes of a well-formed sequence starting at s (at most n), 0 if none:
+ * Unicode's table of well-formed UTF-8 (no overlongs, surrogates or values
+ * past U+10FFFF). */
+static size_t utf8_ok(const unsigned char *s, size_t n) {
+  if (s[0] < 0x80) return 1;
+  size_t k = s[0] >= 0xC2 && s[0] <= 0xDF ? 2 : s[0] >= 0xE0 && s[0] <= 0xEF ? 3 : s[0] >= 0xF0 && s[0] <= 0xF4 ? 4 : 0;
+  if (!k || k > n) return 0;
+  unsigned char lo = s[0] == 0xE0 ? 0xA0 : s[0] == 0xF0 ? 0x90 : 0x80, hi = s[0] == 0xED ? 0x9F : s[0] == 0xF4 ? 0x8F : 0xBF;
+  if (s[1] < lo || s[1] > hi) return 0;
+  for (size_t i = 2; i < k; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  return k;
+}
+
+json_t *ot_cli_json_text(const char *text, size_t len) {
+  /* JSON holds Unicode text; a decoder that passes bytes through can leave
+   * a sequence that is not UTF-8, shown as U+FFFD per byte, as a
+   * replacing decoder would, instead of failing the whole summary. */
+  char *b = malloc(3 * len + 1);
+  if (!b) return NULL;
+  size_t w = 0;
+  for (size_t i = 0; i < len;) {
+    size_t k = utf8_ok((const unsigned char *)text + i, len - i);
+    if (k) memcpy(b + w, text + i, k), w += k, i += k;
+    else memcpy(b + w, "\xEF\xBF\xBD", 3), w += 3, i++;
+  }
+  json_t *j = json_stringn(b, w);
+  free(b);
+  return j;
+}
+
 ot_status ot_cli_json_print(json_t *o) {
   char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
   json_decref(o);
@@ -76,6 +108,9 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
   json_object_set_new(o, "tokens", toks);
   json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
+  /* the continuation as text, special tokens skipped (a model with a tokenizer.json) */
+  if (r->text) json_object_set_new(o, "text", ot_cli_json_text(r->text, r->text_len));
+  json_object_set_new(o, "stopped", json_string(r->stopped_at_eos ? "eos" : "length"));
   json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
   json_object_set_new(o, "prefill_ms", json_real(r->prefill_ms));
   json_object_set_new(o, "decode_ms", json_real(r->decode_ms));

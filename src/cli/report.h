@@ -16,6 +16,8 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
 json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t);
 /* Prints o compactly on stdout as one line and releases it (NULL: out of memory). */
 ot_status ot_cli_json_print(json_t *o);
+/* Text as a JSON string; bytes that are not UTF-8 become U+FFFD (NULL: no memory). */
+json_t *ot_cli_json_text(const char *text, size_t len);
 /* "weights W, budget B, backend X, offload Y" (and the pipeline's devices). */
 void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f);
 

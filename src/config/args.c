@@ -224,19 +224,29 @@ void ot_args_print_help(FILE *f, const ot_opt *const *tables) {
     }
 }
 
-static ot_opt settings_opts[OT_SET_COUNT + 2];
+static ot_opt settings_opts[OT_SET_COUNT + 2], gen_opts[OT_SET_COUNT + 1];
 
-/* Filled from the settings table so the two never disagree. */
+/* Filled from the settings table so the two never disagree; the generation
+ * settings in a table of their own, for the commands that generate. */
 static void make_settings_opts(void) {
-  for (int k = 0; k < OT_SET_COUNT; k++)
-    settings_opts[k] = (ot_opt){ot_setting_defs[k].flag, 0, ot_setting_defs[k].metavar, ot_setting_defs[k].help,
-                                OT_OPT_SETTING};
-  settings_opts[OT_SET_COUNT] =
-      (ot_opt){"config", 0, "FILE", "YAML settings file (flags > OMPTENSOR_* env > file)", OT_OPT_CONFIG};
+  int n = 0, g = 0;
+  for (int k = 0; k < OT_SET_COUNT; k++) {
+    const ot_setting_def *d = &ot_setting_defs[k];
+    ot_opt o = {d->flag, d->short_name, d->metavar, d->help, OT_OPT_SETTING};
+    if (d->generation) gen_opts[g++] = o;
+    else settings_opts[n++] = o;
+  }
+  settings_opts[n] = (ot_opt){"config", 0, "FILE", "YAML settings file (flags > OMPTENSOR_* env > file)", OT_OPT_CONFIG};
 }
 
+static pthread_once_t opts_once = PTHREAD_ONCE_INIT;
+
 const ot_opt *ot_settings_opts(void) {
-  static pthread_once_t once = PTHREAD_ONCE_INIT;
-  pthread_once(&once, make_settings_opts);
+  pthread_once(&opts_once, make_settings_opts);
   return settings_opts;
+}
+
+const ot_opt *ot_settings_gen_opts(void) {
+  pthread_once(&opts_once, make_settings_opts);
+  return gen_opts;
 }

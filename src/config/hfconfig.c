@@ -24,6 +24,7 @@
 #include "io/fileio.h"
 #include "io/json_util.h"
 #include "omptensor/hfconfig.h"
+#include "config/hf_internal.h"
 
 #define OT_CONFIG_MAX_BYTES ((size_t)4 << 20)
 
@@ -287,24 +288,28 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
   return get_pos_real(r, theta, "rope_theta", 10000.0, &c->rope_theta);
 }
 
+ot_status ot_hf_read_ids(const json_t *v, const char *label, const char *key, int64_t *ids, int *n) {
+  *n = 0;
+  if (!v || json_is_null(v)) return OT_OK;
+  size_t k = json_is_array(v) ? json_array_size(v) : 1;
+  if (k > OT_HF_MAX_EOS)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: %zu %s values; at most %d are supported", label, k, key, OT_HF_MAX_EOS);
+  for (size_t i = 0; i < k; i++) {
+    const json_t *x = json_is_array(v) ? json_array_get(v, i) : v;
+    if (!json_is_integer(x) || json_integer_value(x) < 0)
+      return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" must be a non-negative integer or a list of them", label, key);
+    ids[(*n)++] = (int64_t)json_integer_value(x);
+  }
+  return OT_OK;
+}
+
 static ot_status read_tokens(const reader *r, ot_hf_config *c) {
-  const json_t *bos = get(r, "bos_token_id"), *eos = get(r, "eos_token_id");
+  const json_t *bos = get(r, "bos_token_id");
   c->bos_token_id = -1;
   if (bos && (!json_is_integer(bos) || json_integer_value(bos) < 0))
     return ot_fail(OT_ERR_FORMAT, "%s: \"bos_token_id\" must be a non-negative integer", r->label);
   if (bos) c->bos_token_id = (int64_t)json_integer_value(bos);
-  if (!eos) return OT_OK;
-  size_t n = json_is_array(eos) ? json_array_size(eos) : 1;
-  if (n > OT_HF_MAX_EOS)
-    return ot_fail(OT_ERR_UNSUPPORTED, "%s: %zu eos_token_id values; at most %d are supported", r->label, n,
-                   OT_HF_MAX_EOS);
-  for (size_t i = 0; i < n; i++) {
-    const json_t *v = json_is_array(eos) ? json_array_get(eos, i) : eos;
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-      return ot_fail(OT_ERR_FORMAT, "%s: \"eos_token_id\" must be a non-negative integer or a list of them", r->label);
-    c->eos_token_ids[c->n_eos++] = (int64_t)json_integer_value(v);
-  }
-  return OT_OK;
+  return ot_hf_read_ids(get(r, "eos_token_id"), r->label, "eos_token_id", c->eos_token_ids, &c->n_eos);
 }
 
 static ot_status read_llama(const reader *r, ot_hf_config *c) {

@@ -20,6 +20,8 @@ typedef union value {
   ot_backend backend;
   ot_usm_placement placement;
   int integer;
+  float real;
+  uint64_t u64;
   ot_dtype dtype;
   char *str;
 } value;
@@ -81,6 +83,32 @@ ot_status ot_settings_parse_bool(const char *v, int *out) {
 
 static ot_status parse_json(const char *v, value *out) { return ot_settings_parse_bool(v ? v : "true", &out->integer); }
 
+/* The generation settings' ranges: those of ot_gen_opts' fields that make
+ * sense (a million new tokens is past any model's positions anyway). */
+static ot_status parse_int_in(const char *v, int64_t lo, int64_t hi, value *out) {
+  int64_t x;
+  OT_TRY(ot_args_int(v, lo, hi, &x));
+  out->integer = (int)x;
+  return OT_OK;
+}
+static ot_status parse_max_new(const char *v, value *out) { return parse_int_in(v, 0, 1000000, out); }
+static ot_status parse_top_k(const char *v, value *out) { return parse_int_in(v, 0, 1000000000, out); }
+static ot_status parse_temperature(const char *v, value *out) {
+  double x;
+  OT_TRY(ot_args_float(v, 0, 100, &x));
+  out->real = (float)x;
+  return OT_OK;
+}
+static ot_status parse_top_p(const char *v, value *out) {
+  double x;
+  OT_TRY(ot_args_float(v, 0, 1, &x));
+  if (!((float)x > 0.0f)) /* as the sampler holds it: 1e-60 is 0 in a float */
+    return ot_fail(OT_ERR_INVALID_ARG, "'%s' keeps no token; give a number above 0 and at most 1 (1 keeps all)", v);
+  out->real = (float)x;
+  return OT_OK;
+}
+static ot_status parse_seed(const char *v, value *out) { return ot_args_u64(v, 0, UINT64_MAX, &out->u64); }
+
 static void keep(ot_settings *s, ot_setting k, value *v) {
   switch (k) {
   case OT_SET_GPU_MEMORY_LIMIT: s->gpu_memory_limit = v->limit; break;
@@ -92,6 +120,13 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
   case OT_SET_DTYPE: s->dtype = v->dtype; s->has_dtype = 1; break;
   case OT_SET_JSON: s->json = v->integer; break;
   case OT_SET_USM_PLACEMENT: s->usm_placement = v->placement; break;
+  case OT_SET_MAX_NEW_TOKENS: s->gen.max_new_tokens = v->integer; break;
+  case OT_SET_TEMPERATURE: s->gen.temperature = v->real; break;
+  case OT_SET_TOP_K: s->gen.top_k = v->integer; break;
+  case OT_SET_TOP_P: s->gen.top_p = v->real; break;
+  case OT_SET_SEED: s->gen.seed = v->u64; break;
+  case OT_SET_GREEDY: s->gen.greedy = v->integer; break;
+  case OT_SET_IGNORE_EOS: s->gen.ignore_eos = v->integer; break;
   case OT_SET_COUNT: break;
   }
 }
@@ -100,24 +135,41 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_GPU_MEMORY_LIMIT] = {"gpu-memory-limit", "OMPTENSOR_GPU_MEMORY_LIMIT", "memory.max_gpu_memory", "SIZE",
                                  "device memory budget: 3.5GB, 3GiB, 40%, or per device 0:20GB,1:30GB; a number without a "
                                  "unit is GB below 1024 (3.5 = 3.5GB) and bytes from 1024 up",
-                                 parse_limit, NULL},
+                                 parse_limit, NULL, 0, 0},
     [OT_SET_OFFLOAD] = {"offload", "OMPTENSOR_OFFLOAD", "memory.offload_strategy", "STRATEGY",
                         "none | minimal | balanced | aggressive (default balanced; --offload alone: balanced)",
-                        parse_offload, "balanced"},
+                        parse_offload, "balanced", 0, 0},
     [OT_SET_BACKEND] = {"backend", "OMPTENSOR_BACKEND", "backend", "NAME", "auto | map | usm | host (default auto)",
-                        parse_backend, NULL},
+                        parse_backend, NULL, 0, 0},
     [OT_SET_DEVICE] = {"device", "OMPTENSOR_DEVICE", "device", "N", "OpenMP device number (default 0, or the host)",
-                       parse_device, NULL},
+                       parse_device, NULL, 0, 0},
     [OT_SET_DEVICES] = {"devices", "OMPTENSOR_DEVICES", "devices", "N",
-                        "split the model over N devices from --device, layers by budget (default 1)", parse_devices, NULL},
-    [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace, NULL},
+                        "split the model over N devices from --device, layers by budget (default 1)", parse_devices, NULL, 0, 0},
+    [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace, NULL, 0, 0},
     [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE",
                       "weight storage: f32 | f16 | bf16 | int8 (block-quantized, also q8b)",
-                      parse_dtype, NULL},
-    [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json, NULL},
+                      parse_dtype, NULL, 0, 0},
+    [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json, NULL, 0, 0},
     [OT_SET_USM_PLACEMENT] = {"usm-placement", "OMPTENSOR_USM_PLACEMENT", "memory.usm_placement", "PLACEMENT",
                               "backend usm: auto | resident | streamed | remote (default auto: by predicted time)",
-                              parse_placement, NULL},
+                              parse_placement, NULL, 0, 0},
+    [OT_SET_MAX_NEW_TOKENS] = {"max-new-tokens", "OMPTENSOR_MAX_NEW_TOKENS", "generation.max_new_tokens", "N",
+                               "tokens to generate (default: generation_config.json's max_new_tokens, else 32)",
+                               parse_max_new, NULL, 1, 'n'},
+    [OT_SET_TEMPERATURE] = {"temperature", "OMPTENSOR_TEMPERATURE", "generation.temperature", "T",
+                            "sample with temperature T (0: greedy; default: generation_config.json, else greedy)",
+                            parse_temperature, NULL, 1, 0},
+    [OT_SET_TOP_K] = {"top-k", "OMPTENSOR_TOP_K", "generation.top_k", "K", "sample among the K most likely tokens",
+                      parse_top_k, NULL, 1, 0},
+    [OT_SET_TOP_P] = {"top-p", "OMPTENSOR_TOP_P", "generation.top_p", "P",
+                      "sample from the smallest set with probability >= P", parse_top_p, NULL, 1, 0},
+    [OT_SET_SEED] = {"seed", "OMPTENSOR_SEED", "generation.seed", "N", "random seed for sampling (default 0)",
+                     parse_seed, NULL, 1, 0},
+    [OT_SET_GREEDY] = {"greedy", "OMPTENSOR_GREEDY", "generation.greedy", NULL,
+                       "pick the most likely token, whatever generation_config.json's do_sample says", parse_json,
+                       NULL, 1, 0},
+    [OT_SET_IGNORE_EOS] = {"ignore-eos", "OMPTENSOR_IGNORE_EOS", "generation.ignore_eos", NULL,
+                           "go on past the model's EOS ids to --max-new-tokens", parse_json, NULL, 1, 0},
 };
 
 void ot_settings_init(ot_settings *s) {
@@ -126,6 +178,9 @@ void ot_settings_init(ot_settings *s) {
   s->backend = OT_BACKEND_AUTO;
   s->device = -1;
   s->dtype = OT_F32;
+  s->gen.max_new_tokens = 32;
+  s->gen.temperature = 1.0f;
+  s->gen.top_p = 1.0f;
 }
 
 void ot_settings_release(ot_settings *s) {
@@ -138,7 +193,7 @@ void ot_settings_release(ot_settings *s) {
 ot_status ot_settings_apply(ot_settings *s, ot_setting k, ot_setting_source src, const char *v) {
   value parsed;
   memset(&parsed, 0, sizeof parsed);
-  if (!v && k != OT_SET_JSON) return ot_fail(OT_ERR_INVALID_ARG, "no value given");
+  if (!v && ot_setting_defs[k].metavar) return ot_fail(OT_ERR_INVALID_ARG, "no value given");
   /* No value of a setting is long (a path at most PATH_MAX, a limit for
    * every device, a word): a longer one is refused here, before a parser
    * quotes all of it in its message. */
@@ -247,6 +302,13 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
     case OT_SET_DTYPE: fputs(s->has_dtype ? ot_dtype_name(s->dtype) : "(as stored)", f); break;
     case OT_SET_JSON: fputs(s->json ? "true" : "false", f); break;
     case OT_SET_USM_PLACEMENT: fputs(ot_usm_placement_name(s->usm_placement), f); break;
+    case OT_SET_MAX_NEW_TOKENS: fprintf(f, "%d", s->gen.max_new_tokens); break;
+    case OT_SET_TEMPERATURE: fprintf(f, "%g", s->gen.temperature); break;
+    case OT_SET_TOP_K: fprintf(f, "%d", s->gen.top_k); break;
+    case OT_SET_TOP_P: fprintf(f, "%g", s->gen.top_p); break;
+    case OT_SET_SEED: fprintf(f, "%llu", (unsigned long long)s->gen.seed); break;
+    case OT_SET_GREEDY: fputs(s->gen.greedy ? "true" : "false", f); break;
+    case OT_SET_IGNORE_EOS: fputs(s->gen.ignore_eos ? "true" : "false", f); break;
     case OT_SET_COUNT: break;
     }
     fprintf(f, "   [%s%s%s]\n", ot_setting_source_name(s->source[k]),

@@ -15,6 +15,8 @@ typedef struct ot_setting_def {
   const char *help;
   ot_status (*parse)(const char *v, union value *out);
   const char *implicit; /* the flag's value when given alone (args.c says when that is); NULL: required */
+  int generation;       /* a generation setting: an option of `run` only (ot_settings_gen_opts) */
+  char short_name;      /* the option's one-letter form, 0: none */
 } ot_setting_def;
 
 extern const ot_setting_def ot_setting_defs[OT_SET_COUNT];

@@ -18,6 +18,7 @@
 #include "memory/device.h"
 #include "omptensor/lm.h"
 #include "omptensor/npy.h"
+#include "omptensor/textstream.h"
 
 static double now_ms(void) {
   struct timespec t;
@@ -32,7 +33,6 @@ ot_gen_opts ot_gen_opts_default(void) {
   o.greedy = 1;
   o.temperature = 1.0f;
   o.top_p = 1.0f;
-  o.eos_token = -1;
   o.sched = ot_sched_opts_default();
   o.sched.n_stages = OT_SCHED_ALL_DEVICES; /* a context with several devices splits the model over them */
   return o;
@@ -41,6 +41,7 @@ ot_gen_opts ot_gen_opts_default(void) {
 void ot_gen_result_free(ot_gen_result *r) {
   if (!r) return;
   free(r->tokens);
+  free(r->text);
   memset(r, 0, sizeof *r);
 }
 
@@ -95,8 +96,27 @@ static ot_status run_step(ot_lm_step *st, ot_plan *plan, const int32_t *ids, int
   return ot_sched_run(plan, tr);
 }
 
-static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r) {
-  memset(r, 0, sizeof *r);
+static int is_eos(const ot_gen_opts *o, int32_t id) {
+  for (int i = 0; i < o->n_eos && i < OT_GEN_MAX_EOS; i++)
+    if (o->eos_ids[i] == id) return 1;
+  return 0;
+}
+
+/* Keeps a new token and tells whoever listens: progress, the token, the
+ * text it completes. */
+static ot_status took(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r, int32_t id) {
+  r->tokens[r->n_tokens++] = id;
+  if (o->progress) o->progress(o->progress_user, "generate", (uint64_t)r->n_tokens, (uint64_t)o->max_new_tokens);
+  if (o->on_token) OT_TRY(o->on_token(o->token_user, id, r->n_tokens - 1));
+  if (!ts) return OT_OK;
+  const char *piece;
+  size_t n;
+  OT_TRY(ot_text_stream_push(ts, id, &piece, &n));
+  return n && o->on_text ? o->on_text(o->text_user, piece, n) : OT_OK;
+}
+
+static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_text_stream *ts,
+                          ot_gen_result *r) {
   if (n_prompt < 1) return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is empty (give at least one token id)");
   for (int i = 0; i < n_prompt; i++)
     if (prompt[i] < 0 || prompt[i] >= m->vocab)
@@ -138,15 +158,14 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   plan = NULL;
   ot_lm_step_destroy(&st);
   if (s != OT_OK || o->max_new_tokens == 0) return s;
-  r->tokens[r->n_tokens++] = next;
-  if (o->progress) o->progress(o->progress_user, "generate", 1, (uint64_t)o->max_new_tokens);
+  OT_TRY(took(o, ts, r, next));
+  r->stopped_at_eos = is_eos(o, next);
 
   /* decode: one token per replay */
   s = m->vt->build(m, 1, 0, &st);
   if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
   t0 = now_ms();
-  for (int i = 1; s == OT_OK && i < o->max_new_tokens; i++) {
-    if (o->stop_at_eos && next == o->eos_token) break;
+  for (int i = 1; s == OT_OK && i < o->max_new_tokens && !r->stopped_at_eos; i++) {
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
     if (s != OT_OK) break;
     const float *row = ot_tensor_data(st.logits);
@@ -155,8 +174,8 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
     if (s != OT_OK) break;
     s = pick(o, row, m->vocab, (uint64_t)i, &next);
     if (s != OT_OK) break;
-    r->tokens[r->n_tokens++] = next;
-    if (o->progress) o->progress(o->progress_user, "generate", (uint64_t)r->n_tokens, (uint64_t)o->max_new_tokens);
+    s = took(o, ts, r, next);
+    r->stopped_at_eos = is_eos(o, next);
   }
   r->decode_ms = now_ms() - t0;
   if (plan) ot_plan_budget_probe(plan, &r->decode_probe);
@@ -168,8 +187,27 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   return s;
 }
 
+/* The stream's held-back end, then the whole text into the result. */
+static ot_status finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r) {
+  const char *piece, *all;
+  size_t n, len;
+  OT_TRY(ot_text_stream_finish(ts, &piece, &n));
+  if (n && o->on_text) OT_TRY(o->on_text(o->text_user, piece, n));
+  all = ot_text_stream_text(ts, &len);
+  if (!(r->text = malloc(len + 1))) return ot_fail(OT_ERR_OUT_OF_MEMORY, "generate: no host memory for the text");
+  memcpy(r->text, all, len + 1);
+  r->text_len = len;
+  return OT_OK;
+}
+
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r) {
-  ot_status s = generate(m, prompt, n_prompt, o, r);
+  memset(r, 0, sizeof *r);
+  if (!m || !o || (!prompt && n_prompt)) return ot_fail(OT_ERR_INVALID_ARG, "ot_generate: NULL argument");
+  ot_text_stream *ts = NULL;
+  ot_status s = o->tokenizer ? ot_text_stream_new(o->tokenizer, 1, &ts) : OT_OK;
+  if (s == OT_OK) s = generate(m, prompt, n_prompt, o, ts, r);
+  if (s == OT_OK && ts) s = finish_text(o, ts, r);
+  ot_text_stream_destroy(ts);
   /* A failure leaves nothing to free (the token buffer leaked on failed
    * runs before; found by OMPTENSOR_FAULT under LeakSanitizer). */
   if (s != OT_OK) ot_gen_result_free(r);
@@ -189,4 +227,26 @@ ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
     if (s != OT_OK) return s;
   }
   return OT_OK;
+}
+
+ot_status ot_generate_text(ot_lm *m, const ot_tokenizer *tk, const char *text, size_t len, const ot_gen_opts *o,
+                           ot_gen_result *r, int32_t **prompt_ids, int *n_prompt) {
+  memset(r, 0, sizeof *r);
+  if (prompt_ids) *prompt_ids = NULL;
+  if (n_prompt) *n_prompt = 0;
+  if (!m || !tk || (!text && len) || !o) return ot_fail(OT_ERR_INVALID_ARG, "ot_generate_text: NULL argument");
+  int32_t *ids;
+  size_t n;
+  OT_TRY(ot_tokenizer_encode(tk, text ? text : "", len, 1, &ids, &n));
+  if (n > INT32_MAX) {
+    free(ids);
+    return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is %zu tokens; at most %d", n, INT32_MAX);
+  }
+  ot_gen_opts with = *o;
+  with.tokenizer = tk;
+  ot_status s = ot_generate(m, ids, (int)n, &with, r);
+  if (s == OT_OK && prompt_ids) *prompt_ids = ids;
+  else free(ids);
+  if (s == OT_OK && n_prompt) *n_prompt = (int)n;
+  return s;
 }

@@ -1,0 +1,355 @@
+/* batch.c — JSONL batch jobs: one prompt per line in, one result per line
+ * out, resumable.
+ *
+ * An HPC job of thousands of prompts gets killed (time limit, preemption)
+ * and rerun. So each result line is written whole with one write() and
+ * flushed to disk before the next prompt starts; a rerun reads the ids
+ * already in OUT and skips them, and cuts off a last line that a kill left
+ * half-written. The input is read and checked first, all of it, before the
+ * model is loaded: a bad line is reported with its number and the job goes
+ * on without it.
+ *
+ * Input lines: {"id": ID, "prompt": "text"} or {"id": ID, "prompt_ids":
+ * [1, 2, 3]}, optionally "max_new_tokens"; ID a string or an integer (the
+ * line number when absent). Blank lines are skipped. Output lines: {"id",
+ * "text" (with a tokenizer), "tokens", "prompt_tokens", "stopped" ("eos" or
+ * "length"), "prefill_ms", "decode_ms", "tokens_per_second"}. */
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "batch.h"
+#include "prompt.h"
+#include "report.h"
+#include "omptensor/hfconfig.h"
+#include "omptensor/models.h"
+
+#define BATCH_LINE_MAX ((size_t)64 << 20)
+
+typedef struct job {
+  char *key;  /* the id as compact JSON ("\"a\"", "7"): how OUT's lines are matched */
+  json_t *id; /* as given, for the result line */
+  long line;
+  int32_t *ids;
+  int n_ids;
+  int max_new;
+} job;
+
+typedef struct batch {
+  const char *model, *in, *out;
+  const ot_tokenizer *tk;
+  const ot_hf_config *cfg;
+  const ot_gen_opts *g;
+  job *jobs;
+  size_t n, cap;
+  char **done; /* sorted keys already in OUT */
+  size_t n_done;
+  long bad_lines; /* lines refused while reading IN */
+  long refused;   /* prompts the model refused while running */
+} batch;
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+static void line_error(const batch *b, long line, const char *what) {
+  ot_cli_progress_end();
+  fprintf(stderr, "omptensor run: %s:%ld: %s\n", b->in, line, what);
+}
+
+static char *id_key(const json_t *id) { return json_dumps(id, JSON_ENCODE_ANY | JSON_COMPACT); }
+
+/* One input line into a job, or a message in err. */
+static ot_status parse_line(batch *b, const char *text, size_t len, long line, job *j) {
+  json_error_t e;
+  json_t *o = json_loadb(text, len, JSON_REJECT_DUPLICATES, &e);
+  ot_status st = OT_OK;
+  memset(j, 0, sizeof *j);
+  j->line = line;
+  j->max_new = b->g->max_new_tokens;
+  if (!o) return ot_set_error(OT_ERR_FORMAT, "not JSON: %s (column %d)", e.text, e.column);
+  if (!json_is_object(o)) {
+    st = ot_set_error(OT_ERR_FORMAT, "a line is a JSON object, this is %s", json_is_array(o) ? "an array" : "a single value");
+    goto done;
+  }
+  const char *k;
+  json_t *v;
+  json_object_foreach(o, k, v) {
+    if (strcmp(k, "id") && strcmp(k, "prompt") && strcmp(k, "prompt_ids") && strcmp(k, "max_new_tokens")) {
+      st = ot_set_error(OT_ERR_FORMAT, "unknown key \"%s\" (a line has \"id\", \"prompt\" or \"prompt_ids\", and "
+                                       "optionally \"max_new_tokens\")", k);
+      goto done;
+    }
+  }
+  json_t *id = json_object_get(o, "id"), *p = json_object_get(o, "prompt"), *pi = json_object_get(o, "prompt_ids"),
+         *mn = json_object_get(o, "max_new_tokens");
+  if (id && !json_is_string(id) && !json_is_integer(id)) {
+    st = ot_set_error(OT_ERR_FORMAT, "\"id\" is a string or an integer");
+    goto done;
+  }
+  j->id = id ? json_incref(id) : json_integer(line);
+  j->key = id_key(j->id);
+  if (!j->id || !j->key) {
+    st = ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
+    goto done;
+  }
+  if (!p == !pi) {
+    st = ot_set_error(OT_ERR_FORMAT, "give exactly one of \"prompt\" (text) and \"prompt_ids\" (token ids)");
+    goto done;
+  }
+  if (mn && (!json_is_integer(mn) || json_integer_value(mn) < 0 || json_integer_value(mn) > 1000000)) {
+    st = ot_set_error(OT_ERR_FORMAT, "\"max_new_tokens\" is an integer from 0 to 1000000");
+    goto done;
+  }
+  if (mn) j->max_new = (int)json_integer_value(mn);
+  if (p) {
+    size_t n = 0;
+    if (!json_is_string(p)) st = ot_set_error(OT_ERR_FORMAT, "\"prompt\" is a string of text");
+    else if (!b->tk)
+      st = ot_set_error(OT_ERR_INVALID_ARG, "a text prompt needs the model's tokenizer.json, which %s does not have; "
+                                            "give \"prompt_ids\"", b->model);
+    else st = ot_tokenizer_encode(b->tk, json_string_value(p), json_string_length(p), 1, &j->ids, &n);
+    if (st == OT_OK && (n == 0 || n > INT32_MAX))
+      st = ot_set_error(OT_ERR_INVALID_ARG, "the prompt encodes to %s tokens", n ? "too many" : "no");
+    j->n_ids = (int)n;
+  } else {
+    size_t n = json_is_array(pi) ? json_array_size(pi) : 0;
+    if (!n || n > INT32_MAX) st = ot_set_error(OT_ERR_FORMAT, "\"prompt_ids\" is a non-empty array of token ids");
+    else if (!(j->ids = malloc(n * sizeof *j->ids))) st = ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
+    for (size_t i = 0; st == OT_OK && i < n; i++) {
+      json_t *x = json_array_get(pi, i);
+      if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > INT32_MAX)
+        st = ot_set_error(OT_ERR_FORMAT, "\"prompt_ids\"[%zu] is not a token id (an integer from 0)", i);
+      else j->ids[i] = (int32_t)json_integer_value(x);
+    }
+    j->n_ids = (int)n;
+  }
+  if (st == OT_OK) st = ot_cli_check_prompt(b->cfg, b->model, j->ids, j->n_ids, j->max_new, "the prompt");
+done:
+  json_decref(o);
+  return st;
+}
+
+static void job_free(job *j) {
+  free(j->key);
+  json_decref(j->id);
+  free(j->ids);
+}
+
+static int is_blank(const char *s, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (s[i] != ' ' && s[i] != '\t' && s[i] != '\r') return 0;
+  return 1;
+}
+
+/* Every line of IN: jobs for the good ones, an error on stderr for the rest
+ * (also for an id that repeats an earlier line's). */
+static ot_status read_in(batch *b) {
+  char *buf;
+  size_t len;
+  OT_TRY(ot_file_read(b->in, (size_t)1 << 30, &buf, &len));
+  long line = 0;
+  for (size_t at = 0; at < len;) {
+    const char *nl = memchr(buf + at, '\n', len - at);
+    size_t n = nl ? (size_t)(nl - (buf + at)) : len - at;
+    const char *text = buf + at;
+    at += n + (nl != NULL);
+    line++;
+    if (is_blank(text, n)) continue;
+    if (b->n == b->cap) {
+      size_t cap = b->cap ? 2 * b->cap : 64;
+      job *g = realloc(b->jobs, cap * sizeof *g);
+      if (!g) return free(buf), ot_set_error(OT_ERR_OUT_OF_MEMORY, "%s: no memory for %zu prompts", b->in, cap);
+      b->jobs = g;
+      b->cap = cap;
+    }
+    job *j = &b->jobs[b->n];
+    if (parse_line(b, text, n, line, j) != OT_OK) {
+      line_error(b, line, ot_last_error());
+      b->bad_lines++;
+      job_free(j);
+      continue;
+    }
+    int dup = 0;
+    for (size_t i = 0; i < b->n && !dup; i++) /* fine for the thousands of lines of a job; see the note in README */
+      if (!strcmp(b->jobs[i].key, j->key)) {
+        char m[256];
+        snprintf(m, sizeof m, "id %s repeats line %ld's; ids are how a rerun knows what is done", j->key,
+                 b->jobs[i].line);
+        line_error(b, line, m);
+        b->bad_lines++;
+        dup = 1;
+      }
+    if (dup) job_free(j);
+    else b->n++;
+  }
+  free(buf);
+  return OT_OK;
+}
+
+/* The ids in OUT, from an earlier run of the same job. A last line without
+ * its newline was cut by a kill: it is cut off the file, and that prompt
+ * runs again. */
+static ot_status read_out(batch *b) {
+  char *buf;
+  size_t len;
+  ot_status st = ot_file_read(b->out, (size_t)1 << 30, &buf, &len);
+  if (st == OT_ERR_NOT_FOUND) return ot_clear_error(), OT_OK;
+  OT_TRY(st);
+  size_t keep = len;
+  while (keep && buf[keep - 1] != '\n') keep--;
+  if (keep < len) {
+    if (truncate(b->out, (off_t)keep) != 0) {
+      free(buf);
+      return ot_set_error(OT_ERR_IO, "%s: cannot cut off its unfinished last line: %s", b->out, strerror(errno));
+    }
+    ot_cli_notice("%s: its last line was unfinished (a killed run); cut off, that prompt runs again", b->out);
+  }
+  long line = 0;
+  for (size_t at = 0; at < keep;) {
+    const char *nl = memchr(buf + at, '\n', keep - at);
+    size_t n = (size_t)(nl - (buf + at));
+    json_error_t e;
+    json_t *o = json_loadb(buf + at, n, 0, &e), *id = json_object_get(o, "id");
+    at += n + 1;
+    line++;
+    char *k = id ? id_key(id) : NULL;
+    json_decref(o);
+    if (!k) {
+      free(buf);
+      return ot_set_error(OT_ERR_FORMAT, "%s:%ld is not a result line (a JSON object with \"id\"); is --out another "
+                                         "file? Give a new name, or move it away to start over",
+                          b->out, line);
+    }
+    char **g = realloc(b->done, (b->n_done + 1) * sizeof *g);
+    if (!g) return free(k), free(buf), ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
+    b->done = g;
+    b->done[b->n_done++] = k;
+  }
+  free(buf);
+  qsort(b->done, b->n_done, sizeof *b->done, cmp_str);
+  return OT_OK;
+}
+
+static int is_done(const batch *b, const char *key) {
+  return b->n_done && bsearch(&key, b->done, b->n_done, sizeof *b->done, cmp_str) != NULL;
+}
+
+/* The whole line at once, then to disk: a kill leaves whole lines. */
+static ot_status append(int fd, const char *path, const char *text) {
+  size_t n = strlen(text);
+  for (size_t w = 0; w < n;) {
+    ssize_t k = write(fd, text + w, n - w);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return ot_set_error(OT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    w += (size_t)k;
+  }
+  if (fdatasync(fd) != 0 && errno != EINVAL)
+    return ot_set_error(OT_ERR_IO, "%s: flush to disk failed: %s", path, strerror(errno));
+  return OT_OK;
+}
+
+static char *result_line(const job *j, const ot_gen_result *r) {
+  json_t *o = json_object(), *toks = json_array();
+  for (int i = 0; i < r->n_tokens; i++) json_array_append_new(toks, json_integer(r->tokens[i]));
+  json_object_set(o, "id", j->id);
+  if (r->text) json_object_set_new(o, "text", ot_cli_json_text(r->text, r->text_len));
+  json_object_set_new(o, "tokens", toks);
+  json_object_set_new(o, "prompt_tokens", json_integer(j->n_ids));
+  json_object_set_new(o, "stopped", json_string(r->stopped_at_eos ? "eos" : "length"));
+  json_object_set_new(o, "prefill_ms", json_real(r->prefill_ms));
+  json_object_set_new(o, "decode_ms", json_real(r->decode_ms));
+  json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
+  char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
+  json_decref(o);
+  if (!s) return NULL;
+  size_t n = strlen(s);
+  char *l = realloc(s, n + 2);
+  if (!l) return free(s), NULL;
+  l[n] = '\n';
+  l[n + 1] = '\0';
+  return l;
+}
+
+/* The prompts not done yet, in input order. A prompt the model refuses (its
+ * plan does not fit the budget, NaN logits: exit-2 kinds) is reported and
+ * skipped; anything else stops the job. */
+static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t todo, size_t *ran) {
+  ot_gen_opts g = *b->g;
+  g.sched = s->sched;
+  g.trace = s->trace;
+  g.tokenizer = b->tk;
+  size_t k = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    job *j = &b->jobs[i];
+    if (is_done(b, j->key)) continue;
+    k++;
+    g.max_new_tokens = j->max_new;
+    ot_gen_result r;
+    ot_status st = ot_cli_budget_error(s, ot_generate(m, j->ids, j->n_ids, &g, &r));
+    if (st != OT_OK && ot_cli_exit_code(st) == 2) {
+      char msg[1024];
+      snprintf(msg, sizeof msg, "id %s: %s", j->key, ot_last_error());
+      line_error(b, j->line, msg);
+      b->refused++;
+      continue;
+    }
+    OT_TRY(st);
+    char *l = result_line(j, &r);
+    if (!l) st = ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for a result line");
+    else st = append(fd, b->out, l);
+    free(l);
+    if (st == OT_OK) {
+      (*ran)++;
+      fprintf(stderr, "omptensor run: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", k, todo, j->key,
+              r.n_tokens, r.stopped_at_eos ? "eos" : "length", r.decode_tokens_per_second);
+    }
+    ot_gen_result_free(&r);
+    OT_TRY(st);
+  }
+  return OT_OK;
+}
+
+int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *tk, const ot_gen_opts *g,
+                     const char *in, const char *out) {
+  const char *prog = "omptensor run";
+  ot_hf_config cfg;
+  batch b = {.model = model, .in = in, .out = out, .tk = tk, .cfg = &cfg, .g = g};
+  ot_status st = ot_hf_config_load(model, &cfg);
+  if (st == OT_OK) st = read_out(&b); /* first: a wrong --out is the user's to fix before anything runs */
+  if (st == OT_OK) st = read_in(&b);
+  size_t todo = 0, ran = 0;
+  for (size_t i = 0; st == OT_OK && i < b.n; i++) todo += !is_done(&b, b.jobs[i].key);
+  int fd = -1;
+  if (st == OT_OK && todo) {
+    fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (fd < 0) st = ot_set_error(OT_ERR_IO, "--out %s: cannot open for appending: %s", out, strerror(errno));
+  }
+  if (st == OT_OK) st = ot_cli_session_start(s);
+  if (st == OT_OK) st = ot_cli_check_trace(s);
+  ot_lm *m = NULL;
+  if (st == OT_OK && todo) st = ot_model_load(s->ctx, model, ot_cli_weight_dtype(&s->settings), ot_cli_progress, s, &m);
+  if (st == OT_OK) ot_cli_input_accepted();
+  if (st == OT_OK && todo) st = run_jobs(&b, s, m, fd, todo, &ran);
+  if (st == OT_OK && s->settings.trace_path) st = ot_trace_write_chrome(s->trace, s->settings.trace_path);
+  if (fd >= 0) close(fd);
+  ot_lm_destroy(m);
+  const long refused = b.bad_lines + b.refused;
+  const size_t lines = b.n + (size_t)b.bad_lines;
+  int rc = st == OT_OK ? (refused ? 2 : 0) : ot_cli_fail(prog, st);
+  if (st == OT_OK || rc == 1) {
+    fprintf(stderr, "omptensor run: %s: %zu prompts: %zu done now, %zu already in %s, %ld refused%s\n", in, lines,
+            ran, b.n - todo, out, refused, refused ? " (see above)" : "");
+    if (st == OT_OK && s->settings.json)
+      ot_cli_json_print(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
+                                  (json_int_t)lines, "done_now", (json_int_t)ran, "already_done",
+                                  (json_int_t)(b.n - todo), "refused", (json_int_t)refused));
+  }
+  for (size_t i = 0; i < b.n; i++) job_free(&b.jobs[i]);
+  free(b.jobs);
+  for (size_t i = 0; i < b.n_done; i++) free(b.done[i]);
+  free(b.done);
+  return rc;
+}

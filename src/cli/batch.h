@@ -1,0 +1,17 @@
+/* batch.h (internal) — `omptensor run MODEL --prompts IN.jsonl --out OUT.jsonl`. */
+#ifndef OT_CLI_BATCH_H
+#define OT_CLI_BATCH_H
+
+#include "common.h"
+#include "omptensor/tokenizer.h"
+
+/* Runs every prompt of `in` whose id is not yet in `out`, appending one
+ * result line per prompt to `out` as it finishes; returns the exit status
+ * (0: all done; 2: some lines were bad or some prompts were refused, each
+ * said on stderr with its line; 1: a failure while running stopped the
+ * job, the finished lines kept). tk may be NULL (then text prompts are
+ * refused line by line). */
+int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *tk, const ot_gen_opts *g,
+                     const char *in, const char *out);
+
+#endif

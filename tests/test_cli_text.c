@@ -1,0 +1,325 @@
+/* test_cli_text.c — text in, text out: `omptensor run MODEL --prompt TEXT`
+ * on the two models of tests/data/models that carry a tokenizer
+ * (llama_text: sentencepiece-style with byte fallback; gpt2_text:
+ * byte-level), against what transformers' greedy generate() + decode() made
+ * of the same prompts (expected.json, scripts/gen_text_ref.py): the ids and
+ * the text, stopping at the model's EOS ids from generation_config.json and
+ * running to max_new_tokens with --ignore-eos; the text streamed on stdout;
+ * generation_config's max_new_tokens under env and flags; a JSONL batch job
+ * with a bad line, cut by a "kill" and resumed; and the refusals. */
+#include <jansson.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cli_test.h"
+#include "ot_testio.h"
+
+static char *tmp, data[4096];
+static const char *const models[] = {"llama_text", "gpt2_text"};
+
+static int setup(void **state) {
+  (void)state;
+  const char *d = getenv("OT_TEST_DATA");
+  if (!d || !ot_test_cli()) return -1;
+  snprintf(data, sizeof data, "%s", d);
+  tmp = ot_tmpdir_create();
+  return tmp ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  (void)state;
+  ot_tmpdir_remove(tmp);
+  return 0;
+}
+
+static const char *model_dir(const char *name) {
+  static char buf[2][4200];
+  static int k;
+  k ^= 1;
+  snprintf(buf[k], sizeof buf[k], "%s/models/%s", data, name);
+  return buf[k];
+}
+
+static json_t *expected(const char *name) {
+  char p[4300];
+  snprintf(p, sizeof p, "%s/expected.json", model_dir(name));
+  json_error_t e;
+  json_t *j = json_load_file(p, 0, &e);
+  if (!j) fail_msg("%s: %s", p, e.text);
+  return j;
+}
+
+static ot_cli_res run_env(const char *const *env, const char *const *args) {
+  ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .extra_env = env, .deadline_s = 120};
+  return ot_test_cli_run_with(&o, args);
+}
+static ot_cli_res run(const char *const *args) { return run_env(NULL, args); }
+
+/* The "tokens" of a JSON result equal `want` (a JSON array of ids). */
+static void same_ids(const json_t *got, const json_t *want, const char *what) {
+  if (!json_equal((json_t *)got, (json_t *)want)) {
+    char *g = json_dumps(got, JSON_COMPACT), *w = json_dumps(want, JSON_COMPACT);
+    fail_msg("%s: tokens %s, transformers %s", what, g ? g : "(none)", w);
+  }
+}
+
+static void same_text(const json_t *got, const char *want, const char *what) {
+  if (!json_is_string(got) || strcmp(json_string_value(got), want))
+    fail_msg("%s: text \"%s\", transformers \"%s\"", what, json_is_string(got) ? json_string_value(got) : "(none)",
+             want);
+}
+
+/* Every reference prompt with --json: ids, text and why it stopped equal
+ * transformers', with the model's EOS ids and with --ignore-eos. */
+static void test_generate_matches_transformers(void **state) {
+  (void)state;
+  for (size_t k = 0; k < 2; k++) {
+    json_t *ref = expected(models[k]);
+    size_t i;
+    const json_t *c;
+    json_array_foreach(json_object_get(ref, "cases"), i, c) {
+      const char *prompt = json_string_value(json_object_get(c, "prompt"));
+      for (int ignore = 0; ignore < 2; ignore++) {
+        const char *args[] = {"run", model_dir(models[k]), "--prompt", prompt, "--json", ignore ? "--ignore-eos" : NULL,
+                              NULL};
+        ot_cli_res r = run(args);
+        char what[512];
+        snprintf(what, sizeof what, "%s \"%s\"%s", models[k], prompt, ignore ? " --ignore-eos" : "");
+        json_t *o = json_loads(r.out, 0, NULL);
+        if (r.status != 0 || !o) fail_msg("%s: exit %d, stdout %s, stderr %s", what, r.status, r.out, r.err);
+        same_ids(json_object_get(o, "tokens"), json_object_get(c, ignore ? "ids_ignore_eos" : "ids"), what);
+        same_text(json_object_get(o, "text"), json_string_value(json_object_get(c, ignore ? "text_ignore_eos" : "text")),
+                  what);
+        const char *stopped = json_string_value(json_object_get(o, "stopped"));
+        assert_string_equal(stopped, ignore ? "length" : json_string_value(json_object_get(c, "stopped")));
+        json_decref(o);
+        ot_cli_res_free(&r);
+      }
+    }
+    json_decref(ref);
+  }
+}
+
+/* Without --json the continuation is all of stdout (and a newline), the
+ * summary on stderr; --prompt-file and stdin give the same. */
+static void test_streamed_text(void **state) {
+  (void)state;
+  for (size_t k = 0; k < 2; k++) {
+    json_t *ref = expected(models[k]);
+    const json_t *c = json_array_get(json_object_get(ref, "cases"), 1);
+    const char *prompt = json_string_value(json_object_get(c, "prompt"));
+    char want[4096];
+    snprintf(want, sizeof want, "%s\n", json_string_value(json_object_get(c, "text_ignore_eos")));
+    ot_write_text(tmp, "prompt.txt", prompt);
+    char in[4200];
+    ot_tmp_path(in, sizeof in, tmp, "prompt.txt");
+    const char *a1[] = {"run", model_dir(models[k]), "--prompt", prompt, "--ignore-eos", NULL};
+    const char *a2[] = {"run", model_dir(models[k]), "--prompt-file", in, "--ignore-eos", NULL};
+    const char *const *as[] = {a1, a2};
+    for (int j = 0; j < 2; j++) {
+      ot_cli_res r = run(as[j]);
+      if (r.status != 0 || strcmp(r.out, want))
+        fail_msg("%s %s: exit %d, stdout '%s', want '%s' (stderr %s)", models[k], as[j][2], r.status, r.out, want,
+                 r.err);
+      assert_non_null(strstr(r.err, "tokens/s")); /* the summary, out of the text's way */
+      ot_cli_res_free(&r);
+    }
+    const char *a3[] = {"run", model_dir(models[k]), "--prompt-file", "-", "--ignore-eos", NULL};
+    ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .stdin_path = in, .deadline_s = 120};
+    ot_cli_res r = ot_test_cli_run_with(&o, a3);
+    if (r.status != 0 || strcmp(r.out, want)) fail_msg("--prompt-file -: exit %d, stdout '%s'", r.status, r.out);
+    ot_cli_res_free(&r);
+    json_decref(ref);
+  }
+}
+
+static long n_tokens(const ot_cli_res *r) {
+  json_t *o = json_loads(r->out, 0, NULL);
+  if (r->status != 0 || !o) fail_msg("exit %d, stdout %s, stderr %s", r->status, r->out, r->err);
+  long n = (long)json_array_size(json_object_get(o, "tokens"));
+  json_decref(o);
+  return n;
+}
+
+/* generation_config.json's max_new_tokens (20) is the default; the
+ * environment and a --config file go over it, a flag over all. */
+static void test_generation_defaults(void **state) {
+  (void)state;
+  const char *m = model_dir("llama_text");
+  const char *base[] = {"run", m, "--prompt", "12345 + 678 = ?", "--json", NULL};
+  ot_cli_res r = run(base);
+  assert_int_equal(n_tokens(&r), 20);
+  ot_cli_res_free(&r);
+  const char *env[] = {"OMPTENSOR_MAX_NEW_TOKENS=5", NULL};
+  r = run_env(env, base);
+  assert_int_equal(n_tokens(&r), 5);
+  ot_cli_res_free(&r);
+  ot_write_text(tmp, "gen.yaml", "generation:\n  max_new_tokens: 7\n");
+  const char *yaml[] = {"run", m, "--prompt", "12345 + 678 = ?", "--json", "--config", "gen.yaml", NULL};
+  r = run(yaml);
+  assert_int_equal(n_tokens(&r), 7);
+  ot_cli_res_free(&r);
+  const char *flag[] = {"run", m, "--prompt", "12345 + 678 = ?", "--json", "-n", "3", NULL};
+  r = run_env(env, flag);
+  assert_int_equal(n_tokens(&r), 3);
+  ot_cli_res_free(&r);
+}
+
+/* The lines of a file as JSON objects, keyed by nothing: in file order. */
+static json_t *read_jsonl(const char *name) {
+  char p[4200];
+  size_t len;
+  char *text = ot_read_file(ot_tmp_path(p, sizeof p, tmp, name), &len);
+  json_t *a = json_array();
+  for (char *line = text, *nl; line && *line; line = nl + 1) {
+    nl = strchr(line, '\n');
+    if (!nl) fail_msg("%s: the last line has no newline", name);
+    json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
+    if (!o) fail_msg("%s: line '%.*s' is not JSON", name, (int)(nl - line), line);
+    json_array_append_new(a, o);
+  }
+  free(text);
+  return a;
+}
+
+/* Checks OUT against the reference: each id once, in order, with
+ * transformers' ids and text. */
+static void check_out(const json_t *ref, const json_t *lines) {
+  const json_t *cases = json_object_get(ref, "cases");
+  assert_int_equal(json_array_size(lines), json_array_size(cases) + 1); /* + the prompt_ids line */
+  size_t i;
+  const json_t *l;
+  json_array_foreach(lines, i, l) {
+    const json_t *id = json_object_get(l, "id");
+    if (json_is_string(id)) { /* "p0".."p4": text prompts */
+      const json_t *c = json_array_get(cases, (size_t)(json_string_value(id)[1] - '0'));
+      same_ids(json_object_get(l, "tokens"), json_object_get(c, "ids"), json_string_value(id));
+      same_text(json_object_get(l, "text"), json_string_value(json_object_get(c, "text")), json_string_value(id));
+      assert_int_equal(json_integer_value(json_object_get(l, "prompt_tokens")),
+                       json_array_size(json_object_get(c, "prompt_ids")));
+    } else { /* id 99: the first case's prompt as ids */
+      assert_int_equal(json_integer_value(id), 99);
+      same_ids(json_object_get(l, "tokens"), json_object_get(json_array_get(cases, 0), "ids"), "prompt_ids line");
+    }
+  }
+}
+
+static void test_batch_job_resumes(void **state) {
+  (void)state;
+  json_t *ref = expected("llama_text");
+  const json_t *cases = json_object_get(ref, "cases");
+  json_t *lines = json_array();
+  for (size_t i = 0; i < json_array_size(cases); i++) {
+    char id[8];
+    snprintf(id, sizeof id, "p%zu", i);
+    json_array_append_new(lines, json_pack("{s:s, s:O}", "id", id, "prompt",
+                                           json_object_get(json_array_get(cases, i), "prompt")));
+  }
+  json_array_insert_new(lines, 2, json_pack("{s:i, s:O}", "id", 99, "prompt_ids",
+                                            json_object_get(json_array_get(cases, 0), "prompt_ids")));
+  char in[65536] = "";
+  size_t i;
+  const json_t *l;
+  json_array_foreach(lines, i, l) {
+    char *s = json_dumps(l, JSON_COMPACT);
+    snprintf(in + strlen(in), sizeof in - strlen(in), "%s\n%s", s, i == 3 ? "{\"id\": \"bad\", \"promt\": \"x\"}\n\n" : "");
+    free(s);
+  }
+  ot_write_text(tmp, "in.jsonl", in);
+  unlink(ot_tmp_path((char[4200]){0}, 4200, tmp, "out.jsonl"));
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "in.jsonl", "--out", "out.jsonl", NULL};
+  ot_cli_res r = run(args);
+  /* the bad line (line 5) is reported and the job goes on; exit 2 says one was refused */
+  if (r.status != 2 || !strstr(r.err, "in.jsonl:5: unknown key \"promt\""))
+    fail_msg("batch: exit %d, stderr %s", r.status, r.err);
+  assert_non_null(strstr(r.err, "6 done now, 0 already in out.jsonl, 1 refused"));
+  ot_cli_res_free(&r);
+  json_t *out = read_jsonl("out.jsonl");
+  check_out(ref, out);
+  json_decref(out);
+
+  /* A kill part way: two whole lines and half of the third stay. */
+  char p[4200];
+  size_t len;
+  char *text = ot_read_file(ot_tmp_path(p, sizeof p, tmp, "out.jsonl"), &len);
+  char *cut = strchr(strchr(text, '\n') + 1, '\n') + 1;
+  cut += (strchr(cut, '\n') - cut) / 2;
+  ot_write_bytes(tmp, "out.jsonl", text, (size_t)(cut - text));
+  free(text);
+  r = run(args);
+  if (r.status != 2 || !strstr(r.err, "4 done now, 2 already in out.jsonl, 1 refused") || !strstr(r.err, "unfinished"))
+    fail_msg("resume: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  out = read_jsonl("out.jsonl");
+  check_out(ref, out);
+  json_decref(out);
+
+  /* All done: nothing runs again. */
+  r = run(args);
+  if (r.status != 2 || !strstr(r.err, "0 done now, 6 already in out.jsonl")) fail_msg("rerun: %s", r.err);
+  ot_cli_res_free(&r);
+  json_decref(lines);
+  json_decref(ref);
+}
+
+static void expect_refused(const char *const *args, const char *says) {
+  ot_cli_res r = run(args);
+  if (r.status != 2 || !strstr(r.err, says))
+    fail_msg("%s %s: exit %d, stderr '%s', want exit 2 saying '%s'", args[0], args[2], r.status, r.err, says);
+  ot_cli_res_free(&r);
+}
+
+static void test_refusals(void **state) {
+  (void)state;
+  const char *gqa = model_dir("llama_gqa"), *m = model_dir("llama_text");
+  const char *a1[] = {"run", gqa, "--prompt", "Hello", NULL};
+  expect_refused(a1, "has no tokenizer.json");
+  const char *a2[] = {"run", m, "--prompt", "Hello", "--prompt-ids", "1,2", NULL};
+  expect_refused(a2, "more than one prompt");
+  const char *a3[] = {"run", m, "--out", "o.jsonl", "--prompt", "x", NULL};
+  expect_refused(a3, "needs --prompts");
+  const char *a4[] = {"run", m, "--prompts", "in.jsonl", NULL};
+  expect_refused(a4, "give --out");
+  ot_write_text(tmp, "notres.jsonl", "hello\n");
+  ot_write_text(tmp, "one.jsonl", "{\"prompt\": \"x\"}\n");
+  const char *a5[] = {"run", m, "--prompts", "one.jsonl", "--out", "notres.jsonl", NULL};
+  expect_refused(a5, "notres.jsonl:1 is not a result line");
+  const char *a6[] = {"run", m, "--prompt", "", NULL};
+  expect_refused(a6, "--prompt");
+  /* a bad generation_config.json is named with its key */
+  char cfg[4300], path[4300];
+  snprintf(cfg, sizeof cfg, "%s/config.json", m);
+  size_t len;
+  char *c = ot_read_file(cfg, &len);
+  mkdir(ot_tmp_path(path, sizeof path, tmp, "badgen"), 0700);
+  ot_write_text(tmp, "badgen/config.json", c);
+  free(c);
+  ot_write_text(tmp, "badgen/generation_config.json", "{\"top_p\": 0}");
+  const char *a7[] = {"run", ot_tmp_path(path, sizeof path, tmp, "badgen"), "--prompt-ids", "1,2", NULL};
+  expect_refused(a7, "\"top_p\" is 0");
+  /* ids in a text file: read as text, and the user is told */
+  ot_write_text(tmp, "ids.txt", "1, 205, 156\n");
+  const char *a8[] = {"run", m, "--prompt-file", "ids.txt", "-n", "1", NULL};
+  ot_cli_res r = run(a8);
+  assert_int_equal(r.status, 0);
+  assert_non_null(strstr(r.err, "--prompt-ids-file"));
+  ot_cli_res_free(&r);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_generate_matches_transformers), cmocka_unit_test(test_streamed_text),
+      cmocka_unit_test(test_generation_defaults),           cmocka_unit_test(test_batch_job_resumes),
+      cmocka_unit_test(test_refusals),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
