@@ -15,6 +15,7 @@
 #include "omptensor/tensor.h"
 #include "omptensor/tlist.h"
 #include "omptensor/tokenizer.h"
+#include "omptensor/textstream.h"
 #include "omptensor/trace.h"
 #include "omptensor/program.h"
 #include "omptensor/ops.h"
