@@ -153,6 +153,30 @@ static void test_check_budget_fails(void **state) {
   ot_trace_destroy(NULL);
 }
 
+/* The summary prints each size exactly and in the unit its size calls for:
+ * at a 200 KB budget KiB (it said "0.19 MiB"; the plot said "0.000 GiB"). */
+static void test_summary_units(void **state) {
+  (void)state;
+  ot_trace *t;
+  assert_int_equal(ot_trace_create(&t), OT_OK);
+  ot_trace_set_budget(t, 200000);
+  add(t, OT_TRACE_RUN, 0, 0, 0);
+  add(t, OT_TRACE_ALLOC, 0, 150000, 150000);
+  add(t, OT_TRACE_FREE, 0, -150000, 512);
+  ot_trace_summary sm = ot_trace_summarize(t);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ot_trace_summary_print(&sm, f);
+  fclose(f);
+  assert_non_null(strstr(buf, "200000 bytes (195 KiB)"));
+  assert_non_null(strstr(buf, "150000 bytes (146 KiB)")); /* the peak */
+  assert_non_null(strstr(buf, "512 bytes (512 B)"));      /* current */
+  assert_null(strstr(buf, "MiB"));
+  free(buf);
+  ot_trace_destroy(t);
+}
+
 static char *print_plan(const ot_plan *plan) {
   char *buf = NULL;
   size_t len = 0;
@@ -200,6 +224,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chrome_export),
       cmocka_unit_test(test_check_budget_fails),
+      cmocka_unit_test(test_summary_units),
       cmocka_unit_test(test_plan_print),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

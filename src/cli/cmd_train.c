@@ -195,9 +195,9 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   } else {
     json_decref(layers);
     char pk[32], up[32], dn[32], r[32];
-    ot_cli_fmt_bytes(pk, sizeof pk, ps.peak_bytes);
-    ot_cli_fmt_bytes(up, sizeof up, ps.bytes_up);
-    ot_cli_fmt_bytes(dn, sizeof dn, ps.bytes_down);
+    ot_size_format(ps.peak_bytes, pk, sizeof pk);
+    ot_size_format(ps.bytes_up, up, sizeof up);
+    ot_size_format(ps.bytes_down, dn, sizeof dn);
     if (a->dry) printf("dry run: the step of %d x %d x %d tokens fits the budget\n", a->o.accum, a->o.B, a->o.T);
     else {
       fmt_rate(r, sizeof r, rate);

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/vec.h"
 #include "core/checked.h"
+#include "omptensor/settings.h" /* ot_size_format */
 #include "sched/trace_impl.h"
 
 struct ot_trace {
@@ -255,8 +256,11 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
   return s;
 }
 
+/* the exact count for scripts, and its size in the unit it calls for (a
+ * 200 KB budget reads "195 KiB", not "0.19 MiB") */
 static void print_bytes(FILE *f, const char *label, uint64_t b) {
-  fprintf(f, "  %-28s %14llu bytes (%.2f MiB)\n", label, (unsigned long long)b, (double)b / 1048576.0);
+  char h[OT_SIZE_FORMAT_LEN];
+  fprintf(f, "  %-28s %14llu bytes (%s)\n", label, (unsigned long long)b, ot_size_format(b, h, sizeof h));
 }
 
 void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
