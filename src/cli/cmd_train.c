@@ -182,7 +182,7 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "accum", json_integer(a->o.accum));
     json_object_set_new(o, "T", json_integer(a->o.T));
     json_object_set_new(o, "steps", steps);
-    json_object_set_new(o, "tokens_per_s", json_real(rate));
+    json_object_set_new(o, "tokens_per_second", json_real(rate));
     json_object_set(o, "budget", json_object_get(o, "budget_bytes")); /* the name the issue asks for */
     json_object_set_new(o, "checkpoint", json_string(ot_recompute_name(a->o.checkpoint)));
     json_object_set_new(o, "recomputed_layers", layers);
