@@ -532,6 +532,9 @@ static void test_run_reference(void **state) {
   b = ot_read_file(svg, &n);
   assert_true(n > 100 && !strncmp(b, "<svg", 4));
   assert_non_null(strstr(b, "</svg>"));
+  /* the phases ot_generate marks, recorded in the trace and drawn */
+  const char *pre = strstr(b, ">prefill</text>"), *dec = strstr(b, ">decode</text>");
+  assert_true(pre && dec && pre < dec);
   free(b);
   expect_bad(cli("trace", "summarize", npy), "trace summarize on a non-trace", "logits.npy");
   expect_bad(cli("trace", "plot", trace), "trace plot without -o", "-o");
