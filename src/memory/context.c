@@ -211,7 +211,8 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   if (ot_ctx_create(opts, &ctx) == OT_OK) {
     fprintf(f, "selected:   backend %s, %d device(s)\n", ot_backend_name(ctx->backend), ctx->n_dev);
     for (int i = 0; i < ctx->n_dev; i++) {
-      fprintf(f, "budget:     device %s%d: ", ctx->dev[i] == OT_DEVICE_HOST ? "host " : "", ctx->dev[i]);
+      if (ctx->dev[i] == OT_DEVICE_HOST) fprintf(f, "budget:     host: ");
+      else fprintf(f, "budget:     device %d: ", ctx->dev[i]);
       print_bytes(f, ctx->budget[i]);
       fputc('\n', f);
     }
