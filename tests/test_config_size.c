@@ -190,7 +190,7 @@ static void test_format_reads_back(void **state) {
   (void)state;
   static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
   uint64_t b = 1;
-  for (int i = 0; i < 4000; i++, b = b * 1.013 + 7) {
+  for (int i = 0; i < 4000 && b < (1ull << 63); i++, b = b * 1.013 + 7) { /* to 2^63: no overflow */
     char buf[OT_SIZE_FORMAT_LEN], u[8];
     double v;
     ot_size_format(b, buf, sizeof buf);
