@@ -130,7 +130,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, ot_recompute ck, const
     if (json)
       fprintf(json,
               "{\"bench\":\"train\",\"label\":\"%s\",\"B\":%d,\"T\":%ld,\"checkpoint\":\"%s\",\"recomputed\":%d,"
-              "\"step_ms\":%.3f,\"tokens_per_s\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
+              "\"step_ms\":%.3f,\"tokens_per_second\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
               "\"budget\":%llu,\"budget_ok\":%s,\"loss_first\":%.5f,\"loss_last\":%.5f}\n",
               label, B, a->T, ot_recompute_name(ck), rc, med, tok_s, (unsigned long long)sm.bytes_to_device,
               (unsigned long long)sm.bytes_to_host, (unsigned long long)sm.peak_device_bytes,

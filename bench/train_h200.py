@@ -172,7 +172,7 @@ def main():
         res["torch"] = []
         for B in batches:
             t, peak = torch_step_time(cfg, B, a.seq, a.steps, dev, a.attn)
-            row = {"B": B, "step_ms": t * 1e3 if t else None, "tokens_per_s": B * a.seq / t if t else None,
+            row = {"B": B, "step_ms": t * 1e3 if t else None, "tokens_per_second": B * a.seq / t if t else None,
                    "peak": peak}
             res["torch"].append(row)
             print(f"  torch B={B}: " + (f"{t * 1e3:.1f} ms, {B * a.seq / t:.0f} tok/s, peak {peak / 2**30:.2f} GiB"
@@ -188,11 +188,11 @@ def main():
         for r in res["omptensor"]:
             if r["bench"] != "train":
                 continue
-            tt = tmap.get(r["B"], {}).get("tokens_per_s")
+            tt = tmap.get(r["B"], {}).get("tokens_per_second")
             peer = f"{tt:.0f}" if tt else "OOM"
-            ratio = f"{r['tokens_per_s'] / tt:.2f}" if tt else "-"
+            ratio = f"{r['tokens_per_second'] / tt:.2f}" if tt else "-"
             print(f"| {name} | {r['label']} | {r['B']} | {r['checkpoint']} ({r['recomputed']} layers) | "
-                  f"{r['tokens_per_s']:.0f} | {r['step_ms']:.1f} | {peer} | {ratio} |")
+                  f"{r['tokens_per_second']:.0f} | {r['step_ms']:.1f} | {peer} | {ratio} |")
         fit = next((r for r in res["omptensor"] if r["bench"] == "train_fit"), None)
         if fit:
             print(f"{name}: largest B at the budget: resident {fit['resident_B']}, offload/recompute "
@@ -201,7 +201,7 @@ def main():
         by = {r["label"]: r for r in rs}
         if "resident" in by and "offload" in by:
             print(f"{name}: offloaded / resident tokens/s = "
-                  f"{by['offload']['tokens_per_s'] / by['resident']['tokens_per_s']:.2f} (target >= 0.70)")
+                  f"{by['offload']['tokens_per_second'] / by['resident']['tokens_per_second']:.2f} (target >= 0.70)")
     print(f"wrote {a.out}")
 
 

@@ -532,6 +532,9 @@ static void test_run_reference(void **state) {
   b = ot_read_file(svg, &n);
   assert_true(n > 100 && !strncmp(b, "<svg", 4));
   assert_non_null(strstr(b, "</svg>"));
+  /* the phases ot_generate marks, recorded in the trace and drawn */
+  const char *pre = strstr(b, ">prefill</text>"), *dec = strstr(b, ">decode</text>");
+  assert_true(pre && dec && pre < dec);
   free(b);
   expect_bad(cli("trace", "summarize", npy), "trace summarize on a non-trace", "logits.npy");
   expect_bad(cli("trace", "plot", trace), "trace plot without -o", "-o");
@@ -668,7 +671,45 @@ static void test_help_and_info(void **state) {
   cli_res r = cli("info");
   expect_ok(&r, "info");
   assert_non_null(strstr(r.out, "omptensor"));
+  assert_non_null(strstr(r.out, "budget from: default"));
   cli_free(&r);
+  /* the budget env and YAML set, and where it came from (info ignored
+   * both before issue 17); a flag over both, as for every command */
+  const char *env[] = {"OMPTENSOR_GPU_MEMORY_LIMIT=300KB", NULL};
+  r = cli_with(env, "info");
+  expect_ok(&r, "info with OMPTENSOR_GPU_MEMORY_LIMIT");
+  if (!strstr(r.out, ": 293 KiB (300000 bytes)\n") ||
+      !strstr(r.out, "budget from: environment, OMPTENSOR_GPU_MEMORY_LIMIT=300KB\n")) {
+    show(&r);
+    fail_msg("info: not the environment's budget");
+  }
+  cli_free(&r);
+  char y[4096];
+  path_in(y, sizeof y, "info.yaml");
+  ot_write_text(tmp, "info.yaml", "memory:\n  max_gpu_memory: 1MB\n");
+  r = cli("info", "--config", y);
+  expect_ok(&r, "info --config");
+  if (!strstr(r.out, ": 977 KiB (1000000 bytes)\n") || !strstr(r.out, "budget from: ") ||
+      !strstr(r.out, "info.yaml, memory.max_gpu_memory\n")) {
+    show(&r);
+    fail_msg("info --config: not the file's budget");
+  }
+  cli_free(&r);
+  r = cli_with(env, "info", "--config", y); /* the environment is above the file */
+  expect_ok(&r, "info --config with OMPTENSOR_GPU_MEMORY_LIMIT");
+  if (!strstr(r.out, "budget from: environment")) {
+    show(&r);
+    fail_msg("info: the file won over the environment");
+  }
+  cli_free(&r);
+  r = cli_with(env, "info", "--config", y, "--gpu-memory-limit", "2MB");
+  expect_ok(&r, "info --gpu-memory-limit");
+  if (!strstr(r.out, ": 1.91 MiB (2000000 bytes)\n") || !strstr(r.out, "budget from: --gpu-memory-limit\n")) {
+    show(&r);
+    fail_msg("info --gpu-memory-limit: not the flag's budget");
+  }
+  cli_free(&r);
+  expect_bad(cli("info", "--gpu-memory-limit", "3XB"), "bad size (info)", "--gpu-memory-limit", "3XB");
   /* no command at all: usage on stderr, exit 2 */
   r = cli_env(NULL, (const char *)NULL);
   assert_int_equal(r.status, 2);

@@ -1,10 +1,12 @@
 /* test_config_size.c — size strings ("3.5GB", "3GiB", "40%", bytes) and
- * per-device limits, against exactly computed byte counts. */
+ * per-device limits, against exactly computed byte counts; and sizes
+ * printed for people (ot_size_format), against the division done here. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -152,6 +154,61 @@ static void test_bare_limit_is_gb(void **state) {
   assert_int_equal(sz.bytes, 40ull);
 }
 
+/* Fixed cases: the unit chosen by size, three significant digits, never
+ * "1024 KiB" (the next unit instead). */
+static void test_format_cases(void **state) {
+  (void)state;
+  static const struct { uint64_t b; const char *s; } c[] = {
+      {0, "0 B"},
+      {1, "1 B"},
+      {1023, "1023 B"},
+      {1024, "1.00 KiB"},
+      {1536, "1.50 KiB"},
+      {10240, "10.0 KiB"},
+      {200000, "195 KiB"}, /* a 200 KB budget */
+      {1023ull << 10, "1023 KiB"},
+      {(1ull << 20) - 1, "1.00 MiB"},
+      {128ull << 20, "128 MiB"},
+      {3ull << 30, "3.00 GiB"},
+      {3500000000ull, "3.26 GiB"},
+      {1ull << 40, "1.00 TiB"},
+      {UINT64_MAX, "16.0 EiB"},
+  };
+  char buf[OT_SIZE_FORMAT_LEN];
+  for (size_t i = 0; i < sizeof c / sizeof c[0]; i++) {
+    assert_ptr_equal(ot_size_format(c[i].b, buf, sizeof buf), buf);
+    if (strcmp(buf, c[i].s)) fail_msg("%llu bytes: '%s', want '%s'", (unsigned long long)c[i].b, buf, c[i].s);
+  }
+  char small[5]; /* cut, never past the buffer */
+  ot_size_format(3ull << 30, small, sizeof small);
+  assert_string_equal(small, "3.00");
+}
+
+/* Many sizes: the number printed times its unit is the size within half a
+ * unit of its last digit, and it lies in [1, 1024) of that unit. */
+static void test_format_reads_back(void **state) {
+  (void)state;
+  static const char *const unit[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
+  uint64_t b = 1;
+  for (int i = 0; i < 4000 && b < (1ull << 63); i++, b = b * 1.013 + 7) { /* to 2^63: no overflow */
+    char buf[OT_SIZE_FORMAT_LEN], u[8];
+    double v;
+    ot_size_format(b, buf, sizeof buf);
+    if (sscanf(buf, "%lf %7s", &v, u) != 2) fail_msg("%llu bytes: '%s' is not 'NUMBER UNIT'", (unsigned long long)b, buf);
+    int k = 0;
+    while (k < 7 && strcmp(unit[k], u)) k++;
+    if (k == 7) fail_msg("%llu bytes: unknown unit in '%s'", (unsigned long long)b, buf);
+    double scale = 1;
+    for (int j = 0; j < k; j++) scale *= 1024;
+    const char *dot = strchr(buf, '.');
+    double half = 0.5;
+    for (const char *p = dot ? dot + 1 : buf + strlen(buf); dot && *p >= '0' && *p <= '9'; p++) half /= 10;
+    double want = (double)b / scale;
+    if (v < 1 || v >= 1024 || (k == 0) != (b < 1024) || want < v - half || want > v + half)
+      fail_msg("%llu bytes: '%s' (exactly %.6f %s)", (unsigned long long)b, buf, want, u);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_bare_limit_is_gb),
@@ -159,6 +216,8 @@ int main(void) {
       cmocka_unit_test(test_percentages),
       cmocka_unit_test(test_bad_sizes),
       cmocka_unit_test(test_per_device),
+      cmocka_unit_test(test_format_cases),
+      cmocka_unit_test(test_format_reads_back),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@ typedef struct setup {
   uint64_t budget;
 } setup;
 
-static void make(setup *s, ot_strategy strat, uint64_t seed) {
+static void make_delayed(setup *s, ot_strategy strat, uint64_t seed, unsigned delay_us) {
   ot_ctx_opts o = ot_ctx_opts_default();
   o.backend = ot_num_devices() > 0 ? OT_BACKEND_MAP : OT_BACKEND_HOST;
   assert_int_equal(ot_ctx_create(&o, &s->ctx), OT_OK);
@@ -32,8 +32,11 @@ static void make(setup *s, ot_strategy strat, uint64_t seed) {
   ot_sched_opts so = ot_sched_opts_default();
   so.strategy = strat;
   so.budget_bytes = s->budget;
+  so.transfer_delay_us = delay_us;
   assert_int_equal(ot_sched_plan(s->ctx, s->rp->p, &so, &s->plan), OT_OK);
 }
+
+static void make(setup *s, ot_strategy strat, uint64_t seed) { make_delayed(s, strat, seed, 0); }
 
 static void unmake(setup *s) {
   ot_plan_destroy(s->plan);
@@ -45,7 +48,10 @@ static void unmake(setup *s) {
 static void test_chrome_export(void **state) {
   (void)state;
   setup s;
-  make(&s, OT_STRATEGY_AGGRESSIVE, 34);
+  /* every copy waits 200 us on the transfer thread (on a device), so that
+   * uploads start after later events were issued: the counters must still
+   * come out in time order */
+  make_delayed(&s, OT_STRATEGY_AGGRESSIVE, 34, 200);
   ot_trace *tr;
   assert_int_equal(ot_trace_create(&tr), OT_OK);
   ts_randprog_prepare_run(s.rp, 0);
@@ -75,7 +81,8 @@ static void test_chrome_export(void **state) {
   assert_non_null(root);
   json_t *ev = json_object_get(root, "traceEvents");
   assert_true(json_is_array(ev));
-  int kernels = 0, uploads = 0, counters = 0, names = 0;
+  int kernels = 0, uploads = 0, counters = 0, names = 0, late = 0;
+  double last_counter = -1;
   size_t i;
   json_t *e;
   json_array_foreach(ev, i, e) {
@@ -90,6 +97,9 @@ static void test_chrome_export(void **state) {
       counters++;
       json_int_t b = json_integer_value(json_object_get(json_object_get(e, "args"), "bytes"));
       assert_true(b >= 0 && (uint64_t)b <= s.budget);
+      double t = json_number_value(json_object_get(e, "ts"));
+      if (t < last_counter) fail_msg("traceEvents[%zu]: counter at %.3f us after one at %.3f us", i, t, last_counter);
+      last_counter = t;
       continue;
     }
     assert_string_equal(ph, "X");
@@ -101,12 +111,16 @@ static void test_chrome_export(void **state) {
       assert_int_equal(tid, 1);
     } else if (strcmp(cat, "upload") == 0) {
       uploads++;
+      double issued = json_number_value(json_object_get(json_object_get(e, "args"), "issued"));
+      assert_true(issued <= json_number_value(json_object_get(e, "ts")));
+      late += issued < json_number_value(json_object_get(e, "ts"));
       assert_int_equal(tid, 2);
     }
   }
   assert_int_equal(kernels, sm.kernels);
   assert_int_equal(uploads, sm.uploads);
   assert_true(counters > 0);
+  if (ot_num_devices() > 0) assert_true(late > 0); /* the case the counters' order is about did arise */
   assert_int_equal(names, 4); /* process + three lanes for the one device */
   json_decref(root);
   assert_int_equal(ot_trace_write_chrome(tr, "/nonexistent-dir/x.json"), OT_ERR_IO);
@@ -125,7 +139,7 @@ static void test_chrome_export(void **state) {
 }
 
 static size_t add(ot_trace *t, ot_trace_kind k, unsigned flags, int64_t delta, uint64_t used) {
-  ot_trace_event e = {k, flags, 0, 0, 0, "x", ot_now_ns(), ot_now_ns(), 256, delta, used};
+  ot_trace_event e = {k, flags, 0, 0, 0, "x", ot_now_ns(), ot_now_ns(), 256, delta, used, 0};
   return ot_trace_add(t, &e);
 }
 
@@ -151,6 +165,30 @@ static void test_check_budget_fails(void **state) {
   assert_int_equal(ot_trace_check_budget(t, 1024), OT_ERR_STATE);
   ot_trace_destroy(t);
   ot_trace_destroy(NULL);
+}
+
+/* The summary prints each size exactly and in the unit its size calls for:
+ * at a 200 KB budget KiB (it said "0.19 MiB"; the plot said "0.000 GiB"). */
+static void test_summary_units(void **state) {
+  (void)state;
+  ot_trace *t;
+  assert_int_equal(ot_trace_create(&t), OT_OK);
+  ot_trace_set_budget(t, 200000);
+  add(t, OT_TRACE_RUN, 0, 0, 0);
+  add(t, OT_TRACE_ALLOC, 0, 150000, 150000);
+  add(t, OT_TRACE_FREE, 0, -150000, 512);
+  ot_trace_summary sm = ot_trace_summarize(t);
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  ot_trace_summary_print(&sm, f);
+  fclose(f);
+  assert_non_null(strstr(buf, "200000 bytes (195 KiB)"));
+  assert_non_null(strstr(buf, "150000 bytes (146 KiB)")); /* the peak */
+  assert_non_null(strstr(buf, "512 bytes (512 B)"));      /* current */
+  assert_null(strstr(buf, "MiB"));
+  free(buf);
+  ot_trace_destroy(t);
 }
 
 static char *print_plan(const ot_plan *plan) {
@@ -200,6 +238,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_chrome_export),
       cmocka_unit_test(test_check_budget_fails),
+      cmocka_unit_test(test_summary_units),
       cmocka_unit_test(test_plan_print),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -127,6 +127,7 @@ static void test_base_reads(void **state) {
   assert_int_equal(up->end_ns, 3500);
   assert_int_equal(k->start_ns, 4000);
   assert_int_equal(k->end_ns, 7250);
+  assert_int_equal(up->issued_ns, 1500); /* no args.issued (files before issue 17): issued at ts */
   assert_int_equal(ot_trace_event_at(t, 4)->op, -1);
   assert_int_equal(ot_trace_event_at(t, 4)->block_delta, -512);
   OT_ASSERT_OK(ot_trace_check_budget(t, budget));
@@ -155,6 +156,7 @@ static void test_wrong_types(void **state) {
   expect_bad(2, "ts", json_string("1.5"), "string");
   expect_bad(2, "dur", json_false(), "number");
   expect_bad(2, "args.tensor", json_integer(5), "string");
+  expect_bad(2, "args.issued", json_string("1.5"), "string"); /* optional, but a number when present */
   expect_bad(2, "args", json_array(), "object");
   expect_bad(2, "cat", json_integer(2), "string");
   expect_bad(2, "ph", json_integer(88), "string");
@@ -181,6 +183,7 @@ static void test_out_of_range(void **state) {
   expect_bad(2, "ts", json_real(9.3e15), NULL); /* past 2^53 us: no longer an exact ns count in int64 */
   expect_bad(2, "dur", json_real(1e300), "1e+300");
   expect_bad(2, "dur", json_real(-0.5), "-0.5");
+  expect_bad(2, "args.issued", json_real(-1.0), "-1");
   expect_bad(4, "dur", json_real(9007199254740990.0), "ts + dur"); /* each in range, the end is not */
   expect_bad(2, "args.bytes", json_integer(-1), "-1");
   expect_bad(2, "args.bytes", json_integer(INT64_MIN), NULL);
@@ -217,7 +220,7 @@ static void test_sums_overflow(void **state) {
   /* device bytes in use recomputed from the blocks: int64 overflow in the
    * budget check is a failed check (OT_ERR_STATE), never signed overflow */
   assert_int_equal(ot_trace_create(&t), OT_OK);
-  ot_trace_event e = {OT_TRACE_RUN, 0, 0, 0, 0, "r", ot_now_ns(), ot_now_ns(), 0, 0, (uint64_t)INT64_MAX};
+  ot_trace_event e = {OT_TRACE_RUN, 0, 0, 0, 0, "r", ot_now_ns(), ot_now_ns(), 0, 0, (uint64_t)INT64_MAX, 0};
   ot_trace_add(t, &e);
   e.kind = OT_TRACE_ALLOC;
   e.block_delta = INT64_MAX;
@@ -257,7 +260,7 @@ static void test_overlap_union(void **state) {
   } iv[] = {{OT_TRACE_KERNEL, 0, 5},  {OT_TRACE_KERNEL, 0, 5},  {OT_TRACE_KERNEL, 1, 6},  {OT_TRACE_UPLOAD, 1, 2},
             {OT_TRACE_UPLOAD, 1, 2},  {OT_TRACE_DOWNLOAD, 1, 2}, {OT_TRACE_UPLOAD, 4, 6}};
   for (size_t i = 0; i < sizeof iv / sizeof *iv; i++) {
-    ot_trace_event e = {iv[i].k, OT_TRACE_RESIDENT_OK, 0, 0, 0, "x", z + iv[i].a * 1000, z + iv[i].b * 1000, 0, 0, 0};
+    ot_trace_event e = {iv[i].k, OT_TRACE_RESIDENT_OK, 0, 0, 0, "x", z + iv[i].a * 1000, z + iv[i].b * 1000, 0, 0, 0, 0};
     ot_trace_add(t, &e);
   }
   ot_trace_summary s = ot_trace_summarize(t);
@@ -275,12 +278,12 @@ static void test_device_slots(void **state) {
   assert_int_equal(ot_trace_create(&t), OT_OK);
   uint64_t now = ot_now_ns();
   ot_trace_event e[] = {
-      {OT_TRACE_RUN, 0, 0, 0, 0, "r", now, now, 0, 0, 0},
-      {OT_TRACE_RUN, OT_TRACE_STAGE, 0, 0, 64, "r", now, now, 0, 0, 0},
-      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256},
-      {OT_TRACE_ALLOC, 0, 0, 0, 64, "b", now, now, 256, 256, 256},
-      {OT_TRACE_FREE, 0, 0, 0, 0, "a", now, now, 256, -256, 0},
-      {OT_TRACE_FREE, 0, 0, 0, 64, "b", now, now, 256, -256, 0},
+      {OT_TRACE_RUN, 0, 0, 0, 0, "r", now, now, 0, 0, 0, 0},
+      {OT_TRACE_RUN, OT_TRACE_STAGE, 0, 0, 64, "r", now, now, 0, 0, 0, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 64, "b", now, now, 256, 256, 256, 0},
+      {OT_TRACE_FREE, 0, 0, 0, 0, "a", now, now, 256, -256, 0, 0},
+      {OT_TRACE_FREE, 0, 0, 0, 64, "b", now, now, 256, -256, 0, 0},
   };
   for (size_t i = 0; i < sizeof e / sizeof *e; i++) ot_trace_add(t, &e[i]);
   OT_ASSERT_OK(ot_trace_check_budget(t, 256));
@@ -389,6 +392,7 @@ static void roundtrip(ot_backend b, uint64_t seed, int min_budget) {
     assert_string_equal(x->name, y->name);
     assert_int_equal(x->start_ns, y->start_ns);
     assert_int_equal(x->end_ns, y->end_ns);
+    assert_int_equal(x->issued_ns, y->issued_ns);
     assert_int_equal(x->bytes, y->bytes);
     assert_int_equal(x->block_delta, y->block_delta);
     assert_int_equal(x->device_bytes, y->device_bytes);
@@ -399,6 +403,83 @@ static void roundtrip(ot_backend b, uint64_t seed, int min_budget) {
   ot_plan_destroy(plan);
   ts_randprog_destroy(rp);
   ot_ctx_destroy(ctx);
+}
+
+/* Marks (ot_trace_mark): written as global instant events, read back the
+ * same; the summary and the budget check pass over them; an instant event
+ * that is not a mark, or a mark that is not instant, is refused. */
+static void test_marks(void **state) {
+  (void)state;
+  ot_trace *t;
+  OT_ASSERT_OK(ot_trace_create(&t));
+  uint64_t now = ot_now_ns();
+  ot_trace_set_budget(t, 1024);
+  OT_ASSERT_OK(ot_trace_mark(t, "prefill"));
+  ot_trace_event e[] = {
+      {OT_TRACE_RUN, 0, 0, -1, 0, "run", now, now, 0, 0, 0, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0},
+      {OT_TRACE_FREE, OT_TRACE_DEAD, 0, 0, 0, "a", now, now, 256, -256, 0, 0},
+  };
+  for (size_t i = 0; i < 3; i++) ot_trace_add(t, &e[i]);
+  OT_ASSERT_OK(ot_trace_mark(t, "decode"));
+  OT_ASSERT_OK(ot_trace_mark(NULL, "nothing"));
+  assert_int_equal(ot_trace_count(t), 5);
+  const ot_trace_event *m = ot_trace_event_at(t, 0);
+  assert_int_equal(m->kind, OT_TRACE_MARK);
+  assert_string_equal(m->name, "prefill");
+  assert_int_equal(m->device, -1);
+  assert_int_equal(m->start_ns, m->end_ns);
+  assert_int_equal(ot_trace_event_at(t, 4)->run, 1); /* it belongs to the run that follows */
+  OT_ASSERT_OK(ot_trace_check_budget(t, 1024));
+  ot_trace_summary sm = ot_trace_summarize(t);
+  assert_int_equal(sm.runs, 1);
+  assert_int_equal(sm.current_device_bytes, 0);
+  assert_int_equal(sm.peak_device_bytes, 256);
+
+  char *text;
+  OT_ASSERT_OK(ot_trace_chrome_text(t, &text));
+  json_error_t err;
+  json_t *root = json_loads(text, 0, &err), *ev = json_object_get(root, "traceEvents"), *x;
+  size_t i;
+  int marks = 0, counters = 0;
+  json_array_foreach(ev, i, x) {
+    const char *ph = json_string_value(json_object_get(x, "ph"));
+    if (!strcmp(ph, "C")) counters++;
+    if (strcmp(ph, "i")) continue;
+    marks++;
+    assert_string_equal(json_string_value(json_object_get(x, "s")), "g"); /* across every track */
+    assert_string_equal(json_string_value(json_object_get(x, "cat")), "mark");
+    assert_string_equal(json_string_value(json_object_get(x, "name")), marks == 1 ? "prefill" : "decode");
+  }
+  assert_int_equal(marks, 2);
+  assert_int_equal(counters, 3); /* the run, the alloc, the free: none for a mark */
+  ot_trace *back;
+  uint64_t budget;
+  OT_ASSERT_OK(ot_trace_read_chrome_text(text, strlen(text), "marks.json", &back, &budget));
+  assert_int_equal(ot_trace_count(back), 5);
+  for (size_t k = 0; k < 5; k++) {
+    const ot_trace_event *a = ot_trace_event_at(t, k), *b = ot_trace_event_at(back, k);
+    assert_int_equal(a->kind, b->kind);
+    assert_string_equal(a->name, b->name);
+    assert_int_equal(a->device, b->device);
+    assert_int_equal(a->run, b->run);
+    assert_int_equal(a->start_ns, b->start_ns);
+    assert_int_equal(a->end_ns, b->end_ns);
+  }
+  ot_trace_destroy(back);
+  free(text);
+  ot_trace_destroy(t);
+
+  /* the phase and the kind must agree */
+  json_t *mk = json_object_get(json_array_get(ev, 0), "ph");
+  assert_string_equal(json_string_value(mk), "i");
+  json_object_set_new(json_array_get(ev, 0), "ph", json_string("X"));
+  json_object_set_new(json_array_get(ev, 0), "dur", json_real(0));
+  dump(root, "mark_x.json");
+  json_decref(root);
+  OT_ASSERT_ERR(ot_trace_read_chrome(path, &back, &budget), OT_ERR_FORMAT, "traceEvents[0] (mark)",
+                "a mark is an instant event");
+  expect_bad(2, "ph", json_string("i"), "only marks are instant events");
 }
 
 static void test_roundtrip(void **state) {
@@ -436,7 +517,7 @@ int main(void) {
       cmocka_unit_test(test_out_of_range),  cmocka_unit_test(test_sums_overflow), cmocka_unit_test(test_device_slots),
       cmocka_unit_test(test_overlap_union),
       cmocka_unit_test(test_document),      cmocka_unit_test(test_not_regular), cmocka_unit_test(test_roundtrip),
-      cmocka_unit_test(test_many_events),
+      cmocka_unit_test(test_many_events),   cmocka_unit_test(test_marks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

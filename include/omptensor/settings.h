@@ -74,6 +74,15 @@ typedef struct ot_size {
  * else are OT_ERR_INVALID_ARG with a message quoting the string. */
 ot_status ot_size_parse(const char *s, ot_size *out);
 
+/* The other way round: `bytes` for a person to read, in the binary unit its
+ * size calls for, to three significant digits: "512 B", "195 KiB",
+ * "12.3 MiB", "1.50 GiB" (up to EiB). Writes at most n bytes into buf
+ * (OT_SIZE_FORMAT_LEN always suffices) and returns buf, so that it can
+ * stand in a printf argument list. Every size the library and the command
+ * print goes through it (the memory summary, reports, plots, messages). */
+#define OT_SIZE_FORMAT_LEN 16
+char *ot_size_format(uint64_t bytes, char *buf, size_t n);
+
 /* Bytes for `sz` on a device with `device_total` bytes (0 = unknown, which
  * only a fraction cares about: OT_ERR_UNSUPPORTED). */
 ot_status ot_size_resolve(ot_size sz, uint64_t device_total, uint64_t *bytes);

@@ -34,6 +34,8 @@ typedef enum ot_trace_kind {
   OT_TRACE_FREE,     /* a block released (dead, dropped clean, or after write-back) */
   OT_TRACE_REMOTE,   /* usm remote placement: op `op` read this tensor in place over PCIe (bytes: its size;
                         the kernel's times); it takes no device bytes (block_delta 0) */
+  OT_TRACE_MARK,     /* a phase of the program starts (ot_trace_mark): name is its label; device -1 (every
+                        device), no bytes, start = end; the summary and the budget check pass over it */
   OT_TRACE_KIND_COUNT
 } ot_trace_kind;
 
@@ -57,6 +59,10 @@ typedef struct ot_trace_event {
   uint64_t bytes;         /* bytes copied (transfers) or the block size (alloc, upload, free) */
   int64_t block_delta;    /* change of device bytes in use: +block for UPLOAD/ALLOC, -block for FREE */
   uint64_t device_bytes;  /* device bytes in use after this event (as issued) */
+  uint64_t issued_ns;     /* when the executor recorded (issued) it: the time of device_bytes. Events are
+                             recorded in issue order, so this never decreases on one device; a transfer's
+                             start_ns is later, when the transfer thread began the copy. 0 when adding:
+                             start_ns */
 } ot_trace_event;
 
 typedef struct ot_trace ot_trace;
@@ -68,9 +74,20 @@ void ot_trace_clear(ot_trace *t);
 size_t ot_trace_count(const ot_trace *t);
 const ot_trace_event *ot_trace_event_at(const ot_trace *t, size_t i); /* NULL if out of range */
 
+/* Records an OT_TRACE_MARK event now: where a phase of the program starts,
+ * for people reading the trace. ot_generate marks "prefill" before the
+ * prompt's run and "decode" before the first decode step; a program of
+ * yours may mark its own phases. `omptensor trace plot` draws each as a
+ * labelled line across every device, Perfetto as a global instant event.
+ * NULL t: nothing to do (OT_OK); OT_ERR_OUT_OF_MEMORY if it cannot be
+ * recorded (the trace is then incomplete, as for any event). */
+ot_status ot_trace_mark(ot_trace *t, const char *label);
+
 /* Chrome trace JSON: per device a process with lanes "compute" (kernels),
  * "transfers" (uploads, downloads, remote reads), "memory" (alloc/free), and a counter
- * "device bytes". */
+ * "device bytes" whose samples are at each event's issued_ns (in time
+ * order; args.issued of an "X" event holds it); marks as global instant
+ * events ("ph": "i", "cat": "mark"). */
 ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
 
 /* Reads a file written by ot_trace_write_chrome back into a new trace (for

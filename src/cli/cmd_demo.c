@@ -95,8 +95,8 @@ static ot_status check_host_memory(const demo_args *a, const ot_hf_config *c, ot
   else need += (uint64_t)c->num_layers * per_layer;
   if (!avail || need <= avail) return OT_OK;
   char nb[32], ab[32];
-  ot_cli_fmt_bytes(nb, sizeof nb, need);
-  ot_cli_fmt_bytes(ab, sizeof ab, avail);
+  ot_size_format(need, nb, sizeof nb);
+  ot_size_format(avail, ab, sizeof ab);
   return ot_set_error(OT_ERR_INVALID_ARG,
                       "--size %s: the synthetic model's weights take %llu bytes (%s) of host memory, and %llu bytes "
                       "(%s) are available (MemAvailable, within any cgroup limit); give a smaller --size",

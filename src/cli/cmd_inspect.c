@@ -14,7 +14,7 @@ static void print_info(const ot_st_info *t, int shards) {
     k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
   if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
   char b[32];
-  ot_cli_fmt_bytes(b, sizeof b, t->bytes);
+  ot_size_format(t->bytes, b, sizeof b);
   if (shards > 1) printf("%-60s %-5s %-22s %12s  shard %d\n", t->name, ot_dtype_name(t->dtype), shape, b, t->shard);
   else printf("%-60s %-5s %-22s %12s\n", t->name, ot_dtype_name(t->dtype), shape, b);
 }
@@ -50,7 +50,7 @@ int ot_cli_inspect(int argc, char **argv) {
     total += ot_ckpt_at(ck, i)->bytes;
   }
   char b[32];
-  ot_cli_fmt_bytes(b, sizeof b, total);
+  ot_size_format(total, b, sizeof b);
   printf("%d tensors in %d file(s), %s (%llu bytes)\n", n, shards, b, (unsigned long long)total);
   struct stat sb;
   if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode)) {

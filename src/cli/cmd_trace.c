@@ -7,12 +7,14 @@
 
 static int usage(void) {
   printf("usage: omptensor trace summarize TRACE.json\n"
-         "       omptensor trace plot TRACE.json -o timeline.svg\n\n"
+         "       omptensor trace plot TRACE.json -o timeline.svg|timeline.png\n\n"
          "Reads a trace written with --trace (Chrome trace JSON; it also opens in\n"
          "https://ui.perfetto.dev). summarize prints the memory summary: peak and current\n"
          "device bytes, budget, bytes to device and host, uploads, evictions, write-backs\n"
-         "avoided, transfer time overlapped with compute. plot draws device memory over\n"
-         "time against the budget and the kernel/transfer lanes as an SVG picture.\n");
+         "avoided, transfer time overlapped with compute. plot draws, per device, memory\n"
+         "over time against the budget, lanes for kernels, uploads, write-backs and\n"
+         "evictions, and lines where each run and each marked phase (prefill, decode)\n"
+         "starts: SVG, or PNG when the file name ends in .png (through librsvg).\n");
   return 0;
 }
 
@@ -27,7 +29,7 @@ int ot_cli_trace(int argc, char **argv) {
   for (int i = 3; i < argc; i++) {
     if (!strcmp(argv[i], "-o") || !strcmp(argv[i], "--output")) {
       if (i + 1 >= argc || !argv[i + 1][0]) {
-        fprintf(stderr, "%s: option '%s' needs a value (FILE.svg)\n", prog, argv[i]);
+        fprintf(stderr, "%s: option '%s' needs a value (FILE.svg or FILE.png)\n", prog, argv[i]);
         return 2;
       }
       out = argv[++i];
@@ -42,15 +44,16 @@ int ot_cli_trace(int argc, char **argv) {
     return 2;
   }
   if (plot && !out) {
-    fprintf(stderr, "%s: plot needs -o FILE.svg\n", prog);
+    fprintf(stderr, "%s: plot needs -o FILE.svg or -o FILE.png\n", prog);
     return 2;
   }
+  if (plot && ot_trace_plot_check_path(out) != OT_OK) return ot_cli_fail(prog, OT_ERR_INVALID_ARG);
   ot_trace *t;
   uint64_t budget = 0;
   ot_status st = ot_trace_read_chrome(path, &t, &budget);
   if (st != OT_OK) return ot_cli_fail(prog, st);
   if (plot) {
-    st = ot_trace_plot_svg(t, budget, out);
+    st = ot_trace_plot(t, budget, out);
     if (st == OT_OK) printf("wrote %s\n", out);
   } else {
     ot_trace_summary s = ot_trace_summarize(t);

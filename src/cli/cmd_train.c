@@ -182,7 +182,7 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "accum", json_integer(a->o.accum));
     json_object_set_new(o, "T", json_integer(a->o.T));
     json_object_set_new(o, "steps", steps);
-    json_object_set_new(o, "tokens_per_s", json_real(rate));
+    json_object_set_new(o, "tokens_per_second", json_real(rate));
     json_object_set(o, "budget", json_object_get(o, "budget_bytes")); /* the name the issue asks for */
     json_object_set_new(o, "checkpoint", json_string(ot_recompute_name(a->o.checkpoint)));
     json_object_set_new(o, "recomputed_layers", layers);
@@ -195,9 +195,9 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   } else {
     json_decref(layers);
     char pk[32], up[32], dn[32], r[32];
-    ot_cli_fmt_bytes(pk, sizeof pk, ps.peak_bytes);
-    ot_cli_fmt_bytes(up, sizeof up, ps.bytes_up);
-    ot_cli_fmt_bytes(dn, sizeof dn, ps.bytes_down);
+    ot_size_format(ps.peak_bytes, pk, sizeof pk);
+    ot_size_format(ps.bytes_up, up, sizeof up);
+    ot_size_format(ps.bytes_down, dn, sizeof dn);
     if (a->dry) printf("dry run: the step of %d x %d x %d tokens fits the budget\n", a->o.accum, a->o.B, a->o.T);
     else {
       fmt_rate(r, sizeof r, rate);

@@ -183,17 +183,6 @@ void ot_cli_session_end(ot_cli_session *s) {
   memset(s, 0, sizeof *s);
 }
 
-void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t b) {
-  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)b;
-  int i = 0;
-  while (v >= 1024 && i < 4) {
-    v /= 1024;
-    i++;
-  }
-  snprintf(buf, n, i ? "%.2f %s" : "%.0f %s", v, u[i]);
-}
-
 /* One progress display per process (the CLI runs one job): the phase being
  * shown, its last percentage, and whether a bar is drawn without its newline
  * yet (an error then starts on a fresh line). */
@@ -227,8 +216,8 @@ void ot_cli_progress(void *user, const char *what, uint64_t done, uint64_t total
     char tail[80];
     if (!strcmp(what, "load")) {
       char a[32], b[32];
-      ot_cli_fmt_bytes(a, sizeof a, done);
-      ot_cli_fmt_bytes(b, sizeof b, total);
+      ot_size_format(done, a, sizeof a);
+      ot_size_format(total, b, sizeof b);
       snprintf(tail, sizeof tail, "%3d%% %s / %s", pct, a, b);
     } else {
       snprintf(tail, sizeof tail, "%3d%% %llu / %llu", pct, (unsigned long long)done, (unsigned long long)total);

@@ -93,7 +93,4 @@ ot_dtype ot_cli_weight_dtype(const ot_settings *st);
 ot_status ot_cli_int(const char *v, int lo, int hi, int *out);
 ot_status ot_cli_float(const char *v, double lo, double hi, float *out);
 
-/* "1.50 GiB" */
-void ot_cli_fmt_bytes(char *buf, size_t n, uint64_t bytes);
-
 #endif

@@ -86,16 +86,16 @@ ot_status ot_cli_json_print(json_t *o) {
 
 void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f) {
   char w[32], b[32];
-  ot_cli_fmt_bytes(w, sizeof w, weight_bytes);
+  ot_size_format(weight_bytes, w, sizeof w);
   uint64_t budget = ot_ctx_budget(s->ctx, s->sched.device_index);
   if (budget == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
-  else ot_cli_fmt_bytes(b, sizeof b, budget);
+  else ot_size_format(budget, b, sizeof b);
   fprintf(f, "weights %s, budget %s, backend %s, offload %s\n", w, b, ot_backend_name(ot_ctx_backend(s->ctx)),
           ot_strategy_name(s->sched.strategy));
   for (int i = 0; ot_ctx_num_devices(s->ctx) > 1 && i < ot_ctx_num_devices(s->ctx); i++) {
     uint64_t bi = ot_ctx_budget(s->ctx, i);
     if (bi == UINT64_MAX) snprintf(b, sizeof b, "unlimited");
-    else ot_cli_fmt_bytes(b, sizeof b, bi);
+    else ot_size_format(bi, b, sizeof b);
     fprintf(f, "%s device %d budget %s", i ? "," : "pipeline over:", ot_ctx_device(s->ctx, i), b);
     if (i == ot_ctx_num_devices(s->ctx) - 1) fputc('\n', f);
   }
@@ -143,10 +143,10 @@ static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) 
   char a[32], b[32], c[32], d[32];
   const ot_plan_stats *st = &r->decode_plan;
   if (ot_ctx_backend(s->ctx) == OT_BACKEND_USM) {
-    ot_cli_fmt_bytes(a, sizeof a, st->resident_bytes);
-    ot_cli_fmt_bytes(b, sizeof b, st->streamed_bytes);
-    ot_cli_fmt_bytes(c, sizeof c, st->remote_bytes);
-    ot_cli_fmt_bytes(d, sizeof d, st->remote_read_bytes);
+    ot_size_format(st->resident_bytes, a, sizeof a);
+    ot_size_format(st->streamed_bytes, b, sizeof b);
+    ot_size_format(st->remote_bytes, c, sizeof c);
+    ot_size_format(st->remote_read_bytes, d, sizeof d);
     fprintf(f, "usm placement %s (decode): %d resident (%s), %d streamed (%s per token), %d remote (%s, %s read in "
                "place per token); predicted transfer %.1f ms per token\n",
             ot_usm_placement_name(s->sched.usm_placement), st->n_resident, a, st->n_streamed, b, st->n_remote, c, d,
@@ -154,9 +154,9 @@ static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) 
   }
   const ot_budget_probe *pr = &r->decode_probe;
   if (pr->done) {
-    ot_cli_fmt_bytes(a, sizeof a, pr->probe_bytes);
-    ot_cli_fmt_bytes(b, sizeof b, pr->free_at_start);
-    ot_cli_fmt_bytes(c, sizeof c, pr->free_at_start > pr->free_at_peak ? pr->free_at_start - pr->free_at_peak : 0);
+    ot_size_format(pr->probe_bytes, a, sizeof a);
+    ot_size_format(pr->free_at_start, b, sizeof b);
+    ot_size_format(pr->free_at_start > pr->free_at_peak ? pr->free_at_start - pr->free_at_peak : 0, c, sizeof c);
     fprintf(f, "budget probe at the decode peak: cudaMalloc of %s (free at start %s - budget - margin) %s, "
                "cudaMemGetInfo drop %s: %s\n",
             a, b, pr->alloc_ok ? "succeeded" : "failed", c,

@@ -7,6 +7,7 @@
 #include "memory/context_impl.h"
 #include "core/error.h"
 #include "memory/device.h"
+#include "omptensor/settings.h" /* ot_size_format */
 #include "omptensor/version.h"
 
 #ifdef OT_HAVE_CUDA
@@ -164,12 +165,9 @@ int ot_ctx_device(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? 
 uint64_t ot_ctx_budget(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? ctx->budget[i] : 0; }
 
 static void print_bytes(FILE *f, uint64_t b) {
-  if (b == UINT64_MAX) { fputs("unlimited", f); return; }
-  const char *u[] = {"B", "KiB", "MiB", "GiB", "TiB"};
-  double v = (double)b;
-  int i = 0;
-  while (v >= 1024 && i < 4) { v /= 1024; i++; }
-  fprintf(f, "%.2f %s (%llu bytes)", v, u[i], (unsigned long long)b);
+  char h[OT_SIZE_FORMAT_LEN];
+  if (b == UINT64_MAX) fputs("unlimited", f);
+  else fprintf(f, "%s (%llu bytes)", ot_size_format(b, h, sizeof h), (unsigned long long)b);
 }
 
 void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
@@ -213,7 +211,8 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   if (ot_ctx_create(opts, &ctx) == OT_OK) {
     fprintf(f, "selected:   backend %s, %d device(s)\n", ot_backend_name(ctx->backend), ctx->n_dev);
     for (int i = 0; i < ctx->n_dev; i++) {
-      fprintf(f, "budget:     device %s%d: ", ctx->dev[i] == OT_DEVICE_HOST ? "host " : "", ctx->dev[i]);
+      if (ctx->dev[i] == OT_DEVICE_HOST) fprintf(f, "budget:     host: ");
+      else fprintf(f, "budget:     device %d: ", ctx->dev[i]);
       print_bytes(f, ctx->budget[i]);
       fputc('\n', f);
     }

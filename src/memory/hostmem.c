@@ -15,6 +15,7 @@
 
 #include "core/error.h"
 #include "omptensor/memory.h"
+#include "omptensor/settings.h" /* ot_size_format */
 
 /* The first unsigned number in `path` (a one-line kernel file); 0 if none or
  * if it says "max". */
@@ -93,20 +94,11 @@ uint64_t ot_host_memory_available(void) {
   return a < c ? a : c;
 }
 
-static const char *fmt_bytes(char buf[32], uint64_t b) {
-  static const char *const units[] = {"bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"};
-  double v = (double)b;
-  int u = 0;
-  while (v >= 1024 && u < 6) v /= 1024, u++;
-  if (u == 0) snprintf(buf, 32, "%" PRIu64 " bytes", b);
-  else snprintf(buf, 32, "%.1f %s", v, units[u]);
-  return buf;
-}
 
 ot_status ot_host_memory_check(uint64_t bytes, const char *what) {
   uint64_t avail = ot_host_memory_available();
   if (bytes <= avail) return OT_OK;
-  char need[32], have[32];
+  char need[OT_SIZE_FORMAT_LEN], have[OT_SIZE_FORMAT_LEN];
   return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s need %s (%" PRIu64 " bytes) of host memory, but %s is available", what,
-                 fmt_bytes(need, bytes), bytes, fmt_bytes(have, avail));
+                 ot_size_format(bytes, need, sizeof need), bytes, ot_size_format(avail, have, sizeof have));
 }

@@ -133,6 +133,8 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   ot_plan *plan = NULL;
   ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);
   if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  /* where each phase starts, for plots of the trace (trace.h) */
+  if (s == OT_OK) s = ot_trace_mark(o->trace, "prefill");
   double t0 = now_ms();
   if (s == OT_OK) s = run_step(&st, plan, prompt, 0, o->trace);
   r->prefill_ms = now_ms() - t0;
@@ -164,6 +166,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   /* decode: one token per replay */
   s = m->vt->build(m, 1, 0, &st);
   if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  if (s == OT_OK && o->max_new_tokens > 1) s = ot_trace_mark(o->trace, "decode");
   t0 = now_ms();
   for (int i = 1; s == OT_OK && i < o->max_new_tokens && !r->stopped_at_eos; i++) {
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);

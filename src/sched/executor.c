@@ -150,7 +150,8 @@ static size_t record(run_state *r, ot_trace_kind k, unsigned flags, int op, cons
                      int64_t delta) {
   if (!r->tr) return (size_t)-1;
   uint64_t t = ot_now_ns();
-  ot_trace_event e = {k, flags, r->run, op, r->dev_num, name, t, t, bytes, delta, r->used};
+  /* issued_ns keeps this time: a transfer's start and end are set later, when it runs (movement.c) */
+  ot_trace_event e = {k, flags, r->run, op, r->dev_num, name, t, t, bytes, delta, r->used, t};
   return ot_trace_add(r->tr, &e);
 }
 
@@ -273,12 +274,12 @@ static ot_status run_op(run_state *r, int i) {
   ot_status s = o->run(&e);
   uint64_t t1 = ot_now_ns();
   if (r->tr) {
-    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used};
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0};
     ot_trace_add(r->tr, &ev);
     for (int k = 0; plan->place && k < o->n_acc; k++) { /* what the kernel read in place */
       const int st = o->acc[k].st;
       if (plan->place[st] != OT_PLACE_REMOTE) continue;
-      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used};
+      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used, t0};
       ot_trace_add(r->tr, &rv);
     }
   }

@@ -15,7 +15,8 @@
 
 enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
 
-static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote"};
+static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run",  "kernel", "upload", "download",
+                                                           "alloc", "free",   "remote", "mark"};
 
 static int lane_of(ot_trace_kind k) {
   switch (k) {
@@ -44,21 +45,36 @@ static int add_device_meta(json_t *arr, int dev) {
          push(arr, meta("thread_name", dev, LANE_MEMORY, "memory"));
 }
 
+/* A mark: a global instant event (Perfetto draws a line across every
+ * track) with the args an "X" event has, so that it reads back the same. */
+static json_t *mark_json(const ot_trace_event *e) {
+  return json_pack("{s:s, s:s, s:s, s:s, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", e->name,
+                   "cat", kind_cat[e->kind], "ph", "i", "s", "g", "ts", (double)e->start_ns / 1000.0, "pid",
+                   e->device, "tid", 0, "args", "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run",
+                   e->run, "device_bytes", (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta,
+                   "flags", (int)e->flags, "issued", (double)e->issued_ns / 1000.0);
+}
+
 static json_t *event_json(const ot_trace_event *e) {
   char nm[300];
+  if (e->kind == OT_TRACE_MARK) return mark_json(e);
   if (e->kind == OT_TRACE_KERNEL) snprintf(nm, sizeof nm, "%s", e->name);
   else if (e->kind == OT_TRACE_RUN) snprintf(nm, sizeof nm, "run %d", e->run);
   else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
-  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i}}", "name", nm, "cat",
-                   kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
+  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", nm,
+                   "cat", kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                    (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind), "args",
                    "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run", e->run, "device_bytes",
-                   (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta, "flags", (int)e->flags);
+                   (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta, "flags", (int)e->flags,
+                   "issued", (double)e->issued_ns / 1000.0);
 }
 
+/* At the time the event was issued, not its start: an upload's start is
+ * when the transfer thread began the copy, after later events were issued,
+ * and the counters came out of time order (15 in one trace). */
 static json_t *counter_json(const ot_trace_event *e) {
   return json_pack("{s:s, s:s, s:f, s:i, s:{s:I}}", "name", "device bytes", "ph", "C", "ts",
-                   (double)e->start_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
+                   (double)e->issued_ns / 1000.0, "pid", e->device, "args", "bytes", (json_int_t)e->device_bytes);
 }
 
 /* The whole trace as JSON (*root; NULL with an error when out of memory). */
@@ -78,12 +94,14 @@ static ot_status build(const ot_trace *t, const char *what, json_t **out) {
   for (size_t i = 0; ok && i < ot_trace_count(t); i++) {
     const ot_trace_event *e = ot_trace_event_at(t, i);
     int d = e->device < 0 ? 0 : e->device % 64;
-    if (!seen[d]) {
+    if (e->kind != OT_TRACE_MARK && !seen[d]) { /* a mark is of no device */
       seen[d] = 1;
       ok = add_device_meta(arr, e->device);
     }
     ok = ok && push(arr, event_json(e));
-    if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD && e->kind != OT_TRACE_REMOTE) ok = push(arr, counter_json(e));
+    if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD && e->kind != OT_TRACE_REMOTE &&
+        e->kind != OT_TRACE_MARK)
+      ok = push(arr, counter_json(e));
   }
   json_decref(arr);
   if (!ok) {

@@ -1,6 +1,6 @@
 /* trace_read.c — a Chrome trace written by omptensor, read back into a trace:
- * the "X" events carry kind (cat), tensor, bytes, op, run, device bytes and
- * flags in their args, which is everything the summary and the budget check
+ * the "X" events carry kind (cat), tensor, bytes, op, run, device bytes,
+ * flags and the time issued (optional: older files lack it) in their args, which is everything the summary and the budget check
  * need.
  *
  * The file is input like any other (issue 14): every field read goes
@@ -23,7 +23,7 @@
 #include "core/file.h"
 #include "sched/trace_impl.h"
 
-static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote"};
+static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote", "mark"};
 
 /* The largest time a trace may hold: 2^53 us (285 years). Below it a time in
  * microseconds is an exact double step of 1 and its nanoseconds (< 9.01e18)
@@ -61,6 +61,8 @@ static const field fields[F_N] = {
 };
 
 static const field budget_field = {"otherData.budget_bytes", T_INT, 0, INT64_MAX};
+/* optional: files written before issue 17 lack it (the event was then issued at ts) */
+static const field issued_field = {"args.issued", T_TIME, 0, 0};
 
 /* Where the reader is, for messages. */
 typedef struct rd {
@@ -177,18 +179,28 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   const char *ph = NULL, *cat = NULL, *name = NULL;
   OT_TRY(get(r, &fields[F_PH], json_object_get(e, "ph"), NULL, NULL, &ph));
   if (!strcmp(ph, "M") || !strcmp(ph, "C")) return OT_OK;
-  if (strcmp(ph, "X")) return bad(r, "field ph is '%.16s', expected X, M or C (the phases omptensor writes)", ph);
+  const int instant = !strcmp(ph, "i"); /* a mark (ot_trace_mark): no dur */
+  if (strcmp(ph, "X") && !instant)
+    return bad(r, "field ph is '%.16s', expected X, i, M or C (the phases omptensor writes)", ph);
   OT_TRY(get(r, &fields[F_CAT], json_object_get(e, "cat"), NULL, NULL, &cat));
   int kind = kind_of(cat);
-  if (kind < 0) return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free, remote", cat);
+  if (kind < 0)
+    return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free, remote, mark", cat);
   r->cat = cats[kind];
+  if (instant != (kind == OT_TRACE_MARK))
+    return instant ? bad(r, "field ph is 'i' (instant): only marks are instant events, expected X")
+                   : bad(r, "field ph is 'X': a mark is an instant event, expected i");
   json_int_t v[F_N] = {0};
   uint64_t ts = 0, dur = 0;
   const json_t *args = json_object_get(e, "args");
   for (int f = F_TS; f < F_N; f++) {
+    if (f == F_DUR && instant) continue; /* dur stays 0 */
     const json_t *src = f < F_TENSOR ? json_object_get(e, fields[f].name) : json_object_get(args, fields[f].name + 5);
     OT_TRY(get(r, &fields[f], src, &v[f], f == F_TS ? &ts : &dur, &name));
   }
+  uint64_t issued = ts;
+  const json_t *iv = json_object_get(args, "issued");
+  if (iv) OT_TRY(get(r, &issued_field, iv, NULL, &issued, NULL));
   uint64_t end;
   if (ot_add_u64(ts, dur, &end) || end > MAX_NS)
     return bad(r, "field dur: ts + dur = %.17g us is past the largest time a trace holds, %.0f us",
@@ -208,7 +220,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   ev->device_bytes = (uint64_t)v[F_DEVBYTES];
   ev->block_delta = (int64_t)v[F_DELTA];
   /* absolute times (ot_trace_add makes them relative to t0 again) */
-  if (ot_add_u64(t0, ts, &ev->start_ns) || ot_add_u64(t0, end, &ev->end_ns))
+  if (ot_add_u64(t0, ts, &ev->start_ns) || ot_add_u64(t0, end, &ev->end_ns) || ot_add_u64(t0, issued, &ev->issued_ns))
     return bad(r, "field ts: the time does not fit this process's clock");
   *take = 1;
   return OT_OK;
