@@ -55,8 +55,11 @@ static ot_status compile(const ot_tokenizer *tk, const char *field, const char *
                          pcre2_code **out) {
   int err;
   PCRE2_SIZE at;
-  /* a literal string takes no Unicode-property option (PCRE2 refuses the pair) */
-  *out = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP), &err, &at, NULL);
+  /* a literal string takes no Unicode-property option (PCRE2 refuses the
+   * pair); a regex is multi-line, as Oniguruma's Ruby syntax, which the
+   * library compiles them in, always is (^ and $ at every line) */
+  *out = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | (literal ? PCRE2_LITERAL : PCRE2_UCP | PCRE2_MULTILINE), &err,
+                       &at, NULL);
   if (*out) {
     pcre2_jit_compile(*out, PCRE2_JIT_COMPLETE); /* faster where PCRE2 has a JIT; fine without */
     return OT_OK;
@@ -93,7 +96,7 @@ static ot_status get_scheme(const ot_tokenizer *tk, const json_t *o, const char 
 }
 
 static void free_edits(edit *e, int n) {
-  for (int k = 0; k < n; k++) free(e[k].a), free(e[k].b);
+  for (int k = 0; k < n; k++) free(e[k].a), free(e[k].b), pcre2_code_free(e[k].re);
   free(e);
 }
 
@@ -117,10 +120,22 @@ static ot_status add_edit(ot_tokenizer *tk, edit **list, int *n, const json_t *o
   } else if (!strcmp(t, "Replace")) {
     e.kind = ED_REPLACE;
     const json_t *pat = json_object_get(o, "pattern");
-    if (json_is_object(pat) && json_object_get(pat, "Regex")) return unsupported(tk, field, "Replace with a Regex pattern");
-    if (!json_is_object(pat) || !(e.a = dup_str(pat, "String", &e.na)) || !e.na)
-      return free(e.a), bad(tk, field, "Replace without a {\"String\": ...} pattern", NULL);
-    if (!(e.b = dup_str(o, "content", &e.nb))) return free(e.a), bad(tk, field, "Replace without a \"content\" string", NULL);
+    const json_t *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
+    const json_t *str = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
+    const json_t *src = json_is_string(re) ? re : json_is_string(str) ? str : NULL;
+    if (!src) return bad(tk, field, "Replace needs a pattern {\"Regex\": ...} or {\"String\": ...}", NULL);
+    if (!(e.b = dup_str(o, "content", &e.nb))) return bad(tk, field, "Replace without a \"content\" string", NULL);
+    if (src == str && json_string_length(str)) { /* a string: matched byte for byte, no regex engine */
+      if (!(e.a = dup_str(pat, "String", &e.na))) return free(e.b), OOM();
+    } else { /* a Regex, or the empty string, which the library's escaped regex matches between characters */
+      ot_status st = compile(tk, field, json_string_value(src), json_string_length(src), src == str, &e.re);
+      if (st != OT_OK) return free(e.b), st;
+    }
+  } else if (!decoder && (!strcmp(t, "NFC") || !strcmp(t, "NFD") || !strcmp(t, "NFKC") || !strcmp(t, "NFKD"))) {
+    e.kind = !strcmp(t, "NFC") ? ED_NFC : !strcmp(t, "NFD") ? ED_NFD : !strcmp(t, "NFKC") ? ED_NFKC : ED_NFKD;
+  } else if (!decoder && !strcmp(t, "Strip")) {
+    e.kind = ED_WSTRIP;
+    e.n_start = get_bool(o, "strip_left", 0), e.n_stop = get_bool(o, "strip_right", 0);
   } else if (decoder && !strcmp(t, "ByteLevel")) {
     e.kind = ED_BYTELEVEL;
   } else if (decoder && !strcmp(t, "ByteFallback")) {
@@ -131,12 +146,14 @@ static ot_status add_edit(ot_tokenizer *tk, edit **list, int *n, const json_t *o
     e.kind = ED_STRIP;
     const json_t *st = json_object_get(o, "start"), *sp = json_object_get(o, "stop");
     if (!(e.a = dup_str(o, "content", &e.na)) || !json_is_integer(st) || !json_is_integer(sp) ||
-        json_integer_value(st) < 0 || json_integer_value(sp) < 0 || json_integer_value(st) > 64 || json_integer_value(sp) > 64)
+        json_integer_value(st) < 0 || json_integer_value(sp) < 0 || json_integer_value(st) > 64 ||
+        json_integer_value(sp) > 64)
       return free(e.a), bad(tk, field, "Strip needs \"content\" and \"start\"/\"stop\" counts 0..64", NULL);
     e.n_start = (int)json_integer_value(st), e.n_stop = (int)json_integer_value(sp);
   } else if (decoder && !strcmp(t, "Metaspace")) {
     e.kind = ED_METASPACE;
-    if (!(e.a = dup_str(o, "replacement", &e.na)) || !e.na) return free(e.a), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
+    if (!(e.a = dup_str(o, "replacement", &e.na)) || !e.na)
+      return free(e.a), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
     ot_status s = get_scheme(tk, o, "decoder Metaspace prepend_scheme", &e.scheme);
     if (s != OT_OK) return free(e.a), s;
   } else {
@@ -144,7 +161,7 @@ static ot_status add_edit(ot_tokenizer *tk, edit **list, int *n, const json_t *o
   }
   edit *ne = realloc(*list, (size_t)(*n + 1) * sizeof *ne);
   if (!ne) {
-    free(e.a), free(e.b);
+    free(e.a), free(e.b), pcre2_code_free(e.re);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
   }
   *list = ne;
@@ -192,7 +209,8 @@ static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field
     const json_t *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
     const json_t *str = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
     const json_t *src = json_is_string(re) ? re : str;
-    if (!json_is_string(src)) return bad(tk, field, "Split needs a pattern {\"Regex\": ...} or {\"String\": ...}", NULL);
+    if (!json_is_string(src))
+      return bad(tk, field, "Split needs a pattern {\"Regex\": ...} or {\"String\": ...}", NULL);
     OT_TRY(compile(tk, field, json_string_value(src), json_string_length(src), src == str, &q.re));
     const json_t *b = json_object_get(p, "behavior");
     const char *bs = json_is_string(b) ? json_string_value(b) : "";
@@ -205,6 +223,28 @@ static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field
     }
     q.beh = (split_beh)k;
     q.invert = get_bool(p, "invert", 0);
+  } else if (!strcmp(t, "Digits")) {
+    /* Rust's char::is_numeric is \p{N}; individual_digits isolates each,
+     * else a run is one piece (Contiguous) */
+    q.kind = PT_SPLIT;
+    const int each = get_bool(p, "individual_digits", 0);
+    OT_TRY(compile(tk, field, each ? "\\p{N}" : "\\p{N}+", each ? 5 : 6, 0, &q.re));
+    q.beh = B_ISOLATED;
+  } else if (!strcmp(t, "Punctuation")) {
+    /* Rust's char::is_ascii_punctuation || Unicode P*, per character */
+    static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
+    q.kind = PT_SPLIT;
+    OT_TRY(compile(tk, field, punct, sizeof punct - 1, 0, &q.re));
+    const json_t *b = json_object_get(p, "behavior");
+    const char *bs = json_is_string(b) ? json_string_value(b) : "Isolated";
+    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+    int k = 0;
+    while (k < 5 && strcmp(bs, names[k])) k++;
+    if (k == 5) {
+      pcre2_code_free(q.re);
+      return unsupported(tk, "pre_tokenizer Punctuation behavior", bs);
+    }
+    q.beh = (split_beh)k;
   } else {
     return unsupported(tk, "pre_tokenizer type", t);
   }
@@ -220,7 +260,8 @@ static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field
 }
 
 static ot_status set_token(ot_tokenizer *tk, int32_t id, const char *s, size_t n) {
-  if (id < 0 || id >= tk->n_ids) return ot_fail(OT_ERR_FORMAT, "%s: token id %d outside 0..%d", tk->file, id, tk->n_ids - 1);
+  if (id < 0 || id >= tk->n_ids)
+    return ot_fail(OT_ERR_FORMAT, "%s: token id %d outside 0..%d", tk->file, id, tk->n_ids - 1);
   free(tk->tok[id]);
   tk->tok[id] = malloc(n + 1);
   if (!tk->tok[id]) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
@@ -319,11 +360,65 @@ static ot_status load_model(ot_tokenizer *tk, const json_t *m, const json_t *add
   return OT_OK;
 }
 
-static int cmp_added(const void *x, const void *y) {
-  const added_tok *a = x, *b = y;
-  unsigned char ca = a->len ? (unsigned char)a->content[0] : 0, cb = b->len ? (unsigned char)b->content[0] : 0;
+static int cmp_match(const void *x, const void *y) {
+  const added_match *a = x, *b = y;
+  unsigned char ca = (unsigned char)a->text[0], cb = (unsigned char)b->text[0];
   if (ca != cb) return ca < cb ? -1 : 1;
   return a->len > b->len ? -1 : a->len < b->len; /* longest first */
+}
+
+static void free_sets(ot_tokenizer *tk) {
+  for (int s = 0; s < 2; s++) {
+    for (int k = 0; k < tk->sets[s].n; k++) free(tk->sets[s].v[k].text);
+    free(tk->sets[s].v);
+    memset(&tk->sets[s], 0, sizeof tk->sets[s]);
+  }
+}
+
+/* Rust regex's \w (Unicode): what single_word counts as a word character
+ * next to the token. */
+static const char word_pattern[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
+
+ot_status ot_tok_build_added(ot_tokenizer *tk) {
+  free_sets(tk);
+  for (int s = 0; s < 2; s++)
+    if (!(tk->sets[s].v = calloc(tk->n_add ? (size_t)tk->n_add : 1, sizeof *tk->sets[s].v))) return OOM();
+  pcre2_match_data *md = pcre2_match_data_create(4, NULL);
+  if (!md) return OOM();
+  ot_status st = OT_OK;
+  int word = 0;
+  for (int k = 0; st == OT_OK && k < tk->n_add; k++) {
+    const added_tok *a = &tk->add[k];
+    added_set *set = &tk->sets[a->normalized];
+    bytes t = {0};
+    /* a normalized token is looked for as the normalizer writes it */
+    st = a->normalized                       ? ot_tok_normalize(tk, a->content, a->len, md, &t)
+         : bytes_add(&t, a->content, a->len) ? OT_OK
+                                             : OOM();
+    /* the library's decode (simple_id_to_token) gives a normalized token
+     * as normalized, "▁[WORD]" for "[WORD]" after Prepend */
+    if (st == OT_OK) st = a->normalized ? set_token(tk, a->id, t.p, t.n) : set_token(tk, a->id, a->content, a->len);
+    if (st != OT_OK || !t.n) { /* nothing to match */
+      free(t.p);
+      continue;
+    }
+    set->v[set->n++] = (added_match){t.p, t.n, a};
+    word |= a->single_word;
+  }
+  pcre2_match_data_free(md);
+  OT_TRY(st);
+  for (int s = 0; s < 2; s++) {
+    added_set *set = &tk->sets[s];
+    qsort(set->v, (size_t)set->n, sizeof *set->v, cmp_match);
+    for (int k = 0; k < set->n; k++) {
+      int *f = set->first[(unsigned char)set->v[k].text[0]];
+      if (!f[1]) f[0] = k;
+      f[1]++;
+    }
+  }
+  if (word && !tk->word_re)
+    OT_TRY(compile(tk, "added_tokens single_word", word_pattern, sizeof word_pattern - 1, 0, &tk->word_re));
+  return OT_OK;
 }
 
 static ot_status load_added(ot_tokenizer *tk, const json_t *added) {
@@ -333,10 +428,8 @@ static ot_status load_added(ot_tokenizer *tk, const json_t *added) {
   const json_t *v;
   json_array_foreach(added, i, v) {
     const json_t *c = json_object_get(v, "content");
-    if (!json_is_string(c) || !json_string_length(c)) return bad(tk, "added_tokens", "an entry has no \"content\" string", NULL);
-    static const char *const flags[] = {"lstrip", "rstrip", "single_word"};
-    for (int k = 0; k < 3; k++)
-      if (get_bool(v, flags[k], 0)) return unsupported(tk, "added_tokens flag", flags[k]);
+    if (!json_is_string(c) || !json_string_length(c))
+      return bad(tk, "added_tokens", "an entry has no \"content\" string", NULL);
     int32_t id = (int32_t)json_integer_value(json_object_get(v, "id"));
     added_tok *a = &tk->add[tk->n_add++];
     a->len = json_string_length(c);
@@ -344,14 +437,14 @@ static ot_status load_added(ot_tokenizer *tk, const json_t *added) {
     if (!a->content) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
     memcpy(a->content, json_string_value(c), a->len);
     a->id = id;
+    /* the library's defaults: normalized = !special */
+    a->special = (unsigned char)get_bool(v, "special", 0);
+    a->lstrip = (unsigned char)get_bool(v, "lstrip", 0);
+    a->rstrip = (unsigned char)get_bool(v, "rstrip", 0);
+    a->single_word = (unsigned char)get_bool(v, "single_word", 0);
+    a->normalized = (unsigned char)get_bool(v, "normalized", !a->special);
     OT_TRY(set_token(tk, id, a->content, a->len));
-    tk->special[id] = (unsigned char)get_bool(v, "special", 0);
-  }
-  qsort(tk->add, (size_t)tk->n_add, sizeof *tk->add, cmp_added);
-  for (int k = 0; k < tk->n_add; k++) {
-    int *f = tk->add_first[(unsigned char)tk->add[k].content[0]];
-    if (!f[1]) f[0] = k;
-    f[1]++;
+    tk->special[id] = a->special;
   }
   return OT_OK;
 }
@@ -389,6 +482,27 @@ static ot_status load_template(ot_tokenizer *tk, const json_t *pp) {
   return OT_OK;
 }
 
+/* The post-processor: ByteLevel (offsets only: the ids stay), one
+ * TemplateProcessing, or a Sequence of those (Llama 3's files). */
+static ot_status load_post(ot_tokenizer *tk, const json_t *pp) {
+  const char *t = type_of(pp);
+  if (t && !strcmp(t, "Sequence")) {
+    const json_t *list = json_object_get(pp, "processors");
+    if (!json_is_array(list)) return bad(tk, "post_processor", "Sequence without a \"processors\" array", NULL);
+    size_t i;
+    const json_t *x;
+    json_array_foreach(list, i, x) OT_TRY(load_post(tk, x));
+    return OT_OK;
+  }
+  if (t && !strcmp(t, "TemplateProcessing")) {
+    if (tk->has_template) return unsupported(tk, "post_processor", "a second TemplateProcessing");
+    tk->has_template = 1;
+    return load_template(tk, pp);
+  }
+  if (!t || strcmp(t, "ByteLevel")) return unsupported(tk, "post_processor type", t ? t : "?");
+  return OT_OK;
+}
+
 static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
   if (!json_is_object(root)) return bad(tk, "(top level)", "expected an object", NULL);
   const json_t *norm = json_object_get(root, "normalizer");
@@ -401,16 +515,13 @@ static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
   const json_t *model = json_object_get(root, "model");
   ot_status s = model ? load_model(tk, model, added) : bad(tk, "model", "missing", NULL);
   if (s == OT_OK) s = load_added(tk, added);
+  if (s == OT_OK) s = ot_tok_build_added(tk); /* after the normalizer: normalized tokens are matched normalized */
   json_decref(none);
   OT_TRY(s);
   const json_t *pre = json_object_get(root, "pre_tokenizer");
   if (pre && !json_is_null(pre)) OT_TRY(add_pretok(tk, pre, "pre_tokenizer"));
   const json_t *pp = json_object_get(root, "post_processor");
-  if (pp && !json_is_null(pp)) {
-    const char *t = type_of(pp);
-    if (t && !strcmp(t, "TemplateProcessing")) OT_TRY(load_template(tk, pp));
-    else if (!t || strcmp(t, "ByteLevel")) return unsupported(tk, "post_processor type", t ? t : "?");
-  }
+  if (pp && !json_is_null(pp)) OT_TRY(load_post(tk, pp));
   const json_t *dec = json_object_get(root, "decoder");
   if (dec && !json_is_null(dec)) OT_TRY(add_edit(tk, &tk->dec, &tk->n_dec, dec, "decoder", 1));
   return OT_OK;
@@ -426,6 +537,7 @@ ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot
     free(tk);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
   }
+  for (int r = 0; r < N_ROLES; r++) tk->role[r] = -1;
   json_t *root = NULL;
   ot_status s = ot_json_parse(json, len, tk->file, "tokenizer", &root);
   if (s == OT_OK) s = load_json(tk, root);
@@ -454,6 +566,10 @@ ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
   if (s == OT_OK) s = ot_tokenizer_parse(text, len, file, out);
   free(text);
   free(file);
+  if (s == OT_OK && dir && (s = ot_tok_load_config(*out, path)) != OT_OK) { /* what transformers adds */
+    ot_tokenizer_destroy(*out);
+    *out = NULL;
+  }
   return s;
 }
 
@@ -467,6 +583,8 @@ void ot_tokenizer_destroy(ot_tokenizer *tk) {
   free(tk->special);
   for (int k = 0; k < tk->n_add; k++) free(tk->add[k].content);
   free(tk->add);
+  free_sets(tk);
+  pcre2_code_free(tk->word_re);
   for (int k = 0; k < tk->n_pt; k++) pcre2_code_free(tk->pt[k].re), free(tk->pt[k].repl);
   free(tk->pt);
   free_edits(tk->norm, tk->n_norm);
@@ -484,4 +602,6 @@ const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id) {
 int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id) {
   return tk && id >= 0 && id < tk->n_ids && tk->special[id];
 }
-
+int32_t ot_tokenizer_role_id(const ot_tokenizer *tk, ot_token_role role) {
+  return tk && (int)role >= 0 && (int)role < N_ROLES ? tk->role[role] : -1;
+}

@@ -1,6 +1,7 @@
 /* tokenizer_encode.c — text to ids (tokenizer.h): added tokens, normalizers,
  * pre-tokenizers, BPE. */
 #include <stdio.h>
+#include <utf8proc.h>
 
 #include "text/tokenizer_internal.h"
 
@@ -15,7 +16,10 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
   size_t pend_off = 0, pend_len = 0; /* MergedWithNext / Contiguous: a match waiting */
   int have_pend = 0;
   while (pos <= n) {
-    int rc = pcre2_match(q->re, (PCRE2_SPTR)s, n, pos, 0, md, NULL);
+    /* the text is valid UTF-8 (checked once in ot_tokenizer_encode): PCRE2
+     * would check it again from pos to the end on every call, quadratic
+     * in a long stretch */
+    int rc = pcre2_match(q->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
     size_t ms, me;
     if (rc < 0) {
       ms = me = n; /* no more matches: the rest is a gap */
@@ -201,7 +205,9 @@ static ot_status bpe_long(const ot_tokenizer *tk, const bytes *w, spans *sym, by
     if (i + 1 < n) {
       int32_t r = rank_of(tk, w, sym->v[i], sym->v[i + 1], key);
       if (r == -2) st = OOM();
-      else if (r >= 0 && !qpush(&h, &hn, &hcap, (qpair){r, (uint32_t)i, (uint32_t)(i + 1), (uint32_t)sym->v[i].len, (uint32_t)sym->v[i + 1].len}))
+      else if (r >= 0 &&
+               !qpush(&h, &hn, &hcap,
+                      (qpair){r, (uint32_t)i, (uint32_t)(i + 1), (uint32_t)sym->v[i].len, (uint32_t)sym->v[i + 1].len}))
         st = OOM();
     }
   }
@@ -217,7 +223,9 @@ static ot_status bpe_long(const ot_tokenizer *tk, const bytes *w, spans *sym, by
       if (nb[k][0] == UINT32_MAX || nb[k][1] == UINT32_MAX) continue;
       int32_t r = rank_of(tk, w, sym->v[nb[k][0]], sym->v[nb[k][1]], key);
       if (r == -2) st = OOM();
-      else if (r >= 0 && !qpush(&h, &hn, &hcap, (qpair){r, nb[k][0], nb[k][1], (uint32_t)sym->v[nb[k][0]].len, (uint32_t)sym->v[nb[k][1]].len}))
+      else if (r >= 0 &&
+               !qpush(&h, &hn, &hcap,
+                      (qpair){r, nb[k][0], nb[k][1], (uint32_t)sym->v[nb[k][0]].len, (uint32_t)sym->v[nb[k][1]].len}))
         st = OOM();
     }
   }
@@ -309,10 +317,80 @@ static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const span
   return OT_OK;
 }
 
-/* A stretch with no added token: pre-tokenize, then BPE each piece. */
+int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
+                           const char *to, size_t nt) {
+  /* Oniguruma's find_iter as the onig crate runs it: the leftmost match
+   * from the last end; an empty match right where the previous match ended
+   * is skipped by moving one character on. The library leaves an empty
+   * text alone. */
+  size_t pos = 0, done = 0, last_end = SIZE_MAX;
+  while (n && pos <= n) {
+    int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc < 0) break;
+    const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
+    const size_t ms = ov[0], me = ov[1];
+    if (ms == me && me == last_end) {
+      if (pos >= n) break;
+      size_t k = utf8_len((const unsigned char *)s + pos, n - pos);
+      pos += k ? k : 1;
+      continue;
+    }
+    if (!bytes_add(b, s + done, ms - done) || !bytes_add(b, to, nt)) return 0;
+    done = me, pos = me, last_end = me;
+  }
+  return bytes_add(b, s + done, n - done);
+}
+
+/* Unicode normalization form k of s[0..n) (valid UTF-8) appended to out,
+ * by utf8proc (the tokenizers library uses Rust's
+ * unicode-normalization-alignments: the same forms). */
+static int add_unicode_nf(bytes *out, const char *s, size_t n, ed_kind k) {
+  if (!n) return 1;
+  const int opt = UTF8PROC_STABLE | (k == ED_NFC || k == ED_NFKC ? UTF8PROC_COMPOSE : UTF8PROC_DECOMPOSE) |
+                  (k == ED_NFKC || k == ED_NFKD ? UTF8PROC_COMPAT : 0);
+  utf8proc_uint8_t *r = NULL;
+  utf8proc_ssize_t m = utf8proc_map((const utf8proc_uint8_t *)s, (utf8proc_ssize_t)n, &r, (utf8proc_option_t)opt);
+  if (m < 0) return free(r), 0; /* only out of memory: the text was checked */
+  int ok = bytes_add(out, (const char *)r, (size_t)m);
+  free(r);
+  return ok;
+}
+
+/* Whether the code point at s is White_Space (Rust's char::is_whitespace,
+ * which the library's Strip normalizer and lstrip/rstrip use); its length. */
+static size_t ws_at(const char *s, size_t n) {
+  const unsigned char *u = (const unsigned char *)s;
+  size_t k = utf8_len(u, n);
+  if (!k) return 0;
+  unsigned c = k == 1   ? u[0]
+               : k == 2 ? ((u[0] & 0x1Fu) << 6) | (u[1] & 0x3Fu)
+               : k == 3 ? ((u[0] & 0x0Fu) << 12) | ((u[1] & 0x3Fu) << 6) | (u[2] & 0x3Fu)
+                        : 0;
+  int ws = (c >= 9 && c <= 13) || c == 0x20 || c == 0x85 || c == 0xA0 || c == 0x1680 || (c >= 0x2000 && c <= 0x200A) ||
+           c == 0x2028 || c == 0x2029 || c == 0x202F || c == 0x205F || c == 0x3000;
+  return ws ? k : 0;
+}
+
+/* Bytes of whitespace at the start of s[0..n); at its end (trail). */
+static size_t ws_lead(const char *s, size_t n) {
+  size_t i = 0, k;
+  while (i < n && (k = ws_at(s + i, n - i))) i += k;
+  return i;
+}
+static size_t ws_trail(const char *s, size_t n) {
+  size_t e = n;
+  while (e) {
+    size_t b = e - 1;
+    while (b && ((unsigned char)s[b] & 0xC0) == 0x80) b--;
+    if (ws_at(s + b, e - b) != e - b) break;
+    e = b;
+  }
+  return n - e;
+}
+
 /* The normalizers over one stretch of text, into *out (Prepend only where
  * there is text, as the tokenizers library does per stretch). */
-static ot_status normalize(const ot_tokenizer *tk, const char *s, size_t n, bytes *out) {
+ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md, bytes *out) {
   bytes t = {0};
   out->n = 0;
   if (!bytes_add(out, s, n)) return OOM();
@@ -320,10 +398,24 @@ static ot_status normalize(const ot_tokenizer *tk, const char *s, size_t n, byte
     const edit *e = &tk->norm[k];
     t.n = 0;
     int ok = 1;
-    if (e->kind == ED_PREPEND) ok = !out->n || (bytes_add(&t, e->a, e->na) && bytes_add(&t, out->p, out->n));
-    else ok = ot_tok_add_replaced(&t, out->p, out->n, e->a, e->na, e->b, e->nb);
+    switch (e->kind) {
+    case ED_PREPEND:
+      if (!out->n) continue;
+      ok = bytes_add(&t, e->a, e->na) && bytes_add(&t, out->p, out->n);
+      break;
+    case ED_REPLACE:
+      ok = e->re ? ot_tok_add_replaced_re(&t, out->p, out->n, e->re, md, e->b, e->nb)
+                 : ot_tok_add_replaced(&t, out->p, out->n, e->a, e->na, e->b, e->nb);
+      break;
+    case ED_WSTRIP: {
+      size_t lo = e->n_start ? ws_lead(out->p, out->n) : 0;
+      size_t hi = out->n - (e->n_stop && lo < out->n ? ws_trail(out->p + lo, out->n - lo) : 0);
+      ok = bytes_add(&t, out->p + lo, hi - lo);
+      break;
+    }
+    default: ok = add_unicode_nf(&t, out->p, out->n, e->kind); break;
+    }
     if (!ok) return free(t.p), OOM();
-    if (e->kind == ED_PREPEND && !out->n) continue;
     bytes x = *out;
     *out = t;
     t = x;
@@ -332,13 +424,14 @@ static ot_status normalize(const ot_tokenizer *tk, const char *s, size_t n, byte
   return OT_OK;
 }
 
+/* A stretch with no added token: pre-tokenize, then BPE each piece.
+ * `s` is normalized already. */
 static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, int at_start, pcre2_match_data *md,
                               ids *d) {
   if (!n) return OT_OK;
   bytes b[2] = {{0}}, w = {0}, key = {0};
   spans sp[2] = {{0}}, sym = {0};
-  ot_status st = normalize(tk, s, n, &b[0]);
-  if (st == OT_OK) st = spans_add(&sp[0], 0, b[0].n) ? OT_OK : OOM();
+  ot_status st = bytes_add(&b[0], s, n) && spans_add(&sp[0], 0, n) ? OT_OK : OOM();
   int cur = 0;
   for (int k = 0; st == OT_OK && k < tk->n_pt; k++) {
     b[!cur].n = 0, sp[!cur].n = 0;
@@ -351,12 +444,100 @@ static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, i
   return st;
 }
 
-/* The longest added token at s (NULL: none). */
-static const added_tok *added_at(const ot_tokenizer *tk, const char *s, size_t n) {
-  const int *f = tk->add_first[(unsigned char)s[0]];
+/* The longest added token of set at s (NULL: none). */
+static const added_match *added_at(const added_set *set, const char *s, size_t n) {
+  const int *f = set->first[(unsigned char)s[0]];
   for (int k = f[0]; k < f[0] + f[1]; k++) /* longest first */
-    if (tk->add[k].len <= n && !memcmp(tk->add[k].content, s, tk->add[k].len)) return &tk->add[k];
+    if (set->v[k].len <= n && !memcmp(set->v[k].text, s, set->v[k].len)) return &set->v[k];
   return NULL;
+}
+
+/* Whether the character before s + at (at > 0) / at s (n > 0) is a word
+ * character (Rust's \w, for single_word). */
+static int word_before(const ot_tokenizer *tk, const char *s, size_t at, pcre2_match_data *md) {
+  size_t b = at - 1;
+  while (b && ((unsigned char)s[b] & 0xC0) == 0x80) b--;
+  return pcre2_match(tk->word_re, (PCRE2_SPTR)s + b, at - b, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
+}
+static int word_after(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md) {
+  size_t k = utf8_len((const unsigned char *)s, n);
+  return pcre2_match(tk->word_re, (PCRE2_SPTR)s, k ? k : 1, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
+}
+
+/* A piece of the text: an added token's id, or text (id < 0). */
+typedef struct seg {
+  size_t off, len;
+  int32_t id;
+} seg;
+typedef struct segs {
+  seg *v;
+  size_t n, cap;
+} segs;
+
+static int segs_add(segs *g, size_t off, size_t len, int32_t id) {
+  if (!grow_to((void **)&g->v, &g->cap, g->n + 1, sizeof *g->v)) return 0;
+  g->v[g->n++] = (seg){off, len, id};
+  return 1;
+}
+
+/* The added tokens of one set in s[0..n), as the library's find_matches:
+ * leftmost-longest matches, scanned on from each match's end; a
+ * single_word token next to a word character, or a special token under
+ * split_special_tokens, is passed over (its text stays text); lstrip /
+ * rstrip take the whitespace before / after into the token. */
+static int find_added(const ot_tokenizer *tk, const added_set *set, const char *s, size_t n, pcre2_match_data *md,
+                      segs *g) {
+  size_t done = 0; /* start_offset */
+  for (size_t i = 0; set->n && i < n;) {
+    const added_match *m = added_at(set, s + i, n - i);
+    if (!m) {
+      i++;
+      continue;
+    }
+    const added_tok *a = m->tok;
+    size_t start = i, stop = i + m->len;
+    i = stop;
+    if (tk->split_special && a->special) continue;
+    if (a->single_word &&
+        ((start && word_before(tk, s, start, md)) || (stop < n && word_after(tk, s + stop, n - stop, md))))
+      continue;
+    if (a->lstrip) {
+      size_t ns = start - ws_trail(s, start);
+      start = ns > done ? ns : done;
+    }
+    if (a->rstrip) stop += ws_lead(s + stop, n - stop);
+    if (done < start && !segs_add(g, done, start - done, -1)) return 0;
+    if (!segs_add(g, start, stop - start, a->id)) return 0;
+    done = stop;
+  }
+  return done < n ? segs_add(g, done, n - done, -1) : 1;
+}
+
+/* Text in, ids out, as the library's extract_and_normalize: the
+ * normalized=false added tokens cut the raw text; each stretch between
+ * is normalized and cut by the normalized ones; what is left is
+ * pre-tokenized and BPE'd. */
+static ot_status encode_text(const ot_tokenizer *tk, const char *text, size_t len, pcre2_match_data *md, ids *d) {
+  segs g1 = {0}, g2 = {0};
+  bytes nb = {0};
+  ot_status st = find_added(tk, &tk->sets[0], text, len, md, &g1) ? OT_OK : OOM();
+  for (size_t i = 0; st == OT_OK && i < g1.n; i++) {
+    const seg a = g1.v[i];
+    if (a.id >= 0) {
+      st = ids_add(d, a.id) ? OT_OK : OOM();
+      continue;
+    }
+    st = ot_tok_normalize(tk, text + a.off, a.len, md, &nb);
+    g2.n = 0;
+    if (st == OT_OK && !find_added(tk, &tk->sets[1], nb.p, nb.n, md, &g2)) st = OOM();
+    for (size_t j = 0; st == OT_OK && j < g2.n; j++) {
+      const seg b = g2.v[j];
+      st = b.id >= 0 ? (ids_add(d, b.id) ? OT_OK : OOM())
+                     : encode_plain(tk, nb.p + b.off, b.len, a.off == 0 && b.off == 0, md, d);
+    }
+  }
+  free(g1.v), free(g2.v), free(nb.p);
+  return st;
 }
 
 ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t len, int add_special, int32_t **out,
@@ -373,19 +554,7 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
   pcre2_match_data *md = pcre2_match_data_create(4, NULL);
   ot_status st = md ? OT_OK : OOM();
   for (int k = 0; st == OT_OK && add_special && k < tk->n_pre; k++) st = ids_add(&d, tk->pre[k]) ? OT_OK : OOM();
-  size_t start = 0;
-  for (size_t i = 0; st == OT_OK && i <= len;) {
-    const added_tok *a = i < len ? added_at(tk, text + i, len - i) : NULL;
-    if (i < len && !a) {
-      i++;
-      continue;
-    }
-    st = encode_plain(tk, text + start, i - start, start == 0, md, &d);
-    if (!a) break;
-    if (st == OT_OK) st = ids_add(&d, a->id) ? OT_OK : OOM();
-    i += a->len;
-    start = i;
-  }
+  if (st == OT_OK && len) st = encode_text(tk, text, len, md, &d);
   for (int k = 0; st == OT_OK && add_special && k < tk->n_post; k++) st = ids_add(&d, tk->post[k]) ? OT_OK : OOM();
   pcre2_match_data_free(md);
   if (st != OT_OK) {
@@ -397,4 +566,3 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
   *n_out = d.n;
   return OT_OK;
 }
-

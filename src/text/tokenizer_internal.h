@@ -18,14 +18,30 @@ typedef enum { PT_BYTELEVEL, PT_SPLIT, PT_METASPACE } pt_kind;
 typedef enum { PS_ALWAYS, PS_NEVER, PS_FIRST } prepend_scheme;
 
 /* Normalizers and decoders that edit text: Prepend (a = what), Replace (a
- * = the pattern, a string; b = its replacement); decoders also Strip (a =
- * the character, n_start / n_stop how many), Metaspace (a = the
- * replacement, scheme), ByteLevel, ByteFallback, Fuse. */
-typedef enum { ED_PREPEND, ED_REPLACE, ED_BYTELEVEL, ED_BYTEFALLBACK, ED_FUSE, ED_STRIP, ED_METASPACE } ed_kind;
+ * = the pattern, a string, or re = the compiled Regex; b = its
+ * replacement); normalizers also NFC/NFD/NFKC/NFKD and Strip (whitespace;
+ * n_start / n_stop: left / right); decoders also Strip (a = the character,
+ * n_start / n_stop how many), Metaspace (a = the replacement, scheme),
+ * ByteLevel, ByteFallback, Fuse. */
+typedef enum {
+  ED_PREPEND,
+  ED_REPLACE,
+  ED_NFC,
+  ED_NFD,
+  ED_NFKC,
+  ED_NFKD,
+  ED_WSTRIP,
+  ED_BYTELEVEL,
+  ED_BYTEFALLBACK,
+  ED_FUSE,
+  ED_STRIP,
+  ED_METASPACE
+} ed_kind;
 typedef struct edit {
   ed_kind kind;
   char *a, *b;
   size_t na, nb;
+  pcre2_code *re;
   int n_start, n_stop;
   prepend_scheme scheme;
 } edit;
@@ -42,22 +58,43 @@ typedef struct pretok {
   pcre2_code *re; /* Split, or ByteLevel's GPT-2 pattern */
 } pretok;
 
+/* An added token as tokenizer.json (and tokenizer_config.json's
+ * added_tokens_decoder) give it. */
 typedef struct added_tok {
   char *content;
   size_t len;
   int32_t id;
+  unsigned char lstrip, rstrip, single_word, normalized, special;
 } added_tok;
+
+/* The added tokens one pass matches: [0] those with normalized false, in
+ * the text as given; [1] the others, their content normalized, in each
+ * normalized stretch. Sorted by first byte, longest first. */
+typedef struct added_match {
+  char *text; /* what is matched (owned) */
+  size_t len;
+  const added_tok *tok;
+} added_match;
+typedef struct added_set {
+  added_match *v;
+  int n;
+  int first[256][2]; /* by first byte: [start, count) into v */
+} added_set;
+
+/* The tokens tokenizer_config.json names (ot_tokenizer_role_id). */
+enum { ROLE_BOS, ROLE_EOS, ROLE_PAD, ROLE_UNK, N_ROLES };
 
 struct ot_tokenizer {
   char *file; /* for messages */
   ot_strmap vocab, merges;
-  char **tok;     /* [n_ids] id -> token text (NULL: no such id) */
+  char **tok; /* [n_ids] id -> token text (NULL: no such id) */
   size_t *tok_len;
   unsigned char *special;
   int32_t n_ids;
-  added_tok *add;
+  added_tok *add; /* every added token, in the file's order */
   int n_add;
-  int add_first[256][2]; /* added tokens by first byte: [start, count) into add (sorted by first byte) */
+  added_set sets[2];
+  pcre2_code *word_re; /* Rust's \w, for single_word (NULL: no such token) */
   pretok *pt;
   int n_pt;
   int byte_level; /* a ByteLevel pre-tokenizer: BPE works on mapped bytes */
@@ -66,9 +103,12 @@ struct ot_tokenizer {
   int ignore_merges, byte_fallback, fuse_unk;
   int32_t unk;
   int32_t *pre, *post; /* the template's special ids before and after $A */
-  int n_pre, n_post;
+  int n_pre, n_post, has_template;
+  /* tokenizer_config.json */
+  int clean_up;       /* decode applies transformers' clean_up_tokenization */
+  int split_special;  /* split_special_tokens: special tokens' text is plain text */
+  int32_t role[N_ROLES]; /* -1: not named */
 };
-
 
 /* ---- GPT-2's byte <-> printable-codepoint table (tokenizer.c fills it) ---- */
 extern uint16_t ot_tok_b2u[256];
@@ -149,5 +189,16 @@ static inline int ids_add(ids *d, int32_t id) {
 
 /* Appends s[0..n) to b with every `from` (nf bytes) replaced by to[0..nt). */
 int ot_tok_add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt);
+/* The same with every match of re (a Regex pattern) replaced, as the
+ * tokenizers library's Replace does it through Oniguruma. 0: out of memory. */
+int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
+                           const char *to, size_t nt);
+/* The normalizers over one stretch of text, into *out. */
+ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md, bytes *out);
+/* The two sets of added tokens from tk->add (again after tokenizer_config.json changed a flag). */
+ot_status ot_tok_build_added(ot_tokenizer *tk);
+/* tokenizer_config.json (and special_tokens_map.json) of folder dir, where there is one. */
+ot_status ot_tok_load_config(ot_tokenizer *tk, const char *dir);
+
 
 #endif
