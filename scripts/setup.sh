@@ -2,8 +2,9 @@
 # setup.sh [--gpu] — install what omptensor needs on Debian 12 (bookworm), as root.
 #
 #   scripts/setup.sh          clang-19 + OpenMP offload runtime, cmake, ninja,
-#                             cmocka, jansson (JSON), libyaml, PCRE2 (tokenizer regexes), librsvg
-#                             (trace plot -o FILE.png; headers at build time); make and binutils
+#                             cmocka, jansson (JSON), libyaml, PCRE2 (tokenizer regexes), utf8proc
+#                             (tokenizer NFC/NFKC), librsvg (trace plot -o FILE.png; headers at build
+#                             time); make and binutils
 #                             (readelf) for scripts/check_install.sh
 #   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
 #                             into toolchain/cuda-11.8 (see docs/gpu.md:
@@ -30,7 +31,7 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 pkgs=(clang-19 clang-tools-19 llvm-19 libomp-19-dev libclang-rt-19-dev lld-19 cmake ninja-build pkg-config
-      libcmocka-dev libjansson-dev libyaml-dev libpcre2-dev librsvg2-dev make binutils)
+      libcmocka-dev libjansson-dev libyaml-dev libpcre2-dev librsvg2-dev libutf8proc-dev make binutils)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

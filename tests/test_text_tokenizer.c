@@ -68,13 +68,42 @@ static void check_family(const char *fam) {
       OT_ASSERT_OK(ot_tokenizer_decode(tk, ids, n, !keep, &out, &len));
       const json_t *want = json_object_get(c, keep ? "decoded_keep" : "decoded");
       if (len != json_string_length(want) || memcmp(out, json_string_value(want), len))
-        fail_msg("%s: decoding \"%s\" (special tokens %s) gave \"%s\", want \"%s\"", fam, text, keep ? "kept" : "skipped",
+        fail_msg("%s: decoding \"%s\" (special tokens %s) gave \"%s\", want \"%s\"", fam, text,
+                 keep ? "kept" : "skipped", out, json_string_value(want));
+      free(out);
+    }
+    free(ids);
+  }
+  /* id lists that cut characters in half: the lossy UTF-8 of the decoders */
+  const json_t *dc = json_object_get(ref, "decode_cases");
+  assert_true(json_array_size(dc) > 10);
+  json_array_foreach(dc, i, c) {
+    const json_t *want_ids = json_object_get(c, "ids");
+    size_t n = json_array_size(want_ids);
+    int32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    assert_non_null(ids);
+    for (size_t k = 0; k < n; k++) ids[k] = (int32_t)json_integer_value(json_array_get(want_ids, k));
+    for (int keep = 0; keep < 2; keep++) {
+      char *out;
+      size_t len;
+      OT_ASSERT_OK(ot_tokenizer_decode(tk, ids, n, !keep, &out, &len));
+      const json_t *want = json_object_get(c, keep ? "decoded_keep" : "decoded");
+      if (len != json_string_length(want) || memcmp(out, json_string_value(want), len))
+        fail_msg("%s: decode case %zu (special tokens %s) gave \"%s\", want \"%s\"", fam, i, keep ? "kept" : "skipped",
                  out, json_string_value(want));
       free(out);
     }
     free(ids);
   }
-  print_message("  %s: %zu texts, %d tokens\n", fam, json_array_size(cases), ot_tokenizer_vocab_size(tk));
+  /* the tokens tokenizer_config.json names */
+  const json_t *roles = json_object_get(ref, "roles");
+  static const char *const role_names[] = {"bos", "eos", "pad", "unk"};
+  for (int r = 0; r < 4; r++) {
+    const json_t *want = json_object_get(roles, role_names[r]);
+    assert_int_equal(ot_tokenizer_role_id(tk, (ot_token_role)r), want ? json_integer_value(want) : -1);
+  }
+  print_message("  %s: %zu texts, %zu decode cases, %d tokens\n", fam, json_array_size(cases), json_array_size(dc),
+                ot_tokenizer_vocab_size(tk));
   json_decref(ref);
   ot_tokenizer_destroy(tk);
 }
@@ -82,7 +111,13 @@ static void check_family(const char *fam) {
 /* One family per test: its folder name is the test's state. The families:
  * gpt2_style, llama3_style, Llama 2 sentencepiece_style (Prepend/Replace
  * normalizers, byte fallback, fused unk, Replace/ByteFallback/Fuse/Strip
- * decoders), metaspace_style (Metaspace pre-tokenizer and decoder). */
+ * decoders), metaspace_style (Metaspace pre-tokenizer and decoder),
+ * qwen2_style (NFC, Split, ByteLevel; a tokenizer_config.json without BOS),
+ * digits_style (Digits, Punctuation, NFKC, Strip, Replace with a Regex in
+ * normalizer and decoder), added_style (Llama 2 with added tokens flagged
+ * lstrip, rstrip, single_word, normalized; add_bos_token + add_eos_token),
+ * cleanup_style (GPT-2 with clean_up_tokenization_spaces forced and
+ * split_special_tokens). The last three as transformers reads the folder. */
 static void test_family(void **state) { check_family(*state); }
 
 /* A copy of a family's tokenizer.json with one edit, loaded: the error
@@ -117,8 +152,9 @@ static void refused(const char *edit_from, const char *edit_to, ot_status status
   }
   ot_tokenizer *tk = NULL;
   ot_status s = ot_tokenizer_load(path, &tk);
-  if (s != status) fail_msg("edit '%s' -> '%s': got %s, want %s (%s)", edit_from ? edit_from : "(truncate)",
-                            edit_to ? edit_to : "", ot_status_str(s), ot_status_str(status), ot_last_error());
+  if (s != status)
+    fail_msg("edit '%s' -> '%s': got %s, want %s (%s)", edit_from ? edit_from : "(truncate)", edit_to ? edit_to : "",
+             ot_status_str(s), ot_status_str(status), ot_last_error());
   assert_null(tk);
   assert_non_null(strstr(ot_last_error(), path));
   if (field && !strstr(ot_last_error(), field)) fail_msg("the message does not name '%s': %s", field, ot_last_error());
@@ -131,14 +167,54 @@ static void test_bad_files(void **state) {
   (void)state;
   refused(NULL, NULL, OT_ERR_FORMAT, NULL); /* truncated JSON */
   refused("\"type\": \"BPE\"", "\"type\": \"WordPiece\"", OT_ERR_UNSUPPORTED, "model type 'WordPiece'");
-  refused("\"normalizer\": null", "\"normalizer\": {\"type\": \"NFC\"}", OT_ERR_UNSUPPORTED, "normalizer type 'NFC'");
+  refused("\"normalizer\": null", "\"normalizer\": {\"type\": \"Precompiled\"}", OT_ERR_UNSUPPORTED,
+          "normalizer type 'Precompiled'");
+  refused("\"normalizer\": null",
+          "\"normalizer\": {\"type\": \"Replace\", \"pattern\": {\"Regex\": \"(\"}, \"content\": \"\"}", OT_ERR_FORMAT,
+          "regular expression");
   refused("\"behavior\": \"Isolated\"", "\"behavior\": \"Sideways\"", OT_ERR_UNSUPPORTED, "Split behavior 'Sideways'");
   refused("\"vocab\": {", "\"vocab\": {\"broken\": \"x\", ", OT_ERR_FORMAT, "model.vocab");
   refused("\"merges\": [", "\"merges\": [42, ", OT_ERR_FORMAT, "model.merges");
   refused("\"Regex\": \"", "\"Regex\": \"(unclosed", OT_ERR_FORMAT, "regular expression");
   refused("\"decoder\": {\n    \"type\": \"ByteLevel\"", "\"decoder\": {\"type\": \"WordPiece\"", OT_ERR_UNSUPPORTED,
           "decoder type 'WordPiece'");
-  refused("\"lstrip\": false", "\"lstrip\": true", OT_ERR_UNSUPPORTED, "added_tokens flag 'lstrip'");
+  refused("\"post_processor\": {", "\"post_processor\": {\"type\": \"RobertaProcessing\"}, \"x\": {",
+          OT_ERR_UNSUPPORTED, "post_processor type 'RobertaProcessing'");
+}
+
+/* A family's folder with tokenizer_config.json written as `config`: the
+ * load must fail with `status`, naming tokenizer_config.json and `field`. */
+static void config_refused(const char *config, ot_status status, const char *field) {
+  char src[4096], path[4096];
+  snprintf(src, sizeof src, "%s/tokenizers/sentencepiece_style/tokenizer.json", data_dir());
+  char *dir = ot_tmpdir_create();
+  size_t n;
+  char *buf = ot_read_file(src, &n);
+  assert_non_null(buf);
+  ot_write_bytes(dir, "tokenizer.json", buf, n);
+  ot_write_text(dir, "tokenizer_config.json", config);
+  ot_tokenizer *tk = NULL;
+  ot_status s = ot_tokenizer_load(dir, &tk);
+  if (s != status)
+    fail_msg("config %s: got %s, want %s (%s)", config, ot_status_str(s), ot_status_str(status), ot_last_error());
+  assert_null(tk);
+  ot_tmp_path(path, sizeof path, dir, "tokenizer_config.json");
+  assert_non_null(strstr(ot_last_error(), path));
+  if (!strstr(ot_last_error(), field)) fail_msg("the message does not name '%s': %s", field, ot_last_error());
+  print_message("  ok: %s\n", ot_last_error());
+  free(buf);
+  ot_tmpdir_remove(dir);
+}
+
+static void test_bad_config(void **state) {
+  (void)state;
+  config_refused("{\"add_bos_token\": \"yes\"}", OT_ERR_FORMAT, "add_bos_token");
+  config_refused("{\"eos_token\": \"<never-seen>\"}", OT_ERR_UNSUPPORTED, "eos_token '<never-seen>'");
+  config_refused("{\"bos_token\": {\"content\": 5}}", OT_ERR_FORMAT, "bos_token");
+  config_refused("{\"added_tokens_decoder\": {\"1\": {\"content\": \"<new>\"}}}", OT_ERR_UNSUPPORTED,
+                 "added_tokens_decoder entry 1");
+  config_refused("[1, 2]", OT_ERR_FORMAT, "(top level)");
+  config_refused("{\"clean_up_tokenization_spaces\": tru", OT_ERR_FORMAT, "tokenizer_config.json");
 }
 
 static void test_bad_input(void **state) {
@@ -164,6 +240,12 @@ int main(void) {
                                      cmocka_unit_test_prestate(test_family, "llama3_style"),
                                      cmocka_unit_test_prestate(test_family, "sentencepiece_style"),
                                      cmocka_unit_test_prestate(test_family, "metaspace_style"),
-                                     cmocka_unit_test(test_bad_files), cmocka_unit_test(test_bad_input)};
+                                     cmocka_unit_test_prestate(test_family, "qwen2_style"),
+                                     cmocka_unit_test_prestate(test_family, "digits_style"),
+                                     cmocka_unit_test_prestate(test_family, "added_style"),
+                                     cmocka_unit_test_prestate(test_family, "cleanup_style"),
+                                     cmocka_unit_test(test_bad_files),
+                                     cmocka_unit_test(test_bad_config),
+                                     cmocka_unit_test(test_bad_input)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -13,20 +13,40 @@
  *   model          BPE: vocab, merges (as "a b" strings or [a, b] pairs),
  *                  ignore_merges, unk_token, byte_fallback (<0xHH>
  *                  tokens), fuse_unk; no dropout, subword prefix or suffix
- *   normalizer     Prepend, Replace (a string pattern), Sequence (as
- *                  transformers converts sentencepiece models: Llama 2)
+ *   normalizer     Prepend, Replace (a String or a Regex pattern), NFC,
+ *                  NFD, NFKC, NFKD (utf8proc), Strip (whitespace, left /
+ *                  right), Sequence of those
  *   pre_tokenizer  ByteLevel (add_prefix_space, use_regex: GPT-2's
  *                  pattern), Split (a regex or a string; behavior Isolated,
  *                  Removed, MergedWithPrevious, MergedWithNext, Contiguous;
  *                  invert), Metaspace (replacement, prepend_scheme always,
  *                  first or never, or the older add_prefix_space; split),
+ *                  Digits (individual_digits), Punctuation (behavior),
  *                  Sequence of those
  *   post_processor ByteLevel (ids unchanged), TemplateProcessing (the
- *                  single-sequence template: special tokens around $A)
- *   decoder        ByteLevel, Replace (a string pattern), ByteFallback,
- *                  Fuse, Strip, Metaspace, Sequence of those
- *   added_tokens   matched in the text before any splitting, longest first
- *                  (lstrip, rstrip and single_word not yet)
+ *                  single-sequence template: special tokens around $A),
+ *                  Sequence of those (one template at most)
+ *   decoder        ByteLevel (the bytes of all tokens read as UTF-8, each
+ *                  invalid stretch one U+FFFD), Replace (String or Regex),
+ *                  ByteFallback (a <0xHH> run that is not UTF-8: one
+ *                  U+FFFD per byte), Fuse, Strip, Metaspace, Sequence of
+ *                  those; none: the tokens joined with spaces
+ *   added_tokens   as the library matches them: those with normalized
+ *                  false in the text as given, longest first, then the
+ *                  others in each normalized stretch; lstrip, rstrip,
+ *                  single_word, special
+ * A folder's tokenizer_config.json (and special_tokens_map.json), as
+ * transformers 5 reads them: bos/eos/pad/unk_token (ot_tokenizer_role_id;
+ * each becomes special), additional_special_tokens, split_special_tokens,
+ * added_tokens_decoder (its flags win), clean_up_tokenization_spaces (which
+ * transformers 5 skips for BPE unless clean_up_tokenization_spaces_for_bpe_
+ * even_though_it_will_corrupt_output is true too); add_bos_token and
+ * add_eos_token are dropped beside a tokenizer.json, as transformers 5
+ * drops them (the file's template stands). A named token that is not in
+ * tokenizer.json is refused. Other keys (chat_template, model_max_length,
+ * tokenizer_class, ...) do not change ids or text and are not read; nor is
+ * the pipeline transformers 5 rebuilds for some tokenizer classes from
+ * their own code (this reader runs tokenizer.json's).
  * Regular expressions are PCRE2's, in UTF mode with Unicode properties
  * (\p{L}, \p{N}), as the tokenizers library's Oniguruma patterns expect.
  */
@@ -44,7 +64,8 @@ extern "C" {
 
 typedef struct ot_tokenizer ot_tokenizer;
 
-/* `path`: a tokenizer.json, or a folder holding one. */
+/* `path`: a tokenizer.json, or a folder holding one (then also its
+ * tokenizer_config.json and special_tokens_map.json where present). */
 ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out);
 /* The same from tokenizer.json's text in memory; `label` names it in messages. */
 ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot_tokenizer **out);
@@ -68,6 +89,13 @@ int32_t ot_tokenizer_vocab_size(const ot_tokenizer *tk);
 const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id);
 /* Whether id is a special added token. */
 int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id);
+
+/* The tokens tokenizer_config.json (or special_tokens_map.json) of the
+ * folder ot_tokenizer_load read names: bos_token, eos_token, pad_token,
+ * unk_token. The id, or -1 where none is named (always -1 for a tokenizer
+ * from ot_tokenizer_parse or from a .json path). */
+typedef enum { OT_TOKEN_BOS, OT_TOKEN_EOS, OT_TOKEN_PAD, OT_TOKEN_UNK } ot_token_role;
+int32_t ot_tokenizer_role_id(const ot_tokenizer *tk, ot_token_role role);
 
 #ifdef __cplusplus
 }

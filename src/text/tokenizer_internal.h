@@ -1,0 +1,204 @@
+/* tokenizer_internal.h — what the tokenizer's files share (tokenizer.c
+ * loads, tokenizer_encode.c encodes, tokenizer_decode.c decodes): the
+ * loaded tokenizer, growable byte strings and lists, UTF-8 helpers. */
+#ifndef OT_TEXT_TOKENIZER_INTERNAL_H
+#define OT_TEXT_TOKENIZER_INTERNAL_H
+
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/error.h"
+#include "omptensor/tokenizer.h"
+#include "text/strmap.h"
+
+typedef enum { PT_BYTELEVEL, PT_SPLIT, PT_METASPACE } pt_kind;
+typedef enum { PS_ALWAYS, PS_NEVER, PS_FIRST } prepend_scheme;
+
+/* Normalizers and decoders that edit text: Prepend (a = what), Replace (a
+ * = the pattern, a string, or re = the compiled Regex; b = its
+ * replacement); normalizers also NFC/NFD/NFKC/NFKD and Strip (whitespace;
+ * n_start / n_stop: left / right); decoders also Strip (a = the character,
+ * n_start / n_stop how many), Metaspace (a = the replacement, scheme),
+ * ByteLevel, ByteFallback, Fuse. */
+typedef enum {
+  ED_PREPEND,
+  ED_REPLACE,
+  ED_NFC,
+  ED_NFD,
+  ED_NFKC,
+  ED_NFKD,
+  ED_WSTRIP,
+  ED_BYTELEVEL,
+  ED_BYTEFALLBACK,
+  ED_FUSE,
+  ED_STRIP,
+  ED_METASPACE
+} ed_kind;
+typedef struct edit {
+  ed_kind kind;
+  char *a, *b;
+  size_t na, nb;
+  pcre2_code *re;
+  int n_start, n_stop;
+  prepend_scheme scheme;
+} edit;
+typedef enum { B_ISOLATED, B_REMOVED, B_PREV, B_NEXT, B_CONTIG } split_beh;
+
+typedef struct pretok {
+  pt_kind kind;
+  int add_prefix_space, use_regex, invert;
+  split_beh beh;
+  char *repl; /* Metaspace: the replacement character (UTF-8) */
+  size_t n_repl;
+  prepend_scheme scheme;
+  int split;
+  pcre2_code *re; /* Split, or ByteLevel's GPT-2 pattern */
+} pretok;
+
+/* An added token as tokenizer.json (and tokenizer_config.json's
+ * added_tokens_decoder) give it. */
+typedef struct added_tok {
+  char *content;
+  size_t len;
+  int32_t id;
+  unsigned char lstrip, rstrip, single_word, normalized, special;
+} added_tok;
+
+/* The added tokens one pass matches: [0] those with normalized false, in
+ * the text as given; [1] the others, their content normalized, in each
+ * normalized stretch. Sorted by first byte, longest first. */
+typedef struct added_match {
+  char *text; /* what is matched (owned) */
+  size_t len;
+  const added_tok *tok;
+} added_match;
+typedef struct added_set {
+  added_match *v;
+  int n;
+  int first[256][2]; /* by first byte: [start, count) into v */
+} added_set;
+
+/* The tokens tokenizer_config.json names (ot_tokenizer_role_id). */
+enum { ROLE_BOS, ROLE_EOS, ROLE_PAD, ROLE_UNK, N_ROLES };
+
+struct ot_tokenizer {
+  char *file; /* for messages */
+  ot_strmap vocab, merges;
+  char **tok; /* [n_ids] id -> token text (NULL: no such id) */
+  size_t *tok_len;
+  unsigned char *special;
+  int32_t n_ids;
+  added_tok *add; /* every added token, in the file's order */
+  int n_add;
+  added_set sets[2];
+  pcre2_code *word_re; /* Rust's \w, for single_word (NULL: no such token) */
+  pretok *pt;
+  int n_pt;
+  int byte_level; /* a ByteLevel pre-tokenizer: BPE works on mapped bytes */
+  edit *norm, *dec; /* the normalizers and the decoders, in order */
+  int n_norm, n_dec;
+  int ignore_merges, byte_fallback, fuse_unk;
+  int32_t unk;
+  int32_t *pre, *post; /* the template's special ids before and after $A */
+  int n_pre, n_post, has_template;
+  /* tokenizer_config.json */
+  int clean_up;       /* decode applies transformers' clean_up_tokenization */
+  int split_special;  /* split_special_tokens: special tokens' text is plain text */
+  int32_t role[N_ROLES]; /* -1: not named */
+};
+
+/* ---- GPT-2's byte <-> printable-codepoint table (tokenizer.c fills it) ---- */
+extern uint16_t ot_tok_b2u[256];
+extern int16_t ot_tok_u2b[512];
+void ot_tok_byte_table(void);
+
+static inline size_t put_utf8(char *o, unsigned cp) {
+  if (cp < 0x80) return o[0] = (char)cp, 1;
+  o[0] = (char)(0xC0 | (cp >> 6));
+  o[1] = (char)(0x80 | (cp & 0x3F));
+  return 2;
+}
+
+/* Length of a valid UTF-8 sequence at s (0: invalid). */
+static inline size_t utf8_len(const unsigned char *s, size_t n) {
+  unsigned c = s[0];
+  size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
+  if (!k || k > n || (k == 2 && c < 0xC2)) return 0;
+  for (size_t i = 1; i < k; i++)
+    if ((s[i] & 0xC0) != 0x80) return 0;
+  if (k == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0))) return 0;
+  if (k == 4 && ((c == 0xF0 && s[1] < 0x90) || c > 0xF4 || (c == 0xF4 && s[1] >= 0x90))) return 0;
+  return k;
+}
+
+/* ---- growable byte strings and lists ---- */
+typedef struct bytes {
+  char *p;
+  size_t n, cap;
+} bytes;
+
+typedef struct span {
+  size_t off, len;
+} span;
+
+typedef struct spans {
+  span *v;
+  size_t n, cap;
+} spans;
+
+typedef struct ids {
+  int32_t *v;
+  size_t n, cap;
+} ids;
+
+static inline int grow_to(void **p, size_t *cap, size_t need, size_t elem) {
+  if (need <= *cap) return 1;
+  size_t c = *cap ? *cap : 64;
+  while (c < need) c *= 2;
+  void *np = realloc(*p, c * elem);
+  if (!np) return 0;
+  *p = np;
+  *cap = c;
+  return 1;
+}
+
+static inline int bytes_add(bytes *b, const char *s, size_t n) {
+  if (!grow_to((void **)&b->p, &b->cap, b->n + n + 1, 1)) return 0;
+  memcpy(b->p + b->n, s, n);
+  b->n += n;
+  return 1;
+}
+
+static inline int spans_add(spans *s, size_t off, size_t len) {
+  if (!len) return 1;
+  if (!grow_to((void **)&s->v, &s->cap, s->n + 1, sizeof *s->v)) return 0;
+  s->v[s->n++] = (span){off, len};
+  return 1;
+}
+
+static inline int ids_add(ids *d, int32_t id) {
+  if (!grow_to((void **)&d->v, &d->cap, d->n + 1, sizeof *d->v)) return 0;
+  d->v[d->n++] = id;
+  return 1;
+}
+
+#define OOM() ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory")
+
+/* Appends s[0..n) to b with every `from` (nf bytes) replaced by to[0..nt). */
+int ot_tok_add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt);
+/* The same with every match of re (a Regex pattern) replaced, as the
+ * tokenizers library's Replace does it through Oniguruma. 0: out of memory. */
+int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
+                           const char *to, size_t nt);
+/* The normalizers over one stretch of text, into *out. */
+ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md, bytes *out);
+/* The two sets of added tokens from tk->add (again after tokenizer_config.json changed a flag). */
+ot_status ot_tok_build_added(ot_tokenizer *tk);
+/* tokenizer_config.json (and special_tokens_map.json) of folder dir, where there is one. */
+ot_status ot_tok_load_config(ot_tokenizer *tk, const char *dir);
+
+
+#endif
