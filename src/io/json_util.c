@@ -4,8 +4,13 @@
 #include "core/error.h"
 
 ot_status ot_json_parse(const char *buf, size_t len, const char *label, const char *what, json_t **out) {
+  return ot_json_parse_flags(buf, len, label, what, 0, out);
+}
+
+ot_status ot_json_parse_flags(const char *buf, size_t len, const char *label, const char *what, size_t flags,
+                              json_t **out) {
   json_error_t err;
-  json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES, &err);
+  json_t *v = json_loadb(buf, len, JSON_REJECT_DUPLICATES | flags, &err);
   if (!v)
     return ot_fail(OT_ERR_FORMAT, "%s: invalid JSON %s at line %d, column %d: %s", label, what, err.line, err.column,
                    err.text);

@@ -183,7 +183,9 @@ static ot_status read_opt(const char *dir, const char *name, char **path, json_t
   size_t len = 0;
   ot_status s = ot_file_read(*path, MAX_CONFIG, &text, &len);
   if (s == OT_ERR_NOT_FOUND) return OT_OK;
-  if (s == OT_OK) s = ot_json_parse(text, len, *path, "tokenizer config", out);
+  /* transformers writes model_max_length as 1e30 spelled as an integer
+   * (VERY_LARGE_INTEGER), past jansson's 64 bits; no integer here is read */
+  if (s == OT_OK) s = ot_json_parse_flags(text, len, *path, "tokenizer config", JSON_DECODE_INT_AS_REAL, out);
   free(text);
   if (s == OT_OK && !json_is_object(*out)) s = ot_fail(OT_ERR_FORMAT, "%s: (top level): expected an object", *path);
   return s;
