@@ -12,6 +12,7 @@
 
 #include "bench_common.h"
 #include "kernels/kernels.h"
+#include "memory/gpu_wait.h"
 #include "ot_pragmas.h"
 
 static atomic_int stop;
@@ -70,6 +71,9 @@ int main(int argc, char **argv) {
   }
   y = x + 4096;
   w = y + 4096;
+  char wait[512];
+  ot_gpu_wait_describe(wait, sizeof wait); /* what the launches below wait with */
+  printf("GPU wait: %s\n", wait);
   case_us("warm-up", dev, x, y, w, 10, 0);
   for (int with_copy = 0; with_copy < 2; with_copy++) {
     printf("%s\n", with_copy ? "with a transfer thread copying 8 MiB blocks:" : "alone:");

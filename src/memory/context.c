@@ -7,6 +7,7 @@
 #include "memory/context_impl.h"
 #include "core/error.h"
 #include "memory/device.h"
+#include "memory/gpu_wait.h"
 #include "omptensor/settings.h" /* ot_size_format */
 #include "omptensor/version.h"
 
@@ -111,6 +112,8 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_ctx_create: out is NULL");
   *out = NULL;
   ot_ctx_opts o = opts ? *opts : ot_ctx_opts_default();
+  /* before the OpenMP runtime starts the GPUs, where it has not yet */
+  OT_TRY(ot_gpu_wait_apply());
   int ndev = ot_num_devices();
   if (ndev == 0 && offload_mandatory())
     return ot_fail(OT_ERR_DEVICE,
@@ -193,6 +196,9 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   const char *mand = getenv("OMP_TARGET_OFFLOAD");
   fprintf(f, "OpenMP:     %d offload device(s), initial device %d, OMP_TARGET_OFFLOAD=%s, %d host threads\n", ndev,
           omp_get_initial_device(), mand ? mand : "(unset)", omp_get_max_threads());
+  char wait[512];
+  ot_gpu_wait_describe(wait, sizeof wait);
+  fprintf(f, "GPU wait:   %s\n", wait);
   for (int d = 0; d < ndev; d++) {
     uint64_t fr, tot;
     ot_device_memory(d, &fr, &tot);
