@@ -63,6 +63,15 @@ static int operand(int64_t rows, int64_t cols, int64_t s_row, int64_t s_col, cub
 }
 #endif
 
+int ot_k_gemm_vendor(int dev) {
+#ifdef OT_HAVE_CUBLAS
+  return gemm_choice() != 0 && ot_kfast_gpu(dev) && dev >= 0 && dev < OT_MAX_DEVICES;
+#else
+  (void)dev;
+  return 0;
+#endif
+}
+
 ot_status ot_kblas_gemm(int dev, ot_kview c, ot_kview a, ot_kview b, int64_t batch, int64_t M, int64_t N, int64_t K,
                         const int64_t as[3], const int64_t bs[3], const int64_t cs[3], int accumulate, int *done) {
   *done = 0;

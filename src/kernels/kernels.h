@@ -60,6 +60,12 @@ int64_t ot_kview_numel(ot_kview v);
 /* A "no view" for optional arguments (p == NULL, ndim 0). */
 ot_kview ot_kview_none(void);
 
+/* Whether GEMMs on OpenMP device `dev` go to the vendor library (cuBLAS:
+ * a GPU, a build that has it, OMPTENSOR_GEMM not "portable"). Its GEMMs
+ * take operands of one dtype only, so a model whose weights are bf16 or
+ * f16 records its multi-row (prefill) activations in that dtype there. */
+int ot_k_gemm_vendor(int dev);
+
 /* ---- matmul ---------------------------------------------------------------
  * c[b] (=|+=) a[b] @ op(b[b]),  op(B) = B or B^T (trans_b), fp32 accumulation.
  *   a  [batch?, M, K]   f32 | f16 | bf16      (any strides: a transposed view works)

@@ -1,7 +1,10 @@
 /* decoder.c — see decoder.h. */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
+#include "kernels/kernels.h"
 #include "models/decoder.h"
 #include "omptensor/memory.h"
 
@@ -37,6 +40,20 @@ ot_status ot_decoder_step_head(ot_lm *m, ot_lm_step *st, int all_logits, ot_tens
   }
   int64_t sL[2] = {all_logits ? st->T : 1, m->vocab};
   return ot_lm_step_tensor(st, m->ctx, "logits", OT_F32, 2, sL, &st->logits);
+}
+
+int ot_decoder_prefill_choice(void) {
+  const char *e = getenv("OMPTENSOR_PREFILL_DTYPE");
+  if (!e || !*e || !strcasecmp(e, "auto")) return 0;
+  if (!strcasecmp(e, "weights")) return 1;
+  if (!strcasecmp(e, "f32")) return -1;
+  return -2;
+}
+
+ot_dtype ot_decoder_act_dtype(const ot_lm *m, int T, ot_dtype wt) {
+  const int choice = ot_decoder_prefill_choice();
+  const int on = choice > 0 || (choice == 0 && ot_k_gemm_vendor(ot_ctx_device(m->ctx, 0)));
+  return T > 1 && (wt == OT_BF16 || wt == OT_F16) && on ? wt : OT_F32;
 }
 
 ot_status ot_decoder_step_end(const ot_kvcache *kv, ot_lm_step *st) {

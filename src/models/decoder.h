@@ -27,6 +27,17 @@ ot_status ot_model_check_host_memory(const char *label, uint64_t bytes, const ch
 ot_status ot_decoder_step_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int64_t n_kv, int64_t head_dim, int T,
                                 ot_lm_step *st);
 
+/* The dtype of a step's GEMM-input activations for weights of dtype wt:
+ * wt itself (bf16/f16) when the step has several rows and its GEMMs go to
+ * the vendor library on the context's device (kernels.h,
+ * ot_k_gemm_vendor), else f32. */
+ot_dtype ot_decoder_act_dtype(const ot_lm *m, int T, ot_dtype wt);
+/* OMPTENSOR_PREFILL_DTYPE: auto (unset: the weights' dtype where the GEMMs
+ * go to cuBLAS) 0, weights (everywhere) 1, f32 (never: exact fp32 math,
+ * slower prefill on a GPU) -1, anything else -2 (refused by
+ * ot_generate). */
+int ot_decoder_prefill_choice(void);
+
 /* The rows of the residual stream h and the normed x [T, D] that go through
  * the final norm and the head: all of them (all_logits), or the last row
  * only (views the step owns); and st->logits [rows, vocab]. */

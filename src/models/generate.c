@@ -16,6 +16,7 @@
 #include "core/error.h"
 #include "kernels/kernels.h"
 #include "memory/device.h"
+#include "models/decoder.h"
 #include "omptensor/lm.h"
 #include "omptensor/npy.h"
 #include "omptensor/textstream.h"
@@ -115,8 +116,17 @@ static ot_status took(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r
   return n && o->on_text ? o->on_text(o->text_user, piece, n) : OT_OK;
 }
 
+/* A bad OMPTENSOR_PREFILL_DTYPE, before anything is recorded. */
+static ot_status check_prefill_dtype(void) {
+  if (ot_decoder_prefill_choice() != -2) return OT_OK;
+  return ot_fail(OT_ERR_INVALID_ARG, "OMPTENSOR_PREFILL_DTYPE='%s': use auto (the weights' dtype where cuBLAS runs "
+                                     "the prompt's GEMMs), weights or f32 (exact fp32 math)",
+                 getenv("OMPTENSOR_PREFILL_DTYPE"));
+}
+
 static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_text_stream *ts,
                           ot_gen_result *r) {
+  OT_TRY(check_prefill_dtype());
   if (n_prompt < 1) return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is empty (give at least one token id)");
   for (int i = 0; i < n_prompt; i++)
     if (prompt[i] < 0 || prompt[i] >= m->vocab)
@@ -218,6 +228,7 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
 }
 
 ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
+  OT_TRY(check_prefill_dtype());
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
   const int T[2] = {n_prompt, 1}, all[2] = {o->logits_out != NULL, 0};
   for (int i = 0; i < (o->max_new_tokens > 1 ? 2 : 1); i++) {
