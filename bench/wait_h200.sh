@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # wait_h200.sh OUT — issue 16's context flag on the GPU machine, one device call:
-# `omptensor info` and bench_launch with OMPTENSOR_GPU_WAIT=block (the OpenMP
+# the test binaries carried in build-gpu/ (test_model_parity: the bf16 prefill's
+# numerics), `omptensor info` and bench_launch with OMPTENSOR_GPU_WAIT=block (the OpenMP
 # plugin's own choice) and spin (omptensor's default) in the same call, then
 # bench/decode_h200.py (default: spin) resident, map aggressive at 25 % and
 # 10 %, int8 at 25 %, with its PyTorch peers measured in the same run.
@@ -11,6 +12,11 @@ mkdir -p "$out"
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
+for t in build-gpu/test_*; do # the GPU's own numerics (prefill in bf16) against transformers
+  [ -x "$t" ] || continue
+  if timeout 200 "$t" > "$out/$(basename "$t").log" 2>&1; then echo "PASS $(basename "$t")"
+  else echo "FAIL $(basename "$t")"; grep -a -E "ERROR|error" "$out/$(basename "$t").log" | head -5; fi
+done
 for w in block spin; do
   echo "=== OMPTENSOR_GPU_WAIT=$w"
   OMPTENSOR_GPU_WAIT=$w build-gpu/omptensor info | grep -E "GPU wait|selected"
