@@ -112,8 +112,7 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_ctx_create: out is NULL");
   *out = NULL;
   ot_ctx_opts o = opts ? *opts : ot_ctx_opts_default();
-  /* before the OpenMP runtime starts the GPUs, where it has not yet */
-  OT_TRY(ot_gpu_wait_apply());
+  OT_TRY(ot_gpu_wait_check());
   int ndev = ot_num_devices();
   if (ndev == 0 && offload_mandatory())
     return ot_fail(OT_ERR_DEVICE,
@@ -142,6 +141,13 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
       return ot_fail(OT_ERR_INVALID_ARG, "devices %d..%d asked, but the runtime has %d (0..%d)", first,
                      first + n - 1, ndev, ndev - 1);
   }
+
+  /* how the host waits for these GPUs, before the CUDA runtime starts
+   * them below (cudaMemGetInfo) where the OpenMP plugin has not yet */
+  int gpus[OT_MAX_DEVICES], n_gpus = 0;
+  for (int i = 0; b != OT_BACKEND_HOST && i < n; i++)
+    if (ot_dev_is_gpu(first + i)) gpus[n_gpus++] = first + i;
+  OT_TRY(ot_gpu_wait_apply(gpus, n_gpus));
 
   ot_ctx *c = calloc(1, sizeof *c);
   if (!c) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_ctx_create: no memory");
@@ -196,9 +202,6 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   const char *mand = getenv("OMP_TARGET_OFFLOAD");
   fprintf(f, "OpenMP:     %d offload device(s), initial device %d, OMP_TARGET_OFFLOAD=%s, %d host threads\n", ndev,
           omp_get_initial_device(), mand ? mand : "(unset)", omp_get_max_threads());
-  char wait[512];
-  ot_gpu_wait_describe(wait, sizeof wait);
-  fprintf(f, "GPU wait:   %s\n", wait);
   for (int d = 0; d < ndev; d++) {
     uint64_t fr, tot;
     ot_device_memory(d, &fr, &tot);
@@ -226,4 +229,7 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
   } else {
     fprintf(f, "selected:   none: %s\n", ot_last_error());
   }
+  char wait[512];
+  ot_gpu_wait_describe(wait, sizeof wait);
+  fprintf(f, "GPU wait:   %s\n", wait);
 }

@@ -97,54 +97,64 @@ static int load(void) {
   return 1;
 }
 
-/* The primary context's flag (before or after the plugin starts it), the
- * live context's too, then read back. */
-static void set_all(void) {
+/* Device d's primary context: its flag set and the context retained, so that
+ * the OpenMP plugin, finding it active, keeps the flag (when it had started
+ * it already, with its blocking wait, the live context's flag is set: CUDA
+ * 12.1's cuCtxSetFlags); then read back. Only the devices a context uses:
+ * retaining a primary context creates it (memory on that GPU). */
+static void set_one(int d) {
   const unsigned want = modes[g.mode].flag;
-  for (int d = 0; d < g.n_dev; d++) {
-    cu_device dev;
-    unsigned pf = 0, cf = 0;
-    int active = 0;
-    if (g.get(&dev, d) != 0 || g.pstate(dev, &pf, &active) != 0) continue;
-    g.pset(dev, (pf & ~(unsigned)CU_SCHED_MASK) | want);
-    if (!g.ctx[d] && g.retain(&g.ctx[d], dev) != 0) g.ctx[d] = NULL;
-    if (!g.ctx[d] || g.push(g.ctx[d]) != 0) continue;
-    if (g.cget(&cf) == 0 && (cf & CU_SCHED_MASK) != want && g.cset) g.cset((cf & ~(unsigned)CU_SCHED_MASK) | want);
-    if (g.cget(&cf) == 0) g.now[d] = cf & CU_SCHED_MASK;
-    cu_context popped;
-    g.pop(&popped);
-  }
+  cu_device dev;
+  unsigned pf = 0, cf = 0;
+  int active = 0;
+  if (g.get(&dev, d) != 0 || g.pstate(dev, &pf, &active) != 0) return;
+  if ((pf & CU_SCHED_MASK) != want) g.pset(dev, (pf & ~(unsigned)CU_SCHED_MASK) | want);
+  if (!g.ctx[d] && g.retain(&g.ctx[d], dev) != 0) g.ctx[d] = NULL;
+  if (!g.ctx[d] || g.push(g.ctx[d]) != 0) return;
+  if (g.cget(&cf) == 0 && (cf & CU_SCHED_MASK) != want && g.cset) g.cset((cf & ~(unsigned)CU_SCHED_MASK) | want);
+  if (g.cget(&cf) == 0) g.now[d] = cf & CU_SCHED_MASK;
+  cu_context popped;
+  g.pop(&popped);
 }
 #endif
 
-static void apply_locked(void) {
+static void describe_locked(void) {
   parse_env();
 #ifdef OT_HAVE_CUDA
-  if (!g.bad && load()) set_all();
+  if (!g.bad) load();
 #else
   snprintf(g.why, sizeof g.why, "not applicable: this build has no CUDA");
 #endif
 }
 
-/* As early as the library loads: before libomptarget's plugin activates
- * the contexts, when it has not yet (it then keeps these flags). */
-__attribute__((constructor(101))) static void gpu_wait_early(void) {
-  pthread_mutex_lock(&g.mu);
-  apply_locked();
-  pthread_mutex_unlock(&g.mu);
+static ot_status bad_value(void) {
+  return ot_fail(OT_ERR_INVALID_ARG,
+                 "OMPTENSOR_GPU_WAIT='%s': use spin (default: fastest launches, holds a host core per GPU while it "
+                 "waits), yield or block",
+                 g.bad_value);
 }
 
-ot_status ot_gpu_wait_apply(void) {
+ot_status ot_gpu_wait_check(void) {
   pthread_mutex_lock(&g.mu);
-  apply_locked();
+  parse_env();
   int bad = g.bad;
   pthread_mutex_unlock(&g.mu);
-  if (bad)
-    return ot_fail(OT_ERR_INVALID_ARG,
-                   "OMPTENSOR_GPU_WAIT='%s': use spin (default: fastest launches, holds a host core per GPU while "
-                   "it waits), yield or block",
-                   g.bad_value);
-  return OT_OK;
+  return bad ? bad_value() : OT_OK;
+}
+
+ot_status ot_gpu_wait_apply(const int *devs, int n) {
+  pthread_mutex_lock(&g.mu);
+  parse_env();
+  int bad = g.bad;
+#ifdef OT_HAVE_CUDA
+  if (!bad && load())
+    for (int i = 0; i < n; i++)
+      if (devs[i] >= 0 && devs[i] < g.n_dev) set_one(devs[i]);
+#else
+  (void)devs, (void)n;
+#endif
+  pthread_mutex_unlock(&g.mu);
+  return bad ? bad_value() : OT_OK;
 }
 
 static const char *name_of(unsigned f) {
@@ -153,15 +163,17 @@ static const char *name_of(unsigned f) {
 
 void ot_gpu_wait_describe(char *buf, size_t n) {
   pthread_mutex_lock(&g.mu);
-  apply_locked();
+  describe_locked();
   if (g.bad) {
     snprintf(buf, n, "OMPTENSOR_GPU_WAIT='%s' is not spin, yield or block", g.bad_value);
   } else {
     size_t k = (size_t)snprintf(buf, n, "%s (%s; OMPTENSOR_GPU_WAIT=spin|yield|block, spin holds a host core per GPU)",
                                 modes[g.mode].name, g.from_env ? "from OMPTENSOR_GPU_WAIT" : "default");
     if (g.loaded <= 0 && k < n) snprintf(buf + k, n - k, ": %s", g.why);
-    for (int d = 0; g.loaded > 0 && d < g.n_dev && k < n; d++)
-      k += (size_t)snprintf(buf + k, n - k, "%s GPU %d %s", d ? "," : ";", d, name_of(g.now[d]));
+    /* what each context in use has, read back; the others are not
+     * started by this process (or not through omptensor) */
+    for (int d = 0, shown = 0; g.loaded > 0 && d < g.n_dev && k < n; d++)
+      if (g.ctx[d]) k += (size_t)snprintf(buf + k, n - k, "%s GPU %d %s", shown++ ? "," : ";", d, name_of(g.now[d]));
   }
   pthread_mutex_unlock(&g.mu);
 }

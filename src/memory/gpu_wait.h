@@ -6,8 +6,9 @@
  * an interrupt-driven wait: 30 µs per launch on the H200, against 11-15 µs
  * with a spinning wait (the resident 7 GB decode went from 49 to 86
  * tokens/s; ../GPU.md "Measured 2026-12-01"). omptensor sets the flag
- * itself, before the plugin starts where it can (a constructor) and on the
- * live context at ot_ctx_create (cuCtxSetFlags), through the driver API
+ * itself for the GPUs a context uses, at ot_ctx_create: before the plugin
+ * starts them where it has not yet, else on the live context
+ * (cuCtxSetFlags), through the driver API
  * reached by dlopen("libcuda.so.1"): builds and machines without a driver
  * need nothing.
  *
@@ -22,10 +23,16 @@
 
 #include "omptensor/status.h"
 
-/* Applies the mode to every CUDA device's primary context (idempotent,
- * thread-safe). OT_ERR_INVALID_ARG for a bad OMPTENSOR_GPU_WAIT; no driver,
- * or no CUDA in this build, is not an error (nothing to set). */
-ot_status ot_gpu_wait_apply(void);
+/* OMPTENSOR_GPU_WAIT itself: OT_ERR_INVALID_ARG naming a bad value. */
+ot_status ot_gpu_wait_check(void);
+
+/* Applies the mode to the primary contexts of the CUDA devices `devs` (the
+ * OpenMP device numbers of a context's GPUs, which the CUDA plugin numbers
+ * as CUDA does): before the OpenMP plugin or the CUDA runtime starts them
+ * where it has not yet (the plugin then keeps an active context's flag),
+ * else on the live context. Idempotent, thread-safe. No driver, or no CUDA
+ * in this build, is not an error (nothing to set). */
+ot_status ot_gpu_wait_apply(const int *devs, int n);
 
 /* One line for `omptensor info`: the mode asked for, where from, and what
  * each device's context has now (read back from the driver). */
