@@ -56,6 +56,8 @@ static void test_prefill(void **st) {
   run(3, 4, 4, 16, 0, OT_F32, OT_F32, 10);
   run(70, 2, 1, 33, 10, OT_F32, OT_F32, 11); /* crosses tile edges */
   run(5, 6, 3, 64, 61, OT_BF16, OT_F32, 12);
+  run(5, 6, 3, 64, 61, OT_F32, OT_BF16, 14); /* a bf16 prompt's o_proj input (models/llama.c) */
+  run(4, 4, 2, 128, 0, OT_BF16, OT_BF16, 15);
   run(1, 1, 1, 1, 0, OT_F32, OT_F32, 13);
 }
 

@@ -62,17 +62,17 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   int64_t sQ3[3] = {T, H, hd}, sK3[3] = {T, KV, hd};
   OT_TRY(ot_lm_step_tensor(st, ctx, "ids", OT_I32, 1, sT, &st->ids));
   OT_TRY(ot_lm_step_tensor(st, ctx, "h", OT_F32, 2, sTD, &h));        /* residual stream [T, D] */
-  /* The normed rows and the MLP's hidden rows are GEMM inputs: in the
-   * weights' dtype where the GEMMs go to cuBLAS and there are several rows
-   * (the prefill), so they run on tensor cores (fp32 accumulation), as
-   * transformers' bf16 models do; f32 everywhere else (decode's GEMV
-   * kernels read f32 rows, and CPUs gain nothing). */
+  /* The normed rows, the attention output and the MLP's hidden rows are
+   * GEMM inputs: in the weights' dtype where the GEMMs go to cuBLAS and
+   * there are several rows (the prefill), so they run on tensor cores (fp32
+   * accumulation), as transformers' bf16 models do; f32 everywhere else
+   * (decode's GEMV kernels read f32 rows, and CPUs gain nothing). */
   const ot_dtype adt = ot_decoder_act_dtype(m, T, ot_tensor_dtype(l->L[0].wq));
   OT_TRY(ot_lm_step_tensor(st, ctx, "x", adt, 2, sTD, &x));           /* normed [T, D] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTK, &v));
-  OT_TRY(ot_lm_step_tensor(st, ctx, "att", OT_F32, 2, sTQ, &att));    /* [T, H*hd] */
+  OT_TRY(ot_lm_step_tensor(st, ctx, "att", adt, 2, sTQ, &att));       /* [T, H*hd], o_proj's input */
   OT_TRY(ot_lm_step_tensor(st, ctx, "gate", adt, 2, sTF, &g));        /* [T, F] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "up", adt, 2, sTF, &u));
   OT_TRY(ot_tensor_reshape(q, 3, sQ3, &q3));
