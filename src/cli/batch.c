@@ -252,16 +252,10 @@ static ot_status append(int fd, const char *path, const char *text) {
 }
 
 static char *result_line(const job *j, const ot_gen_result *r) {
-  json_t *o = json_object(), *toks = json_array();
-  for (int i = 0; i < r->n_tokens; i++) json_array_append_new(toks, json_integer(r->tokens[i]));
+  json_t *o = json_object();
   json_object_set(o, "id", j->id);
-  if (r->text) json_object_set_new(o, "text", ot_cli_json_text(r->text, r->text_len));
-  json_object_set_new(o, "tokens", toks);
   json_object_set_new(o, "prompt_tokens", json_integer(j->n_ids));
-  json_object_set_new(o, "stopped", json_string(r->stopped_at_eos ? "eos" : "length"));
-  json_object_set_new(o, "prefill_ms", json_real(r->prefill_ms));
-  json_object_set_new(o, "decode_ms", json_real(r->decode_ms));
-  json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
+  ot_cli_json_gen(o, r);
   char *s = json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10));
   json_decref(o);
   if (!s) return NULL;

@@ -119,7 +119,7 @@ static ot_status read_prompt(const run_args *a, const ot_tokenizer *tk, int32_t 
   size_t len;
   const char *text = a->text, *label = a->text ? "--prompt" : a->text_file;
   if (a->text_file) {
-    OT_TRY(ot_cli_read_text(a->text_file, &buf, &len));
+    OT_TRY(ot_cli_read_text(a->text_file, OT_CLI_PROMPT_MAX, &buf, &len));
     text = buf;
     if (ot_cli_looks_like_ids(buf, len))
       ot_cli_notice("%s holds only numbers; --prompt-file reads text, so they are encoded as text. "

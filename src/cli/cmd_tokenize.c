@@ -10,7 +10,6 @@
 #include "prompt.h"
 #include "report.h"
 #include "omptensor/args.h"
-#include "omptensor/file.h"
 #include "omptensor/tokenizer.h"
 
 #define MAX_TEXT (256u << 20) /* a text file: 256 MiB at most */
@@ -56,32 +55,6 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   return OT_OK;
 }
 
-/* The whole of standard input (for --text-file -). */
-static ot_status read_stdin(char **buf, size_t *len) {
-  size_t cap = 1 << 16, n = 0;
-  char *b = malloc(cap);
-  if (!b) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
-  size_t got;
-  while ((got = fread(b + n, 1, cap - n, stdin)) > 0) {
-    n += got;
-    if (n == cap) {
-      if (cap >= MAX_TEXT) {
-        free(b);
-        return ot_set_error(OT_ERR_INVALID_ARG, "standard input holds more than %u bytes of text", MAX_TEXT);
-      }
-      char *nb = realloc(b, cap * 2);
-      if (!nb) {
-        free(b);
-        return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory");
-      }
-      b = nb, cap *= 2;
-    }
-  }
-  *buf = b;
-  *len = n;
-  return OT_OK;
-}
-
 /* The options of `prog` (one table); prints the help (usage first) and
  * sets *done for --help; MODEL_DIR is required. */
 static ot_status parse(const char *prog, int argc, char **argv, const ot_opt *opts, const char *usage, tok_args *a,
@@ -114,8 +87,7 @@ int ot_cli_tokenize(int argc, char **argv) {
   char *text = NULL;
   size_t len = 0;
   if (st == OT_OK && a.text) len = strlen(a.text);
-  else if (st == OT_OK && !strcmp(a.text_file, "-")) st = read_stdin(&text, &len);
-  else if (st == OT_OK) st = ot_file_read(a.text_file, MAX_TEXT, &text, &len);
+  else if (st == OT_OK) st = ot_cli_read_text(a.text_file, MAX_TEXT, &text, &len);
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = ot_tokenizer_load(a.model, &tk);
   int32_t *ids = NULL;

@@ -70,7 +70,6 @@ ot_status ot_cli_parse_ids(const char *text, size_t len, const char *label, int3
   return st;
 }
 
-#define PROMPT_FILE_MAX (64u << 20)
 
 ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   *ids = NULL;
@@ -79,28 +78,28 @@ ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   size_t len;
   /* the library's checked read: a regular file only (a FIFO would block),
    * whole by its length (a NUL byte is a byte, refused by the parser) */
-  OT_TRY(ot_file_read(path, PROMPT_FILE_MAX, &buf, &len));
+  OT_TRY(ot_file_read(path, OT_CLI_PROMPT_MAX, &buf, &len));
   ot_status s = ot_cli_parse_ids(buf, len, path, ids, n);
   free(buf);
   return s;
 }
 
-ot_status ot_cli_read_text(const char *path, char **buf, size_t *len) {
+ot_status ot_cli_read_text(const char *path, size_t max_bytes, char **buf, size_t *len) {
   *buf = NULL;
   *len = 0;
-  if (strcmp(path, "-") != 0) return ot_file_read(path, PROMPT_FILE_MAX, buf, len);
+  if (strcmp(path, "-") != 0) return ot_file_read(path, max_bytes, buf, len);
   /* stdin: a pipe or a terminal, read to its end */
   size_t cap = 1 << 16, n = 0;
   char *b = malloc(cap + 1);
-  if (!b) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the prompt");
+  if (!b) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the text");
   for (;;) {
     if (n == cap) {
-      if (cap >= PROMPT_FILE_MAX) {
+      if (cap >= max_bytes) {
         free(b);
-        return ot_set_error(OT_ERR_INVALID_ARG, "stdin: the prompt is longer than %u MiB", PROMPT_FILE_MAX >> 20);
+        return ot_set_error(OT_ERR_INVALID_ARG, "stdin: the text is longer than %zu MiB", max_bytes >> 20);
       }
       char *g = realloc(b, 2 * cap + 1);
-      if (!g) return free(b), ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the prompt");
+      if (!g) return free(b), ot_set_error(OT_ERR_OUT_OF_MEMORY, "stdin: no memory for the text");
       b = g;
       cap *= 2;
     }

@@ -17,9 +17,11 @@ ot_status ot_cli_parse_ids(const char *text, size_t len, const char *label, int3
  * is refused without blocking) as ids, as above. */
 ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n);
 
-/* A whole text prompt: a regular file (at most 64 MiB, as above) or, for
- * "-", stdin to its end. *buf is malloc'd and NUL-terminated. */
-ot_status ot_cli_read_text(const char *path, char **buf, size_t *len);
+/* A whole text: a regular file of at most max_bytes (a FIFO, directory or
+ * device refused without blocking, as above) or, for "-", stdin to its end
+ * (more than max_bytes refused). *buf is malloc'd and NUL-terminated. */
+ot_status ot_cli_read_text(const char *path, size_t max_bytes, char **buf, size_t *len);
+#define OT_CLI_PROMPT_MAX ((size_t)64 << 20) /* a prompt: 64 MiB at most */
 /* Whether text is only decimal numbers between commas or whitespace (at
  * least two of them): a file of token ids given where text was expected. */
 int ot_cli_looks_like_ids(const char *text, size_t len);

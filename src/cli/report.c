@@ -101,19 +101,24 @@ void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f) {
   }
 }
 
-static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r,
-                            const ot_trace_summary *t) {
-  json_t *o = ot_cli_json_base(s, model, t), *toks = json_array();
+void ot_cli_json_gen(json_t *o, const ot_gen_result *r) {
+  json_t *toks = json_array();
   for (int i = 0; i < r->n_tokens; i++) json_array_append_new(toks, json_integer(r->tokens[i]));
-  json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
   json_object_set_new(o, "tokens", toks);
-  json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
   /* the continuation as text, special tokens skipped (a model with a tokenizer.json) */
   if (r->text) json_object_set_new(o, "text", ot_cli_json_text(r->text, r->text_len));
   json_object_set_new(o, "stopped", json_string(r->stopped_at_eos ? "eos" : "length"));
   json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
   json_object_set_new(o, "prefill_ms", json_real(r->prefill_ms));
   json_object_set_new(o, "decode_ms", json_real(r->decode_ms));
+}
+
+static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r,
+                            const ot_trace_summary *t) {
+  json_t *o = ot_cli_json_base(s, model, t);
+  json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
+  ot_cli_json_gen(o, r);
+  json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
   json_object_set_new(o, "logits_checksum", json_real(r->logits_checksum));
   json_object_set_new(o, "decode_bytes_to_device_per_token", json_integer((json_int_t)r->decode_plan.bytes_up));
   json_object_set_new(o, "decode_predicted_transfer_s", json_real(r->decode_plan.predicted_s));

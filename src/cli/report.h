@@ -16,6 +16,10 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
 json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t);
 /* Prints o compactly on stdout as one line and releases it (NULL: out of memory). */
 ot_status ot_cli_json_print(json_t *o);
+/* What a generation made, the same in `run --json` and a batch job's result
+ * lines: tokens, text (with a tokenizer), stopped ("eos"/"length"),
+ * tokens_per_second, prefill_ms, decode_ms. */
+void ot_cli_json_gen(json_t *o, const ot_gen_result *r);
 /* Text as a JSON string; bytes that are not UTF-8 become U+FFFD (NULL: no memory). */
 json_t *ot_cli_json_text(const char *text, size_t len);
 /* "weights W, budget B, backend X, offload Y" (and the pipeline's devices). */
