@@ -238,11 +238,12 @@ static void test_batch_job_resumes(void **state) {
   ot_write_text(tmp, "in.jsonl", in);
   unlink(ot_tmp_path((char[4200]){0}, 4200, tmp, "out.jsonl"));
   const char *args[] = {"run", model_dir("llama_text"), "--prompts", "in.jsonl", "--out", "out.jsonl", NULL};
-  /* A failure while running (the 5th device arena refused: the third
-   * prompt's prefill plan, where plans allocate one) stops the job with
-   * exit 1 and keeps the two finished lines; the rerun does the rest. A
-   * build without device arenas (host) runs it all at once. */
-  const char *fault[] = {"OMPTENSOR_FAULT=device_alloc:5", NULL};
+  /* A failure while running (the 3rd device arena refused: the third
+   * prompt's prefill plan, where plans allocate one; each prompt's decode
+   * plan takes its prefill plan's over) stops the job with exit 1 and keeps
+   * the two finished lines; the rerun does the rest. A build without device
+   * arenas (host) runs it all at once. */
+  const char *fault[] = {"OMPTENSOR_FAULT=device_alloc:3", NULL};
   ot_cli_res r = run_env(fault, args);
   /* the bad line (line 5) is reported and the job goes on; exit 2 says one was refused */
   if (!strstr(r.err, "in.jsonl:5: unknown key \"promt\"")) fail_msg("batch: exit %d, stderr %s", r.status, r.err);

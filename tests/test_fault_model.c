@@ -87,7 +87,7 @@ static void generate_fails(void **state) {
   unsigned long nt = ot_fault_count(OT_FAULT_TRANSFER), na = ot_fault_count(OT_FAULT_DEVICE_ALLOC);
 #ifdef OT_OFFLOAD
   assert_true(nt > 20);  /* the weights stream under the smallest budget */
-  assert_true(na >= 2);  /* the prefill and the decode plan's arenas */
+  assert_true(na >= 1);  /* the prefill plan's arena (the decode plan takes it over: ot_sched_plan_after) */
 #else
   assert_int_equal(nt, 0);
   assert_int_equal(na, 0);

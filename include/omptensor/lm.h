@@ -144,7 +144,9 @@ typedef struct ot_gen_result {
   double decode_ms;      /* all decode steps */
   double decode_tokens_per_second;
   double logits_checksum;/* sum over the prompt's last-row logits and every decode step's logits */
-  ot_plan_stats prefill_plan, decode_plan; /* steady-state plan statistics */
+  ot_plan_stats prefill_plan, decode_plan; /* the prompt's run, the decode replays */
+  uint64_t handed_over_bytes; /* device copies (weights, KV caches) the decode plan took over from the prompt's
+                                 plan instead of uploading them again (ot_sched_plan_after) */
   ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h); its
                                               seconds are not counted in decode_ms */
   int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made */

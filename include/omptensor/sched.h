@@ -176,6 +176,28 @@ typedef struct ot_plan ot_plan;
 ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out);
 void ot_plan_destroy(ot_plan *plan); /* NULL is fine; frees the plan's device memory */
 
+/* Plans `prog` to run next on prev's device, starting from the device
+ * copies prev keeps between runs (a prompt's plan followed by the decode
+ * plan: the weights stay on the device instead of being uploaded again).
+ *   - The new plan's first run starts with those copies of prev's that prog
+ *     uses (the same storages; not prog's inputs), where prev left them, and
+ *     uses prev's device memory as it is: prev must have run (else there is
+ *     nothing to hand over), and the caller must not write their homes in
+ *     between (or call ot_sched_invalidate on the new plan, which then
+ *     uploads them again).
+ *   - The memory is never grown (that would hold both at once): if the new
+ *     plan needs more than prev's, its arena is capped at prev's; if that
+ *     is infeasible, it starts from an empty device.
+ *   - Nothing is handed over (the plan is ot_sched_plan's) for a pipeline,
+ *     the usm backend, or strategy none on either side.
+ * Whatever was handed over, on success prev no longer holds device memory
+ * (deferred persistent copies were written home first) and cannot run
+ * (OT_ERR_STATE): destroy it. So the budget holds across both plans.
+ * ot_plan_get_stats(new, 0).inherited_bytes says how much was handed over;
+ * a run that follows a failure, or ot_sched_invalidate, uploads those
+ * copies again at its start (their ranges stay reserved). */
+ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out);
+
 /* The smallest feasible budget for the non-`none` strategies (the largest
  * working set, see above) and the op that needs it (may be NULL). */
 ot_status ot_sched_min_budget(const ot_program *prog, uint64_t *bytes, int *op);
@@ -210,7 +232,8 @@ void ot_plan_print(const ot_plan *plan, FILE *f);
 typedef struct ot_plan_stats {
   uint64_t arena_bytes;      /* the arena capacity (budget rounded down to 256) */
   uint64_t peak_bytes;       /* highest device bytes in use */
-  uint64_t kept_bytes;       /* resident between runs */
+  uint64_t kept_bytes;       /* resident when a run starts: kept from the run before, or (first run) handed over */
+  uint64_t inherited_bytes;  /* first run: the copies handed over by the previous plan (ot_sched_plan_after) */
   int uploads, downloads, evictions, allocs;
   uint64_t bytes_up, bytes_down;
   /* usm placements (all 0 on other backends): storages and bytes of each

@@ -122,6 +122,7 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "logits_checksum", json_real(r->logits_checksum));
   json_object_set_new(o, "decode_bytes_to_device_per_token", json_integer((json_int_t)r->decode_plan.bytes_up));
   json_object_set_new(o, "decode_predicted_transfer_s", json_real(r->decode_plan.predicted_s));
+  json_object_set_new(o, "decode_handed_over_bytes", json_integer((json_int_t)r->handed_over_bytes));
   if (ot_ctx_backend(s->ctx) == OT_BACKEND_USM) {
     const ot_plan_stats *d = &r->decode_plan;
     json_object_set_new(o, "usm_placement",

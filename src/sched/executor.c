@@ -92,6 +92,8 @@ void ot_exec_release(ot_plan *plan) {
   plan->mv = NULL;
   if (plan->base) ot_mem_free(OT_MEM_DEVICE, plan->dev, plan->base);
   plan->base = NULL;
+  plan->base_bytes = 0;
+  plan->inherited_live = 0; /* the handed-over copies went with it */
   free(plan->xs);
   plan->xs = NULL;
   free(plan->args);
@@ -112,11 +114,12 @@ static ot_status prepare_once(ot_plan *plan) {
     plan->vrec = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->vrec);
     if (!plan->vrec) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory for OMPTENSOR_VERIFY");
   }
-  if (kind == OT_MV_COPY && plan->extent) {
+  if (kind == OT_MV_COPY && plan->extent && !plan->base) { /* a handed-over arena is there already */
     ot_status s = ot_mem_alloc(OT_MEM_DEVICE, plan->dev, plan->extent, &plan->base);
     if (s != OT_OK)
       return ot_fail_context(s, "device %d: allocating the plan's arena of %zu bytes (budget %llu)", plan->dev,
                              plan->extent, (unsigned long long)plan->budget);
+    plan->base_bytes = plan->extent;
   }
   OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), plan->transfer_delay_us, &plan->mv));
   if (kind == OT_MV_PREFETCH) {
@@ -293,6 +296,12 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   const ot_program *p = plan->prog;
   if (sc == &plan->first) {
     for (int i = 0; i < p->n_st; i++) plan->xs[i] = (ot_exec_storage){0, 0, 0, 0};
+    /* copies handed over by the previous plan (ot_sched_plan_after) are
+     * there; after a failure or an invalidate restore_start uploads them */
+    for (int k = 0; plan->inherited_live && k < sc->n_start; k++) {
+      plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0};
+      r->used += p->st[sc->start[k].st].block;
+    }
     return OT_OK;
   }
   for (int k = 0; k < sc->n_start; k++) {
@@ -337,10 +346,31 @@ static ot_status probe_budget(run_state *r, int op) {
   return OT_OK;
 }
 
+/* The first schedule's start copies that are not on the device (a handed-
+ * over plan after a failure or an invalidate): uploaded to their offsets
+ * before op 0, as the planner assumed them. */
+static ot_status restore_start(run_state *r, const ot_schedule *sc) {
+  ot_plan *plan = r->plan;
+  for (int k = 0; sc == &plan->first && k < sc->n_start; k++) {
+    const int st = sc->start[k].st;
+    const ot_prog_storage *ps = &plan->prog->st[st];
+    ot_exec_storage *x = &plan->xs[st];
+    if (x->resident) continue;
+    x->resident = 1;
+    x->off = sc->start[k].off;
+    r->used += ps->block;
+    size_t ev = record(r, OT_TRACE_UPLOAD, 0, 0, ps->name, ps->bytes, (int64_t)ps->block);
+    x->ready = ot_movement_upload(plan->mv, dev_addr(r, st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, st),
+                                  r->tr, ev);
+  }
+  return OT_OK;
+}
+
 static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
   const ot_program *p = r->plan->prog;
   OT_TRY(start_state(r, sc));
   record(r, OT_TRACE_RUN, run_flags, -1, "run", 0, 0);
+  OT_TRY(restore_start(r, sc));
   /* the probe: once, in the first replay, where it holds the most */
   int probe = r->plan->probe_budget && r->plan->runs == 1 && ot_dev_is_gpu(r->plan->dev);
   for (int slot = 0; slot <= p->n_ops; slot++) {
@@ -359,6 +389,9 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   if (plan->version != plan->src->version)
     return ot_fail(OT_ERR_STATE, "ot_sched_run: the program changed after it was planned (ops or marks added); "
                                  "plan it again");
+  if (plan->spent)
+    return ot_fail(OT_ERR_STATE, "ot_sched_run: this plan handed its device memory to a later plan "
+                                 "(ot_sched_plan_after) and cannot run; destroy it, or plan the program again");
   if (plan->n_stages) return ot_pipeline_run(plan, trace);
   return ot_exec_run(plan, trace, 0);
 }
@@ -391,6 +424,7 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
     return s;
   }
   plan->runs++;
+  plan->inherited_live = 0;
   return OT_OK;
 }
 
@@ -421,5 +455,6 @@ void ot_sched_invalidate(ot_plan *plan) {
                  ot_last_error());
   for (int k = 0; k < plan->n_stages; k++) ot_sched_invalidate(plan->stages[k].plan);
   plan->runs = 0;
+  plan->inherited_live = 0; /* handed-over copies may be stale now: uploaded again */
   if (plan->vrec) memset(plan->vrec, 0, (size_t)plan->prog->n_st * sizeof *plan->vrec); /* homes changed */
 }

@@ -93,10 +93,12 @@ static ot_status check_feasible(const ot_plan *plan) {
   return OT_OK;
 }
 
-static size_t extent_of(const ot_schedule *s) {
+static size_t extent_of(const ot_schedule *s, const ot_program *p) {
   size_t x = 0;
   for (int k = 0; k < s->n_ev; k++)
     if (s->ev[k].off + s->ev[k].block > x) x = s->ev[k].off + s->ev[k].block;
+  for (int k = 0; k < s->n_start; k++) /* a handed-over copy nothing moves */
+    if (s->start[k].off + p->st[s->start[k].st].block > x) x = s->start[k].off + p->st[s->start[k].st].block;
   return x;
 }
 
@@ -108,7 +110,7 @@ ot_status ot_plan_schedules(ot_plan *plan) {
   if (s == OT_OK) s = ot_schedule_finish(&plan->first, plan->prog, plan->strategy, plan->capacity);
   if (s == OT_OK) s = ot_schedule_finish(&plan->steady, plan->prog, plan->strategy, plan->capacity);
   if (s != OT_OK) return s;
-  size_t e1 = extent_of(&plan->first), e2 = extent_of(&plan->steady);
+  size_t e1 = extent_of(&plan->first, plan->prog), e2 = extent_of(&plan->steady, plan->prog);
   plan->extent = e1 > e2 ? e1 : e2;
   return OT_OK;
 }
@@ -120,7 +122,11 @@ static int debug_has(const char *what) {
 
 static int debug_plan(void) { return debug_has("plan"); }
 
-ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
+/* ot_sched_plan; with a handoff (ot_sched_plan_after) the first schedule
+ * starts from those copies, and cap_limit (non-zero) caps the arena at the
+ * memory the previous plan hands over. */
+static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, const ot_resident *handoff,
+                           int n_handoff, size_t cap_limit, ot_plan **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: out is NULL");
   *out = NULL;
   if (!ctx || !prog) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: context or program is NULL");
@@ -164,6 +170,9 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
   uint64_t cap = plan->budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
   plan->capacity = cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
+  if (cap_limit && cap_limit < plan->capacity) plan->capacity = cap_limit;
+  plan->handoff = handoff;
+  plan->n_handoff = n_handoff;
   if (n_stages > 1 && prog->n_ops > 1) {
     ot_status ps = ot_pipeline_plan(plan, &o, n_stages);
     if (ps != OT_OK) {
@@ -175,19 +184,134 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
     return OT_OK;
   }
   ot_status s = ctx->backend == OT_BACKEND_USM ? ot_place_plan(plan) : ot_plan_schedules(plan);
+  plan->handoff = NULL; /* first.start holds its copy */
+  plan->n_handoff = 0;
   if (s != OT_OK) {
     ot_plan_destroy(plan);
     return s;
   }
   ot_place_stats(plan);
+  if (n_handoff) plan->first.stats.inherited_bytes = plan->first.stats.kept_bytes;
   if (debug_plan()) ot_plan_print(plan, stderr);
+  *out = plan;
+  return OT_OK;
+}
+
+ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
+  return make_plan(ctx, prog, opts, NULL, 0, 0, out);
+}
+
+static int cmp_storage_ptr(const void *a, const void *b) {
+  const ot_storage *x = *(ot_storage *const *)a, *y = *(ot_storage *const *)b;
+  return x < y ? -1 : x > y;
+}
+
+typedef struct st_index {
+  ot_storage *st;
+  int i;
+} st_index;
+
+/* The copies prev keeps between runs that `prog` can start from: the same
+ * storages, used by prog, not rewritten by the caller before every run
+ * (inputs), inside the arena of `capacity` bytes. Indices are prog's. */
+static ot_status handoff_set(const ot_plan *prev, const ot_program *prog, size_t capacity, ot_resident **out, int *n) {
+  *out = NULL;
+  *n = 0;
+  const ot_schedule *kept = &prev->steady; /* every successful run ends with its start set */
+  const ot_program *pp = prev->prog;
+  if (!kept->n_start) return OT_OK;
+  st_index *idx = malloc((size_t)(prog->n_st ? prog->n_st : 1) * sizeof *idx);
+  ot_resident *set = malloc((size_t)kept->n_start * sizeof *set);
+  if (!idx || !set) {
+    free(idx);
+    free(set);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_plan_after: no host memory");
+  }
+  for (int i = 0; i < prog->n_st; i++) idx[i] = (st_index){prog->st[i].st, i};
+  qsort(idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_ptr);
+  for (int k = 0; k < kept->n_start; k++) {
+    const ot_prog_storage *was = &pp->st[kept->start[k].st];
+    st_index key = {was->st, 0};
+    const st_index *hit = bsearch(&key, idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_ptr);
+    if (!hit) continue;
+    const ot_prog_storage *ps = &prog->st[hit->i];
+    if (!ps->n_uses || !ps->block || ps->block != was->block || (ps->role & OT_ROLE_INPUT)) continue;
+    if (kept->start[k].off + ps->block > capacity) continue;
+    set[(*n)++] = (ot_resident){hit->i, kept->start[k].off, 0}; /* clean: prev was synced */
+  }
+  free(idx);
+  *out = set;
+  return OT_OK;
+}
+
+/* Can prev hand its copies over? (sched.h, ot_sched_plan_after) */
+static int can_hand_over(const ot_plan *prev, const ot_ctx *ctx, const ot_sched_opts *o) {
+  const int stages = o->n_stages == OT_SCHED_ALL_DEVICES ? ctx->n_dev - o->device_index : o->n_stages;
+  return prev->runs > 0 && !prev->n_stages && stages <= 1 && ctx->backend != OT_BACKEND_USM &&
+         prev->strategy != OT_STRATEGY_NONE && o->strategy != OT_STRATEGY_NONE && !prev->place;
+}
+
+ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan_after: out is NULL");
+  *out = NULL;
+  if (!prev || !prog) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan_after: previous plan or program is NULL");
+  if (prev->spent) return ot_fail(OT_ERR_STATE, "ot_sched_plan_after: the previous plan already handed its device "
+                                                "memory to another plan");
+  if (prog->ctx != prev->ctx)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan_after: the program and the previous plan belong to different "
+                                       "contexts");
+  ot_sched_opts o = opts ? *opts : ot_sched_opts_default();
+  if (o.device_index != prev->dev_index)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan_after: the previous plan runs on device index %d, the new one "
+                                       "would run on %d; a plan hands its memory over only on its own device",
+                   prev->dev_index, o.device_index);
+  OT_TRY(ot_program_analyse((ot_program *)prog)); /* roles, uses: handoff_set needs them */
+  ot_plan *plan = NULL;
+  ot_status s = OT_OK;
+  /* deferred persistent copies go home first: whether handed over (the new
+   * plan starts from clean copies) or not (their memory is freed) */
+  ot_status w = prev->defer ? ot_sched_sync(prev) : OT_OK;
+  if (w != OT_OK) return ot_fail_context(w, "ot_sched_plan_after: the previous plan");
+  if (can_hand_over(prev, prev->ctx, &o)) {
+    const uint64_t budget = o.budget_bytes ? o.budget_bytes : prev->ctx->budget[o.device_index];
+    const size_t cap = (size_t)(budget & ~(uint64_t)(OT_SCHED_ALIGN - 1));
+    ot_resident *set;
+    int n;
+    OT_TRY(handoff_set(prev, prog, cap, &set, &n));
+    /* The new plan reuses prev's memory as it is (prev->base_bytes, never
+     * grown: growing would hold both at once, past the budget). So: planned
+     * with the whole budget if it fits in that memory, else with the arena
+     * capped at it, else from an empty device. */
+    const size_t have = prev->base ? prev->base_bytes : prev->extent;
+    if (n) {
+      s = make_plan(prev->ctx, prog, &o, set, n, 0, &plan);
+      if (s == OT_OK && plan->extent > have) {
+        ot_plan_destroy(plan);
+        plan = NULL;
+        s = make_plan(prev->ctx, prog, &o, set, n, have, &plan);
+      }
+      if (s == OT_ERR_BUDGET) plan = NULL, s = OT_OK; /* the capped arena is too small: start empty */
+    }
+    free(set);
+    if (s != OT_OK) return s;
+  }
+  if (!plan) OT_TRY(make_plan(prev->ctx, prog, &o, NULL, 0, 0, &plan));
+  /* prev's memory: to the new plan if it starts from copies in it, else freed */
+  if (plan->first.n_start) {
+    plan->base = prev->base;
+    plan->base_bytes = prev->base_bytes;
+    plan->inherited_live = 1;
+    prev->base = NULL;
+  }
+  ot_exec_release(prev);
+  prev->spent = 1;
   *out = plan;
   return OT_OK;
 }
 
 void ot_plan_destroy(ot_plan *plan) {
   if (!plan) return;
-  if (plan->defer && ot_sched_sync(plan) != OT_OK)
+  if (plan->defer && !plan->spent && ot_sched_sync(plan) != OT_OK)
     ot_warn_once("defer-sync", "ot_plan_destroy: writing deferred persistent tensors home failed (%s); their homes hold the last "
             "sync", ot_last_error());
   ot_pipeline_free(plan);
@@ -207,6 +331,7 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.arena_bytes += a.arena_bytes;
     z.peak_bytes += a.peak_bytes;
     z.kept_bytes += a.kept_bytes;
+    z.inherited_bytes += a.inherited_bytes;
     z.uploads += a.uploads, z.downloads += a.downloads, z.evictions += a.evictions, z.allocs += a.allocs;
     z.bytes_up += a.bytes_up, z.bytes_down += a.bytes_down;
     z.n_resident += a.n_resident, z.n_streamed += a.n_streamed, z.n_remote += a.n_remote;

@@ -27,6 +27,7 @@ typedef enum ot_ev_reason {
   OT_WHY_LAST_WRITE,    /* download: output/persistent written home after its last write */
   OT_WHY_NOT_KEPT,      /* free at the end: not in the set kept between runs */
   OT_WHY_ALL_RESIDENT,  /* strategy none: placed for the whole run */
+  OT_WHY_KEEP_SET,      /* upload at the end of a handed-over first run: into the set kept between runs */
 } ot_ev_reason;
 
 typedef struct ot_plan_event {
@@ -103,9 +104,17 @@ struct ot_plan {
   size_t capacity;    /* arena bytes: budget rounded down to OT_SCHED_ALIGN */
   size_t extent;      /* highest arena offset any schedule uses */
   ot_schedule first, steady;
+  /* plan handoff (ot_sched_plan_after): the copies the previous plan kept,
+   * as storages of this program at their offsets there; the first schedule
+   * starts from them (first.start). Only while planning. */
+  const ot_resident *handoff;
+  int n_handoff;
   /* executor */
   int runs;           /* runs done since the last invalidate */
-  void *base;         /* device arena (extent bytes), NULL until the first run */
+  void *base;         /* device arena, NULL until the first run (or handed over by the previous plan) */
+  size_t base_bytes;  /* its size: extent, or the previous plan's extent for a handed-over one */
+  int inherited_live; /* the first run finds first.start resident in base (handed over, not yet run) */
+  int spent;          /* its device memory went to a later plan (ot_sched_plan_after): it cannot run */
   struct ot_movement *mv;
   ot_exec_storage *xs; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */

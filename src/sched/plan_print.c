@@ -29,6 +29,7 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
   case OT_WHY_LAST_WRITE: fprintf(f, "output/persistent: home after its last write (op #%d)", s->last_write); break;
   case OT_WHY_NOT_KEPT: fprintf(f, "not in the set kept between runs"); break;
   case OT_WHY_ALL_RESIDENT: fprintf(f, "strategy none: resident for the whole run"); break;
+  case OT_WHY_KEEP_SET: fprintf(f, "into the set kept between runs (the handed-over copies were elsewhere)"); break;
   }
   if (e->flags & OT_TRACE_PREFETCH) fprintf(f, " (prefetched %d op(s) ahead)", e->op - e->slot);
   fputc('\n', f);
@@ -37,13 +38,15 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
 static void print_schedule(FILE *f, const ot_plan *plan, const ot_schedule *s, const char *title) {
   const ot_program *p = plan->prog;
   const ot_plan_stats *st = &s->stats;
-  fprintf(f, "  %s: starts with %d kept cop%s (%llu bytes); %d uploads (%llu bytes), %d write-backs (%llu bytes), "
+  const int handed = s == &plan->first && s->n_start;
+  fprintf(f, "  %s: starts with %d %s cop%s (%llu bytes); %d uploads (%llu bytes), %d write-backs (%llu bytes), "
              "%d evictions, %d allocs, peak %llu bytes\n",
-          title, s->n_start, s->n_start == 1 ? "y" : "ies", (unsigned long long)st->kept_bytes, st->uploads,
+          title, s->n_start, handed ? "handed-over" : "kept", s->n_start == 1 ? "y" : "ies",
+          (unsigned long long)st->kept_bytes, st->uploads,
           (unsigned long long)st->bytes_up, st->downloads, (unsigned long long)st->bytes_down, st->evictions,
           st->allocs, (unsigned long long)st->peak_bytes);
   for (int k = 0; k < s->n_start; k++)
-    fprintf(f, "    kept     %-24s [%zu, +%zu)\n", p->st[s->start[k].st].name, s->start[k].off,
+    fprintf(f, "    %-8s %-24s [%zu, +%zu)\n", handed ? "handed" : "kept", p->st[s->start[k].st].name, s->start[k].off,
             p->st[s->start[k].st].block);
   for (int slot = 0; slot <= p->n_ops; slot++) {
     for (int x = s->slot_start[slot]; x < s->slot_start[slot + 1]; x++) print_event(f, plan, &s->ev[x]);

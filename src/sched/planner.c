@@ -404,8 +404,9 @@ static ot_status build_none(ot_plan *plan) {
   return s;
 }
 
-ot_status ot_plan_build(ot_plan *plan) {
-  if (plan->strategy == OT_STRATEGY_NONE) return build_none(plan);
+/* The first run (from `start`) and the replays into *first and *steady. */
+static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start, ot_schedule *first,
+                            ot_schedule *steady) {
   const ot_program *p = plan->prog;
   size_t n = (size_t)(p->n_st ? p->n_st : 1);
   ot_resident *end = malloc(n * sizeof *end), *keep = malloc(n * sizeof *keep);
@@ -414,7 +415,7 @@ ot_status ot_plan_build(ot_plan *plan) {
   /* how far ahead uploads are placed on paper: minimal none, balanced the
    * next op (double buffering), aggressive as far as the budget allows */
   int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
-  if (s == OT_OK) s = simulate(p, plan->capacity, look, plan->defer, NULL, 0, &plan->first, keep, &n_keep);
+  if (s == OT_OK) s = simulate(p, plan->capacity, look, plan->defer, start, n_start, first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
   if (s == OT_OK) {
@@ -424,8 +425,8 @@ ot_status ot_plan_build(ot_plan *plan) {
   }
   /* Shrink the kept set until a run started from it ends with it. */
   while (s == OT_OK) {
-    ot_schedule_free(&plan->steady);
-    s = simulate(p, plan->capacity, look, plan->defer, keep, n_keep, &plan->steady, end, &n_end);
+    ot_schedule_free(steady);
+    s = simulate(p, plan->capacity, look, plan->defer, keep, n_keep, steady, end, &n_end);
     if (s != OT_OK) break;
     int m = 0, same = 1;
     for (int k = 0; k < n_keep; k++)
@@ -444,12 +445,79 @@ ot_status ot_plan_build(ot_plan *plan) {
     if (m == n_keep && same) break;
     n_keep = m;
   }
-  if (s == OT_OK) s = drop_to(&plan->first, p, first_end, n_first_end, keep, n_keep);
-  if (s == OT_OK) s = drop_to(&plan->steady, p, end, n_end, keep, n_keep);
-  if (s == OT_OK) s = set_start(&plan->steady, keep, n_keep);
-  if (s == OT_OK) s = set_start(&plan->first, NULL, 0);
+  if (s == OT_OK) s = drop_to(first, p, first_end, n_first_end, keep, n_keep);
+  if (s == OT_OK) s = drop_to(steady, p, end, n_end, keep, n_keep);
+  if (s == OT_OK) s = set_start(steady, keep, n_keep);
+  if (s == OT_OK) s = set_start(first, start, n_start);
   free(end);
   free(keep);
   free(first_end);
   return s;
+}
+
+static uint64_t upload_bytes(const ot_schedule *sc, const ot_program *p) {
+  uint64_t b = 0;
+  for (int k = 0; k < sc->n_ev; k++)
+    if (sc->ev[k].kind == OT_EV_UPLOAD) b += p->st[sc->ev[k].st].bytes;
+  return b;
+}
+
+/* A first run from the handed-over copies that ends with `keep` (the kept
+ * set of a plan started from an empty device): what it ends with outside
+ * keep is dropped, what keep lacks is uploaded at the end. */
+static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_keep, ot_schedule *first) {
+  const ot_program *p = plan->prog;
+  size_t n = (size_t)(p->n_st ? p->n_st : 1);
+  ot_resident *end = malloc(n * sizeof *end);
+  int n_end = 0;
+  ot_status s = end ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
+  if (s == OT_OK)
+    s = simulate(p, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
+  if (s == OT_OK) s = drop_to(first, p, end, n_end, keep, n_keep);
+  for (int k = 0; s == OT_OK && k < n_keep; k++) {
+    if (in_set(end, n_end, keep[k])) continue;
+    ot_plan_event up = {p->n_ops, p->n_ops, OT_EV_UPLOAD, OT_WHY_KEEP_SET, 0, keep[k].st, keep[k].off,
+                        p->st[keep[k].st].block, -1, -1};
+    s = ot_schedule_push(first, up);
+  }
+  if (s == OT_OK) s = set_start(first, plan->handoff, plan->n_handoff);
+  free(end);
+  return s;
+}
+
+/* With copies handed over (ot_sched_plan_after), two ways to plan:
+ *   A. the replays keep what a run from the handed-over copies keeps (where
+ *      everything fits: the weights stay where the previous plan put them,
+ *      nothing moves again);
+ *   B. the replays are those of a plan from an empty device, and the first
+ *      run bridges to their kept set (an offloaded plan: its kept set is
+ *      laid out for the replays, which the handed-over offsets may not be).
+ * B is taken only if its replays upload fewer bytes: every token pays the
+ * replays, the bridge is paid once. */
+static ot_status build_handed(ot_plan *plan) {
+  const ot_program *p = plan->prog;
+  ot_schedule fa = {0}, sa = {0}, fe = {0}, se = {0}, fb = {0};
+  ot_status s = build_pair(plan, plan->handoff, plan->n_handoff, &fa, &sa);
+  if (s == OT_OK) s = build_pair(plan, NULL, 0, &fe, &se);
+  const int take_b = s == OT_OK && upload_bytes(&se, p) < upload_bytes(&sa, p);
+  if (take_b) s = build_bridged(plan, se.start, se.n_start, &fb);
+  if (s == OT_OK) {
+    plan->first = take_b ? fb : fa;
+    plan->steady = take_b ? se : sa;
+    if (take_b) fb = (ot_schedule){0}, se = (ot_schedule){0};
+    else fa = (ot_schedule){0}, sa = (ot_schedule){0};
+  }
+  ot_schedule_free(&fa);
+  ot_schedule_free(&sa);
+  ot_schedule_free(&fe);
+  ot_schedule_free(&se);
+  ot_schedule_free(&fb);
+  return s;
+}
+
+ot_status ot_plan_build(ot_plan *plan) {
+  if (plan->strategy == OT_STRATEGY_NONE) return build_none(plan);
+  if (plan->n_handoff) return build_handed(plan);
+  return build_pair(plan, NULL, 0, &plan->first, &plan->steady);
 }
