@@ -214,6 +214,35 @@ static void check_out(const json_t *ref, const json_t *lines) {
   }
 }
 
+/* How many prompts a batch job finished when transfer n failed ("N done
+ * now"); out.jsonl is removed after. */
+static unsigned long done_when_transfer_fails(const char *const *args, unsigned long n) {
+  char spec[64], p[4200];
+  snprintf(spec, sizeof spec, "OMPTENSOR_FAULT=transfer:%lu", n);
+  const char *env[] = {spec, NULL};
+  ot_cli_res r = run_env(env, args);
+  const char *at = strstr(r.err, " done now");
+  while (at && at > r.err && at[-1] >= '0' && at[-1] <= '9') at--;
+  unsigned long done = at ? strtoul(at, NULL, 10) : 0;
+  ot_cli_res_free(&r);
+  unlink(ot_tmp_path(p, sizeof p, tmp, "out.jsonl"));
+  return done;
+}
+
+/* The first transfer of the (k+1)-th prompt: the smallest n whose failure
+ * leaves k prompts done, by bisection (done only grows with n). Counted,
+ * not assumed: how many transfers a prompt makes depends on the plans (the
+ * weights go up once per job: each prompt's plan starts from the last's). */
+static unsigned long first_transfer_after(const char *const *args, unsigned long k) {
+  unsigned long lo = 1, hi = 1ul << 16;
+  while (lo < hi) {
+    unsigned long mid = lo + (hi - lo) / 2;
+    if (done_when_transfer_fails(args, mid) >= k) hi = mid;
+    else lo = mid + 1;
+  }
+  return lo;
+}
+
 static void test_batch_job_resumes(void **state) {
   (void)state;
   json_t *ref = expected("llama_text");
@@ -238,12 +267,12 @@ static void test_batch_job_resumes(void **state) {
   ot_write_text(tmp, "in.jsonl", in);
   unlink(ot_tmp_path((char[4200]){0}, 4200, tmp, "out.jsonl"));
   const char *args[] = {"run", model_dir("llama_text"), "--prompts", "in.jsonl", "--out", "out.jsonl", NULL};
-  /* A failure while running (the 3rd device arena refused: the third
-   * prompt's prefill plan, where plans allocate one; each prompt's decode
-   * plan takes its prefill plan's over) stops the job with exit 1 and keeps
-   * the two finished lines; the rerun does the rest. A build without device
-   * arenas (host) runs it all at once. */
-  const char *fault[] = {"OMPTENSOR_FAULT=device_alloc:3", NULL};
+  /* A failure while running (a transfer of the third prompt refused) stops
+   * the job with exit 1 and keeps the two finished lines; the rerun does
+   * the rest. A build without transfers (host) runs it all at once. */
+  char spec[64];
+  snprintf(spec, sizeof spec, "OMPTENSOR_FAULT=transfer:%lu", first_transfer_after(args, 2));
+  const char *fault[] = {spec, NULL};
   ot_cli_res r = run_env(fault, args);
   /* the bad line (line 5) is reported and the job goes on; exit 2 says one was refused */
   if (!strstr(r.err, "in.jsonl:5: unknown key \"promt\"")) fail_msg("batch: exit %d, stderr %s", r.status, r.err);

@@ -161,7 +161,61 @@ static void prefill_in_weight_dtype(void **state) {
   unsetenv("OMPTENSOR_PREFILL_DTYPE");
 }
 
+/* hold_device (a batch job): three generations on one model, the second
+ * with a shorter prompt (new KV caches), each prompt's plan starting from
+ * the last decode plan's device copies: every weight handed over from the
+ * second on, the tokens those of plain generations (transformers' for the
+ * whole prompt), one trace over all three within the budget. */
+static void held_between_generations(void **state) {
+  (void)state;
+  manifest mf;
+  ot_test_read_manifest("llama_gqa", &mf);
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  char *dir = ot_test_model_path("llama_gqa", "");
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  ot_trace *tr;
+  OT_ASSERT_OK(ot_trace_create(&tr));
+  ot_gen_opts g = ot_gen_opts_default();
+  g.max_new_tokens = mf.n_gen;
+  g.n_eos = 0;
+  g.sched.budget_bytes = 2 * m->weight_bytes + (64ull << 20);
+  const int lens[3] = {mf.n_prompt, mf.n_prompt - 2, mf.n_prompt};
+  for (int k = 0; k < 3; k++) {
+    ot_gen_result plain, first, next;
+    ot_lm_release_device(m); /* the last call's held plan: plain starts from nothing */
+    g.hold_device = 0;
+    g.trace = NULL;
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &plain));
+    assert_null(m->held_plan);
+    g.hold_device = 1;
+    g.trace = tr;
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &first)); /* nothing held before it */
+    assert_int_equal(first.prefill_handed_over_bytes, 0);
+    assert_non_null(m->held_plan);
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &next)); /* starts from first's decode plan */
+    if (next.prefill_handed_over_bytes < m->weight_bytes)
+      fail_msg("call %d: the prompt's plan took over %llu bytes, the weights are %llu", k,
+               (unsigned long long)next.prefill_handed_over_bytes, (unsigned long long)m->weight_bytes);
+    const ot_gen_result *got[2] = {&first, &next};
+    for (int q = 0; q < 2; q++) {
+      assert_int_equal(got[q]->n_tokens, plain.n_tokens);
+      assert_memory_equal(got[q]->tokens, plain.tokens, (size_t)plain.n_tokens * sizeof *plain.tokens);
+    }
+    if (lens[k] == mf.n_prompt) assert_memory_equal(plain.tokens, mf.gen, (size_t)mf.n_gen * sizeof *mf.gen);
+    ot_gen_result_free(&plain);
+    ot_gen_result_free(&first);
+    ot_gen_result_free(&next);
+  }
+  OT_ASSERT_OK(ot_trace_check_budget(tr, g.sched.budget_bytes));
+  ot_trace_destroy(tr);
+  ot_lm_destroy(m); /* releases the held plan */
+  ot_ctx_destroy(ctx);
+  free(dir);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(parity), cmocka_unit_test(prefill_in_weight_dtype)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(parity), cmocka_unit_test(prefill_in_weight_dtype),
+                                     cmocka_unit_test(held_between_generations)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -2,7 +2,8 @@
  * another on its device starts from the copies that one keeps, in its
  * memory. Two programs share weights and a persistent state (a prompt step
  * and a decode step in miniature); A runs once, B is planned after it and
- * runs several times. Under every budget and strategy (defer on and off)
+ * runs several times. Under every budget and strategy (defer on and off;
+ * none where everything fits)
  * the homes equal those of plain, unlimited-budget plans bitwise; one trace
  * over both plans never holds more than the budget; where everything fits,
  * B's first run uploads no weight (the trace says so); a handed-over B
@@ -194,10 +195,11 @@ static void same_results(void **state) {
   /* all: the weights, the state, the inputs, outputs and temporaries */
   const uint64_t lo = min_budget(be), all = weight_blocks() + (2 * L + 7) * ts_block(N * 4);
   const uint64_t budgets[] = {UNLIMITED, all, all / 2, lo + lo / 2, lo};
-  const ot_strategy strats[] = {OT_STRATEGY_MINIMAL, OT_STRATEGY_BALANCED, OT_STRATEGY_AGGRESSIVE};
+  const ot_strategy strats[] = {OT_STRATEGY_MINIMAL, OT_STRATEGY_BALANCED, OT_STRATEGY_AGGRESSIVE, OT_STRATEGY_NONE};
   for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++)
-    for (size_t si = 0; si < 3; si++)
+    for (size_t si = 0; si < 4; si++)
       for (int defer = 0; defer < 2; defer++) {
+        if (strats[si] == OT_STRATEGY_NONE && budgets[bi] != UNLIMITED) continue; /* none keeps all: infeasible */
         int ups = -1;
         uint64_t h = handed(be, L, strats[si], budgets[bi], defer, got, &ups);
         if (memcmp(got, ref, sizeof ref) != 0)

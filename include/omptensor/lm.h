@@ -62,9 +62,16 @@ struct ot_lm {
   uint64_t weight_bytes; /* bytes of all weight homes */
   int n_weights;
   void *impl;
+  /* ot_gen_opts.hold_device: the last generation's decode plan and step,
+   * holding the weights on the device for the next (zero in a new model;
+   * ot_lm_release_device frees them) */
+  ot_plan *held_plan;
+  ot_lm_step held_step;
 };
 
-void ot_lm_destroy(ot_lm *m); /* NULL is fine */
+void ot_lm_destroy(ot_lm *m); /* NULL is fine; releases what a generation held on the device first */
+/* Frees the device memory a generation with hold_device left (nothing if none). */
+void ot_lm_release_device(ot_lm *m);
 
 /* Adds a tensor to the step's owned list (destroyed with the step); on
  * failure the tensor is destroyed and the status returned. */
@@ -123,6 +130,13 @@ typedef struct ot_gen_opts {
   const ot_tokenizer *tokenizer;
   ot_status (*on_text)(void *user, const char *piece, size_t n);
   void *text_user;
+  /* 1: after returning, the decode plan keeps its device memory with the
+   * weights in it, and the next ot_generate on this model plans its prompt
+   * after it (ot_sched_plan_after): a batch job uploads the weights once,
+   * not once per prompt. The memory stays held (within the budget) until
+   * the next generation, ot_lm_release_device or ot_lm_destroy. Backends
+   * map and host (usm plans cannot hand over: nothing is held there). */
+  int hold_device;
 } ot_gen_opts;
 
 ot_gen_opts ot_gen_opts_default(void);
@@ -147,6 +161,8 @@ typedef struct ot_gen_result {
   ot_plan_stats prefill_plan, decode_plan; /* the prompt's run, the decode replays */
   uint64_t handed_over_bytes; /* device copies (weights, KV caches) the decode plan took over from the prompt's
                                  plan instead of uploading them again (ot_sched_plan_after) */
+  uint64_t prefill_handed_over_bytes; /* hold_device: those the prompt's plan took over from the last
+                                 generation's decode plan */
   ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h); its
                                               seconds are not counted in decode_ms */
   int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made */

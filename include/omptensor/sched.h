@@ -188,8 +188,9 @@ void ot_plan_destroy(ot_plan *plan); /* NULL is fine; frees the plan's device me
  *   - The memory is never grown (that would hold both at once): if the new
  *     plan needs more than prev's, its arena is capped at prev's; if that
  *     is infeasible, it starts from an empty device.
- *   - Nothing is handed over (the plan is ot_sched_plan's) for a pipeline,
- *     the usm backend, or strategy none on either side.
+ *   - Strategy none places the rest around the handed-over copies.
+ *   - Nothing is handed over (the plan is ot_sched_plan's) for a pipeline
+ *     or the usm backend.
  * Whatever was handed over, on success prev no longer holds device memory
  * (deferred persistent copies were written home first) and cannot run
  * (OT_ERR_STATE): destroy it. So the budget holds across both plans.

@@ -275,6 +275,7 @@ static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t 
   g.sched = s->sched;
   g.trace = s->trace;
   g.tokenizer = b->tk;
+  g.hold_device = 1; /* the weights go up once for the whole job (released by ot_lm_destroy) */
   size_t k = 0;
   for (size_t i = 0; i < b->n; i++) {
     job *j = &b->jobs[i];

@@ -127,6 +127,21 @@ static ot_status check_prefill_dtype(void) {
                  getenv("OMPTENSOR_PREFILL_DTYPE"));
 }
 
+/* The last plan and its step: kept in the model for the next generation
+ * (hold_device, after a success), else destroyed. */
+static void hold(ot_lm *m, const ot_gen_opts *o, ot_status s, ot_plan *plan, ot_lm_step *st) {
+  /* not usm: its plans cannot hand over, and releasing one reads the homes of
+   * the KV caches, which the next generation may have replaced by then */
+  if (o->hold_device && s == OT_OK && plan && ot_ctx_backend(m->ctx) != OT_BACKEND_USM) {
+    m->held_plan = plan;
+    m->held_step = *st;
+    *st = (ot_lm_step){0};
+    return;
+  }
+  ot_plan_destroy(plan);
+  ot_lm_step_destroy(st);
+}
+
 static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_text_stream *ts,
                           ot_gen_result *r) {
   OT_TRY(check_prefill_dtype());
@@ -144,8 +159,18 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
   ot_lm_step st = {0};
   ot_plan *plan = NULL;
+  /* the last generation's held plan (hold_device): the prompt starts from
+   * the weights it left on the device; its memory is released either way */
+  ot_plan *held = m->held_plan;
+  ot_lm_step held_step = m->held_step;
+  m->held_plan = NULL;
+  m->held_step = (ot_lm_step){0};
   ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);
-  if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  if (s == OT_OK)
+    s = held ? ot_sched_plan_after(held, st.prog, &o->sched, &plan) : ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+  ot_plan_destroy(held);
+  ot_lm_step_destroy(&held_step);
+  if (s == OT_OK) r->prefill_handed_over_bytes = ot_plan_get_stats(plan, 0).inherited_bytes;
   /* where each phase starts, for plots of the trace (trace.h) */
   if (s == OT_OK) s = ot_trace_mark(o->trace, "prefill");
   double t0 = now_ms();
@@ -171,16 +196,14 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   }
   if (s == OT_OK && o->max_new_tokens > 0) s = took(o, ts, r, next);
   if (s != OT_OK || o->max_new_tokens == 0) {
-    ot_plan_destroy(plan);
-    ot_lm_step_destroy(&st);
+    hold(m, o, s, plan, &st);
     return s;
   }
   r->stopped_at_eos = is_eos(o, next);
 
-  /* decode: one token per replay. Recorded while the prompt's step still
-   * exists (the handoff matches storages by address: none of the prompt's
-   * may be freed and reused first), planned to start from what the prompt
-   * plan left on the device. */
+  /* decode: one token per replay, planned to start from what the prompt
+   * plan left on the device (recorded before the prompt's step goes: its
+   * program is what the handoff reads) */
   ot_lm_step dst = {0};
   ot_plan *dplan = NULL;
   s = m->vt->build(m, 1, 0, &dst);
@@ -209,8 +232,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   r->decode_ms -= r->decode_probe.seconds * 1e3; /* the check is not the product's work (lm.h) */
   if (r->n_tokens > 1 && r->decode_ms > 0) r->decode_tokens_per_second = (r->n_tokens - 1) / (r->decode_ms / 1e3);
   if (plan) r->decode_plan = ot_plan_get_stats(plan, 1);
-  ot_plan_destroy(plan);
-  ot_lm_step_destroy(&st);
+  hold(m, o, s, plan, &st);
   return s;
 }
 

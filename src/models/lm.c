@@ -2,7 +2,15 @@
 #include "core/error.h"
 #include "omptensor/lm.h"
 
+void ot_lm_release_device(ot_lm *m) {
+  if (!m) return;
+  ot_plan_destroy(m->held_plan);
+  ot_lm_step_destroy(&m->held_step);
+  m->held_plan = NULL;
+}
+
 void ot_lm_destroy(ot_lm *m) {
+  ot_lm_release_device(m); /* before the model's tensors go */
   if (m && m->vt && m->vt->destroy) m->vt->destroy(m);
 }
 

@@ -201,15 +201,15 @@ ot_status ot_sched_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_opts
   return make_plan(ctx, prog, opts, NULL, 0, 0, out);
 }
 
-static int cmp_storage_ptr(const void *a, const void *b) {
-  const ot_storage *x = *(ot_storage *const *)a, *y = *(ot_storage *const *)b;
-  return x < y ? -1 : x > y;
-}
-
 typedef struct st_index {
-  ot_storage *st;
+  uint64_t id;
   int i;
 } st_index;
+
+static int cmp_storage_id(const void *a, const void *b) {
+  const uint64_t x = ((const st_index *)a)->id, y = ((const st_index *)b)->id;
+  return x < y ? -1 : x > y;
+}
 
 /* The copies prev keeps between runs that `prog` can start from: the same
  * storages, used by prog, not rewritten by the caller before every run
@@ -227,12 +227,12 @@ static ot_status handoff_set(const ot_plan *prev, const ot_program *prog, size_t
     free(set);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_plan_after: no host memory");
   }
-  for (int i = 0; i < prog->n_st; i++) idx[i] = (st_index){prog->st[i].st, i};
-  qsort(idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_ptr);
+  for (int i = 0; i < prog->n_st; i++) idx[i] = (st_index){prog->st[i].id, i};
+  qsort(idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_id);
   for (int k = 0; k < kept->n_start; k++) {
     const ot_prog_storage *was = &pp->st[kept->start[k].st];
-    st_index key = {was->st, 0};
-    const st_index *hit = bsearch(&key, idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_ptr);
+    st_index key = {was->id, 0}; /* by id: prev's tensors may be gone, their addresses reused */
+    const st_index *hit = bsearch(&key, idx, (size_t)prog->n_st, sizeof *idx, cmp_storage_id);
     if (!hit) continue;
     const ot_prog_storage *ps = &prog->st[hit->i];
     if (!ps->n_uses || !ps->block || ps->block != was->block || (ps->role & OT_ROLE_INPUT)) continue;
@@ -247,8 +247,7 @@ static ot_status handoff_set(const ot_plan *prev, const ot_program *prog, size_t
 /* Can prev hand its copies over? (sched.h, ot_sched_plan_after) */
 static int can_hand_over(const ot_plan *prev, const ot_ctx *ctx, const ot_sched_opts *o) {
   const int stages = o->n_stages == OT_SCHED_ALL_DEVICES ? ctx->n_dev - o->device_index : o->n_stages;
-  return prev->runs > 0 && !prev->n_stages && stages <= 1 && ctx->backend != OT_BACKEND_USM &&
-         prev->strategy != OT_STRATEGY_NONE && o->strategy != OT_STRATEGY_NONE && !prev->place;
+  return prev->runs > 0 && !prev->n_stages && stages <= 1 && ctx->backend != OT_BACKEND_USM && !prev->place;
 }
 
 ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sched_opts *opts, ot_plan **out) {

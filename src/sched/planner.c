@@ -373,13 +373,21 @@ static ot_status build_none(ot_plan *plan) {
   ot_arena *a;
   OT_TRY(ot_arena_create(plan->capacity, OT_SCHED_ALIGN, &a));
   ot_resident *keep = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *keep);
-  ot_status s = keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  size_t *handed = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *handed); /* offset + 1, 0: not handed */
+  ot_status s = keep && handed ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   int n_keep = 0;
+  if (handed) memset(handed, 0, (size_t)(p->n_st ? p->n_st : 1) * sizeof *handed);
+  /* copies handed over by the previous plan stay where they are; the rest
+   * is placed around them */
+  for (int k = 0; s == OT_OK && k < plan->n_handoff; k++) {
+    s = ot_arena_alloc_at(a, plan->handoff[k].off, p->st[plan->handoff[k].st].block);
+    handed[plan->handoff[k].st] = plan->handoff[k].off + 1;
+  }
   for (int i = 0; s == OT_OK && i < p->n_st; i++) {
     const ot_prog_storage *ps = &p->st[i];
-    size_t off = 0;
+    size_t off = handed[i] ? handed[i] - 1 : 0;
     if (!ps->block || !ps->n_uses) continue;
-    s = ot_arena_alloc(a, ps->block, &off);
+    if (!handed[i]) s = ot_arena_alloc(a, ps->block, &off);
     if (s != OT_OK) break;
     int kept = (ps->role & OT_ROLE_KEEP) != 0;
     if (kept) keep[n_keep++] = (ot_resident){i, off, 0};
@@ -392,14 +400,15 @@ static ot_status build_none(ot_plan *plan) {
     ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD | dirty, i, off, ps->block, -1, -1};
     for (int pass = 0; s == OT_OK && pass < 2; pass++) {
       ot_schedule *sc = pass ? &plan->steady : &plan->first;
-      if (!pass || !kept) s = ot_schedule_push(sc, place);
+      if (pass ? !kept : !handed[i]) s = ot_schedule_push(sc, place);
       if (s == OT_OK && (ps->role & OT_ROLE_WRITEBACK)) s = ot_schedule_push(sc, wb);
       if (s == OT_OK && !kept) s = ot_schedule_push(sc, fr);
     }
   }
   if (s == OT_OK) s = set_start(&plan->steady, keep, n_keep);
-  if (s == OT_OK) s = set_start(&plan->first, NULL, 0);
+  if (s == OT_OK) s = set_start(&plan->first, plan->handoff, plan->n_handoff);
   free(keep);
+  free(handed);
   ot_arena_destroy(a);
   return s;
 }

@@ -62,6 +62,7 @@ static ot_status storage_index(ot_program *p, const ot_tensor *t, int *idx) {
   ot_prog_storage *s = &p->st[p->n_st];
   memset(s, 0, sizeof *s);
   s->st = t->st;
+  s->id = t->st->id;
   s->name = t->name;
   s->bytes = t->st->bytes;
   s->block = ot_sched_block_bytes(s->bytes);

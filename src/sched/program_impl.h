@@ -40,6 +40,8 @@ typedef struct ot_op {
 
 typedef struct ot_prog_storage {
   ot_storage *st;
+  uint64_t id;       /* st->id: matches storages across programs without touching st, which may be
+                        gone (ot_sched_plan_after's previous program outlives tensors it used) */
   const char *name;  /* the name of the first view that used it */
   size_t bytes;      /* storage bytes */
   size_t block;      /* bytes on the device (rounded up to OT_SCHED_ALIGN; 0 for an empty storage) */
