@@ -161,7 +161,7 @@ static void prefill_in_weight_dtype(void **state) {
   unsetenv("OMPTENSOR_PREFILL_DTYPE");
 }
 
-/* hold_device (a batch job): three generations on one model, the second
+/* hold_device (a batch job), strategies balanced and none: three generations on one model, the second
  * with a shorter prompt (new KV caches), each prompt's plan starting from
  * the last decode plan's device copies: every weight handed over from the
  * second on, the tokens those of plain generations (transformers' for the
@@ -181,19 +181,20 @@ static void held_between_generations(void **state) {
   g.n_eos = 0;
   g.sched.budget_bytes = 2 * m->weight_bytes + (64ull << 20);
   const int lens[3] = {mf.n_prompt, mf.n_prompt - 2, mf.n_prompt};
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < 6; k++) {
+    g.sched.strategy = k < 3 ? OT_STRATEGY_BALANCED : OT_STRATEGY_NONE; /* none: the rest placed around them */
     ot_gen_result plain, first, next;
     ot_lm_release_device(m); /* the last call's held plan: plain starts from nothing */
     g.hold_device = 0;
     g.trace = NULL;
-    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &plain));
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k % 3], &g, &plain));
     assert_null(m->held_plan);
     g.hold_device = 1;
     g.trace = tr;
-    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &first)); /* nothing held before it */
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k % 3], &g, &first)); /* nothing held before it */
     assert_int_equal(first.prefill_handed_over_bytes, 0);
     assert_non_null(m->held_plan);
-    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k], &g, &next)); /* starts from first's decode plan */
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, lens[k % 3], &g, &next)); /* starts from first's decode plan */
     if (next.prefill_handed_over_bytes < m->weight_bytes)
       fail_msg("call %d: the prompt's plan took over %llu bytes, the weights are %llu", k,
                (unsigned long long)next.prefill_handed_over_bytes, (unsigned long long)m->weight_bytes);
@@ -202,7 +203,7 @@ static void held_between_generations(void **state) {
       assert_int_equal(got[q]->n_tokens, plain.n_tokens);
       assert_memory_equal(got[q]->tokens, plain.tokens, (size_t)plain.n_tokens * sizeof *plain.tokens);
     }
-    if (lens[k] == mf.n_prompt) assert_memory_equal(plain.tokens, mf.gen, (size_t)mf.n_gen * sizeof *mf.gen);
+    if (lens[k % 3] == mf.n_prompt) assert_memory_equal(plain.tokens, mf.gen, (size_t)mf.n_gen * sizeof *mf.gen);
     ot_gen_result_free(&plain);
     ot_gen_result_free(&first);
     ot_gen_result_free(&next);

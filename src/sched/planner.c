@@ -372,23 +372,33 @@ static ot_status build_none(ot_plan *plan) {
                    (unsigned long long)plan->budget);
   ot_arena *a;
   OT_TRY(ot_arena_create(plan->capacity, OT_SCHED_ALIGN, &a));
-  ot_resident *keep = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *keep);
-  size_t *handed = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *handed); /* offset + 1, 0: not handed */
-  ot_status s = keep && handed ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  int n_keep = 0;
-  if (handed) memset(handed, 0, (size_t)(p->n_st ? p->n_st : 1) * sizeof *handed);
-  /* copies handed over by the previous plan stay where they are; the rest
-   * is placed around them */
+  const size_t n = (size_t)(p->n_st ? p->n_st : 1);
+  ot_resident *keep = malloc(n * sizeof *keep);
+  size_t *at = malloc(n * sizeof *at);
+  char *handed = calloc(n, 1);
+  int *order = malloc(n * sizeof *order);
+  ot_status s = keep && at && handed && order ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  int n_keep = 0, n_order = 0;
+  /* copies handed over by the previous plan stay where they are */
   for (int k = 0; s == OT_OK && k < plan->n_handoff; k++) {
     s = ot_arena_alloc_at(a, plan->handoff[k].off, p->st[plan->handoff[k].st].block);
-    handed[plan->handoff[k].st] = plan->handoff[k].off + 1;
+    handed[plan->handoff[k].st] = 1;
+    at[plan->handoff[k].st] = plan->handoff[k].off;
   }
+  for (int i = 0; s == OT_OK && i < p->n_st; i++)
+    if (p->st[i].block && p->st[i].n_uses && !handed[i]) order[n_order++] = i;
+  /* the rest in storage order from offset 0 (always fits: total <= capacity),
+   * or, around handed-over copies, largest first into the holes they leave
+   * (the holes of the activations of a program like the last one) */
+  if (s == OT_OK && plan->n_handoff) ot_sort_by_block_desc(order, n_order, p);
+  for (int k = 0; s == OT_OK && k < n_order; k++) s = ot_arena_alloc(a, p->st[order[k]].block, &at[order[k]]);
+  if (s == OT_ERR_DEVICE_OOM && plan->n_handoff)
+    s = ot_fail(OT_ERR_BUDGET, "strategy none: the %d copies handed over by the previous plan leave no room for the "
+                               "rest in one piece each", plan->n_handoff);
   for (int i = 0; s == OT_OK && i < p->n_st; i++) {
     const ot_prog_storage *ps = &p->st[i];
-    size_t off = handed[i] ? handed[i] - 1 : 0;
     if (!ps->block || !ps->n_uses) continue;
-    if (!handed[i]) s = ot_arena_alloc(a, ps->block, &off);
-    if (s != OT_OK) break;
+    const size_t off = at[i];
     int kept = (ps->role & OT_ROLE_KEEP) != 0;
     if (kept) keep[n_keep++] = (ot_resident){i, off, 0};
     int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
@@ -408,7 +418,9 @@ static ot_status build_none(ot_plan *plan) {
   if (s == OT_OK) s = set_start(&plan->steady, keep, n_keep);
   if (s == OT_OK) s = set_start(&plan->first, plan->handoff, plan->n_handoff);
   free(keep);
+  free(at);
   free(handed);
+  free(order);
   ot_arena_destroy(a);
   return s;
 }
