@@ -120,6 +120,8 @@ static ot_status prepare_once(ot_plan *plan) {
       return ot_fail_context(s, "device %d: allocating the plan's arena of %zu bytes (budget %llu)", plan->dev,
                              plan->extent, (unsigned long long)plan->budget);
     plan->base_bytes = plan->extent;
+  } else if (kind != OT_MV_COPY && !plan->base_bytes) {
+    plan->base_bytes = plan->extent; /* no device memory: what a device would hold, for handoffs (plan.c) */
   }
   OT_TRY(ot_movement_create(kind, ot_omp_device(plan->dev), plan->transfer_delay_us, &plan->mv));
   if (kind == OT_MV_PREFETCH) {

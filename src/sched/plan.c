@@ -281,7 +281,7 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
      * grown: growing would hold both at once, past the budget). So: planned
      * with the whole budget if it fits in that memory, else with the arena
      * capped at it, else from an empty device. */
-    const size_t have = prev->base ? prev->base_bytes : prev->extent;
+    const size_t have = prev->base_bytes ? prev->base_bytes : prev->extent;
     if (n) {
       s = make_plan(prev->ctx, prog, &o, set, n, 0, &plan);
       if (s == OT_OK && plan->extent > have) {
@@ -298,7 +298,7 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
   /* prev's memory: to the new plan if it starts from copies in it, else freed */
   if (plan->first.n_start) {
     plan->base = prev->base;
-    plan->base_bytes = prev->base_bytes;
+    plan->base_bytes = prev->base_bytes ? prev->base_bytes : prev->extent;
     plan->inherited_live = 1;
     prev->base = NULL;
   }

@@ -112,7 +112,8 @@ struct ot_plan {
   /* executor */
   int runs;           /* runs done since the last invalidate */
   void *base;         /* device arena, NULL until the first run (or handed over by the previous plan) */
-  size_t base_bytes;  /* its size: extent, or the previous plan's extent for a handed-over one */
+  size_t base_bytes;  /* its size: extent, or the previous plan's for a handed-over one (without device
+                         memory, host: the same bookkeeping, so plans hand over as on a device) */
   int inherited_live; /* the first run finds first.start resident in base (handed over, not yet run) */
   int spent;          /* its device memory went to a later plan (ot_sched_plan_after): it cannot run */
   struct ot_movement *mv;
