@@ -118,6 +118,7 @@ OT_DECLARE_TARGET_BEGIN
  * per step, the op a constant inside each case. */
 #define EW_CASE(OP)                                                    \
   case OP:                                                             \
+    OT_UNROLL                                                          \
     for (int k = 0; k < OT_KV; k++) a[k] = ew_apply(OP, a[k], b[k], s); \
     break;
 static inline void ew_apply8(int op, float a[OT_KV], const float b[OT_KV], float s) {
@@ -151,10 +152,12 @@ OT_DECLARE_TARGET_END
         const int64_t i = h + v * OT_KV;                                                                    \
         float x[OT_KV], z[OT_KV];                                                                           \
         ot_kld8_##A(ap, i, x);                                                                              \
-        if (unary)                                                                                          \
+        if (unary) {                                                                                        \
+          OT_UNROLL                                                                                         \
           for (int k = 0; k < OT_KV; k++) z[k] = x[k];                                                      \
-        else                                                                                                \
+        } else {                                                                                            \
           ot_kld8_##B(bp, bn ? i % bn : i, z);                                                              \
+        }                                                                                                   \
         ew_apply8(op, x, z, s);                                                                             \
         ot_kst8_##Y(yp, i, x);                                                                              \
       } else {                                                                                              \

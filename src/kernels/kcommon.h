@@ -136,20 +136,18 @@ static inline void ot_kld8_f32(const void *p, int64_t i, float v[OT_KV]) {
 /* element 2k is the low half of 32-bit word k (little-endian: x86_64, nvptx, amdgcn) */
 static inline void ot_kld8_bf16(const void *p, int64_t i, float v[OT_KV]) {
   const ot_ku32x4 u = *(const ot_ku32x4 *)((const uint16_t *)p + i);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-  for (int k = 0; k < 4; k++) {
-    v[2 * k] = ot_kbits_f32(w[k] << 16);
-    v[2 * k + 1] = ot_kbits_f32(w[k] & 0xffff0000u);
-  }
+  v[0] = ot_kbits_f32(u.x << 16), v[1] = ot_kbits_f32(u.x & 0xffff0000u);
+  v[2] = ot_kbits_f32(u.y << 16), v[3] = ot_kbits_f32(u.y & 0xffff0000u);
+  v[4] = ot_kbits_f32(u.z << 16), v[5] = ot_kbits_f32(u.z & 0xffff0000u);
+  v[6] = ot_kbits_f32(u.w << 16), v[7] = ot_kbits_f32(u.w & 0xffff0000u);
 }
 
 static inline void ot_kld8_f16(const void *p, int64_t i, float v[OT_KV]) {
   const ot_ku32x4 u = *(const ot_ku32x4 *)((const uint16_t *)p + i);
-  const uint32_t w[4] = {u.x, u.y, u.z, u.w};
-  for (int k = 0; k < 4; k++) {
-    v[2 * k] = ot_kf16_f32((uint16_t)w[k]);
-    v[2 * k + 1] = ot_kf16_f32((uint16_t)(w[k] >> 16));
-  }
+  v[0] = ot_kf16_f32((uint16_t)u.x), v[1] = ot_kf16_f32((uint16_t)(u.x >> 16));
+  v[2] = ot_kf16_f32((uint16_t)u.y), v[3] = ot_kf16_f32((uint16_t)(u.y >> 16));
+  v[4] = ot_kf16_f32((uint16_t)u.z), v[5] = ot_kf16_f32((uint16_t)(u.z >> 16));
+  v[6] = ot_kf16_f32((uint16_t)u.w), v[7] = ot_kf16_f32((uint16_t)(u.w >> 16));
 }
 
 static inline void ot_kst8_f32(void *p, int64_t i, const float v[OT_KV]) {
@@ -158,16 +156,19 @@ static inline void ot_kst8_f32(void *p, int64_t i, const float v[OT_KV]) {
   q[1] = (ot_kf32x4){v[4], v[5], v[6], v[7]};
 }
 
+/* two values as the low and high halves of a 32-bit word */
+#define OT_KPACK2(cvt, a, b) ((uint32_t)cvt(a) | (uint32_t)cvt(b) << 16)
+
 static inline void ot_kst8_bf16(void *p, int64_t i, const float v[OT_KV]) {
-  uint32_t w[4];
-  for (int k = 0; k < 4; k++) w[k] = ot_kf32_bf16(v[2 * k]) | (uint32_t)ot_kf32_bf16(v[2 * k + 1]) << 16;
-  *(ot_ku32x4 *)((uint16_t *)p + i) = (ot_ku32x4){w[0], w[1], w[2], w[3]};
+  *(ot_ku32x4 *)((uint16_t *)p + i) =
+      (ot_ku32x4){OT_KPACK2(ot_kf32_bf16, v[0], v[1]), OT_KPACK2(ot_kf32_bf16, v[2], v[3]),
+                  OT_KPACK2(ot_kf32_bf16, v[4], v[5]), OT_KPACK2(ot_kf32_bf16, v[6], v[7])};
 }
 
 static inline void ot_kst8_f16(void *p, int64_t i, const float v[OT_KV]) {
-  uint32_t w[4];
-  for (int k = 0; k < 4; k++) w[k] = ot_kf32_f16(v[2 * k]) | (uint32_t)ot_kf32_f16(v[2 * k + 1]) << 16;
-  *(ot_ku32x4 *)((uint16_t *)p + i) = (ot_ku32x4){w[0], w[1], w[2], w[3]};
+  *(ot_ku32x4 *)((uint16_t *)p + i) =
+      (ot_ku32x4){OT_KPACK2(ot_kf32_f16, v[0], v[1]), OT_KPACK2(ot_kf32_f16, v[2], v[3]),
+                  OT_KPACK2(ot_kf32_f16, v[4], v[5]), OT_KPACK2(ot_kf32_f16, v[6], v[7])};
 }
 
 OT_DECLARE_TARGET_END
