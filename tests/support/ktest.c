@@ -112,10 +112,9 @@ static float load(ot_dtype dt, const void *p, int64_t i) {
 
 /* Element offset of v.p in b's host or device copy (0 when it is neither). */
 static int64_t view_offset(const ot_tbuf *b, ot_kview v, size_t es) {
-  const char *p = v.p;
-  const char *bases[2] = {b->h, b->d};
+  const uintptr_t p = (uintptr_t)v.p, bases[2] = {(uintptr_t)b->h, (uintptr_t)b->d};
   for (int k = 0; k < 2; k++)
-    if (bases[k] && p >= bases[k] && p < bases[k] + b->bytes) return (int64_t)((size_t)(p - bases[k]) / es);
+    if (bases[k] && p >= bases[k] && p < bases[k] + b->bytes) return (int64_t)((p - bases[k]) / es);
   return 0;
 }
 
