@@ -130,6 +130,7 @@ static void test_fast_paths(void **st) {
       run_off(op, yt, at, bt, 1, 13, 3, 3, 3, 0, seed++);    /* peel + tail only */
       run_off(op, yt, at, bt, 4, 1027, 1, 1, 1, 0, seed++);  /* many steps */
       run_off(op, yt, at, bt, 2, 64, 2, 2, 2, 0, seed++);    /* whole steps after the peel */
+      run_off(op, yt, at, bt, 1, 20, 0, 0, 0, 0, seed++);    /* two steps and a half */
     }
   /* f32 and a 16-bit dtype whose starts agree modulo 16 bytes: f32 at +2
    * (8 bytes) and bf16 at +2 (4 bytes) both reach alignment after 2 */
@@ -146,7 +147,10 @@ static void test_fast_bias(void **st) {
   for (size_t c = 0; c < sizeof combos / sizeof combos[0]; c++) {
     const ot_dtype yt = combos[c][0], at = combos[c][1], bt = combos[c][2];
     run_off(2, yt, at, bt, 5, 64, 0, 0, 0, 0, seed++);
+    run_off(2, yt, at, bt, 7, 48, 0, 0, 0, 0, seed++);
+    run_off(2, yt, at, bt, 7, 16, 0, 0, 0, 0, seed++);
     run_off(2, yt, at, bt, 7, 24, 0, 0, 0, 0, seed++);
+    run_off(2, yt, at, bt, 7, 20, 0, 0, 0, 0, seed++);   /* cols % 8 != 0: generic */
     run_off(2, yt, at, bt, 1, 40, 0, 0, 0, 0, seed++);   /* one row: b is contiguous */
     run_off(2, yt, at, bt, 5, 64, 1, 1, 0, 0, seed++);   /* unaligned rows: generic */
     run_off(2, yt, at, bt, 5, 64, 0, 0, 1, 0, seed++);   /* unaligned bias: generic */
