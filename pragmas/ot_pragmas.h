@@ -104,6 +104,12 @@
   OT_PRAGMA(omp target teams ompx_bare num_teams(nteams) thread_limit(nthreads)  \
             device(dev) __VA_ARGS__)
 
+/* Fully unrolls the loop that follows, whose trip count is a constant (the
+ * 8 elements of a fast-path step), so that its arrays stay in registers: a
+ * loop left rolled indexes them at run time, which puts them in (GPU local)
+ * memory. A clang loop hint, not OpenMP. */
+#define OT_UNROLL OT_PRAGMA(clang loop unroll(full))
+
 /* A host-side critical section (named). */
 #define OT_CRITICAL(name) OT_PRAGMA(omp critical(name))
 

@@ -78,6 +78,76 @@ static void test_softmax(void **st) {
   assert_true(fabsf(y[3] + y[4] + y[5] - 1.0f) < 1e-6f);
 }
 
+/* The GPU's block-per-row kernels (rows_gpu.c; other devices run the same
+ * cases through the portable loops): x [n0, S, d] in xt with row stride
+ * d + pad and x starting xo elements into its buffer, y the same layout in
+ * yt (or x itself), w and b [d] in wt. op as run_rows. The kernels take
+ * d % 8 == 0 up to 8192 with every row start 16-byte aligned; the rest of
+ * these cases check that what they refuse still computes right. */
+static void run_rows3(int op, ot_dtype xt, ot_dtype wt, ot_dtype yt, int64_t n0, int64_t S, int64_t d, int64_t pad,
+                      int64_t xo, int inplace, uint64_t seed) {
+  const int64_t ld = d + pad, n = n0 * S * ld;
+  if (inplace) yt = xt;
+  ot_tbuf X = ot_tbuf_rand(xt, n + xo, seed, -3, 3), Y = ot_tbuf_rand(yt, n + xo + 2, seed + 1, -1, 1);
+  ot_tbuf W = ot_tbuf_rand(wt, d, seed + 2, 0.5f, 1.5f), B = ot_tbuf_rand(wt, d, seed + 3, -1, 1);
+  ot_tbuf *out = inplace ? &X : &Y;
+  const int64_t ne[3] = {n0, S, d}, nb[3] = {S * ld, ld, 1};
+  ot_kview x = ot_tview(&X, 0, 3, ne, nb), y = ot_tview(&Y, 0, 3, ne, nb);
+  x.p = (char *)X.h + ot_dtype_bytes(xt, xo);
+  y = inplace ? x : (ot_kview){(char *)Y.h + ot_dtype_bytes(yt, xo), yt, 3, {n0, S, d}, {S * ld, ld, 1}};
+  ot_kview w = ot_tview(&W, 0, 1, (int64_t[]){d}, NULL), b = ot_tview(&B, 0, 1, (int64_t[]){d}, NULL);
+  int dev = ot_test_dev();
+  ot_kview yd = ot_tview_dev(y, out), xd = ot_tview_dev(x, &X), wd = ot_tview_dev(w, &W), bd = ot_tview_dev(b, &B);
+  ot_status s = OT_OK;
+  const char *name = "?";
+  switch (op) {
+  case 0: name = "rmsnorm"; assert_int_equal(ot_ref_rmsnorm(y, x, w, 1e-5f), OT_OK); s = ot_k_rmsnorm(dev, yd, xd, wd, 1e-5f); break;
+  case 1: name = "layernorm"; assert_int_equal(ot_ref_layernorm(y, x, w, b, 1e-5f), OT_OK); s = ot_k_layernorm(dev, yd, xd, wd, bd, 1e-5f); break;
+  case 2: name = "softmax"; assert_int_equal(ot_ref_softmax(y, x, 0.7f, 0), OT_OK); s = ot_k_softmax(dev, yd, xd, 0.7f, 0); break;
+  default: name = "softmax causal"; assert_int_equal(ot_ref_softmax(y, x, 1.0f, 1), OT_OK); s = ot_k_softmax(dev, yd, xd, 1.0f, 1); break;
+  }
+  if (s != OT_OK) fail_msg("%s: %s", name, ot_last_error());
+  char what[160];
+  snprintf(what, sizeof what, "%s [%lld, %lld, %lld] x %s w %s y %s pad %lld offset %lld%s", name, (long long)n0,
+           (long long)S, (long long)d, ot_dtype_name(xt), ot_dtype_name(wt), ot_dtype_name(yt), (long long)pad,
+           (long long)xo, inplace ? " in-place" : "");
+  ot_tcheck(what, out, y, tol_for(yt));
+  ot_tbuf_free(&X);
+  ot_tbuf_free(&Y);
+  ot_tbuf_free(&W);
+  ot_tbuf_free(&B);
+}
+
+/* Every combination rows_gpu.c has a kernel for (and all f32, warp_gpu.c's),
+ * at each register size (d up to 2048, 4096, 8192), then layouts it refuses. */
+static void test_rows_fast(void **st) {
+  (void)st;
+  static const ot_dtype norm_combos[][3] = {{OT_BF16, OT_BF16, OT_BF16}, {OT_F16, OT_F16, OT_F16},
+                                            {OT_BF16, OT_F32, OT_BF16},  {OT_F16, OT_F32, OT_F16},
+                                            {OT_F32, OT_F32, OT_BF16},   {OT_F32, OT_F32, OT_F16},
+                                            {OT_F32, OT_F32, OT_F32}};
+  static const ot_dtype sm_combos[][3] = {{OT_F32, OT_F32, OT_F32}, {OT_BF16, OT_BF16, OT_BF16}, {OT_F16, OT_F16, OT_F16}};
+  static const int64_t dims[][3] = {{1, 1, 8}, {2, 3, 64}, {1, 5, 2048}, {1, 2, 2056}, {3, 1, 4096}, {1, 2, 8192}};
+  uint64_t seed = 5000;
+  for (int op = 0; op < 4; op++) {
+    const int nc = op < 2 ? 7 : 3;
+    for (int c = 0; c < nc; c++) {
+      const ot_dtype *t = op < 2 ? norm_combos[c] : sm_combos[c];
+      for (size_t i = 0; i < sizeof dims / sizeof dims[0]; i++)
+        run_rows3(op, t[0], t[1], t[2], dims[i][0], dims[i][1], dims[i][2], 0, 0, 0, seed++);
+      run_rows3(op, t[0], t[1], t[2], 2, 3, 64, 8, 0, 0, seed++);    /* row stride 72: aligned */
+      run_rows3(op, t[0], t[1], t[2], 2, 3, 64, 8, 8, 1, seed++);    /* and in place */
+      run_rows3(op, t[0], t[1], t[2], 2, 3, 64, 3, 0, 0, seed++);    /* row stride 67: refused */
+      run_rows3(op, t[0], t[1], t[2], 2, 3, 64, 0, 1, 0, seed++);    /* start +1: refused */
+      run_rows3(op, t[0], t[1], t[2], 1, 3, 68, 0, 0, 0, seed++);    /* d % 8 != 0: refused */
+      run_rows3(op, t[0], t[1], t[2], 1, 2, 8200, 0, 0, 0, seed++);  /* d > 8192: refused */
+    }
+  }
+  /* causal with more keys than queries: row i of S sees i + n - S + 1 keys */
+  run_rows3(3, OT_BF16, OT_BF16, OT_BF16, 2, 5, 40, 0, 0, 0, seed++);
+  run_rows3(3, OT_F32, OT_F32, OT_F32, 1, 7, 4096, 0, 0, 0, seed++);
+}
+
 static void run_rope(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t pos, int strided, uint64_t seed) {
   int64_t hs = strided ? hd + 3 : hd; /* strided: padding after each head */
   ot_tbuf X = ot_tbuf_rand(dt, S * H * hs, seed, -2, 2);
@@ -92,6 +162,20 @@ static void run_rope(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t pos,
   ot_tbuf_free(&X);
 }
 
+/* x [S, H, hd] contiguous, starting off elements into its buffer */
+static void run_rope_off(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t off) {
+  ot_tbuf X = ot_tbuf_rand(dt, S * H * hd + off, 77 + (uint64_t)off, -2, 2);
+  ot_kview x = ot_tview(&X, 0, 3, (int64_t[]){S, H, hd}, NULL);
+  x.p = (char *)X.h + ot_dtype_bytes(dt, off);
+  assert_int_equal(ot_ref_rope(x, 11, 10000.0f), OT_OK);
+  assert_int_equal(ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), 11, 10000.0f), OT_OK);
+  char what[96];
+  snprintf(what, sizeof what, "rope [%lld, %lld, %lld] %s offset %lld", (long long)S, (long long)H, (long long)hd,
+           ot_dtype_name(dt), (long long)off);
+  ot_tcheck(what, &X, x, tol_for(dt));
+  ot_tbuf_free(&X);
+}
+
 static void test_rope(void **st) {
   (void)st;
   run_rope(OT_F32, 1, 1, 2, 0, 0, 1);
@@ -99,6 +183,16 @@ static void test_rope(void **st) {
   run_rope(OT_F32, 5, 3, 18, 1021, 1, 3);
   run_rope(OT_BF16, 7, 2, 128, 4000, 0, 4);
   run_rope(OT_F16, 1, 8, 32, 17, 1, 5);
+  /* the fast path (head_dim/2 % 8 == 0, aligned heads): one head per
+   * iteration, several sharing the angles (12 x 6 heads at 64: 4 per
+   * iteration on a host device, 4 + 2), all of them; padded heads; f16 */
+  run_rope(OT_F32, 3, 2, 16, 5, 0, 6);
+  run_rope(OT_F32, 12, 6, 64, 9, 0, 7);
+  run_rope(OT_BF16, 64, 8, 128, 100, 0, 8);
+  run_rope(OT_F16, 40, 4, 32, 3, 0, 9);
+  run_rope(OT_BF16, 9, 3, 64, 2, 1, 10); /* head stride 67: generic */
+  run_rope_off(OT_F32, 4, 2, 32, 1);      /* x starts 1 element in: generic */
+  run_rope_off(OT_BF16, 4, 2, 32, 8);     /* 16 bytes in: fast */
   /* by hand: head_dim 4, pos 3: pair (0, 2) turns by 3 rad, pair (1, 3) by 3 * 10000^-0.5 */
   float x[4] = {1, 2, 3, 4};
   assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 4), 3, 10000.0f), OT_OK);
@@ -123,7 +217,8 @@ static void test_errors(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_norms), cmocka_unit_test(test_softmax), cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_norms), cmocka_unit_test(test_softmax), cmocka_unit_test(test_rows_fast),
+      cmocka_unit_test(test_rope),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

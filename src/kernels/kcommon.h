@@ -103,7 +103,92 @@ static inline void ot_kst(int dt, void *p, int64_t i, float v) {
   }
 }
 
+/* Typed stores of element offset i, rounded to nearest even. */
+static inline void ot_st_f32(void *p, int64_t i, float v) { ((float *)p)[i] = v; }
+static inline void ot_st_f16(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = ot_kf32_f16(v); }
+static inline void ot_st_bf16(void *p, int64_t i, float v) { ((uint16_t *)p)[i] = ot_kf32_bf16(v); }
+
+/* ---- 8 elements at a time: the dtype-specialized fast paths ------------------
+ * ot_kld8_<t>(p, i, v) loads elements i .. i+7 of a buffer of dtype t into
+ * float v[8]; ot_kst8_<t>(p, i, v) stores v there, rounded as ot_kst. The
+ * address of element i must be 16-byte aligned (ot_kalign16): an f32 octet
+ * is two 16-byte accesses, an f16/bf16 octet one (a GPU issues them as
+ * ld.v4 / st.v4; 4-byte loads leave too few bytes in flight to reach HBM
+ * speed). Values are those of ot_ld_<t> / ot_st_<t> bit for bit. The
+ * vector types may alias anything, like char. */
+typedef float ot_kf32x4 __attribute__((ext_vector_type(4), may_alias));
+typedef uint32_t ot_ku32x4 __attribute__((ext_vector_type(4), may_alias));
+
+#define OT_KV 8 /* elements per fast-path step */
+
+static inline float ot_kbits_f32(uint32_t u) {
+  ot_kfu x;
+  x.u = u;
+  return x.f;
+}
+
+static inline void ot_kld8_f32(const void *p, int64_t i, float v[OT_KV]) {
+  const ot_kf32x4 *q = (const ot_kf32x4 *)((const float *)p + i);
+  const ot_kf32x4 a = q[0], b = q[1];
+  v[0] = a.x, v[1] = a.y, v[2] = a.z, v[3] = a.w, v[4] = b.x, v[5] = b.y, v[6] = b.z, v[7] = b.w;
+}
+
+/* element 2k is the low half of 32-bit word k (little-endian: x86_64, nvptx, amdgcn) */
+static inline void ot_kld8_bf16(const void *p, int64_t i, float v[OT_KV]) {
+  const ot_ku32x4 u = *(const ot_ku32x4 *)((const uint16_t *)p + i);
+  v[0] = ot_kbits_f32(u.x << 16), v[1] = ot_kbits_f32(u.x & 0xffff0000u);
+  v[2] = ot_kbits_f32(u.y << 16), v[3] = ot_kbits_f32(u.y & 0xffff0000u);
+  v[4] = ot_kbits_f32(u.z << 16), v[5] = ot_kbits_f32(u.z & 0xffff0000u);
+  v[6] = ot_kbits_f32(u.w << 16), v[7] = ot_kbits_f32(u.w & 0xffff0000u);
+}
+
+static inline void ot_kld8_f16(const void *p, int64_t i, float v[OT_KV]) {
+  const ot_ku32x4 u = *(const ot_ku32x4 *)((const uint16_t *)p + i);
+  v[0] = ot_kf16_f32((uint16_t)u.x), v[1] = ot_kf16_f32((uint16_t)(u.x >> 16));
+  v[2] = ot_kf16_f32((uint16_t)u.y), v[3] = ot_kf16_f32((uint16_t)(u.y >> 16));
+  v[4] = ot_kf16_f32((uint16_t)u.z), v[5] = ot_kf16_f32((uint16_t)(u.z >> 16));
+  v[6] = ot_kf16_f32((uint16_t)u.w), v[7] = ot_kf16_f32((uint16_t)(u.w >> 16));
+}
+
+static inline void ot_kst8_f32(void *p, int64_t i, const float v[OT_KV]) {
+  ot_kf32x4 *q = (ot_kf32x4 *)((float *)p + i);
+  q[0] = (ot_kf32x4){v[0], v[1], v[2], v[3]};
+  q[1] = (ot_kf32x4){v[4], v[5], v[6], v[7]};
+}
+
+/* two values as the low and high halves of a 32-bit word */
+#define OT_KPACK2(cvt, a, b) ((uint32_t)cvt(a) | (uint32_t)cvt(b) << 16)
+
+static inline void ot_kst8_bf16(void *p, int64_t i, const float v[OT_KV]) {
+  *(ot_ku32x4 *)((uint16_t *)p + i) =
+      (ot_ku32x4){OT_KPACK2(ot_kf32_bf16, v[0], v[1]), OT_KPACK2(ot_kf32_bf16, v[2], v[3]),
+                  OT_KPACK2(ot_kf32_bf16, v[4], v[5]), OT_KPACK2(ot_kf32_bf16, v[6], v[7])};
+}
+
+static inline void ot_kst8_f16(void *p, int64_t i, const float v[OT_KV]) {
+  *(ot_ku32x4 *)((uint16_t *)p + i) =
+      (ot_ku32x4){OT_KPACK2(ot_kf32_f16, v[0], v[1]), OT_KPACK2(ot_kf32_f16, v[2], v[3]),
+                  OT_KPACK2(ot_kf32_f16, v[4], v[5]), OT_KPACK2(ot_kf32_f16, v[6], v[7])};
+}
+
 OT_DECLARE_TARGET_END
+
+/* Whether the address p + off elements of `es` bytes is 16-byte aligned
+ * (host side, on the device address: the fast paths' eligibility). */
+static inline int ot_kalign16(const void *p, int64_t off, int64_t es) {
+  return ((uintptr_t)p + (uintptr_t)(off * es)) % 16 == 0;
+}
+
+/* Whether every stride in s[0..n) with an extent above 1 keeps 16-byte
+ * alignment (a multiple of 16 bytes of `es`-byte elements). */
+static inline int ot_kstrides16(int n, const int64_t *ne, const int64_t *s, int64_t es) {
+  for (int d = 0; d < n; d++)
+    if (ne[d] > 1 && (s[d] * es) % 16 != 0) return 0;
+  return 1;
+}
+
+/* Element size of the float dtypes (f32 4, f16/bf16 2), 0 for the others. */
+static inline int64_t ot_kfloat_bytes(int dt) { return dt == OT_F32 ? 4 : dt == OT_F16 || dt == OT_BF16 ? 2 : 0; }
 
 /* Expands STMT(loadfn) once per storage dtype of `dt`, so hot loops get a
  * typed load instead of a switch per element. */

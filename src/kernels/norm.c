@@ -1,6 +1,10 @@
 /* norm.c — RMSNorm (Llama) and LayerNorm (GPT-2), row-wise: one team per
- * row, team reductions over the row. */
+ * row, team reductions over the row. On a GPU, rows with a unit last
+ * stride take a block per row instead: warp_gpu.c's kernel for f32,
+ * rows_gpu.c's (specialized per dtype, 16-byte loads) for bf16/f16 rows and
+ * f32 rows with a bf16/f16 output. */
 #include "kernels/kcommon.h"
+#include "kernels/rows_gpu.h"
 #include "kernels/warp_gpu.h"
 
 typedef struct norm_rows {
@@ -50,6 +54,15 @@ static ot_status norm_run(int dev, int layer, ot_kview y, ot_kview x, ot_kview w
       (!layer || (b.dt == OT_F32 && b.nb[0] == 1)) && nr.xs[3] == 1 && nr.ys[3] == 1 && rows_uniform(&nr, nr.xs) &&
       rows_uniform(&nr, nr.ys) && ot_knorm_gpu_ok(y.p, nr.ys[2], x.p, nr.xs[2], w.p, layer ? b.p : NULL, nr.d)) {
     ot_knorm_gpu(dev, layer, y.p, nr.ys[2], x.p, nr.xs[2], w.p, layer ? b.p : w.p, nr.rows, nr.d, eps);
+    return OT_OK;
+  }
+  /* GPU, other dtypes: a block per row, specialized per combination */
+  const int pick = ot_knorm8_pick(x.dt, w.dt, y.dt);
+  const int64_t ne4[4] = {nr.rows / (nr.n1 * nr.n2), nr.n1, nr.n2, nr.d};
+  if (pick >= 0 && (!layer || (b.dt == w.dt && b.nb[0] == 1)) &&
+      ot_krows8_ok(dev, x.dt, x.p, nr.xs, y.dt, y.p, nr.ys, ne4, w.dt, w.p, layer ? b.p : NULL, w.nb[0])) {
+    const ot_krows8 rl = {nr.rows, nr.d, nr.n1, nr.n2, {nr.xs[0], nr.xs[1], nr.xs[2]}, {nr.ys[0], nr.ys[1], nr.ys[2]}};
+    ot_knorm8_gpu(dev, pick, layer, y.p, x.p, w.p, layer ? b.p : NULL, &rl, eps);
     return OT_OK;
   }
   const void *xp = x.p, *wp = w.p, *bp = layer ? b.p : w.p;

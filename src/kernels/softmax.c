@@ -1,6 +1,9 @@
 /* softmax.c — numerically stable softmax over the last dim, optional causal
- * mask; one team per row. */
+ * mask; one team per row. On a GPU, rows with a unit last stride, d % 8 == 0
+ * and d <= 8192 in f32, bf16 or f16 take rows_gpu.c's block per row
+ * (specialized per dtype, the row read once with 16-byte loads). */
 #include "kernels/kcommon.h"
+#include "kernels/rows_gpu.h"
 
 typedef struct sm_rows {
   int64_t rows, n, S, n1, n2;
@@ -27,21 +30,17 @@ static ot_status sm_check(ot_kview y, ot_kview x, sm_rows *r) {
   return OT_OK;
 }
 
-/* Columns of row r that take part: all, or with the causal mask the query
- * i = r % S (dim -2) sees keys j <= i + (n - S) (queries are the last S
- * positions of n keys). At least one column always remains when n >= S. */
-OT_DECLARE_TARGET_BEGIN
-static inline int64_t sm_ncols(int causal, int64_t r, int64_t S, int64_t n) {
-  if (!causal) return n;
-  int64_t lim = r % S + (n - S) + 1;
-  return lim < 0 ? 0 : lim > n ? n : lim;
-}
-OT_DECLARE_TARGET_END
-
 ot_status ot_k_softmax(int dev, ot_kview y, ot_kview x, float scale, int causal) {
   sm_rows sr;
   OT_TRY(sm_check(y, x, &sr));
   if (sr.rows == 0 || sr.n == 0) return OT_OK;
+  const int pick = ot_ksoftmax8_pick(x.dt, y.dt);
+  const int64_t ne4[4] = {sr.rows / (sr.n1 * sr.n2), sr.n1, sr.n2, sr.n};
+  if (pick >= 0 && ot_krows8_ok(dev, x.dt, x.p, sr.xs, y.dt, y.p, sr.ys, ne4, 0, NULL, NULL, 1)) {
+    const ot_krows8 rl = {sr.rows, sr.n, sr.n1, sr.n2, {sr.xs[0], sr.xs[1], sr.xs[2]}, {sr.ys[0], sr.ys[1], sr.ys[2]}};
+    ot_ksoftmax8_gpu(dev, pick, y.p, x.p, &rl, scale, causal);
+    return OT_OK;
+  }
   const void *xp = x.p;
   void *yp = y.p;
   const int xdt = x.dt, ydt = y.dt;
@@ -51,7 +50,7 @@ ot_status ot_k_softmax(int dev, ot_kview y, ot_kview x, float scale, int causal)
   OT_TEAMS(dev, ot_kteams(dev, rows), OT_DEVPTR(xp, yp))
   for (int64_t r = 0; r < rows; r++) {
     const int64_t xo = ot_krow_off(r, n1, n2, xs0, xs1, xs2), yo = ot_krow_off(r, n1, n2, ys0, ys1, ys2);
-    const int64_t m = sm_ncols(causal, r, S, n);
+    const int64_t m = ot_ksm_ncols(causal, r, S, n);
     float mx = -INFINITY, sum = 0.0f;
     OT_TEAM_REDUCE(max : mx)
     for (int64_t c = 0; c < m; c++) mx = fmaxf(mx, scale * ot_kld(xdt, xp, xo + c * xs3));
@@ -72,7 +71,7 @@ ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal) {
   for (int64_t r = 0; r < sr.rows; r++) {
     const int64_t xo = ot_krow_off(r, sr.n1, sr.n2, sr.xs[0], sr.xs[1], sr.xs[2]);
     const int64_t yo = ot_krow_off(r, sr.n1, sr.n2, sr.ys[0], sr.ys[1], sr.ys[2]);
-    const int64_t m = sm_ncols(causal, r, sr.S, sr.n);
+    const int64_t m = ot_ksm_ncols(causal, r, sr.S, sr.n);
     double mx = -INFINITY, sum = 0.0;
     for (int64_t c = 0; c < m; c++) mx = fmax(mx, (double)scale * ot_kld(x.dt, x.p, xo + c * sr.xs[3]));
     for (int64_t c = 0; c < m; c++) sum += exp((double)scale * ot_kld(x.dt, x.p, xo + c * sr.xs[3]) - mx);

@@ -110,6 +110,14 @@ static float load(ot_dtype dt, const void *p, int64_t i) {
   }
 }
 
+/* Element offset of v.p in b's host or device copy (0 when it is neither). */
+static int64_t view_offset(const ot_tbuf *b, ot_kview v, size_t es) {
+  const uintptr_t p = (uintptr_t)v.p, bases[2] = {(uintptr_t)b->h, (uintptr_t)b->d};
+  for (int k = 0; k < 2; k++)
+    if (bases[k] && p >= bases[k] && p < bases[k] + b->bytes) return (int64_t)((p - bases[k]) / es);
+  return 0;
+}
+
 double ot_tcheck(const char *what, const ot_tbuf *b, ot_kview v, double tol) {
   size_t es = elem_bytes(b->dt), total = b->bytes + 2 * GUARD;
   assert_true(es > 0);
@@ -122,13 +130,17 @@ double ot_tcheck(const char *what, const ot_tbuf *b, ot_kview v, double tol) {
   for (size_t i = 0; i < GUARD; i++)
     if (got[i] != ref[i] || got[total - 1 - i] != ref[total - 1 - i])
       fail_msg("%s: guard byte changed around the output buffer", what);
-  /* mark the view's elements */
+  /* mark the view's elements (from its first element's offset in the buffer) */
   ot_kview v4 = ot_kview_4d(v);
+  const int64_t off = view_offset(b, v, es);
   for (int64_t i0 = 0; i0 < v4.ne[0]; i0++)
     for (int64_t i1 = 0; i1 < v4.ne[1]; i1++)
       for (int64_t i2 = 0; i2 < v4.ne[2]; i2++)
-        for (int64_t i3 = 0; i3 < v4.ne[3]; i3++)
-          mask[i0 * v4.nb[0] + i1 * v4.nb[1] + i2 * v4.nb[2] + i3 * v4.nb[3]] = 1;
+        for (int64_t i3 = 0; i3 < v4.ne[3]; i3++) {
+          const int64_t i = off + i0 * v4.nb[0] + i1 * v4.nb[1] + i2 * v4.nb[2] + i3 * v4.nb[3];
+          if (i < 0 || i >= b->n) fail_msg("%s: the output view leaves its buffer (element %lld)", what, (long long)i);
+          mask[i] = 1;
+        }
   const void *g = got + GUARD, *r = ref + GUARD;
   double num = 0.0, den = 0.0;
   int64_t bad_fin = -1;

@@ -48,7 +48,8 @@ ot_kview ot_tview(const ot_tbuf *b, int on_dev, int ndim, const int64_t *ne, con
 ot_kview ot_tview_dev(ot_kview host_view, const ot_tbuf *b);  /* same view, device address */
 
 /* Compares the device copy of `b` against its host copy (see top). `v` is
- * the output view (host or device side, only its shape/strides are used).
+ * the output view (host or device side: its shape, strides and the offset
+ * of its first element in the buffer are used).
  * Returns the normalised error; fails the cmocka test if above tol, if a
  * value is NaN/Inf, or if a byte outside the view changed. */
 double ot_tcheck(const char *what, const ot_tbuf *b, ot_kview v, double tol);
