@@ -157,19 +157,30 @@ static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
  * which made planning quadratic in the ops (bench/bench_plan.c). Fills
  * tmp[k] (storage, offset), ends[k], cost[k] (the eviction cost at op i; -1:
  * not evictable, pinned by op i or next used by op `after`) and the prefix
- * sums psum of the costs. Copies placed without a tag (the start set of a
- * run) get theirs on the first call. */
+ * sums psum of the costs; returns their count. Copies placed without a tag
+ * (the start set of a run) get theirs on the first call. */
 static int residents_by_offset(sim *m, int i, int after) {
-  int nb, r = 0;
+  int nb, r = 0, tagged = 0;
   const ot_arena_block *b = ot_arena_blocks(m->arena, &nb);
   m->psum[0] = 0;
   for (int k = 0; k < nb; k++) {
     if (b[k].free) continue;
     int s = b[k].tag;
-    if (s < 0) {
+    if (s < 0 && !tagged) { /* tag every resident copy once, then start over */
       for (int t = 0; t < m->n_st; t++)
         if (m->res[t]) ot_arena_set_tag(m->arena, m->off[t], t);
-      return residents_by_offset(m, i, after);
+      tagged = 1;
+      r = 0, k = -1;
+      continue;
+    }
+    if (s < 0) { /* a block that is no resident copy (none today): it stays */
+      if (r == m->n_st) return -1; /* more blocks than the scratch holds: no window */
+      m->tmp[r] = (ot_resident){-1, b[k].off, 0};
+      m->ends[r] = b[k].off + b[k].size;
+      m->cost[r] = -1.0;
+      m->psum[r + 1] = m->psum[r];
+      r++;
+      continue;
     }
     /* The cost of evicting it at op i: bytes to move back (twice for a
      * dirty copy, which is written home first) over the distance to its
@@ -203,6 +214,8 @@ static int residents_by_offset(sim *m, int i, int after) {
  * window holding it: the bulk of planning an offloaded 10 000-op program. */
 static ot_status evict_window(sim *m, int i, int after, size_t need, int for_st, int *found) {
   int r = residents_by_offset(m, i, after);
+  *found = 0;
+  if (r < 0) return OT_OK;
   size_t cap = ot_arena_get_stats(m->arena).capacity;
   /* |estimate - exact sum| <= (r + 1) * 2^-52 * the total, with room to spare */
   const double slack = 4.0 * (double)(r + 2) * 2.220446049250313e-16 * m->psum[r];
