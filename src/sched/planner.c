@@ -22,6 +22,7 @@
 
 #include "core/error.h"
 #include "core/vec.h"
+#include "memory/arena.h"
 #include "memory/device.h"
 #include "sched/plan_impl.h"
 
@@ -37,6 +38,10 @@ typedef struct sim {
   int lookahead; /* ops ahead whose uploads may be placed now (prefetch) */
   int defer;     /* defer_writeback: persistent copies stay dirty past their last write */
   ot_resident *tmp; /* [n_st] scratch for window search */
+  double *cost;     /* [n_st] scratch for window search: eviction cost per resident copy (-1: not evictable) */
+  double *psum;     /* [n_st + 1] scratch: prefix sums of cost (an estimate, see evict_window) */
+  size_t *ends;     /* [n_st] scratch: where each resident copy ends */
+  int *nu, *nu_at;  /* [n_st] next_use cache: nu[s] = next_use(s, nu_at[s]) (nu_at -1: none) */
 } sim;
 
 void ot_schedule_free(ot_schedule *s) {
@@ -60,6 +65,11 @@ static void sim_free(sim *m) {
   free(m->pin);
   free(m->evicted);
   free(m->tmp);
+  free(m->cost);
+  free(m->psum);
+  free(m->ends);
+  free(m->nu);
+  free(m->nu_at);
 }
 
 static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *out) {
@@ -74,11 +84,17 @@ static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *
   m->pin = malloc(n * sizeof *m->pin);
   m->evicted = calloc(n, sizeof *m->evicted);
   m->tmp = malloc(n * sizeof *m->tmp);
-  if (!m->res || !m->dirty || !m->off || !m->pin || !m->evicted || !m->tmp) {
+  m->cost = malloc(n * sizeof *m->cost);
+  m->psum = malloc((n + 1) * sizeof *m->psum);
+  m->ends = malloc(n * sizeof *m->ends);
+  m->nu = malloc(n * sizeof *m->nu);
+  m->nu_at = malloc(n * sizeof *m->nu_at);
+  if (!m->res || !m->dirty || !m->off || !m->pin || !m->evicted || !m->tmp || !m->cost || !m->psum || !m->ends ||
+      !m->nu || !m->nu_at) {
     sim_free(m);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   }
-  for (int i = 0; i < p->n_st; i++) m->pin[i] = -1;
+  for (int i = 0; i < p->n_st; i++) m->pin[i] = -1, m->nu_at[i] = -1;
   ot_status s = ot_arena_create(cap, OT_SCHED_ALIGN, &m->arena);
   if (s != OT_OK) sim_free(m);
   return s;
@@ -104,17 +120,20 @@ static int next_use(const ot_program *p, int s, int i) {
   return INT_MAX;
 }
 
-/* Cost of evicting s at op i: bytes to move back (twice for a dirty copy,
- * which is written home first) over the distance to its next use. */
-static double evict_cost(const sim *m, int s, int i) {
-  int nu = next_use(m->p, s, i);
-  double bytes = (double)m->p->st[s].block * (m->dirty[s] ? 2.0 : 1.0);
-  if (nu == INT_MAX) return 0.0;
-  return bytes / (double)(nu - i + 1);
+/* next_use for the simulation's op i, cached: the eviction search asks it of
+ * every resident copy at every eviction, and a binary search each time was
+ * a good part of planning a 10 000-op program (bench/bench_plan.c). The
+ * cached answer for op j <= i is still right at i while it is >= i: no use
+ * falls in [j, i). */
+static int sim_next_use(sim *m, int s, int i) {
+  if (m->nu_at[s] >= 0 && m->nu_at[s] <= i && m->nu[s] >= i) return m->nu[s];
+  m->nu[s] = next_use(m->p, s, i);
+  m->nu_at[s] = i;
+  return m->nu[s];
 }
 
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
-  int nu = next_use(m->p, s, i);
+  int nu = sim_next_use(m, s, i);
   int live = nu != INT_MAX;
   unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0);
   if (m->dirty[s] && live) {
@@ -133,37 +152,92 @@ static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
   return OT_OK;
 }
 
-static int cmp_off(const void *a, const void *b) {
-  size_t x = ((const ot_resident *)a)->off, y = ((const ot_resident *)b)->off;
-  return x < y ? -1 : x > y;
+/* The resident copies in offset order, from the arena's live blocks (tagged
+ * with their storage): no sort and no pass over every storage per eviction,
+ * which made planning quadratic in the ops (bench/bench_plan.c). Fills
+ * tmp[k] (storage, offset), ends[k], cost[k] (the eviction cost at op i; -1:
+ * not evictable, pinned by op i or next used by op `after`) and the prefix
+ * sums psum of the costs; returns their count. Copies placed without a tag
+ * (the start set of a run) get theirs on the first call. */
+static int residents_by_offset(sim *m, int i, int after) {
+  int nb, r = 0, tagged = 0;
+  const ot_arena_block *b = ot_arena_blocks(m->arena, &nb);
+  m->psum[0] = 0;
+  for (int k = 0; k < nb; k++) {
+    if (b[k].free) continue;
+    int s = b[k].tag;
+    if (s < 0 && !tagged) { /* tag every resident copy once, then start over */
+      for (int t = 0; t < m->n_st; t++)
+        if (m->res[t]) ot_arena_set_tag(m->arena, m->off[t], t);
+      tagged = 1;
+      r = 0, k = -1;
+      continue;
+    }
+    if (s < 0) { /* a block that is no resident copy (none today): it stays */
+      if (r == m->n_st) return -1; /* more blocks than the scratch holds: no window */
+      m->tmp[r] = (ot_resident){-1, b[k].off, 0};
+      m->ends[r] = b[k].off + b[k].size;
+      m->cost[r] = -1.0;
+      m->psum[r + 1] = m->psum[r];
+      r++;
+      continue;
+    }
+    /* The cost of evicting it at op i: bytes to move back (twice for a
+     * dirty copy, which is written home first) over the distance to its
+     * next use. Its size is the arena block's (the storage's block, both
+     * rounded up to OT_SCHED_ALIGN), not read from the program's storage
+     * table, whose scattered reads cost more than the rest of this loop. */
+    int nu = m->pin[s] == i ? -1 : sim_next_use(m, s, i);
+    m->tmp[r] = (ot_resident){s, b[k].off, 0};
+    m->ends[r] = b[k].off + b[k].size;
+    m->cost[r] = nu < 0 || nu <= after ? -1.0
+                 : nu == INT_MAX       ? 0.0
+                                       : (double)b[k].size * (m->dirty[s] ? 2.0 : 1.0) / (double)(nu - i + 1);
+    m->psum[r + 1] = m->psum[r] + (m->cost[r] > 0 ? m->cost[r] : 0);
+    r++;
+  }
+  return r;
 }
 
 /* The cheapest run of consecutive resident copies whose eviction leaves a
  * free range of `need` bytes, among copies op i does not use and whose next
- * use comes after op `after`; evicts it. *found = 0 if there is none. */
+ * use comes after op `after`; evicts it. *found = 0 if there is none.
+ *
+ * Windows [a, b) are the copies a .. b-1; for each start a only the shortest
+ * one that frees `need` counts (costs are >= 0). That shortest end only moves
+ * right as a does, so the ends are found by two pointers (with a count of the
+ * copies in the window that cannot go), not by a scan per start, and a
+ * window's cost is estimated from prefix sums: it is summed exactly, left to
+ * right as before (the same doubles, the same ties, the same plan), only
+ * when the estimate does not already show it dearer than the best. Before,
+ * every start scanned its window and a copy's cost was computed once per
+ * window holding it: the bulk of planning an offloaded 10 000-op program. */
 static ot_status evict_window(sim *m, int i, int after, size_t need, int for_st, int *found) {
-  int r = 0;
-  for (int s = 0; s < m->n_st; s++)
-    if (m->res[s]) m->tmp[r++] = (ot_resident){s, m->off[s], m->dirty[s]};
-  qsort(m->tmp, (size_t)r, sizeof *m->tmp, cmp_off);
+  int r = residents_by_offset(m, i, after);
+  *found = 0;
+  if (r < 0) return OT_OK;
   size_t cap = ot_arena_get_stats(m->arena).capacity;
-  int best_a = -1, best_b = -1;
+  /* |estimate - exact sum| <= (r + 1) * 2^-52 * the total, with room to spare */
+  const double slack = 4.0 * (double)(r + 2) * 2.220446049250313e-16 * m->psum[r];
+  int best_a = -1, best_b = -1, n_bad = 0; /* copies in [a, b) that cannot go */
   double best = 0;
-  for (int a = 0; a <= r; a++) {
-    size_t lo = a == 0 ? 0 : m->tmp[a - 1].off + m->p->st[m->tmp[a - 1].st].block;
+  for (int a = 0, b = 0; a <= r; a++) {
+    if (a > 0 && a - 1 < b && m->cost[a - 1] < 0) n_bad--; /* copy a-1 leaves the window */
+    if (b < a) b = a, n_bad = 0;
+    size_t lo = a == 0 ? 0 : m->ends[a - 1];
+    while (b <= r && (b == r ? cap : m->tmp[b].off) - lo < need) {
+      if (b < r && m->cost[b] < 0) n_bad++;
+      b++;
+    }
+    if (b > r) break; /* nothing from here on frees enough */
+    if (n_bad) continue;
+    if (best_a >= 0 && m->psum[b] - m->psum[a] - slack >= best) continue;
     double cost = 0;
-    for (int b = a; b <= r; b++) {
-      size_t hi = b == r ? cap : m->tmp[b].off;
-      if (hi - lo >= need) {
-        if (best_a < 0 || cost < best) {
-          best = cost;
-          best_a = a;
-          best_b = b;
-        }
-        break;
-      }
-      if (b == r || m->pin[m->tmp[b].st] == i || next_use(m->p, m->tmp[b].st, i) <= after) break;
-      cost += evict_cost(m, m->tmp[b].st, i);
+    for (int k = a; k < b && (best_a < 0 || cost < best); k++) cost += m->cost[k];
+    if (best_a < 0 || cost < best) {
+      best = cost;
+      best_a = a;
+      best_b = b;
     }
   }
   *found = best_a >= 0;
@@ -204,7 +278,7 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
     int s = missing[k];
     size_t need = m->p->st[s].block;
     int found = 1;
-    while (found && ot_arena_alloc(m->arena, need, &m->off[s]) != OT_OK)
+    while (found && ot_arena_alloc_tag(m->arena, need, s, &m->off[s]) != OT_OK)
       OT_TRY(evict_window(m, i, i, need, s, &found));
     if (found) {
       m->res[s] = 1;
@@ -225,7 +299,7 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
       if (m->p->st[o->acc[q].st].block) missing[nm++] = o->acc[q].st;
     ot_sort_by_block_desc(missing, nm, m->p);
     for (int q = 0; q < nm; q++) {
-      OT_TRY(ot_arena_alloc(m->arena, m->p->st[missing[q]].block, &m->off[missing[q]]));
+      OT_TRY(ot_arena_alloc_tag(m->arena, m->p->st[missing[q]].block, missing[q], &m->off[missing[q]]));
       m->res[missing[q]] = 1;
     }
     *n_missing = nm;
@@ -247,7 +321,7 @@ static ot_status prefetch_ahead(sim *m, int i) {
       int s = o->acc[k].st;
       if (!o->acc[k].read || m->res[s] || !p->st[s].block) continue;
       int found = 1;
-      while (found && ot_arena_alloc(m->arena, p->st[s].block, &m->off[s]) != OT_OK)
+      while (found && ot_arena_alloc_tag(m->arena, p->st[s].block, s, &m->off[s]) != OT_OK)
         OT_TRY(evict_window(m, i, j, p->st[s].block, s, &found));
       if (!found) return OT_OK;
       m->res[s] = 1;
@@ -322,29 +396,32 @@ static ot_status simulate(const ot_program *p, size_t cap, int lookahead, int de
   return s;
 }
 
-static int in_set(const ot_resident *set, int n, ot_resident r) {
-  for (int k = 0; k < n; k++)
-    if (set[k].st == r.st && set[k].off == r.off) return 1;
-  return 0;
-}
-
 /* Frees at the end of the run the copies that are not kept (a dirty one,
- * deferred, is written home first). */
+ * deferred, is written home first). Membership by storage index (a copy is
+ * kept iff its storage is in `keep` at the same offset), not a scan of
+ * `keep` per copy: both sets hold every weight of a program that fits, and
+ * that scan was quadratic in them (bench/bench_plan.c). */
 static ot_status drop_to(ot_schedule *s, const ot_program *p, const ot_resident *end, int n_end,
                          const ot_resident *keep, int n_keep) {
-  for (int k = 0; k < n_end; k++)
-    if (!in_set(keep, n_keep, end[k])) {
+  size_t *kept_at = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *kept_at); /* offset + 1; 0: not kept */
+  if (!kept_at) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  memset(kept_at, 0, (size_t)p->n_st * sizeof *kept_at);
+  for (int k = 0; k < n_keep; k++) kept_at[keep[k].st] = keep[k].off + 1;
+  ot_status r = OT_OK;
+  for (int k = 0; r == OT_OK && k < n_end; k++)
+    if (kept_at[end[k].st] != end[k].off + 1) {
       ot_plan_event e = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, end[k].st, end[k].off,
                          p->st[end[k].st].block, -1, -1};
       if (end[k].dirty) {
         ot_plan_event w = e;
         w.kind = OT_EV_DOWNLOAD;
         w.flags = 0;
-        OT_TRY(ot_schedule_push(s, w));
+        r = ot_schedule_push(s, w);
       }
-      OT_TRY(ot_schedule_push(s, e));
+      if (r == OT_OK) r = ot_schedule_push(s, e);
     }
-  return OT_OK;
+  free(kept_at);
+  return r;
 }
 
 static ot_status set_start(ot_schedule *s, const ot_resident *set, int n) {

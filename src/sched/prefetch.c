@@ -22,33 +22,46 @@ static int overlaps(const ot_plan_event *a, const ot_plan_event *b) {
   return a->off < b->off + b->block && b->off < a->off + a->block;
 }
 
-/* Last use of storage s before op e, or -1. */
+/* Last use of storage s before op e, or -1 (uses are increasing: a binary
+ * search, as a weight of a long program has many). */
 static int last_use_before(const ot_prog_storage *ps, int e) {
-  int r = -1;
-  for (int k = 0; k < ps->n_uses && ps->uses[k] < e; k++) r = ps->uses[k];
-  return r;
+  int lo = 0, hi = ps->n_uses;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (ps->uses[mid] < e) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo ? ps->uses[lo - 1] : -1;
 }
 
-static void move_evictions(ot_schedule *s, const ot_program *p) {
+static ot_status move_evictions(ot_schedule *s, const ot_program *p) {
+  /* placed[st]: slot of st's latest placement among the events before x
+   * (-1: none), kept as x advances instead of a backward scan per eviction,
+   * which was quadratic in the events; this pass moves frees and
+   * write-backs only, so the placements' slots it reads do not change */
+  int *placed = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *placed);
+  if (!placed) return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  for (int k = 0; k < p->n_st; k++) placed[k] = -1;
   for (int x = 0; x < s->n_ev; x++) {
     ot_plan_event *e = &s->ev[x];
+    if (e->kind == OT_EV_UPLOAD || e->kind == OT_EV_ALLOC) placed[e->st] = e->slot;
     if (e->kind != OT_EV_FREE || (e->why != OT_WHY_EVICT && e->why != OT_WHY_RELOCATE)) continue;
     /* not before its last use, nor before (or in) the slot that placed it */
     int to = last_use_before(&p->st[e->st], e->slot) + 1;
-    for (int y = x - 1; y >= 0; y--)
-      if ((s->ev[y].kind == OT_EV_UPLOAD || s->ev[y].kind == OT_EV_ALLOC) && s->ev[y].st == e->st) {
-        if (s->ev[y].slot + 1 > to) to = s->ev[y].slot + 1;
-        break;
-      }
+    if (placed[e->st] >= 0 && placed[e->st] + 1 > to) to = placed[e->st] + 1;
     if (to >= e->slot) continue;
     /* its write-back (emitted right before it) moves with it */
     if (x > 0 && s->ev[x - 1].kind == OT_EV_DOWNLOAD && s->ev[x - 1].st == e->st && s->ev[x - 1].slot == e->slot)
       s->ev[x - 1].slot = to;
     e->slot = to;
   }
+  free(placed);
+  return OT_OK;
 }
 
-static void move_uploads(ot_schedule *s, ot_strategy strat) {
+/* The old scan of every earlier event per upload, kept for schedules with
+ * empty blocks (the interval tree below needs non-empty ranges). */
+static void move_uploads_scan(ot_schedule *s, ot_strategy strat) {
   for (int x = 0; x < s->n_ev; x++) {
     ot_plan_event *u = &s->ev[x];
     if (u->kind != OT_EV_UPLOAD) continue;
@@ -64,6 +77,101 @@ static void move_uploads(ot_schedule *s, ot_strategy strat) {
       u->flags |= OT_TRACE_PREFETCH;
     }
   }
+}
+
+/* Max-of-slots over arena ranges: a segment tree over the distinct event
+ * boundaries; `chmax` raises every cell of a range, `max` reads a range. */
+typedef struct slot_tree {
+  int n;
+  int *mx, *tag; /* [4n]: the max under a node, and a raise applied to its whole range */
+} slot_tree;
+
+static void tree_chmax(slot_tree *t, int node, int l, int r, int ql, int qr, int v) {
+  if (qr <= l || r <= ql || t->tag[node] >= v) return; /* the whole range is already >= v */
+  if (ql <= l && r <= qr) {
+    if (v > t->tag[node]) t->tag[node] = v;
+    if (v > t->mx[node]) t->mx[node] = v;
+    return;
+  }
+  int m = (l + r) / 2;
+  tree_chmax(t, 2 * node, l, m, ql, qr, v);
+  tree_chmax(t, 2 * node + 1, m, r, ql, qr, v);
+  int c = t->mx[2 * node] > t->mx[2 * node + 1] ? t->mx[2 * node] : t->mx[2 * node + 1];
+  if (c > t->mx[node]) t->mx[node] = c;
+}
+
+static int tree_max(const slot_tree *t, int node, int l, int r, int ql, int qr) {
+  if (qr <= l || r <= ql) return 0;
+  if (ql <= l && r <= qr) return t->mx[node];
+  int m = (l + r) / 2, a = tree_max(t, 2 * node, l, m, ql, qr), b = tree_max(t, 2 * node + 1, m, r, ql, qr);
+  int c = a > b ? a : b;
+  return c > t->tag[node] ? c : t->tag[node];
+}
+
+static int cmp_size(const void *a, const void *b) {
+  size_t x = *(const size_t *)a, y = *(const size_t *)b;
+  return (x > y) - (x < y);
+}
+
+static int coord(const size_t *c, int n, size_t v) {
+  int lo = 0, hi = n - 1;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (c[mid] < v) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* Each upload moves to the latest slot of an earlier free of its storage or
+ * of a range overlapping its own (no earlier: that space was still in use).
+ * Asked of every earlier event per upload, that was quadratic in the events
+ * (seconds for an offloaded 10 000-op program, bench/bench_plan.c); here the
+ * frees go into a segment tree over the ranges as the pass advances, and a
+ * per-storage maximum covers frees of the same storage elsewhere. The
+ * frees' slots do not change in this pass, so the answers are the scan's. */
+static ot_status move_uploads(ot_schedule *s, const ot_program *p, ot_strategy strat) {
+  for (int x = 0; x < s->n_ev; x++)
+    if (!s->ev[x].block) {
+      move_uploads_scan(s, strat);
+      return OT_OK;
+    }
+  size_t ne = (size_t)(s->n_ev ? s->n_ev : 1), nc = 0;
+  size_t *c = malloc(2 * ne * sizeof *c);
+  int *freed = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *freed);
+  slot_tree t = {0, calloc(8 * ne, sizeof *t.mx), calloc(8 * ne, sizeof *t.tag)};
+  ot_status r = c && freed && t.mx && t.tag ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  if (r == OT_OK) {
+    for (int x = 0; x < s->n_ev; x++) c[nc++] = s->ev[x].off, c[nc++] = s->ev[x].off + s->ev[x].block;
+    qsort(c, nc, sizeof *c, cmp_size);
+    size_t u = 0;
+    for (size_t k = 0; k < nc; k++)
+      if (!u || c[k] != c[u - 1]) c[u++] = c[k];
+    t.n = (int)u - 1 > 0 ? (int)u - 1 : 1; /* cells [c[k], c[k+1]) */
+    for (int k = 0; k < p->n_st; k++) freed[k] = 0;
+    for (int x = 0; x < s->n_ev; x++) {
+      ot_plan_event *e = &s->ev[x];
+      int lo = coord(c, (int)u, e->off), hi = coord(c, (int)u, e->off + e->block);
+      if (e->kind == OT_EV_FREE) {
+        tree_chmax(&t, 1, 0, t.n, lo, hi, e->slot);
+        if (e->slot > freed[e->st]) freed[e->st] = e->slot;
+        continue;
+      }
+      if (e->kind != OT_EV_UPLOAD) continue;
+      int earliest = tree_max(&t, 1, 0, t.n, lo, hi);
+      if (freed[e->st] > earliest) earliest = freed[e->st];
+      int to = strat == OT_STRATEGY_BALANCED ? (earliest > e->op - 1 ? earliest : e->op - 1) : earliest;
+      if (to < e->slot) {
+        e->slot = to;
+        e->flags |= OT_TRACE_PREFETCH;
+      }
+    }
+  }
+  free(c);
+  free(freed);
+  free(t.mx);
+  free(t.tag);
+  return r;
 }
 
 static int rank(const ot_plan_event *e) {
@@ -147,8 +255,8 @@ static ot_status verify(ot_schedule *s, const ot_program *p, size_t capacity) {
 
 ot_status ot_schedule_finish(ot_schedule *s, const ot_program *p, ot_strategy strat, size_t capacity) {
   if (strat == OT_STRATEGY_BALANCED || strat == OT_STRATEGY_AGGRESSIVE) {
-    move_evictions(s, p);
-    move_uploads(s, strat);
+    OT_TRY(move_evictions(s, p));
+    OT_TRY(move_uploads(s, p, strat));
   }
   OT_TRY(sort_events(s));
   free(s->slot_start);
