@@ -27,7 +27,7 @@ typedef struct mm_case {
 
 static double tol_for(ot_dtype ct) { return ct == OT_F32 ? 1e-5 : ct == OT_F16 ? 2e-3 : 1e-2; }
 
-static void run_case(mm_case k, uint64_t seed) {
+static void run_case_tol(mm_case k, uint64_t seed, double tol) {
   int64_t bb = k.b_bcast ? 1 : k.batch;
   ot_tbuf A = ot_tbuf_rand(k.at, k.batch * k.M * k.K, seed, -1, 1);
   ot_tbuf B = ot_tbuf_rand(k.bt, bb * k.K * k.N, seed + 1, -1, 1);
@@ -52,10 +52,33 @@ static void run_case(mm_case k, uint64_t seed) {
            (long long)k.M, (long long)k.N, (long long)k.K, ot_dtype_name(k.at), ot_dtype_name(k.bt),
            k.trans_b ? "^T" : "", ot_dtype_name(k.ct), k.a_t ? " a^T" : "", k.c_pad ? " strided-c" : "",
            k.accumulate ? " +=" : "");
-  ot_tcheck(what, &C, c, tol_for(k.ct));
+  ot_tcheck(what, &C, c, tol > 0 ? tol : tol_for(k.ct));
   ot_tbuf_free(&A);
   ot_tbuf_free(&B);
   ot_tbuf_free(&C);
+}
+
+static void run_case(mm_case k, uint64_t seed) { run_case_tol(k, seed, 0); }
+
+/* Decode-length rows (K in the thousands) on every weight dtype, M = 1 and
+ * 2: the GPU's GEMV issues four 16-byte loads per lane per step for M = 1
+ * and finishes the rest one at a time (K / 8 = 129, 257, 512 vectors of bf16
+ * cover an unrolled step, a remainder, none), so both parts are checked.
+ * fp32 accumulation over K ~ 4096 against double: 1e-4. */
+static void test_long_rows(void **st) {
+  (void)st;
+  static const int64_t ks[] = {1032, 2056, 4096, 2052};
+  static const ot_dtype wt[] = {OT_BF16, OT_F16, OT_F32, OT_Q8B};
+  uint64_t seed = 900;
+  for (int w = 0; w < 4; w++)
+    for (int i = 0; i < 4; i++) {
+      int64_t K = ks[i];
+      if (wt[w] == OT_Q8B) K = (K + 31) / 32 * 32;
+      else if (wt[w] != OT_F32 && K % 8) continue;
+      for (int64_t M = 1; M <= 2; M++)
+        for (int acc = 0; acc < 2; acc++)
+          run_case_tol((mm_case){1, M, 37, K, OT_F32, wt[w], OT_F32, 1, 0, 0, 1, acc}, seed++, 1e-4);
+    }
 }
 
 static const int64_t shapes[][3] = {{1, 1, 1}, {1, 17, 33}, {3, 5, 7}, {17, 33, 64}, {65, 70, 130}, {1, 257, 96}};
@@ -131,6 +154,7 @@ static void test_errors(void **st) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_f32_shapes), cmocka_unit_test(test_dtypes), cmocka_unit_test(test_q8b),
+      cmocka_unit_test(test_long_rows),
       cmocka_unit_test(test_batched_strided), cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

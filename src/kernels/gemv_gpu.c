@@ -48,8 +48,88 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
   }
 }
 
+/* One lane's share of a 16-byte weight vector q against 8 (4 for f32)
+ * activations at x, added to acc. Macros, not helpers: a helper called from
+ * a bare kernel miscompiled (see the top). */
+#define DOT8_16(acc, q, xp, bf)                                                                                  \
+  (acc) += lo16((q).x, bf) * (xp)[0] + hi16((q).x, bf) * (xp)[1] + lo16((q).y, bf) * (xp)[2] +                   \
+           hi16((q).y, bf) * (xp)[3] + lo16((q).z, bf) * (xp)[4] + hi16((q).z, bf) * (xp)[5] +                   \
+           lo16((q).w, bf) * (xp)[6] + hi16((q).w, bf) * (xp)[7]
+#define DOT4_32(acc, q, xp)                                                                                      \
+  (acc) += u2f((q).x) * (xp)[0] + u2f((q).y) * (xp)[1] + u2f((q).z) * (xp)[2] + u2f((q).w) * (xp)[3]
+
+/* M = 1 (a decode step): the accumulator in a register (the M-row kernel
+ * keeps acc[] in local memory: its row count is a run-time value), and four
+ * 16-byte loads per lane issued before any is used, so a warp has 2 KiB in
+ * flight instead of 512 B; the remainder one vector at a time. */
+static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int64_t ldw, int64_t N, int64_t K,
+                  int acc_in) {
+  const int64_t nteams = (N + WARPS - 1) / WARPS;
+  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in))
+  {
+    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp;
+    if (n < N) {
+      float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+      if (wt == OT_BF16 || wt == OT_F16) {
+        const int bf = wt == OT_BF16;
+        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
+        const int64_t nv = K / 8;
+        int64_t v = lane;
+        for (; v + 96 < nv; v += 128) {
+          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
+          DOT8_16(s0, q0, a + v * 8, bf);
+          DOT8_16(s1, q1, a + (v + 32) * 8, bf);
+          DOT8_16(s2, q2, a + (v + 64) * 8, bf);
+          DOT8_16(s3, q3, a + (v + 96) * 8, bf);
+        }
+        for (; v < nv; v += 32) {
+          const u128 q0 = row[v];
+          DOT8_16(s0, q0, a + v * 8, bf);
+        }
+      } else if (wt == OT_F32) {
+        const u128 *row = (const u128 *)((const float *)w + n * ldw);
+        const int64_t nv = K / 4;
+        int64_t v = lane;
+        for (; v + 96 < nv; v += 128) {
+          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
+          DOT4_32(s0, q0, a + v * 4);
+          DOT4_32(s1, q1, a + (v + 32) * 4);
+          DOT4_32(s2, q2, a + (v + 64) * 4);
+          DOT4_32(s3, q3, a + (v + 96) * 4);
+        }
+        for (; v < nv; v += 32) {
+          const u128 q0 = row[v];
+          DOT4_32(s0, q0, a + v * 4);
+        }
+      } else { /* q8b: a 36-byte block per lane and step, two in flight */
+        const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
+        for (int64_t b = lane; b < K / 32; b += 32) {
+          const uint32_t *q = (const uint32_t *)row[b].q;
+          const float sc = row[b].scale;
+          const float *x = a + b * 32;
+          float t = 0.0f;
+          for (int j = 0; j < 8; j++) {
+            const uint32_t u = q[j];
+            t += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
+                 (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
+          }
+          s0 += sc * t;
+        }
+      }
+      float s = (s0 + s1) + (s2 + s3);
+      for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+      if (lane == 0) c[n] = acc_in ? c[n] + s : s;
+    }
+  }
+}
+
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
+  if (M == 1) {
+    gemv1(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
+    return;
+  }
   const int64_t nteams = (N + WARPS - 1) / WARPS;
   const int wt = (int)wdt, acc_in = accumulate, mm = (int)M;
   OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm))

@@ -573,13 +573,17 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
   if (s == OT_OK)
     s = simulate(p, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
   if (s == OT_OK) s = drop_to(first, p, end, n_end, keep, n_keep);
+  size_t *end_at = s == OT_OK ? calloc(n, sizeof *end_at) : NULL; /* offset + 1 of what the run ends with */
+  if (s == OT_OK && !end_at) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  for (int k = 0; s == OT_OK && k < n_end; k++) end_at[end[k].st] = end[k].off + 1;
   for (int k = 0; s == OT_OK && k < n_keep; k++) {
-    if (in_set(end, n_end, keep[k])) continue;
+    if (end_at[keep[k].st] == keep[k].off + 1) continue;
     ot_plan_event up = {p->n_ops, p->n_ops, OT_EV_UPLOAD, OT_WHY_KEEP_SET, 0, keep[k].st, keep[k].off,
                         p->st[keep[k].st].block, -1, -1};
     s = ot_schedule_push(first, up);
   }
   if (s == OT_OK) s = set_start(first, plan->handoff, plan->n_handoff);
+  free(end_at);
   free(end);
   return s;
 }
