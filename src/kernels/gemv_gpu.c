@@ -16,6 +16,8 @@
  * in flight for weights read in place over PCIe: every output came out 0
  * (the helper-in-a-bare-kernel miscompile noted in ot_kgemv_gpu_multi), so
  * the loop stays as it is; remote decode reads at ~40-43 GB/s with it. */
+#include <stdlib.h>
+
 #include "kernels/kcommon.h"
 #include "kernels/gemv_gpu.h"
 #include "ot_gpu.h"
@@ -58,34 +60,68 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
 #define DOT4_32(acc, q, xp)                                                                                      \
   (acc) += u2f((q).x) * (xp)[0] + u2f((q).y) * (xp)[1] + u2f((q).z) * (xp)[2] + u2f((q).w) * (xp)[3]
 
+/* bf16 -> f32 of the low and high halves of a 32-bit word: shifts, no
+ * dtype test per element (the shared lo16/hi16 pick bf16 or f16 per call
+ * of the macro, which made bf16 half the speed of f32 on the H200) */
+#define BFLO(u) u2f((u) << 16)
+#define BFHI(u) u2f((u)&0xffff0000u)
+#define DOT8_BF(acc, q, xp)                                                                                     \
+  (acc) += BFLO((q).x) * (xp)[0] + BFHI((q).x) * (xp)[1] + BFLO((q).y) * (xp)[2] + BFHI((q).y) * (xp)[3] +      \
+           BFLO((q).z) * (xp)[4] + BFHI((q).z) * (xp)[5] + BFLO((q).w) * (xp)[6] + BFHI((q).w) * (xp)[7]
+
+/* Debugging knobs for measuring the decode GEMV on a GPU (read once):
+ * OMPTENSOR_GEMV_GRID=B caps the grid at B blocks, each block's warps then
+ * stride over the rows (0, the default: one row per warp);
+ * OMPTENSOR_GEMV_M1=0 sends M = 1 to the M-row kernel (the one before). */
+static int64_t env_i64(const char *name, int64_t dflt) {
+  const char *e = getenv(name);
+  return e && *e ? strtoll(e, NULL, 10) : dflt;
+}
+
 /* M = 1 (a decode step): the accumulator in a register (the M-row kernel
  * keeps acc[] in local memory: its row count is a run-time value), and four
  * 16-byte loads per lane issued before any is used, so a warp has 2 KiB in
  * flight instead of 512 B; the remainder one vector at a time. */
 static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int64_t ldw, int64_t N, int64_t K,
                   int acc_in) {
-  const int64_t nteams = (N + WARPS - 1) / WARPS;
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in))
+  static int64_t cap = -1;
+  if (cap < 0) cap = env_i64("OMPTENSOR_GEMV_GRID", 0);
+  const int64_t rows_blocks = (N + WARPS - 1) / WARPS;
+  const int64_t nteams = cap > 0 && cap < rows_blocks ? cap : rows_blocks;
+  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in, nteams))
   {
     const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
-    const int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp;
-    if (n < N) {
+    for (int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp; n < N; n += nteams * WARPS) {
       float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-      if (wt == OT_BF16 || wt == OT_F16) {
-        const int bf = wt == OT_BF16;
+      if (wt == OT_BF16) {
         const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
         const int64_t nv = K / 8;
         int64_t v = lane;
         for (; v + 96 < nv; v += 128) {
           const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
-          DOT8_16(s0, q0, a + v * 8, bf);
-          DOT8_16(s1, q1, a + (v + 32) * 8, bf);
-          DOT8_16(s2, q2, a + (v + 64) * 8, bf);
-          DOT8_16(s3, q3, a + (v + 96) * 8, bf);
+          DOT8_BF(s0, q0, a + v * 8);
+          DOT8_BF(s1, q1, a + (v + 32) * 8);
+          DOT8_BF(s2, q2, a + (v + 64) * 8);
+          DOT8_BF(s3, q3, a + (v + 96) * 8);
         }
         for (; v < nv; v += 32) {
           const u128 q0 = row[v];
-          DOT8_16(s0, q0, a + v * 8, bf);
+          DOT8_BF(s0, q0, a + v * 8);
+        }
+      } else if (wt == OT_F16) {
+        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
+        const int64_t nv = K / 8;
+        int64_t v = lane;
+        for (; v + 96 < nv; v += 128) {
+          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
+          DOT8_16(s0, q0, a + v * 8, 0);
+          DOT8_16(s1, q1, a + (v + 32) * 8, 0);
+          DOT8_16(s2, q2, a + (v + 64) * 8, 0);
+          DOT8_16(s3, q3, a + (v + 96) * 8, 0);
+        }
+        for (; v < nv; v += 32) {
+          const u128 q0 = row[v];
+          DOT8_16(s0, q0, a + v * 8, 0);
         }
       } else if (wt == OT_F32) {
         const u128 *row = (const u128 *)((const float *)w + n * ldw);
@@ -102,7 +138,7 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
           const u128 q0 = row[v];
           DOT4_32(s0, q0, a + v * 4);
         }
-      } else { /* q8b: a 36-byte block per lane and step, two in flight */
+      } else { /* q8b: one 36-byte block per lane and step */
         const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
         for (int64_t b = lane; b < K / 32; b += 32) {
           const uint32_t *q = (const uint32_t *)row[b].q;
@@ -126,7 +162,9 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
 
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
-  if (M == 1) {
+  static int64_t m1 = -1;
+  if (m1 < 0) m1 = env_i64("OMPTENSOR_GEMV_M1", 1);
+  if (M == 1 && m1) {
     gemv1(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
     return;
   }
