@@ -69,6 +69,29 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
   (acc) += BFLO((q).x) * (xp)[0] + BFHI((q).x) * (xp)[1] + BFLO((q).y) * (xp)[2] + BFHI((q).y) * (xp)[3] +      \
            BFLO((q).z) * (xp)[4] + BFHI((q).z) * (xp)[5] + BFLO((q).w) * (xp)[6] + BFHI((q).w) * (xp)[7]
 
+#define DOT8_F16(acc, q, xp) DOT8_16(acc, q, xp, 0)
+
+/* One row n of gemv1 for weights of element type T, ELEMS per 16-byte
+ * vector, DOT adding one vector's products: four vectors per lane in flight,
+ * then the rest one at a time (a macro for the reason above). */
+#define GEMV1_ROW(T, ELEMS, DOT)                                                                                \
+  do {                                                                                                          \
+    const u128 *row = (const u128 *)((const T *)w + n * ldw);                                                   \
+    const int64_t nv = K / (ELEMS);                                                                             \
+    int64_t v = lane;                                                                                           \
+    for (; v + 96 < nv; v += 128) {                                                                             \
+      const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];                             \
+      DOT(s0, q0, a + v * (ELEMS));                                                                             \
+      DOT(s1, q1, a + (v + 32) * (ELEMS));                                                                      \
+      DOT(s2, q2, a + (v + 64) * (ELEMS));                                                                      \
+      DOT(s3, q3, a + (v + 96) * (ELEMS));                                                                      \
+    }                                                                                                           \
+    for (; v < nv; v += 32) {                                                                                   \
+      const u128 q0 = row[v];                                                                                   \
+      DOT(s0, q0, a + v * (ELEMS));                                                                             \
+    }                                                                                                           \
+  } while (0)
+
 /* Debugging knobs for measuring the decode GEMV on a GPU (read once):
  * OMPTENSOR_GEMV_GRID=B caps the grid at B blocks, each block's warps then
  * stride over the rows (0, the default: one row per warp);
@@ -93,52 +116,10 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
     const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
     for (int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp; n < N; n += nteams * WARPS) {
       float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
-      if (wt == OT_BF16) {
-        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
-        const int64_t nv = K / 8;
-        int64_t v = lane;
-        for (; v + 96 < nv; v += 128) {
-          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
-          DOT8_BF(s0, q0, a + v * 8);
-          DOT8_BF(s1, q1, a + (v + 32) * 8);
-          DOT8_BF(s2, q2, a + (v + 64) * 8);
-          DOT8_BF(s3, q3, a + (v + 96) * 8);
-        }
-        for (; v < nv; v += 32) {
-          const u128 q0 = row[v];
-          DOT8_BF(s0, q0, a + v * 8);
-        }
-      } else if (wt == OT_F16) {
-        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
-        const int64_t nv = K / 8;
-        int64_t v = lane;
-        for (; v + 96 < nv; v += 128) {
-          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
-          DOT8_16(s0, q0, a + v * 8, 0);
-          DOT8_16(s1, q1, a + (v + 32) * 8, 0);
-          DOT8_16(s2, q2, a + (v + 64) * 8, 0);
-          DOT8_16(s3, q3, a + (v + 96) * 8, 0);
-        }
-        for (; v < nv; v += 32) {
-          const u128 q0 = row[v];
-          DOT8_16(s0, q0, a + v * 8, 0);
-        }
-      } else if (wt == OT_F32) {
-        const u128 *row = (const u128 *)((const float *)w + n * ldw);
-        const int64_t nv = K / 4;
-        int64_t v = lane;
-        for (; v + 96 < nv; v += 128) {
-          const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];
-          DOT4_32(s0, q0, a + v * 4);
-          DOT4_32(s1, q1, a + (v + 32) * 4);
-          DOT4_32(s2, q2, a + (v + 64) * 4);
-          DOT4_32(s3, q3, a + (v + 96) * 4);
-        }
-        for (; v < nv; v += 32) {
-          const u128 q0 = row[v];
-          DOT4_32(s0, q0, a + v * 4);
-        }
-      } else { /* q8b: one 36-byte block per lane and step */
+      if (wt == OT_BF16) GEMV1_ROW(uint16_t, 8, DOT8_BF);
+      else if (wt == OT_F16) GEMV1_ROW(uint16_t, 8, DOT8_F16);
+      else if (wt == OT_F32) GEMV1_ROW(float, 4, DOT4_32);
+      else { /* q8b: one 36-byte block per lane and step */
         const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
         for (int64_t b = lane; b < K / 32; b += 32) {
           const uint32_t *q = (const uint32_t *)row[b].q;
