@@ -236,7 +236,7 @@ static ot_status call_case(void *user, int rep) {
   case BK_RMSNORM: return ot_k_rmsnorm(dev, v[0], v[1], v[2], 1e-5f);
   case BK_LAYERNORM: return ot_k_layernorm(dev, v[0], v[1], v[2], v[3], 1e-5f);
   case BK_SOFTMAX: return ot_k_softmax(dev, v[0], v[1], 1.0f, 0);
-  case BK_ROPE: return ot_k_rope(dev, v[0], c->pos, 10000.0f);
+  case BK_ROPE: return ot_k_rope(dev, v[0], c->pos, ot_rope_plain(10000.0f));
   case BK_EMBED: return ot_k_embedding(dev, v[0], v[1], v[2]);
   case BK_MATMUL: return ot_k_matmul(dev, v[0], v[1], v[2], c->trans_b, 0);
   case BK_ATTN: return ot_k_attention(dev, v[0], v[1], v[2], v[3], c->pos);

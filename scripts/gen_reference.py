@@ -129,6 +129,36 @@ MODELS = [
         prompt=PROMPT_300,
         seed=BASE_SEED + 3,
     ),
+    # RoPE scaling (issue 18): Llama 3's llama3 type with an original context
+    # short enough that the three frequency bands (scaled, smoothed, kept)
+    # all occur at head_dim 16, and linear interpolation.
+    dict(
+        name="llama_rope_llama3",
+        cls="LlamaForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=500000.0, tie_word_embeddings=True,
+            rope_scaling=dict(rope_type="llama3", factor=8.0, low_freq_factor=1.0, high_freq_factor=4.0,
+                              original_max_position_embeddings=64),
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 6,  # + 5 gave a greedy top-2 margin of 0.0016 (a tie)
+    ),
+    dict(
+        name="llama_rope_linear",
+        cls="LlamaForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=48, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=3, num_key_value_heads=3, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            rope_scaling=dict(rope_type="linear", factor=2.5),
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 5,
+    ),
     dict(
         name="gpt2_small",
         cls="GPT2LMHeadModel",
@@ -350,10 +380,12 @@ def write_model_ref(d, spec, model_for_logits, weights_dtype, logits_desc, extra
     return logits, gen
 
 
-def gen_models(root):
+def gen_models(root, only=None):
     base_models = {}
     results = {}
     for spec in MODELS:
+        if only and spec["name"] not in only:
+            continue
         d = os.path.join(root, "models", spec["name"])
         os.makedirs(d)
         model = build_model(spec)
@@ -368,6 +400,8 @@ def gen_models(root):
         base_models[spec["name"]] = (spec, model)
 
     for var in VARIANTS:
+        if only and var["name"] not in only:
+            continue
         spec, model = base_models[var["base"]]
         vspec = dict(spec, name=var["name"])
         d = os.path.join(root, "models", var["name"])
@@ -540,9 +574,15 @@ def gen_train(root):
     write_json(os.path.join(d, "manifest.json"), m)
 
 
-def generate(root):
+def generate(root, only=None):
     torch.use_deterministic_algorithms(True)
     torch.set_num_threads(1)
+    if only:  # just these models, into root/models/<name>; nothing else is touched
+        for name in only:
+            shutil.rmtree(os.path.join(root, "models", name), ignore_errors=True)
+        os.makedirs(os.path.join(root, "models"), exist_ok=True)
+        gen_models(root, only)
+        return
     if os.path.exists(root):
         for sub in ("models", "train"):
             shutil.rmtree(os.path.join(root, sub), ignore_errors=True)
@@ -574,7 +614,10 @@ def main():
                     help="output root (default: tests/data of this repository)")
     ap.add_argument("--check", action="store_true",
                     help="regenerate into a temporary folder and compare byte for byte with --out")
+    ap.add_argument("--only", default="",
+                    help="comma-separated model names: (re)write only those (a new model added to MODELS)")
     args = ap.parse_args()
+    only = [n for n in args.only.split(",") if n]
     transformers.logging.set_verbosity_error()
     if args.check:
         with tempfile.TemporaryDirectory() as tmp:
@@ -586,8 +629,8 @@ def main():
                 return 1
             print("gen_reference: identical")
             return 0
-    generate(args.out)
-    print(f"gen_reference: wrote {args.out}")
+    generate(args.out, only)
+    print(f"gen_reference: wrote {args.out}" + (f" ({', '.join(only)})" if only else ""))
     return 0
 
 

@@ -98,6 +98,20 @@ static void test_llama_defaults_and_variants(void **state) {
   assert_string_equal(c.torch_dtype, "bfloat16");
   assert_true(c.rope_theta == 500000.0);
   assert_int_equal(c.tie_word_embeddings, 1);
+  assert_int_equal(c.rope_type, OT_ROPE_DEFAULT);
+  /* Llama 3.1's RoPE (4.x rope_scaling; 5.x rope_parameters), and linear */
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_theta\": 500000.0, \"rope_scaling\": {\"rope_type\": \"llama3\","
+                     " \"factor\": 8.0, \"low_freq_factor\": 1.0, \"high_freq_factor\": 4.0,"
+                     " \"original_max_position_embeddings\": 8192}}",
+                     &c));
+  assert_int_equal(c.rope_type, OT_ROPE_LLAMA3);
+  assert_true(c.rope_factor == 8.0 && c.rope_low_freq_factor == 1.0 && c.rope_high_freq_factor == 4.0);
+  assert_true(c.rope_original_max_positions == 8192.0 && c.rope_theta == 500000.0);
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_parameters\": {\"type\": \"linear\", \"factor\": 2.5,"
+                     " \"rope_theta\": 20000}}",
+                     &c));
+  assert_int_equal(c.rope_type, OT_ROPE_LINEAR);
+  assert_true(c.rope_factor == 2.5 && c.rope_theta == 20000.0);
   /* no model_type: taken from architectures */
   OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                      " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",
@@ -125,11 +139,20 @@ static void test_bad_configs(void **state) {
       {"{" LLAMA_SIZES ", \"num_key_value_heads\": 3}", OT_ERR_FORMAT, "not a multiple of num_key_value_heads (3)"},
       {"{" LLAMA_SIZES ", \"num_key_value_heads\": \"2\"}", OT_ERR_FORMAT, "\"num_key_value_heads\" is a string"},
       {"{" LLAMA_SIZES ", \"rms_norm_eps\": -1}", OT_ERR_FORMAT, "\"rms_norm_eps\" is -1"},
-      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}", OT_ERR_UNSUPPORTED,
-       "rope_scaling of type \"llama3\" is not supported"},
-      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}", OT_ERR_UNSUPPORTED,
-       "type \"linear\""},
-      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}", OT_ERR_UNSUPPORTED, "\"yarn\""},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"llama3\", \"factor\": 8.0}}", OT_ERR_FORMAT,
+       "rope_scaling.low_freq_factor is missing"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\"}}", OT_ERR_FORMAT, "rope_scaling.factor is missing"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"linear\", \"factor\": -2}}", OT_ERR_FORMAT,
+       "rope_scaling.factor is not positive"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4,"
+       " \"high_freq_factor\": 1, \"original_max_position_embeddings\": 8192}}",
+       OT_ERR_FORMAT, "high_freq_factor 1 must be larger than low_freq_factor 4"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}", OT_ERR_UNSUPPORTED,
+       "of type \"yarn\" is not supported (omptensor implements RoPE default, linear and llama3)"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2}}", OT_ERR_UNSUPPORTED,
+       "\"dynamic\""},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2, \"attention_factor\": 0.5}}",
+       OT_ERR_UNSUPPORTED, "rope_scaling.attention_factor is not supported"},
       {"{" LLAMA_SIZES ", \"rope_scaling\": 2}", OT_ERR_FORMAT, "\"rope_scaling\" is an integer"},
       {"{" LLAMA_SIZES ", \"hidden_act\": \"relu\"}", OT_ERR_UNSUPPORTED, "hidden_act \"relu\""},
       {"{" LLAMA_SIZES ", \"tie_word_embeddings\": 1}", OT_ERR_FORMAT, "expected true or false"},

@@ -93,9 +93,9 @@ static void rope_append(int64_t T, int64_t H, int64_t KV, int64_t d, int64_t S, 
   ot_kview q = ot_tview(&Q, 0, 3, (int64_t[]){T, H, d}, NULL), k = ot_tview(&K, 0, 3, (int64_t[]){T, KV, d}, NULL),
            v = ot_tview(&V, 0, 3, (int64_t[]){T, KV, d}, NULL), kc = ot_tview(&KC, 0, 3, (int64_t[]){S, KV, d}, NULL),
            vc = ot_tview(&VC, 0, 3, (int64_t[]){S, KV, d}, NULL);
-  assert_int_equal(ot_ref_rope_append(q, k, v, kc, vc, pos, 10000.0f), OT_OK);
+  assert_int_equal(ot_ref_rope_append(q, k, v, kc, vc, pos, ot_rope_plain(10000.0f)), OT_OK);
   if (ot_k_rope_append(ot_test_dev(), ot_tview_dev(q, &Q), ot_tview_dev(k, &K), ot_tview_dev(v, &V),
-                       ot_tview_dev(kc, &KC), ot_tview_dev(vc, &VC), pos, 10000.0f) != OT_OK)
+                       ot_tview_dev(kc, &KC), ot_tview_dev(vc, &VC), pos, ot_rope_plain(10000.0f)) != OT_OK)
     fail_msg("%s", ot_last_error());
   ot_tcheck("rope_append q", &Q, q, 1e-5);
   ot_tcheck("rope_append k", &K, k, 1e-5);
@@ -115,7 +115,7 @@ static void test_rope_append(void **st) {
   rope_append(4, 4, 4, 128, 64, 60, 13);
   ot_tbuf Q = ot_tbuf_rand(OT_F32, 16, 1, -1, 1);
   ot_kview q = ot_tview(&Q, 0, 3, (int64_t[]){1, 1, 16}, NULL);
-  assert_int_equal(ot_k_rope_append(ot_test_dev(), q, q, q, q, q, 1, 1e4f), OT_ERR_SHAPE); /* cache of 1 row, pos 1 */
+  assert_int_equal(ot_k_rope_append(ot_test_dev(), q, q, q, q, q, 1, ot_rope_plain(1e4f)), OT_ERR_SHAPE); /* cache of 1 row, pos 1 */
   ot_tbuf_free(&Q);
 }
 

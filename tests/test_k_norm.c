@@ -9,6 +9,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -152,8 +153,8 @@ static void run_rope(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t pos,
   int64_t hs = strided ? hd + 3 : hd; /* strided: padding after each head */
   ot_tbuf X = ot_tbuf_rand(dt, S * H * hs, seed, -2, 2);
   ot_kview x = ot_tview(&X, 0, 3, (int64_t[]){S, H, hd}, (int64_t[]){H * hs, hs, 1});
-  assert_int_equal(ot_ref_rope(x, pos, 10000.0f), OT_OK);
-  ot_status s = ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), pos, 10000.0f);
+  assert_int_equal(ot_ref_rope(x, pos, ot_rope_plain(10000.0f)), OT_OK);
+  ot_status s = ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), pos, ot_rope_plain(10000.0f));
   if (s != OT_OK) fail_msg("rope: %s", ot_last_error());
   char what[96];
   snprintf(what, sizeof what, "rope [%lld, %lld, %lld] pos %lld %s", (long long)S, (long long)H, (long long)hd,
@@ -167,8 +168,8 @@ static void run_rope_off(ot_dtype dt, int64_t S, int64_t H, int64_t hd, int64_t 
   ot_tbuf X = ot_tbuf_rand(dt, S * H * hd + off, 77 + (uint64_t)off, -2, 2);
   ot_kview x = ot_tview(&X, 0, 3, (int64_t[]){S, H, hd}, NULL);
   x.p = (char *)X.h + ot_dtype_bytes(dt, off);
-  assert_int_equal(ot_ref_rope(x, 11, 10000.0f), OT_OK);
-  assert_int_equal(ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), 11, 10000.0f), OT_OK);
+  assert_int_equal(ot_ref_rope(x, 11, ot_rope_plain(10000.0f)), OT_OK);
+  assert_int_equal(ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), 11, ot_rope_plain(10000.0f)), OT_OK);
   char what[96];
   snprintf(what, sizeof what, "rope [%lld, %lld, %lld] %s offset %lld", (long long)S, (long long)H, (long long)hd,
            ot_dtype_name(dt), (long long)off);
@@ -195,12 +196,12 @@ static void test_rope(void **st) {
   run_rope_off(OT_BF16, 4, 2, 32, 8);     /* 16 bytes in: fast */
   /* by hand: head_dim 4, pos 3: pair (0, 2) turns by 3 rad, pair (1, 3) by 3 * 10000^-0.5 */
   float x[4] = {1, 2, 3, 4};
-  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 4), 3, 10000.0f), OT_OK);
+  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 4), 3, ot_rope_plain(10000.0f)), OT_OK);
   assert_true(fabs(x[0] - (cos(3.0) - 3 * sin(3.0))) < 1e-5);
   assert_true(fabs(x[2] - (3 * cos(3.0) + sin(3.0))) < 1e-5);
   double a1 = 3.0 / 100.0;
   assert_true(fabs(x[1] - (2 * cos(a1) - 4 * sin(a1))) < 1e-5);
-  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 3), 0, 1e4f), OT_ERR_SHAPE);
+  assert_int_equal(ot_ref_rope(ot_kview_3d(x, OT_F32, 1, 1, 3), 0, ot_rope_plain(1e4f)), OT_ERR_SHAPE);
 }
 
 static void test_errors(void **st) {
@@ -212,13 +213,68 @@ static void test_errors(void **st) {
   assert_non_null(strstr(ot_last_error(), "rmsnorm"));
   assert_int_equal(ot_k_layernorm(dev, v, v, ot_kview_1d(x, OT_F32, 8), ot_kview_1d(x, OT_I32, 8), 1e-5f), OT_ERR_DTYPE);
   assert_int_equal(ot_k_softmax(dev, ot_kview_2d(x, OT_F32, 8, 4), v, 1.0f, 0), OT_ERR_SHAPE);
-  assert_int_equal(ot_k_rope(dev, v, 0, 1e4f), OT_ERR_SHAPE);
+  assert_int_equal(ot_k_rope(dev, v, 0, ot_rope_plain(1e4f)), OT_ERR_SHAPE);
+}
+
+/* Scaled RoPE (omptensor/rope.h) on the kernel's fast and generic paths
+ * against an independent double computation of transformers' frequencies
+ * (modeling_rope_utils: _compute_linear_scaling_rope_parameters,
+ * _compute_llama3_parameters). head_dim 32, theta 10000, original context 64:
+ * the llama3 wavelengths 2 pi .. 2 pi 10000^(15/16) cover the scaled, the
+ * smoothed and the kept band. */
+static double hf_inv_freq(const ot_rope *r, int64_t i, int64_t d) {
+  const double inv = 1.0 / pow(r->theta, (double)(2 * i) / (double)d);
+  if (r->type == OT_ROPE_LINEAR) return inv / r->factor;
+  if (r->type != OT_ROPE_LLAMA3) return inv;
+  const double w = 2.0 * 3.14159265358979323846 / inv, L = r->original_max_positions;
+  if (w > L / r->low_freq_factor) return inv / r->factor;
+  if (w < L / r->high_freq_factor) return inv;
+  const double sm = (L / w - r->low_freq_factor) / (r->high_freq_factor - r->low_freq_factor);
+  return (1.0 - sm) * inv / r->factor + sm * inv;
+}
+
+static void test_rope_scaled(void **st) {
+  (void)st;
+  const ot_rope rs[3] = {{10000.0f, OT_ROPE_LINEAR, 2.5f, 1, 4, 64},
+                         {10000.0f, OT_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64.0f},
+                         {500000.0f, OT_ROPE_LLAMA3, 32.0f, 1.0f, 4.0f, 8192.0f}};
+  const int64_t S = 3, H = 2, d = 32, pos = 40;
+  for (int k = 0; k < 3; k++)
+    for (int strided = 0; strided < 2; strided++) { /* strided: the generic loop; else the fast path */
+      const int64_t hs = strided ? d + 3 : d;
+      ot_tbuf X = ot_tbuf_rand(OT_F32, S * H * hs, 500 + (uint64_t)k, -2, 2);
+      ot_kview x = ot_tview(&X, 0, 3, (int64_t[]){S, H, d}, (int64_t[]){H * hs, hs, 1});
+      float *want = malloc((size_t)(S * H * hs) * sizeof *want);
+      assert_non_null(want);
+      memcpy(want, X.h, (size_t)(S * H * hs) * sizeof *want);
+      for (int64_t s = 0; s < S; s++)
+        for (int64_t h = 0; h < H; h++)
+          for (int64_t i = 0; i < d / 2; i++) {
+            const double a = (double)(pos + s) * hf_inv_freq(&rs[k], i, d);
+            float *p = want + s * H * hs + h * hs;
+            const double x1 = p[i], x2 = p[i + d / 2];
+            p[i] = (float)(x1 * cos(a) - x2 * sin(a));
+            p[i + d / 2] = (float)(x2 * cos(a) + x1 * sin(a));
+          }
+      float *got = malloc(X.bytes);
+      assert_non_null(got);
+      if (ot_k_rope(ot_test_dev(), ot_tview_dev(x, &X), pos, rs[k]) != OT_OK) fail_msg("rope: %s", ot_last_error());
+      ot_test_download(got, X.d, X.bytes);
+      for (int64_t j = 0; j < S * H * hs; j++)
+        if (fabs((double)got[j] - want[j]) > 2e-4)
+          fail_msg("rope %s factor %g%s: element %lld is %g, transformers' frequencies give %g",
+                   ot_rope_type_name(rs[k].type), (double)rs[k].factor, strided ? " strided" : "", (long long)j,
+                   (double)got[j], (double)want[j]);
+      free(got);
+      free(want);
+      ot_tbuf_free(&X);
+    }
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_norms), cmocka_unit_test(test_softmax), cmocka_unit_test(test_rows_fast),
-      cmocka_unit_test(test_rope),
+      cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_scaled),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -30,6 +30,8 @@ typedef struct ref_set {
 static const ref_set sets[] = {
     {"llama_gqa", 1e-4}, {"llama_tied", 1e-4}, {"llama_odd", 1e-4}, {"gpt2_small", 1e-4},
     {"llama_sharded", 1e-4}, {"llama_bf16", 1e-4}, {"llama_odd_f16", 1e-4},
+    /* RoPE scaling (issue 18): Llama 3's llama3 type, and linear */
+    {"llama_rope_llama3", 1e-4}, {"llama_rope_linear", 1e-4},
 };
 
 typedef ot_test_manifest manifest;

@@ -8,7 +8,8 @@
  * (n_embd, n_layer, n_head, n_inner, n_positions, layer_norm_epsilon) fill
  * the same fields. Unknown model types, missing or non-positive sizes,
  * inconsistent head counts and every field that would change the math but
- * that omptensor does not implement (rope_scaling, another activation,
+ * that omptensor does not implement (a RoPE scaling other than linear and
+ * llama3, another activation,
  * biases in a llama, cross-attention, quantized weights, ...: the audit in
  * src/config/README.md) are refused with a message naming the file and key.
  *
@@ -25,6 +26,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "omptensor/rope.h"
 #include "omptensor/status.h"
 
 #ifdef __cplusplus
@@ -68,6 +70,10 @@ typedef struct ot_hf_config {
   int64_t max_position_embeddings; /* n_positions */
   double norm_eps;         /* rms_norm_eps (default 1e-6) / layer_norm_epsilon (default 1e-5) */
   double rope_theta;       /* default 10000; unused by gpt2 */
+  /* rope_scaling (4.x) / rope_parameters (5.x): rope.h's ot_rope_type and its
+   * numbers (factor 1 and the rest 0 for default) */
+  int rope_type;           /* ot_rope_type (rope.h) */
+  double rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_positions;
   int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */

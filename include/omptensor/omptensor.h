@@ -18,6 +18,7 @@
 #include "omptensor/textstream.h"
 #include "omptensor/trace.h"
 #include "omptensor/program.h"
+#include "omptensor/rope.h"
 #include "omptensor/ops.h"
 #include "omptensor/sched.h"
 /* files and settings */

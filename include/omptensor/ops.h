@@ -19,6 +19,7 @@
 #define OMPTENSOR_OPS_H
 
 #include "omptensor/program.h"
+#include "omptensor/rope.h"
 #include "omptensor/tensor.h"
 
 #ifdef __cplusplus
@@ -56,7 +57,7 @@ ot_status ot_op_layernorm(ot_program *p, ot_tensor *out, ot_tensor *x, ot_tensor
 
 /* In-place rotary embedding as Hugging Face Llama applies it (rotate-half):
  * x [T, heads, head_dim], row t at position scalars[pos_slot] + t. */
-ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta);
+ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, ot_rope rope);
 
 /* Causal attention with a KV cache.
  * Appends k, v [T, n_kv_heads, head_dim] at positions [pos, pos+T) of
@@ -67,10 +68,10 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta);
 ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                           ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot);
 
-/* RoPE on q and k (in place, theta) fused with the cache append, then
+/* RoPE on q and k (in place; rope.h: ot_rope_plain(theta) or a scaled one) fused with the cache append, then
  * attention as ot_op_attention: the Llama attention block in two launches. */
 ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
-                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, float theta);
+                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope);
 
 /* out [T, n] = table[ids[t]] (table [vocab, n], ids i32 [T]). */
 ot_status ot_op_embedding(ot_program *p, ot_tensor *out, ot_tensor *table, ot_tensor *ids);

@@ -260,21 +260,67 @@ static const char *rope_type(const json_t *v) {
   return json_is_string(t) ? json_string_value(t) : NULL;
 }
 
-/* Plain RoPE only: any scaling (linear, dynamic, yarn, llama3, ...) would
- * silently change the numbers if ignored. */
+/* One number of a RoPE parameter object, required and positive. */
+static ot_status rope_num(const reader *r, const json_t *v, const char *obj, const char *key, double *out) {
+  const json_t *x = json_object_get(v, key);
+  if (!json_is_number(x) || !(json_number_value(x) > 0))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s.%s is %s, expected a positive number (this RoPE type needs it)", r->label,
+                   obj, key, x ? (json_is_number(x) ? "not positive" : ot_json_kind(x)) : "missing");
+  *out = json_number_value(x);
+  return OT_OK;
+}
+
+/* The keys a RoPE parameter object may have: any other (yarn's beta_fast,
+ * attention_factor, mrope_section, ...) would change the numbers if ignored. */
+static ot_status rope_keys(const reader *r, const json_t *v, const char *obj) {
+  static const char *const known[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
+                                      "original_max_position_embeddings", "rope_theta", "partial_rotary_factor"};
+  const char *k;
+  const json_t *x;
+  json_object_foreach((json_t *)v, k, x) {
+    size_t n = 0;
+    while (n < sizeof known / sizeof *known && strcmp(k, known[n])) n++;
+    if (n == sizeof known / sizeof *known && !json_is_null(x))
+      return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s.%s is not supported (omptensor's RoPE takes rope_type, factor, "
+                                         "low_freq_factor, high_freq_factor, original_max_position_embeddings)",
+                     r->label, obj, k);
+  }
+  return OT_OK;
+}
+
+/* RoPE: plain, linear or llama3 scaling (rope.h). Any other scaling
+ * (dynamic, yarn, longrope, ...) would silently change the numbers if
+ * ignored: refused by name. */
 static ot_status read_rope(const reader *r, ot_hf_config *c) {
   const json_t *theta = get(r, "rope_theta");
   static const char *const keys[] = {"rope_scaling", "rope_parameters"};
+  c->rope_type = OT_ROPE_DEFAULT;
+  c->rope_factor = 1.0;
   for (int i = 0; i < 2; i++) {
     const json_t *v = get(r, keys[i]);
     if (!v) continue;
     if (!json_is_object(v))
       return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an object or null", r->label, keys[i],
                      ot_json_kind(v));
+    OT_TRY(rope_keys(r, v, keys[i]));
     const char *t = rope_type(v);
-    if (!t || strcmp(t, "default") != 0)
-      return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (only plain RoPE with rope_theta)",
+    if (t && strcmp(t, "linear") == 0) {
+      c->rope_type = OT_ROPE_LINEAR;
+      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
+    } else if (t && strcmp(t, "llama3") == 0) {
+      c->rope_type = OT_ROPE_LLAMA3;
+      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
+      OT_TRY(rope_num(r, v, keys[i], "low_freq_factor", &c->rope_low_freq_factor));
+      OT_TRY(rope_num(r, v, keys[i], "high_freq_factor", &c->rope_high_freq_factor));
+      OT_TRY(rope_num(r, v, keys[i], "original_max_position_embeddings", &c->rope_original_max_positions));
+      if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
+        return ot_fail(OT_ERR_FORMAT, "%s: %s: high_freq_factor %g must be larger than low_freq_factor %g", r->label,
+                       keys[i], c->rope_high_freq_factor, c->rope_low_freq_factor);
+    } else if (!t || strcmp(t, "default") != 0) {
+      return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (omptensor implements RoPE "
+                                         "default, linear and llama3)",
                      r->label, keys[i], t ? t : "(none given)");
+    }
     if (!theta) theta = json_object_get(v, "rope_theta");
     const json_t *prf = json_object_get(v, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
@@ -470,6 +516,19 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
                    c->arch == OT_ARCH_LLAMA ? "rms_norm_eps" : "layer_norm_epsilon", c->norm_eps);
   if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= DBL_MAX))
     return ot_fail(st, "%s: rope_theta %g is not a positive number", label, c->rope_theta);
+  if (c->arch == OT_ARCH_LLAMA && c->rope_type != OT_ROPE_DEFAULT) {
+    const int ok = (c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
+                   c->rope_factor <= 1e6 &&
+                   (c->rope_type == OT_ROPE_LINEAR ||
+                    (c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor &&
+                     c->rope_high_freq_factor <= 1e6 && c->rope_original_max_positions > 0 &&
+                     c->rope_original_max_positions <= 1e9));
+    if (!ok)
+      return ot_fail(st, "%s: RoPE %s with factor %g, low/high_freq_factor %g/%g, original_max_position_embeddings %g "
+                         "is not usable (positive factors, low < high)",
+                     label, ot_rope_type_name(c->rope_type), c->rope_factor, c->rope_low_freq_factor,
+                     c->rope_high_freq_factor, c->rope_original_max_positions);
+  }
   return check_weights(st, c, label);
 }
 

@@ -76,8 +76,8 @@ static ot_status ra_check(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kv
 }
 
 OT_DECLARE_TARGET_BEGIN
-static inline float ra_angle(int64_t pos, int64_t i, int64_t d, float theta) {
-  return (float)pos * (1.0f / powf(theta, (float)(2 * i) / (float)d)); /* as rope.c: HF's fp32 inv_freq */
+static inline float ra_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
+  return (float)pos * ot_krope_inv(r, i, d); /* as rope.c: HF's fp32 inv_freq */
 }
 OT_DECLARE_TARGET_END
 
@@ -85,7 +85,7 @@ OT_DECLARE_TARGET_END
  * at rows [pos, pos+T) of the caches (as ot_k_kv_append), in one launch over
  * (row, head of q or k, pair). */
 ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos,
-                           float theta) {
+                           ot_rope r) {
   OT_TRY(ra_check(q, k, v, kc, vc, pos));
   const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], d = q.ne[2], half = d / 2;
   if (T == 0 || d == 0) return OT_OK;
@@ -95,11 +95,11 @@ ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview
   const int64_t q0 = q.nb[0], q1 = q.nb[1], q2 = q.nb[2], k0 = k.nb[0], k1 = k.nb[1], k2 = k.nb[2];
   const int64_t v0 = v.nb[0], v1 = v.nb[1], v2 = v.nb[2], c0 = kc.nb[0], c1 = kc.nb[1], c2 = kc.nb[2];
   const int64_t e0 = vc.nb[0], e1 = vc.nb[1], e2 = vc.nb[2], HK = H + KV;
-  OT_PARFOR3(dev, OT_DEVPTR(qp, kp, vp, kcp, vcp))
+  OT_PARFOR3(dev, OT_DEVPTR(qp, kp, vp, kcp, vcp) firstprivate(r))
   for (int64_t s = 0; s < T; s++)
     for (int64_t h = 0; h < HK; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = ra_angle(pos + s, i, d, theta), c = cosf(ang), sn = sinf(ang);
+        const float ang = ra_angle(pos + s, i, d, r), c = cosf(ang), sn = sinf(ang);
         if (h < H) {
           const int64_t o1 = s * q0 + h * q1 + i * q2, o2 = o1 + half * q2;
           const float x1 = ot_kld(qt, qp, o1), x2 = ot_kld(qt, qp, o2);
@@ -123,10 +123,10 @@ ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview
   return OT_OK;
 }
 
-ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, float theta) {
+ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, ot_rope r) {
   OT_TRY(ra_check(q, k, v, kc, vc, pos));
-  OT_TRY(ot_ref_rope(q, pos, theta));
-  OT_TRY(ot_ref_rope(k, pos, theta));
+  OT_TRY(ot_ref_rope(q, pos, r));
+  OT_TRY(ot_ref_rope(k, pos, r));
   OT_TRY(ot_ref_kv_append(kc, k, pos));
   return ot_ref_kv_append(vc, v, pos);
 }

@@ -256,4 +256,19 @@ static inline int64_t ot_krow_off(int64_t r, int64_t n1, int64_t n2, int64_t s0,
 }
 OT_DECLARE_TARGET_END
 
+/* RoPE inverse frequency of pair i of head_dim d (omptensor/rope.h), fp32
+ * as transformers computes it; the one definition every rope kernel uses. */
+OT_DECLARE_TARGET_BEGIN
+static inline float ot_krope_inv(ot_rope r, int64_t i, int64_t d) {
+  const float inv = 1.0f / powf(r.theta, (float)(2 * i) / (float)d);
+  if (r.type == OT_ROPE_LINEAR) return inv / r.factor;
+  if (r.type != OT_ROPE_LLAMA3) return inv;
+  const float w = 2.0f * 3.14159265358979323846f / inv;
+  if (w > r.original_max_positions / r.low_freq_factor) return inv / r.factor;
+  if (w < r.original_max_positions / r.high_freq_factor) return inv;
+  const float sm = (r.original_max_positions / w - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
+  return (1.0f - sm) * inv / r.factor + sm * inv;
+}
+OT_DECLARE_TARGET_END
+
 #endif

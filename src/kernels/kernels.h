@@ -26,6 +26,7 @@
 #include <stdint.h>
 
 #include "omptensor/dtype.h"
+#include "omptensor/rope.h"
 #include "omptensor/status.h"
 
 /* ---- views --------------------------------------------------------------
@@ -128,8 +129,8 @@ ot_status ot_ref_softmax(ot_kview y, ot_kview x, float scale, int causal);
  * bf16, any strides: row s is at position pos + s. HF Llama semantics
  * (rotate_half: pairs (i, i + head_dim/2)), inv_freq = theta^(-2i/head_dim),
  * angles in fp32 as HF computes them. Call once for q and once for k. */
-ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta);
-ot_status ot_ref_rope(ot_kview x, int64_t pos, float theta);
+ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r);
+ot_status ot_ref_rope(ot_kview x, int64_t pos, ot_rope r);
 
 /* ---- attention with a KV cache ----------------------------------------------
  * kv_append: cache[pos + s, h, :] = x[s, h, :]
@@ -313,7 +314,7 @@ ot_status ot_ref_matmul_multi(int n, const ot_kview *c, ot_kview a, const ot_kvi
 ot_status ot_k_matmul_swiglu(int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
 ot_status ot_ref_matmul_swiglu(ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
 ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos,
-                           float theta);
-ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, float theta);
+                           ot_rope r);
+ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, ot_rope r);
 
 #endif

@@ -1,6 +1,6 @@
 /* rope.c — rotary position embedding exactly as Hugging Face Llama applies
  * it (modeling_llama.py: apply_rotary_pos_emb with rotate_half):
- *   inv_freq[i] = 1 / theta^(2i/d)        (fp32, i < d/2)
+ *   inv_freq[i] = 1 / theta^(2i/d)        (fp32, i < d/2; scaled as omptensor/rope.h says)
  *   ang = pos * inv_freq[i]               (fp32, as HF's fp32 matmul)
  *   out[i]       = x[i] cos(ang) - x[i + d/2] sin(ang)
  *   out[i + d/2] = x[i + d/2] cos(ang) + x[i] sin(ang)
@@ -22,9 +22,8 @@ static ot_status rope_check(ot_kview x) {
 }
 
 OT_DECLARE_TARGET_BEGIN
-static inline float rope_angle(int64_t pos, int64_t i, int64_t d, float theta) {
-  const float inv = 1.0f / powf(theta, (float)(2 * i) / (float)d);
-  return (float)pos * inv;
+static inline float rope_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
+  return (float)pos * ot_krope_inv(r, i, d);
 }
 OT_DECLARE_TARGET_END
 
@@ -32,16 +31,16 @@ OT_DECLARE_TARGET_END
  * iteration: position s, octet ic of the pairs, heads [g rh, (g+1) rh). */
 #define ROPE_FAST(T)                                                                                           \
   static void rope_fast_##T(int dev, void *xp, int64_t S, int64_t H, int64_t half, int64_t s0, int64_t s1,     \
-                            int64_t pos, float theta, int64_t rh) {                                            \
+                            int64_t pos, ot_rope r, int64_t rh) {                                              \
     const int64_t d = 2 * half, nc = half / OT_KV, ng = (H + rh - 1) / rh;                                     \
-    OT_PARFOR3(dev, OT_DEVPTR(xp))                                                                             \
+    OT_PARFOR3(dev, OT_DEVPTR(xp) firstprivate(r))                                                             \
     for (int64_t s = 0; s < S; s++)                                                                            \
       for (int64_t g = 0; g < ng; g++)                                                                         \
         for (int64_t ic = 0; ic < nc; ic++) {                                                                  \
           float c[OT_KV], sn[OT_KV];                                                                           \
           OT_UNROLL                                                                                            \
           for (int k = 0; k < OT_KV; k++) {                                                                    \
-            const float ang = rope_angle(pos + s, ic * OT_KV + k, d, theta);                                   \
+            const float ang = rope_angle(pos + s, ic * OT_KV + k, d, r);                                       \
             c[k] = cosf(ang);                                                                                  \
             sn[k] = sinf(ang);                                                                                 \
           }                                                                                                    \
@@ -69,33 +68,33 @@ ROPE_FAST(f16)
 /* Runs the fast path if x qualifies; returns whether it did. Heads per
  * iteration: enough iterations left to fill the device (a GPU wants a few
  * hundred thousand; host threads a few dozen), the angles shared by the rest. */
-static int rope_fast(int dev, ot_kview x, int64_t pos, float theta) {
+static int rope_fast(int dev, ot_kview x, int64_t pos, ot_rope r) {
   const int64_t S = x.ne[0], H = x.ne[1], half = x.ne[2] / 2, es = ot_kfloat_bytes(x.dt);
   if (x.nb[2] != 1 || half % OT_KV != 0 || !ot_kalign16(x.p, 0, es) || !ot_kstrides16(2, x.ne, x.nb, es)) return 0;
   const int64_t want = ot_kruns_on_host(dev) ? 64 : 262144, its = S * H * (half / OT_KV);
   int64_t rh = its / want;
   rh = rh < 1 ? 1 : rh > H ? H : rh;
   switch (x.dt) {
-  case OT_F32: rope_fast_f32(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, theta, rh); return 1;
-  case OT_BF16: rope_fast_bf16(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, theta, rh); return 1;
-  case OT_F16: rope_fast_f16(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, theta, rh); return 1;
+  case OT_F32: rope_fast_f32(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, r, rh); return 1;
+  case OT_BF16: rope_fast_bf16(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, r, rh); return 1;
+  case OT_F16: rope_fast_f16(dev, x.p, S, H, half, x.nb[0], x.nb[1], pos, r, rh); return 1;
   default: return 0;
   }
 }
 
-ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta) {
+ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r) {
   OT_TRY(rope_check(x));
   const int64_t S = x.ne[0], H = x.ne[1], half = x.ne[2] / 2, d = x.ne[2];
   if (S == 0 || H == 0 || half == 0) return OT_OK;
-  if (rope_fast(dev, x, pos, theta)) return OT_OK;
+  if (rope_fast(dev, x, pos, r)) return OT_OK;
   void *xp = x.p;
   const int dt = x.dt;
   const int64_t s0 = x.nb[0], s1 = x.nb[1], s2 = x.nb[2];
-  OT_PARFOR3(dev, OT_DEVPTR(xp))
+  OT_PARFOR3(dev, OT_DEVPTR(xp) firstprivate(r))
   for (int64_t s = 0; s < S; s++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = rope_angle(pos + s, i, d, theta), c = cosf(ang), sn = sinf(ang);
+        const float ang = rope_angle(pos + s, i, d, r), c = cosf(ang), sn = sinf(ang);
         const int64_t o = s * s0 + h * s1, o1 = o + i * s2, o2 = o + (i + half) * s2;
         const float x1 = ot_kld(dt, xp, o1), x2 = ot_kld(dt, xp, o2);
         ot_kst(dt, xp, o1, x1 * c - x2 * sn);
@@ -104,13 +103,13 @@ ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, float theta) {
   return OT_OK;
 }
 
-ot_status ot_ref_rope(ot_kview x, int64_t pos, float theta) {
+ot_status ot_ref_rope(ot_kview x, int64_t pos, ot_rope r) {
   OT_TRY(rope_check(x));
   const int64_t half = x.ne[2] / 2;
   for (int64_t s = 0; s < x.ne[0]; s++)
     for (int64_t h = 0; h < x.ne[1]; h++)
       for (int64_t i = 0; i < half; i++) {
-        const double ang = rope_angle(pos + s, i, x.ne[2], theta), c = cos(ang), sn = sin(ang);
+        const double ang = rope_angle(pos + s, i, x.ne[2], r), c = cos(ang), sn = sin(ang);
         const int64_t o = s * x.nb[0] + h * x.nb[1], o1 = o + i * x.nb[2], o2 = o + (i + half) * x.nb[2];
         const double x1 = ot_kld(x.dt, x.p, o1), x2 = ot_kld(x.dt, x.p, o2);
         ot_kst(x.dt, x.p, o1, (float)(x1 * c - x2 * sn));

@@ -1,5 +1,5 @@
 /* llama.c — Llama-family inference (LlamaForCausalLM) on omptensor's public
- * API: RMSNorm, RoPE (rotate-half, rope_theta), SwiGLU MLP, grouped-query
+ * API: RMSNorm, RoPE (rotate-half, rope_theta; linear or llama3 scaling), SwiGLU MLP, grouped-query
  * attention with a KV cache, tied or untied embeddings.
  *
  * The forward pass of T tokens starting at run-time position `pos`:
@@ -84,14 +84,16 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   OT_TRY(ot_tensor_reshape(att, 3, sQ3, &att3));
   OT_TRY(ot_lm_step_own(st, att3));
 
-  float eps = (float)c->norm_eps, theta = (float)c->rope_theta;
+  const float eps = (float)c->norm_eps;
+  const ot_rope rope = {(float)c->rope_theta, c->rope_type, (float)c->rope_factor, (float)c->rope_low_freq_factor,
+                        (float)c->rope_high_freq_factor, (float)c->rope_original_max_positions};
   OT_TRY(ot_op_embedding(p, h, l->embed, st->ids));
   for (int64_t i = 0; i < c->num_layers; i++) {
     layer *y = &l->L[i];
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
     ot_tensor *qkv[3] = {q, k, v}, *wqkv[3] = {y->wq, y->wk, y->wv};
     OT_TRY(ot_op_matmul_multi(p, 3, qkv, x, wqkv));
-    OT_TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, theta));
+    OT_TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
     OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */

@@ -3,8 +3,29 @@
 
 typedef struct pos_params {
   int pos_slot;
-  float theta;
+  ot_rope rope;
 } pos_params;
+
+const char *ot_rope_type_name(int type) {
+  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3"};
+  return type >= 0 && type < OT_ROPE_TYPE_COUNT ? n[type] : "?";
+}
+
+/* A RoPE's numbers make sense (the kernels divide by them). */
+static ot_status check_rope(ot_rope r, const char *op) {
+  if (!(r.theta > 0) || r.type < 0 || r.type >= OT_ROPE_TYPE_COUNT)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE theta %g, type %d: theta must be positive and the type one of "
+                                       "default, linear, llama3", op, (double)r.theta, r.type);
+  if (r.type != OT_ROPE_DEFAULT && !(r.factor > 0))
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE %s factor %g must be positive", op, ot_rope_type_name(r.type),
+                   (double)r.factor);
+  if (r.type == OT_ROPE_LLAMA3 && !(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor &&
+                                    r.original_max_positions > 0))
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE llama3 needs 0 < low_freq_factor (%g) < high_freq_factor (%g) and a "
+                                       "positive original_max_position_embeddings (%g)",
+                   op, (double)r.low_freq_factor, (double)r.high_freq_factor, (double)r.original_max_positions);
+  return OT_OK;
+}
 
 static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
   OT_TRY(ot_ops_scalar(e, slot, NULL, pos));
@@ -27,14 +48,15 @@ static ot_status run_rope(const ot_op_exec *e) {
   const pos_params *p = e->params;
   int64_t pos;
   OT_TRY(pos_of(e, p->pos_slot, &pos));
-  return ot_k_rope(e->device, ot_ops_view(e->out_t[0], e->out[0]), pos, p->theta);
+  return ot_k_rope(e->device, ot_ops_view(e->out_t[0], e->out[0]), pos, p->rope);
 }
 
-ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, float theta) {
+ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, ot_rope rope) {
   if (!p || !x) return ot_fail(OT_ERR_INVALID_ARG, "rope: NULL argument");
   if (ot_tensor_ndim(x) != 3 || ot_tensor_dim(x, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope: '%s' must be [seq, heads, head_dim] with an even head_dim", ot_tensor_name(x));
-  pos_params prm = {pos_slot, theta};
+  OT_TRY(check_rope(rope, "rope"));
+  pos_params prm = {pos_slot, rope};
   ot_ops_args a = {.in = {x}, .n_in = 1, .out = {x}, .n_out = 1};
   return ot_ops_record(p, "rope", x, run_rope, &a, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
 }
@@ -64,7 +86,7 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
                    "attention: q '%s' [T, H, hd], k/v [T, KV, hd] and caches [max_seq, KV, hd] disagree, or H is "
                    "not a multiple of KV",
                    ot_tensor_name(q));
-  pos_params prm = {pos_slot, 0};
+  pos_params prm = {pos_slot, ot_rope_plain(0)};
   ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {out, k_cache, v_cache}, .n_out = 3};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
   return ot_ops_record(p, "attention", k_cache, run_attention, &a, &prm, sizeof prm, flops);
@@ -77,19 +99,20 @@ static ot_status run_rope_attention(const ot_op_exec *e) {
   OT_TRY(cache_pos(e, &pos));
   ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
-  OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->theta));
+  OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->rope));
   return ot_k_attention(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos);
 }
 
 ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
-                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, float theta) {
+                               ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope) {
   if (!p || !out || !q || !k || !v || !k_cache || !v_cache) return ot_fail(OT_ERR_INVALID_ARG, "rope_attention: NULL argument");
   OT_TRY(ot_ops_same_shape("rope_attention", out, q));
   OT_TRY(ot_ops_same_shape("rope_attention", k, v));
   OT_TRY(ot_ops_same_shape("rope_attention", k_cache, v_cache));
   if (ot_tensor_ndim(q) != 3 || ot_tensor_dim(q, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
-  pos_params prm = {pos_slot, theta};
+  OT_TRY(check_rope(rope, "rope_attention"));
+  pos_params prm = {pos_slot, rope};
   ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
   return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, &a, &prm, sizeof prm, flops);

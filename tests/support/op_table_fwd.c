@@ -224,7 +224,7 @@ void oc_build_rope(oc_case *c) {
   ot_tensor *x = oc_acc(c, "x", OT_F32, OC_SHAPE(RT, RH, RHD), -1, 1);
   c->d[0] = 7; /* pos */
   c->f[0] = 10000.0f;
-  OC_OK(ot_op_rope(c->p, x, oc_scalar(c, "pos", c->d[0]), c->f[0]));
+  OC_OK(ot_op_rope(c->p, x, oc_scalar(c, "pos", c->d[0]), ot_rope_plain(c->f[0])));
 }
 
 void oc_ref_rope(oc_case *c) { oc_rope_ref(c->w[0], RT, RH, RHD, c->d[0], c->f[0]); }
@@ -247,7 +247,7 @@ static void build_attn(oc_case *c, int rope) {
   ot_tensor *vc = oc_acc(c, "v_cache", OT_F32, OC_SHAPE(ASEQ, AKV, AHD), -1, 1);
   ot_tensor *out = oc_out(c, "out", OT_F32, OC_SHAPE(T, AH, AHD));
   int slot = oc_scalar(c, "pos", c->d[1]);
-  OC_OK(rope ? ot_op_rope_attention(c->p, out, q, k, v, kc, vc, slot, c->f[0])
+  OC_OK(rope ? ot_op_rope_attention(c->p, out, q, k, v, kc, vc, slot, ot_rope_plain(c->f[0]))
              : ot_op_attention(c->p, out, q, k, v, kc, vc, slot));
 }
 

@@ -1,0 +1,45 @@
+/* rope.h — the rotary position embedding's frequencies, as Hugging Face
+ * computes them from a config (transformers' modeling_rope_utils):
+ *
+ *   inv_freq[i] = 1 / theta^(2i / head_dim)                     (default)
+ *   linear:  inv_freq[i] / factor                               (position interpolation)
+ *   llama3:  by wavelength w = 2 pi / inv_freq[i], with L = original_max_positions:
+ *            w > L / low_freq_factor   -> inv_freq[i] / factor
+ *            w < L / high_freq_factor  -> inv_freq[i]
+ *            between, with s = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor):
+ *                                         (1 - s) inv_freq[i] / factor + s inv_freq[i]
+ *
+ * All in fp32, as transformers does. The scaling types that also change the
+ * attention (yarn's mscale, longrope's per-dimension factors) or depend on
+ * the sequence length (dynamic) are not here yet; configs naming them are
+ * refused (hfconfig.h). */
+#ifndef OMPTENSOR_ROPE_H
+#define OMPTENSOR_ROPE_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ot_rope_type { OT_ROPE_DEFAULT = 0, OT_ROPE_LINEAR, OT_ROPE_LLAMA3, OT_ROPE_TYPE_COUNT } ot_rope_type;
+
+typedef struct ot_rope {
+  float theta;                  /* rope_theta (base) */
+  int type;                     /* ot_rope_type */
+  float factor;                 /* linear, llama3: the context extension factor (> 0) */
+  float low_freq_factor;        /* llama3 */
+  float high_freq_factor;       /* llama3 (> low_freq_factor) */
+  float original_max_positions; /* llama3: original_max_position_embeddings */
+} ot_rope;
+
+/* Plain RoPE with base theta. */
+static inline ot_rope ot_rope_plain(float theta) {
+  ot_rope r = {theta, OT_ROPE_DEFAULT, 1.0f, 1.0f, 4.0f, 8192.0f};
+  return r;
+}
+
+const char *ot_rope_type_name(int type); /* "default", "linear", "llama3" */
+
+#ifdef __cplusplus
+}
+#endif
+#endif
