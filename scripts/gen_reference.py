@@ -159,6 +159,33 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 5,
     ),
+    # Llama decoders of other families (issue 18): Qwen2 (q/k/v biases,
+    # tied, no window) and Mistral (a sliding window longer than prompt +
+    # new tokens, so it changes nothing; omptensor refuses to go past it).
+    dict(
+        name="qwen2_tiny",
+        cls="Qwen2ForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=1000000.0, tie_word_embeddings=True, use_sliding_window=False,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 7,
+    ),
+    dict(
+        name="mistral_tiny",
+        cls="MistralForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=48, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=False, sliding_window=64,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 8,
+    ),
     dict(
         name="gpt2_small",
         cls="GPT2LMHeadModel",
@@ -249,12 +276,18 @@ def write_json(path, obj):
         f.write(enc(obj, 0) + "\n")
 
 
+# causal-LM class name -> (config class, model class)
+FAMILIES = {
+    "LlamaForCausalLM": (LlamaConfig, LlamaForCausalLM),
+    "GPT2LMHeadModel": (GPT2Config, GPT2LMHeadModel),
+    "MistralForCausalLM": (transformers.MistralConfig, transformers.MistralForCausalLM),
+    "Qwen2ForCausalLM": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+}
+
+
 def make_config(spec):
     kw = dict(spec["config"])
-    if spec["cls"] == "LlamaForCausalLM":
-        cfg = LlamaConfig(**kw)
-    else:
-        cfg = GPT2Config(**kw)
+    cfg = FAMILIES[spec["cls"]][0](**kw)
     cfg._attn_implementation = "eager"
     return cfg
 
@@ -279,7 +312,7 @@ def init_weights(model, seed):
 
 def build_model(spec):
     cfg = make_config(spec)
-    cls = LlamaForCausalLM if spec["cls"] == "LlamaForCausalLM" else GPT2LMHeadModel
+    cls = FAMILIES[spec["cls"]][1]
     torch.manual_seed(spec["seed"])
     model = cls(cfg).float()
     init_weights(model, spec["seed"])
@@ -288,7 +321,7 @@ def build_model(spec):
 
 
 def load_model(spec_cls, d, dtype=torch.float32):
-    cls = LlamaForCausalLM if spec_cls == "LlamaForCausalLM" else GPT2LMHeadModel
+    cls = FAMILIES[spec_cls][1]
     m = cls.from_pretrained(d, dtype=dtype, attn_implementation="eager")
     m.eval()
     return m

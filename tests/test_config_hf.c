@@ -72,6 +72,13 @@ static ot_status parse(const char *json, ot_hf_config *c) {
   return ot_hf_config_parse(json, strlen(json), "config.json", c);
 }
 
+#define MISTRAL_SIZES                                                                                          \
+  "\"model_type\": \"mistral\", \"architectures\": [\"MistralForCausalLM\"], \"hidden_size\": 32,"             \
+  " \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"  \
+  " \"vocab_size\": 100, \"max_position_embeddings\": 32768"
+#define QWEN_SIZES                                                                                             \
+  "\"model_type\": \"qwen2\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 2,"          \
+  " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 64"
 #define LLAMA_SIZES                                                                                 \
   "\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1," \
   " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 16"
@@ -112,6 +119,25 @@ static void test_llama_defaults_and_variants(void **state) {
                      &c));
   assert_int_equal(c.rope_type, OT_ROPE_LINEAR);
   assert_true(c.rope_factor == 2.5 && c.rope_theta == 20000.0);
+  /* Llama decoders of other names: mistral (a window where given), qwen2
+   * (q/k/v biases; its window only with use_sliding_window or layer_types) */
+  OT_ASSERT_OK(parse("{" MISTRAL_SIZES ", \"sliding_window\": 4096}", &c));
+  assert_int_equal(c.arch, OT_ARCH_LLAMA);
+  assert_int_equal(c.sliding_window, 4096);
+  assert_int_equal(c.qkv_bias, 0);
+  OT_ASSERT_OK(parse("{" MISTRAL_SIZES ", \"sliding_window\": null}", &c));
+  assert_int_equal(c.sliding_window, 0);
+  OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 4096, \"use_sliding_window\": false}", &c));
+  assert_int_equal(c.qkv_bias, 1);
+  assert_int_equal(c.sliding_window, 0);
+  OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 64, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+                     &c));
+  assert_int_equal(c.sliding_window, 64);
+  OT_ASSERT_OK(parse("{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
+                     " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 100,"
+                     " \"max_position_embeddings\": 64}",
+                     &c));
+  assert_string_equal(c.model_type, "qwen2");
   /* no model_type: taken from architectures */
   OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                      " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",
@@ -130,7 +156,14 @@ static void test_bad_configs(void **state) {
   } cases[] = {
       {"{\"model_type\": \"llama\", ", OT_ERR_FORMAT, "invalid JSON config at line 1"},
       {"[1]", OT_ERR_FORMAT, "the config is an array"},
-      {"{\"model_type\": \"mistral\"}", OT_ERR_UNSUPPORTED, "model_type \"mistral\" is not supported"},
+      {"{\"model_type\": \"mixtral\"}", OT_ERR_UNSUPPORTED, "model_type \"mixtral\" is not supported"},
+      {"{" QWEN_SIZES ", \"use_sliding_window\": true, \"sliding_window\": 0}", OT_ERR_FORMAT,
+       "\"sliding_window\" must be a positive integer"},
+      {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}", OT_ERR_UNSUPPORTED,
+       "layer_types[1] is \"chunked_attention\""},
+      {"{" QWEN_SIZES ", \"layer_types\": [\"sliding_attention\"]}", OT_ERR_FORMAT, "no \"sliding_window\""},
+      {"{" QWEN_SIZES ", \"architectures\": [\"Qwen2ForSequenceClassification\"]}", OT_ERR_UNSUPPORTED,
+       "omptensor runs Qwen2ForCausalLM for model_type \"qwen2\""},
       {"{\"architectures\": [\"BertModel\"]}", OT_ERR_FORMAT, "no \"model_type\""},
       {"{\"model_type\": \"llama\", \"intermediate_size\": 64, \"num_hidden_layers\": 1, \"num_attention_heads\": 4,"
        " \"vocab_size\": 100, \"max_position_embeddings\": 16}",

@@ -77,6 +77,8 @@ typedef struct ot_hf_config {
   int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */
+  int qkv_bias;            /* qwen2: the q/k/v projections have biases (o_proj none) */
+  int64_t sliding_window;  /* mistral, qwen2: attention to the last W positions where it applies; 0: full */
   ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */
   int64_t bos_token_id;    /* -1 if absent */

@@ -186,18 +186,32 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (archs && json_array_size(archs) > 0) snprintf(c->architecture, sizeof c->architecture, "%s",
                                                     json_string_value(json_array_get(archs, 0)));
   OT_TRY(get_str(r, "model_type", "", c->model_type, sizeof c->model_type));
+  /* the families and their causal-LM classes; mistral and qwen2 are Llama
+   * decoders (qwen2 with q/k/v biases, both with an optional sliding window) */
+  static const struct { const char *type, *cls; ot_arch arch; } fam[] = {
+      {"llama", "LlamaForCausalLM", OT_ARCH_LLAMA},
+      {"mistral", "MistralForCausalLM", OT_ARCH_LLAMA},
+      {"qwen2", "Qwen2ForCausalLM", OT_ARCH_LLAMA},
+      {"gpt2", "GPT2LMHeadModel", OT_ARCH_GPT2},
+  };
+  const size_t nf = sizeof fam / sizeof *fam;
+  size_t f = 0;
   if (!c->model_type[0]) {
-    if (!strcmp(c->architecture, "LlamaForCausalLM")) snprintf(c->model_type, sizeof c->model_type, "llama");
-    else if (!strcmp(c->architecture, "GPT2LMHeadModel")) snprintf(c->model_type, sizeof c->model_type, "gpt2");
-    else return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\" or \"gpt2\")", r->label);
+    while (f < nf && strcmp(c->architecture, fam[f].cls)) f++;
+    if (f == nf)
+      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\" or \"gpt2\")",
+                     r->label);
+    snprintf(c->model_type, sizeof c->model_type, "%s", fam[f].type);
   }
-  if (!strcmp(c->model_type, "llama")) c->arch = OT_ARCH_LLAMA;
-  else if (!strcmp(c->model_type, "gpt2")) c->arch = OT_ARCH_GPT2;
-  else
-    return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\" and \"gpt2\")",
+  for (f = 0; f < nf && strcmp(c->model_type, fam[f].type); f++) {
+  }
+  if (f == nf)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\", \"mistral\", "
+                                       "\"qwen2\" and \"gpt2\")",
                    r->label, c->model_type);
+  c->arch = fam[f].arch;
   /* the head: a causal LM's, not a classifier's or a bare model's */
-  const char *cls = c->arch == OT_ARCH_LLAMA ? "LlamaForCausalLM" : "GPT2LMHeadModel";
+  const char *cls = fam[f].cls;
   if (c->architecture[0] && strcmp(c->architecture, cls) != 0)
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: architectures [\"%s\"] is not supported: omptensor runs %s for model_type \"%s\"",
                    r->label, c->architecture, cls, c->model_type);
@@ -358,6 +372,47 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
   return ot_hf_read_ids(get(r, "eos_token_id"), r->label, "eos_token_id", c->eos_token_ids, &c->n_eos);
 }
 
+/* The sliding window (mistral, qwen2): sliding_window W >= 1 where it
+ * applies (mistral: when given; qwen2: use_sliding_window true, or a
+ * "sliding_attention" entry in layer_types), else 0. A llama has none. The
+ * window changes nothing while a sequence fits in it, so the model refuses
+ * to generate past it (models/llama.c) instead of running full attention. */
+static ot_status read_window(const reader *r, ot_hf_config *c) {
+  c->sliding_window = 0;
+  const int llama = !strcmp(c->model_type, "llama"), qwen = !strcmp(c->model_type, "qwen2");
+  if (llama) {
+    OT_TRY(refuse_unless(r, "sliding_window", NULL, "a llama's attention is full causal attention (no window)"));
+    return refuse_unless(r, "use_sliding_window", "false", "a llama's attention is full causal attention (no window)");
+  }
+  int use = !qwen, any_sliding = 0;
+  if (qwen) OT_TRY(get_bool(r, "use_sliding_window", 0, &use));
+  const json_t *lt = get(r, "layer_types");
+  if (lt) {
+    if (!json_is_array(lt))
+      return ot_fail(OT_ERR_FORMAT, "%s: \"layer_types\" is %s, expected a list", r->label, ot_json_kind(lt));
+    size_t i;
+    const json_t *e;
+    json_array_foreach(lt, i, e) {
+      const char *t = json_is_string(e) ? json_string_value(e) : "";
+      if (!strcmp(t, "sliding_attention")) any_sliding = 1;
+      else if (strcmp(t, "full_attention"))
+        return ot_fail(OT_ERR_UNSUPPORTED, "%s: layer_types[%zu] is \"%s\": omptensor runs full_attention and "
+                                           "sliding_attention layers", r->label, i, t);
+    }
+    if (qwen) use = any_sliding;
+  }
+  const json_t *w = get(r, "sliding_window");
+  if (!use || !w) {
+    if (any_sliding && !w)
+      return ot_fail(OT_ERR_FORMAT, "%s: layer_types has sliding_attention layers but no \"sliding_window\"", r->label);
+    return OT_OK;
+  }
+  if (!json_is_integer(w) || json_integer_value(w) < 1 || json_integer_value(w) > INT32_MAX)
+    return ot_fail(OT_ERR_FORMAT, "%s: \"sliding_window\" must be a positive integer", r->label);
+  c->sliding_window = (int64_t)json_integer_value(w);
+  return OT_OK;
+}
+
 static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(read_sizes(r, c));
   if (!c->num_kv_heads) c->num_kv_heads = c->num_heads;
@@ -367,6 +422,7 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(get_bool(r, "mlp_bias", 0, &c->mlp_bias));
   OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
   OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
+  c->qkv_bias = !strcmp(c->model_type, "qwen2"); /* Qwen2's q/k/v projections always have biases, o_proj none */
   OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
   /* same math: transformers' pretraining_tp > 1 sums slices of the same matmuls */
   const json_t *tp = get(r, "pretraining_tp");
@@ -375,8 +431,7 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   double drop;
   OT_TRY(get_real_in(r, "attention_dropout", 0, 0, 1, &drop)); /* inference: no dropout */
   (void)drop;
-  OT_TRY(refuse_unless(r, "sliding_window", NULL, "attention here is full causal attention (no window)"));
-  OT_TRY(refuse_unless(r, "use_sliding_window", "false", "attention here is full causal attention (no window)"));
+  OT_TRY(read_window(r, c));
   return read_rope(r, c);
 }
 

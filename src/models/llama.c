@@ -1,4 +1,6 @@
-/* llama.c — Llama-family inference (LlamaForCausalLM) on omptensor's public
+/* llama.c — Llama-family inference (LlamaForCausalLM, and the Llama decoders
+ * MistralForCausalLM and Qwen2ForCausalLM: q/k/v biases for qwen2, a sliding
+ * window refused where it would apply) on omptensor's public
  * API: RMSNorm, RoPE (rotate-half, rope_theta; linear or llama3 scaling), SwiGLU MLP, grouped-query
  * attention with a KV cache, tied or untied embeddings.
  *
@@ -26,6 +28,7 @@
 
 typedef struct layer {
   ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
+  ot_tensor *bq, *bk, *bv; /* qwen2: the q/k/v biases (NULL otherwise) */
 } layer;
 
 typedef struct llama {
@@ -53,6 +56,14 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   ot_ctx *ctx = m->ctx;
   int64_t D = c->hidden_size, H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim;
   int64_t F = c->intermediate_size;
+  /* a sliding window changes nothing while every position fits in it;
+   * past it the window is not implemented: refused, not run as full attention */
+  if (c->sliding_window && m->n_ctx > c->sliding_window)
+    return ot_set_error(OT_ERR_UNSUPPORTED,
+                        "%s: %lld positions (prompt + new tokens) exceed the model's sliding window of %lld; attention "
+                        "past the window is not implemented yet: generate at most %lld positions",
+                        c->model_type, (long long)m->n_ctx, (long long)c->sliding_window,
+                        (long long)c->sliding_window);
   OT_TRY(ot_decoder_step_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
   ot_program *p = st->prog;
   int pos = st->pos_slot;
@@ -93,6 +104,11 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
     ot_tensor *qkv[3] = {q, k, v}, *wqkv[3] = {y->wq, y->wk, y->wv};
     OT_TRY(ot_op_matmul_multi(p, 3, qkv, x, wqkv));
+    if (y->bq) { /* qwen2: broadcast over the rows */
+      OT_TRY(ot_op_add(p, q, q, y->bq));
+      OT_TRY(ot_op_add(p, k, k, y->bk));
+      OT_TRY(ot_op_add(p, v, v, y->bv));
+    }
     OT_TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
@@ -145,6 +161,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   int64_t mats = ot_sz_add(&ovf, ot_sz_mul(&ovf, cfg->num_layers, per_layer),
                            cfg->tie_word_embeddings ? 0 : ot_sz_mul(&ovf, V, D));
   int64_t vecs = ot_sz_mul(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, 2, cfg->num_layers), 1), D); /* norms, f32 */
+  if (cfg->qkv_bias) vecs = ot_sz_add(&ovf, vecs, ot_sz_mul3(&ovf, cfg->num_layers, H + 2 * KV, hd)); /* biases */
   uint64_t total = (uint64_t)ot_sz_add(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, mats), ot_sz_mul3(&ovf, eb, V, D)),
                                        ot_sz_mul(&ovf, 4, vecs));
   w->total = total;
@@ -166,6 +183,12 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sQD, s_in, &y->wq, "model.layers.%lld.self_attn.q_proj.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wk, "model.layers.%lld.self_attn.k_proj.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wv, "model.layers.%lld.self_attn.v_proj.weight", li);
+    if (s == OT_OK && cfg->qkv_bias) {
+      int64_t sQ[1] = {H * hd}, sK[1] = {KV * hd};
+      s = ot_wset_add(w, OT_F32, 1, sQ, 0.1f, &y->bq, "model.layers.%lld.self_attn.q_proj.bias", li);
+      if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sK, 0.1f, &y->bk, "model.layers.%lld.self_attn.k_proj.bias", li);
+      if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sK, 0.1f, &y->bv, "model.layers.%lld.self_attn.v_proj.bias", li);
+    }
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDQ, s_in, &y->wo, "model.layers.%lld.self_attn.o_proj.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln2, "model.layers.%lld.post_attention_layernorm.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wg, "model.layers.%lld.mlp.gate_proj.weight", li);
