@@ -160,8 +160,8 @@ MODELS = [
         seed=BASE_SEED + 5,
     ),
     # Llama decoders of other families (issue 18): Qwen2 (q/k/v biases,
-    # tied, no window) and Mistral (a sliding window longer than prompt +
-    # new tokens, so it changes nothing; omptensor refuses to go past it).
+    # tied, no window) and Mistral with a sliding window of 8, shorter than
+    # the 13-token prompt: the window shapes the prompt and every new token.
     dict(
         name="qwen2_tiny",
         cls="Qwen2ForCausalLM",
@@ -181,7 +181,7 @@ MODELS = [
             llama_common(),
             hidden_size=48, intermediate_size=100, num_hidden_layers=2,
             num_attention_heads=4, num_key_value_heads=2, head_dim=16, vocab_size=256,
-            rope_theta=10000.0, tie_word_embeddings=False, sliding_window=64,
+            rope_theta=10000.0, tie_word_embeddings=False, sliding_window=8,
         ),
         prompt=PROMPT_256,
         seed=BASE_SEED + 8,

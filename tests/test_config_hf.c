@@ -130,9 +130,11 @@ static void test_llama_defaults_and_variants(void **state) {
   OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 4096, \"use_sliding_window\": false}", &c));
   assert_int_equal(c.qkv_bias, 1);
   assert_int_equal(c.sliding_window, 0);
-  OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 64, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+  OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 64, \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}",
                      &c));
   assert_int_equal(c.sliding_window, 64);
+  OT_ASSERT_OK(parse("{" QWEN_SIZES ", \"sliding_window\": 64, \"use_sliding_window\": true, \"max_window_layers\": 2}", &c));
+  assert_int_equal(c.sliding_window, 0); /* no layer from 2 on */
   OT_ASSERT_OK(parse("{\"architectures\": [\"Qwen2ForCausalLM\"], \"hidden_size\": 32, \"intermediate_size\": 64,"
                      " \"num_hidden_layers\": 1, \"num_attention_heads\": 4, \"vocab_size\": 100,"
                      " \"max_position_embeddings\": 64}",
@@ -162,6 +164,10 @@ static void test_bad_configs(void **state) {
       {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}", OT_ERR_UNSUPPORTED,
        "layer_types[1] is \"chunked_attention\""},
       {"{" QWEN_SIZES ", \"layer_types\": [\"sliding_attention\"]}", OT_ERR_FORMAT, "no \"sliding_window\""},
+      {"{" QWEN_SIZES ", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
+       OT_ERR_UNSUPPORTED, "some layers use a sliding window and others full attention"},
+      {"{" QWEN_SIZES ", \"sliding_window\": 8, \"use_sliding_window\": true, \"max_window_layers\": 1}",
+       OT_ERR_UNSUPPORTED, "some layers use a sliding window"},
       {"{" QWEN_SIZES ", \"architectures\": [\"Qwen2ForSequenceClassification\"]}", OT_ERR_UNSUPPORTED,
        "omptensor runs Qwen2ForCausalLM for model_type \"qwen2\""},
       {"{\"architectures\": [\"BertModel\"]}", OT_ERR_FORMAT, "no \"model_type\""},

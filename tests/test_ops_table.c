@@ -67,6 +67,9 @@ static const oc_row rows[] = {
     ROW("attention_long", attention, 2e-6, 1e-5, 3, 70),
     ROW("rope_attention", rope_attention, 2e-6, 1e-5, 3, 2),
     ROW("rope_attention_decode", rope_attention, 2e-6, 1e-5, 1, 7),
+    /* {T, pos, window} */
+    ROW("rope_attention_window", rope_attention, 2e-6, 1e-5, 3, 70, 5),
+    ROW("rope_attention_window_decode", rope_attention, 2e-6, 1e-5, 1, 70, 20),
     /* {table dtype} */
     ROW("embedding", embedding, 0, 0, OT_F32),
     ROW("embedding_bf16", embedding, 0, 0, OT_BF16),

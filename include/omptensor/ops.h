@@ -72,6 +72,12 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
  * attention as ot_op_attention: the Llama attention block in two launches. */
 ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                                ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope);
+/* The same with a sliding window (Mistral): row t at position P attends to
+ * the last `window` positions (P - window, P] (0: every earlier position).
+ * The cache still holds every position. */
+ot_status ot_op_rope_attention_window(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                                      ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope,
+                                      int64_t window);
 
 /* out [T, n] = table[ids[t]] (table [vocab, n], ids i32 [T]). */
 ot_status ot_op_embedding(ot_program *p, ot_tensor *out, ot_tensor *table, ot_tensor *ids);

@@ -373,10 +373,9 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
 }
 
 /* The sliding window (mistral, qwen2): sliding_window W >= 1 where it
- * applies (mistral: when given; qwen2: use_sliding_window true, or a
- * "sliding_attention" entry in layer_types), else 0. A llama has none. The
- * window changes nothing while a sequence fits in it, so the model refuses
- * to generate past it (models/llama.c) instead of running full attention. */
+ * applies (mistral: when given; qwen2: use_sliding_window true, or
+ * "sliding_attention" entries in layer_types), else 0. A llama has none.
+ * One window for every layer: a mix of windowed and full layers is refused. */
 static ot_status read_window(const reader *r, ot_hf_config *c) {
   c->sliding_window = 0;
   const int llama = !strcmp(c->model_type, "llama"), qwen = !strcmp(c->model_type, "qwen2");
@@ -384,7 +383,7 @@ static ot_status read_window(const reader *r, ot_hf_config *c) {
     OT_TRY(refuse_unless(r, "sliding_window", NULL, "a llama's attention is full causal attention (no window)"));
     return refuse_unless(r, "use_sliding_window", "false", "a llama's attention is full causal attention (no window)");
   }
-  int use = !qwen, any_sliding = 0;
+  int use = !qwen, any_sliding = 0, any_full = 0;
   if (qwen) OT_TRY(get_bool(r, "use_sliding_window", 0, &use));
   const json_t *lt = get(r, "layer_types");
   if (lt) {
@@ -395,12 +394,24 @@ static ot_status read_window(const reader *r, ot_hf_config *c) {
     json_array_foreach(lt, i, e) {
       const char *t = json_is_string(e) ? json_string_value(e) : "";
       if (!strcmp(t, "sliding_attention")) any_sliding = 1;
-      else if (strcmp(t, "full_attention"))
+      else if (!strcmp(t, "full_attention")) any_full = 1;
+      else
         return ot_fail(OT_ERR_UNSUPPORTED, "%s: layer_types[%zu] is \"%s\": omptensor runs full_attention and "
                                            "sliding_attention layers", r->label, i, t);
     }
     if (qwen) use = any_sliding;
+  } else if (qwen && use) { /* transformers 4.x: layers from max_window_layers on are windowed */
+    const json_t *mw = get(r, "max_window_layers");
+    if (mw && (!json_is_integer(mw) || json_integer_value(mw) < 0))
+      return ot_fail(OT_ERR_FORMAT, "%s: \"max_window_layers\" must be a non-negative integer", r->label);
+    const int64_t from = mw ? (int64_t)json_integer_value(mw) : 0;
+    if (from >= c->num_layers) use = 0;
+    else any_sliding = 1, any_full = from > 0;
   }
+  if (use && any_sliding && any_full)
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: some layers use a sliding window and others full attention (layer_types, "
+                                       "max_window_layers): omptensor takes one kind for every layer",
+                   r->label);
   const json_t *w = get(r, "sliding_window");
   if (!use || !w) {
     if (any_sliding && !w)

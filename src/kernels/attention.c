@@ -79,7 +79,15 @@ static ot_status at_check(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int6
 }
 
 ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos) {
+  return ot_k_attention_window(dev, out, q, k, v, pos, 0);
+}
+
+ot_status ot_k_attention_window(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos,
+                                int64_t window) {
   OT_TRY(at_check(out, q, k, v, pos));
+  if (window < 0) return ot_fail(OT_ERR_INVALID_ARG, "attention: sliding window %lld is negative", (long long)window);
+  /* a window no row reaches past is no window */
+  if (window >= pos + q.ne[0]) window = 0;
   const int64_t S = q.ne[0], H = q.ne[1], D = q.ne[2], group = H / k.ne[1], nrows = S * H;
   if (nrows == 0 || D == 0) return OT_OK;
   const void *qp = q.p, *kp = k.p, *vp = v.p;
@@ -87,7 +95,8 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
   const int qdt = q.dt, kdt = k.dt, vdt = v.dt, odt = out.dt;
   const int64_t q0 = q.nb[0], q1 = q.nb[1], q2 = q.nb[2], o0 = out.nb[0], o1 = out.nb[1], o2 = out.nb[2];
   const int64_t k0 = k.nb[0], k1 = k.nb[1], k2 = k.nb[2], v0 = v.nb[0], v1 = v.nb[1], v2 = v.nb[2];
-  if (ot_kfast_gpu(dev) && q.dt == OT_F32 && k.dt == OT_F32 && v.dt == OT_F32 && out.dt == OT_F32 &&
+  /* the warp kernel has no window: a windowed call takes the portable one */
+  if (ot_kfast_gpu(dev) && !window && q.dt == OT_F32 && k.dt == OT_F32 && v.dt == OT_F32 && out.dt == OT_F32 &&
       q.nb[2] == 1 && k.nb[2] == 1 && v.nb[2] == 1 && out.nb[2] == 1 && D % 32 == 0 && D <= OT_KATTN_MAX_D &&
       k.nb[0] % 4 == 0 && k.nb[1] % 4 == 0 && (uintptr_t)k.p % 16 == 0) {
     ot_kattn_gpu(dev, out.p, out.nb[0], out.nb[1], q.p, q.nb[0], q.nb[1], k.p, k.nb[0], k.nb[1], v.p, v.nb[0], v.nb[1],
@@ -100,6 +109,7 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
     float sc[AT_TILE], acc[AT_MAX_HEAD_DIM], qs[AT_MAX_HEAD_DIM], run[2]; /* run: max, sum */
     OT_TEAM_SHARED(sc, acc, qs, run)
     const int64_t s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
+    const int64_t first = window && nkeys > window ? nkeys - window : 0; /* the oldest key it sees */
     const int64_t qo = s * q0 + h * q1, kb = kh * k1, vb = kh * v1;
     OT_TEAM_PARALLEL
     {
@@ -113,7 +123,7 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
         run[1] = 0.0f;
       }
       OT_TEAM_BARRIER
-      for (int64_t j0 = 0; j0 < nkeys; j0 += AT_TILE) {
+      for (int64_t j0 = first; j0 < nkeys; j0 += AT_TILE) {
         const int n = (int)(nkeys - j0 < AT_TILE ? nkeys - j0 : AT_TILE);
         for (int j = tid; j < n; j += nt) {
           float dot = 0.0f;
@@ -148,7 +158,12 @@ ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview
 }
 
 ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos) {
+  return ot_ref_attention_window(out, q, k, v, pos, 0);
+}
+
+ot_status ot_ref_attention_window(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos, int64_t window) {
   OT_TRY(at_check(out, q, k, v, pos));
+  if (window < 0) return ot_fail(OT_ERR_INVALID_ARG, "attention: sliding window %lld is negative", (long long)window);
   const int64_t S = q.ne[0], H = q.ne[1], D = q.ne[2], group = H / k.ne[1];
   const double scale = 1.0 / sqrt((double)D);
   for (int64_t s = 0; s < S; s++)
@@ -156,7 +171,7 @@ ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int
       const int64_t kh = h / group, nkeys = pos + s + 1;
       double mx = -INFINITY, sum = 0.0, o[AT_MAX_HEAD_DIM] = {0};
       for (int pass = 0; pass < 2; pass++)
-        for (int64_t j = 0; j < nkeys; j++) {
+        for (int64_t j = window && nkeys > window ? nkeys - window : 0; j < nkeys; j++) {
           double dot = 0.0;
           for (int64_t d = 0; d < D; d++)
             dot += (double)ot_kld(q.dt, q.p, s * q.nb[0] + h * q.nb[1] + d * q.nb[2]) *

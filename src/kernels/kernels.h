@@ -146,6 +146,12 @@ ot_status ot_k_kv_append(int dev, ot_kview cache, ot_kview x, int64_t pos);
 ot_status ot_k_attention(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
 ot_status ot_ref_kv_append(ot_kview cache, ot_kview x, int64_t pos);
 ot_status ot_ref_attention(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos);
+/* The same with a sliding window of `window` positions (0: none): row s sees
+ * keys j with pos + s - window < j <= pos + s (Mistral's window, as
+ * transformers masks it: the last `window` positions, itself included). */
+ot_status ot_k_attention_window(int dev, ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos,
+                                int64_t window);
+ot_status ot_ref_attention_window(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos, int64_t window);
 
 /* ---- embedding, argmax -------------------------------------------------------
  * embedding: out[r, :] = table[ids[r], :]

@@ -1,6 +1,6 @@
 /* llama.c — Llama-family inference (LlamaForCausalLM, and the Llama decoders
- * MistralForCausalLM and Qwen2ForCausalLM: q/k/v biases for qwen2, a sliding
- * window refused where it would apply) on omptensor's public
+ * MistralForCausalLM and Qwen2ForCausalLM: q/k/v biases for qwen2, the
+ * sliding window in the attention; the KV cache keeps every position) on omptensor's public
  * API: RMSNorm, RoPE (rotate-half, rope_theta; linear or llama3 scaling), SwiGLU MLP, grouped-query
  * attention with a KV cache, tied or untied embeddings.
  *
@@ -56,14 +56,6 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   ot_ctx *ctx = m->ctx;
   int64_t D = c->hidden_size, H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim;
   int64_t F = c->intermediate_size;
-  /* a sliding window changes nothing while every position fits in it;
-   * past it the window is not implemented: refused, not run as full attention */
-  if (c->sliding_window && m->n_ctx > c->sliding_window)
-    return ot_set_error(OT_ERR_UNSUPPORTED,
-                        "%s: %lld positions (prompt + new tokens) exceed the model's sliding window of %lld; attention "
-                        "past the window is not implemented yet: generate at most %lld positions",
-                        c->model_type, (long long)m->n_ctx, (long long)c->sliding_window,
-                        (long long)c->sliding_window);
   OT_TRY(ot_decoder_step_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
   ot_program *p = st->prog;
   int pos = st->pos_slot;
@@ -109,7 +101,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
       OT_TRY(ot_op_add(p, k, k, y->bk));
       OT_TRY(ot_op_add(p, v, v, y->bv));
     }
-    OT_TRY(ot_op_rope_attention(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope));
+    OT_TRY(ot_op_rope_attention_window(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope, c->sliding_window));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
     OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */

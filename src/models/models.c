@@ -41,8 +41,6 @@ ot_lm *ot_model_shell(ot_ctx *ctx, const ot_lm_vtable *vt, void *impl, const ot_
   m->impl = impl;
   m->vocab = cfg->vocab_size;
   m->max_seq = m->n_ctx = cfg->max_position_embeddings;
-  /* a windowed model records steps only up to its window (models/llama.c) */
-  if (cfg->sliding_window && cfg->sliding_window < m->n_ctx) m->n_ctx = cfg->sliding_window;
   return m;
 }
 

@@ -4,6 +4,7 @@
 typedef struct pos_params {
   int pos_slot;
   ot_rope rope;
+  int64_t window; /* rope_attention: the sliding window (0: none) */
 } pos_params;
 
 const char *ot_rope_type_name(int type) {
@@ -56,7 +57,7 @@ ot_status ot_op_rope(ot_program *p, ot_tensor *x, int pos_slot, ot_rope rope) {
   if (ot_tensor_ndim(x) != 3 || ot_tensor_dim(x, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope: '%s' must be [seq, heads, head_dim] with an even head_dim", ot_tensor_name(x));
   OT_TRY(check_rope(rope, "rope"));
-  pos_params prm = {pos_slot, rope};
+  pos_params prm = {pos_slot, rope, 0};
   ot_ops_args a = {.in = {x}, .n_in = 1, .out = {x}, .n_out = 1};
   return ot_ops_record(p, "rope", x, run_rope, &a, &prm, sizeof prm, 4.0 * (double)ot_tensor_numel(x));
 }
@@ -86,7 +87,7 @@ ot_status ot_op_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor
                    "attention: q '%s' [T, H, hd], k/v [T, KV, hd] and caches [max_seq, KV, hd] disagree, or H is "
                    "not a multiple of KV",
                    ot_tensor_name(q));
-  pos_params prm = {pos_slot, ot_rope_plain(0)};
+  pos_params prm = {pos_slot, ot_rope_plain(0), 0};
   ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {out, k_cache, v_cache}, .n_out = 3};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
   return ot_ops_record(p, "attention", k_cache, run_attention, &a, &prm, sizeof prm, flops);
@@ -100,11 +101,18 @@ static ot_status run_rope_attention(const ot_op_exec *e) {
   ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
   OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->rope));
-  return ot_k_attention(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos);
+  return ot_k_attention_window(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos, p->window);
 }
 
 ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                                ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope) {
+  return ot_op_rope_attention_window(p, out, q, k, v, k_cache, v_cache, pos_slot, rope, 0);
+}
+
+ot_status ot_op_rope_attention_window(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                                      ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope,
+                                      int64_t window) {
+  if (window < 0) return ot_fail(OT_ERR_INVALID_ARG, "rope_attention: sliding window %lld is negative", (long long)window);
   if (!p || !out || !q || !k || !v || !k_cache || !v_cache) return ot_fail(OT_ERR_INVALID_ARG, "rope_attention: NULL argument");
   OT_TRY(ot_ops_same_shape("rope_attention", out, q));
   OT_TRY(ot_ops_same_shape("rope_attention", k, v));
@@ -112,8 +120,10 @@ ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_t
   if (ot_tensor_ndim(q) != 3 || ot_tensor_dim(q, 2) % 2)
     return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
   OT_TRY(check_rope(rope, "rope_attention"));
-  pos_params prm = {pos_slot, rope};
+  pos_params prm = {pos_slot, rope, window};
   ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
-  return ot_ops_record(p, "rope_attention", k_cache, run_rope_attention, &a, &prm, sizeof prm, flops);
+  /* named for what it computes, in plans and traces */
+  return ot_ops_record(p, window ? "rope_attention_window" : "rope_attention", k_cache, run_rope_attention, &a, &prm,
+                       sizeof prm, flops);
 }

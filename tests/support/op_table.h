@@ -149,9 +149,10 @@ double oc_gelu(double x);
 /* x [T, H, hd] rotated in place, row t at position pos + t (HF rotate-half). */
 void oc_rope_ref(float *x, int64_t T, int64_t H, int64_t hd, int64_t pos, float theta);
 /* out [T, H, hd] = causal softmax(q k^T / sqrt(hd)) v, query t seeing keys
- * 0..pos+t of k, v [>= pos+T, KV, hd], head h reading kv head h / (H / KV). */
+ * 0..pos+t of k, v [>= pos+T, KV, hd] (with window > 0 only the last window
+ * of them), head h reading kv head h / (H / KV). */
 void oc_attend_ref(float *out, const float *q, const float *k, const float *v, int64_t T, int64_t H, int64_t KV,
-                   int64_t hd, int64_t pos);
+                   int64_t hd, int64_t pos, int64_t window);
 
 /* kinds for the parametrised rows (arg[0]) */
 enum { OC_ADD, OC_MUL };

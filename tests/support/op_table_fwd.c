@@ -27,23 +27,23 @@ void oc_rope_ref(float *x, int64_t T, int64_t H, int64_t hd, int64_t pos, float 
 }
 
 void oc_attend_ref(float *out, const float *q, const float *k, const float *v, int64_t T, int64_t H, int64_t KV,
-                   int64_t hd, int64_t pos) {
+                   int64_t hd, int64_t pos, int64_t window) {
   double *s = malloc((size_t)(pos + T) * sizeof *s);
   assert_non_null(s);
   for (int64_t t = 0; t < T; t++)
     for (int64_t h = 0; h < H; h++) {
-      int64_t kh = h / (H / KV), n = pos + t + 1;
+      int64_t kh = h / (H / KV), n = pos + t + 1, j0 = window && n > window ? n - window : 0;
       double mx = -INFINITY, sum = 0;
-      for (int64_t j = 0; j < n; j++) {
+      for (int64_t j = j0; j < n; j++) {
         double dot = 0;
         for (int64_t d = 0; d < hd; d++) dot += (double)q[(t * H + h) * hd + d] * k[(j * KV + kh) * hd + d];
         s[j] = dot / sqrt((double)hd);
         mx = fmax(mx, s[j]);
       }
-      for (int64_t j = 0; j < n; j++) sum += s[j] = exp(s[j] - mx);
+      for (int64_t j = j0; j < n; j++) sum += s[j] = exp(s[j] - mx);
       for (int64_t d = 0; d < hd; d++) {
         double o = 0;
-        for (int64_t j = 0; j < n; j++) o += s[j] / sum * v[(j * KV + kh) * hd + d];
+        for (int64_t j = j0; j < n; j++) o += s[j] / sum * v[(j * KV + kh) * hd + d];
         out[(t * H + h) * hd + d] = (float)o;
       }
     }
@@ -238,7 +238,7 @@ enum { AH = 4, AKV = 2, AHD = 32 };
  * the CPU kernel (64), three of the GPU's (32). */
 static void build_attn(oc_case *c, int rope) {
   int64_t T = c->arg[0], ASEQ = c->arg[1] + T + 2;
-  c->d[0] = T, c->d[1] = c->arg[1];
+  c->d[0] = T, c->d[1] = c->arg[1], c->d[2] = c->arg[2]; /* arg[2]: a sliding window (rope only; 0: none) */
   c->f[0] = 10000.0f;
   ot_tensor *q = rope ? oc_acc(c, "q", OT_F32, OC_SHAPE(T, AH, AHD), -1, 1) : oc_in(c, "q", OT_F32, OC_SHAPE(T, AH, AHD), -1, 1);
   ot_tensor *k = rope ? oc_acc(c, "k", OT_F32, OC_SHAPE(T, AKV, AHD), -1, 1) : oc_in(c, "k", OT_F32, OC_SHAPE(T, AKV, AHD), -1, 1);
@@ -247,8 +247,9 @@ static void build_attn(oc_case *c, int rope) {
   ot_tensor *vc = oc_acc(c, "v_cache", OT_F32, OC_SHAPE(ASEQ, AKV, AHD), -1, 1);
   ot_tensor *out = oc_out(c, "out", OT_F32, OC_SHAPE(T, AH, AHD));
   int slot = oc_scalar(c, "pos", c->d[1]);
-  OC_OK(rope ? ot_op_rope_attention(c->p, out, q, k, v, kc, vc, slot, ot_rope_plain(c->f[0]))
-             : ot_op_attention(c->p, out, q, k, v, kc, vc, slot));
+  if (rope && c->d[2]) OC_OK(ot_op_rope_attention_window(c->p, out, q, k, v, kc, vc, slot, ot_rope_plain(c->f[0]), c->d[2]));
+  else OC_OK(rope ? ot_op_rope_attention(c->p, out, q, k, v, kc, vc, slot, ot_rope_plain(c->f[0]))
+                  : ot_op_attention(c->p, out, q, k, v, kc, vc, slot));
 }
 
 static void ref_attn(oc_case *c, int rope) {
@@ -263,7 +264,7 @@ static void ref_attn(oc_case *c, int rope) {
     c->w[3][pos * row + i] = k[i];
     c->w[4][pos * row + i] = c->h[2][i];
   }
-  oc_attend_ref(c->w[5], q, c->w[3], c->w[4], T, AH, AKV, AHD, pos);
+  oc_attend_ref(c->w[5], q, c->w[3], c->w[4], T, AH, AKV, AHD, pos, c->d[2]);
 }
 
 void oc_build_attention(oc_case *c) { build_attn(c, 0); }

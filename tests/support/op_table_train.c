@@ -205,7 +205,7 @@ void oc_build_causal_attention(oc_case *c) {
   OC_OK(ot_op_causal_attention(c->p, oc_out(c, "out", OT_F32, OC_SHAPE(QT, QH, QHD)), q, k, v));
 }
 
-void oc_ref_causal_attention(oc_case *c) { oc_attend_ref(c->w[3], c->h[0], c->h[1], c->h[2], c->arg[0], QH, QKV, QHD, 0); }
+void oc_ref_causal_attention(oc_case *c) { oc_attend_ref(c->w[3], c->h[0], c->h[1], c->h[2], c->arg[0], QH, QKV, QHD, 0, 0); }
 
 /* dout 0, q 1, k 2, v 3, dq 4, dk 5, dv 6, ws 7 */
 void oc_build_causal_attention_backward(oc_case *c) {
