@@ -186,6 +186,21 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 8,
     ),
+    # Gemma: GELU (tanh) gate, RMSNorm by (1 + w), embeddings times
+    # sqrt(hidden), tied, an explicit head_dim (24) that is not hidden/heads.
+    dict(
+        name="gemma_tiny",
+        cls="GemmaForCausalLM",
+        config=dict(
+            max_position_embeddings=128, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+            bos_token_id=None, eos_token_id=None, pad_token_id=None,
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=1, head_dim=24, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=True,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 9,
+    ),
     dict(
         name="gpt2_small",
         cls="GPT2LMHeadModel",
@@ -282,6 +297,7 @@ FAMILIES = {
     "GPT2LMHeadModel": (GPT2Config, GPT2LMHeadModel),
     "MistralForCausalLM": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "Qwen2ForCausalLM": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
+    "GemmaForCausalLM": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
 }
 
 

@@ -140,6 +140,14 @@ static void test_llama_defaults_and_variants(void **state) {
                      " \"max_position_embeddings\": 64}",
                      &c));
   assert_string_equal(c.model_type, "qwen2");
+  /* gemma: the tanh GELU whatever hidden_act says (as transformers), (1 + w) norms, scaled embeddings, tied */
+  OT_ASSERT_OK(parse("{\"model_type\": \"gemma\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+                     " \"num_attention_heads\": 4, \"head_dim\": 24, \"vocab_size\": 100, \"max_position_embeddings\": 64,"
+                     " \"hidden_act\": \"gelu\"}",
+                     &c));
+  assert_int_equal(c.act, OT_ACT_GELU_TANH);
+  assert_true(c.norm_plus_one && c.scale_embeddings && c.tie_word_embeddings);
+  assert_int_equal(c.head_dim, 24);
   /* no model_type: taken from architectures */
   OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                      " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",
@@ -159,6 +167,10 @@ static void test_bad_configs(void **state) {
       {"{\"model_type\": \"llama\", ", OT_ERR_FORMAT, "invalid JSON config at line 1"},
       {"[1]", OT_ERR_FORMAT, "the config is an array"},
       {"{\"model_type\": \"mixtral\"}", OT_ERR_UNSUPPORTED, "model_type \"mixtral\" is not supported"},
+      {"{\"model_type\": \"gemma2\"}", OT_ERR_UNSUPPORTED, "model_type \"gemma2\" is not supported"},
+      {"{\"model_type\": \"gemma\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+       " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 64, \"hidden_activation\": \"gelu\"}",
+       OT_ERR_UNSUPPORTED, "hidden_activation \"gelu\" is not supported"},
       {"{" QWEN_SIZES ", \"use_sliding_window\": true, \"sliding_window\": 0}", OT_ERR_FORMAT,
        "\"sliding_window\" must be a positive integer"},
       {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}", OT_ERR_UNSUPPORTED,

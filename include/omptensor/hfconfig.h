@@ -78,6 +78,8 @@ typedef struct ot_hf_config {
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */
   int qkv_bias;            /* qwen2: the q/k/v projections have biases (o_proj none) */
+  int norm_plus_one;       /* gemma: RMSNorm multiplies by (1 + weight) */
+  int scale_embeddings;    /* gemma: the embeddings are multiplied by sqrt(hidden_size) */
   int64_t sliding_window;  /* mistral, qwen2: attention to the last W positions where it applies; 0: full */
   ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */

@@ -192,6 +192,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
       {"llama", "LlamaForCausalLM", OT_ARCH_LLAMA},
       {"mistral", "MistralForCausalLM", OT_ARCH_LLAMA},
       {"qwen2", "Qwen2ForCausalLM", OT_ARCH_LLAMA},
+      {"gemma", "GemmaForCausalLM", OT_ARCH_LLAMA},
       {"gpt2", "GPT2LMHeadModel", OT_ARCH_GPT2},
   };
   const size_t nf = sizeof fam / sizeof *fam;
@@ -199,7 +200,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (!c->model_type[0]) {
     while (f < nf && strcmp(c->architecture, fam[f].cls)) f++;
     if (f == nf)
-      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\" or \"gpt2\")",
+      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\", \"gemma\" or \"gpt2\")",
                      r->label);
     snprintf(c->model_type, sizeof c->model_type, "%s", fam[f].type);
   }
@@ -207,7 +208,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   }
   if (f == nf)
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\", \"mistral\", "
-                                       "\"qwen2\" and \"gpt2\")",
+                                       "\"qwen2\", \"gemma\" and \"gpt2\")",
                    r->label, c->model_type);
   c->arch = fam[f].arch;
   /* the head: a causal LM's, not a classifier's or a bare model's */
@@ -424,17 +425,37 @@ static ot_status read_window(const reader *r, ot_hf_config *c) {
   return OT_OK;
 }
 
+/* Gemma: a Llama decoder with a GELU (tanh form) gate, RMSNorm weights
+ * applied as (1 + w), and the embeddings scaled by sqrt(hidden_size). Its
+ * activation is "hidden_activation"; transformers ignores "hidden_act" (the
+ * first Gemma configs say "gelu" there and run the tanh form) and so does
+ * this. An activation other than the tanh form is refused. */
+static ot_status read_gemma(const reader *r, ot_hf_config *c) {
+  char name[32];
+  OT_TRY(get_str(r, "hidden_activation", "gelu_pytorch_tanh", name, sizeof name));
+  if (strcmp(name, "gelu_pytorch_tanh") && strcmp(name, "gelu_new") && strcmp(name, "gelu_fast"))
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: hidden_activation \"%s\" is not supported: omptensor's gemma computes "
+                                       "gelu_pytorch_tanh (gelu_new, gelu_fast)",
+                   r->label, name);
+  c->act = OT_ACT_GELU_TANH;
+  c->norm_plus_one = 1;
+  c->scale_embeddings = 1;
+  return OT_OK;
+}
+
 static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(read_sizes(r, c));
   if (!c->num_kv_heads) c->num_kv_heads = c->num_heads;
   OT_TRY(get_pos_real(r, get(r, "rms_norm_eps"), "rms_norm_eps", 1e-6, &c->norm_eps));
-  OT_TRY(get_bool(r, "tie_word_embeddings", 0, &c->tie_word_embeddings));
+  const int gemma = !strcmp(c->model_type, "gemma");
+  OT_TRY(get_bool(r, "tie_word_embeddings", gemma, &c->tie_word_embeddings)); /* GemmaConfig ties by default */
   OT_TRY(get_bool(r, "attention_bias", 0, &c->attention_bias));
   OT_TRY(get_bool(r, "mlp_bias", 0, &c->mlp_bias));
   OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
   OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
   c->qkv_bias = !strcmp(c->model_type, "qwen2"); /* Qwen2's q/k/v projections always have biases, o_proj none */
-  OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
+  if (gemma) OT_TRY(read_gemma(r, c));
+  else OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
   /* same math: transformers' pretraining_tp > 1 sums slices of the same matmuls */
   const json_t *tp = get(r, "pretraining_tp");
   if (tp && (!json_is_integer(tp) || json_integer_value(tp) < 1))
@@ -571,7 +592,9 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (c->arch == OT_ARCH_GPT2 && c->head_dim * c->num_heads != c->hidden_size)
     return ot_fail(st, "%s: n_head %lld x head_dim %lld is not n_embd %lld", label, (long long)c->num_heads,
                    (long long)c->head_dim, (long long)c->hidden_size);
-  if (c->act != arch_act(c->arch))
+  /* gemma: the Llama decoder with a GELU (tanh) gate */
+  const ot_act want = c->arch == OT_ARCH_LLAMA && c->norm_plus_one ? OT_ACT_GELU_TANH : arch_act(c->arch);
+  if (c->act != want)
     return ot_fail(st, "%s: %s %d is not supported: omptensor's %s computes %s", label, act_key(c->arch), (int)c->act,
                    ot_arch_name(c->arch), act_names(c->arch));
   if (c->arch == OT_ARCH_LLAMA && (c->attention_bias || c->mlp_bias))

@@ -1,5 +1,7 @@
 /* llama.c — Llama-family inference (LlamaForCausalLM, and the Llama decoders
- * MistralForCausalLM and Qwen2ForCausalLM: q/k/v biases for qwen2, the
+ * MistralForCausalLM, Qwen2ForCausalLM and GemmaForCausalLM: q/k/v biases for
+ * qwen2; for gemma a GELU (tanh) gate, RMSNorm by (1 + w), embeddings times
+ * sqrt(hidden); the
  * sliding window in the attention; the KV cache keeps every position) on omptensor's public
  * API: RMSNorm, RoPE (rotate-half, rope_theta; linear or llama3 scaling), SwiGLU MLP, grouped-query
  * attention with a KV cache, tied or untied embeddings.
@@ -91,6 +93,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   const ot_rope rope = {(float)c->rope_theta, c->rope_type, (float)c->rope_factor, (float)c->rope_low_freq_factor,
                         (float)c->rope_high_freq_factor, (float)c->rope_original_max_positions};
   OT_TRY(ot_op_embedding(p, h, l->embed, st->ids));
+  if (c->scale_embeddings) OT_TRY(ot_op_scale(p, h, h, sqrtf((float)D))); /* gemma: HF's normalizer, in fp32 */
   for (int64_t i = 0; i < c->num_layers; i++) {
     layer *y = &l->L[i];
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln1, eps));
@@ -104,7 +107,14 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     OT_TRY(ot_op_rope_attention_window(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope, c->sliding_window));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
-    OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */
+    if (c->act == OT_ACT_GELU_TANH) { /* gemma: g = gelu_tanh(x Wg^T) * (x Wu^T) */
+      OT_TRY(ot_op_matmul(p, g, x, y->wg, 1, 0));
+      OT_TRY(ot_op_matmul(p, u, x, y->wu, 1, 0));
+      OT_TRY(ot_op_gelu(p, g, g));
+      OT_TRY(ot_op_mul(p, g, g, u));
+    } else {
+      OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu)); /* g = silu(x Wg^T) * (x Wu^T); u scratch */
+    }
     OT_TRY(ot_op_matmul(p, h, g, y->wd, 1, 1));
   }
   /* Only the rows whose logits are wanted go through the final norm and head. */
@@ -188,6 +198,15 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDF, s_ff, &y->wd, "model.layers.%lld.mlp.down_proj.weight", li);
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &l->norm, "model.norm.weight");
+  /* gemma's RMSNorm multiplies by (1 + w), computed in fp32 as transformers
+   * does: folded into the loaded weights once */
+  for (int64_t i = 0; s == OT_OK && cfg->norm_plus_one && !dry && i <= cfg->num_layers; i++) {
+    ot_tensor *n[2] = {i < cfg->num_layers ? L[i].ln1 : l->norm, i < cfg->num_layers ? L[i].ln2 : NULL};
+    for (int k = 0; k < 2 && n[k]; k++) {
+      float *d = ot_tensor_data(n[k]);
+      for (int64_t j = 0; j < D; j++) d[j] = 1.0f + d[j];
+    }
+  }
   if (s == OT_OK) {
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
     else s = ot_wset_add(w, wt, 2, sVD, s_in, &l->lm_head, "lm_head.weight");
