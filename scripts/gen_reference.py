@@ -201,6 +201,20 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 9,
     ),
+    # Phi-3: q, k, v in one qkv_proj and gate, up in one gate_up_proj.
+    dict(
+        name="phi3_tiny",
+        cls="Phi3ForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=False, sliding_window=None,
+            resid_pdrop=0.0, embd_pdrop=0.0, attention_dropout=0.0,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 10,
+    ),
     dict(
         name="gpt2_small",
         cls="GPT2LMHeadModel",
@@ -298,6 +312,7 @@ FAMILIES = {
     "MistralForCausalLM": (transformers.MistralConfig, transformers.MistralForCausalLM),
     "Qwen2ForCausalLM": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
     "GemmaForCausalLM": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
+    "Phi3ForCausalLM": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
 }
 
 

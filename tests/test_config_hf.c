@@ -148,6 +148,17 @@ static void test_llama_defaults_and_variants(void **state) {
   assert_int_equal(c.act, OT_ACT_GELU_TANH);
   assert_true(c.norm_plus_one && c.scale_embeddings && c.tie_word_embeddings);
   assert_int_equal(c.head_dim, 24);
+  /* phi3: fused projections; a longrope RoPE refused by name */
+  OT_ASSERT_OK(parse("{\"model_type\": \"phi3\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+                     " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 64,"
+                     " \"sliding_window\": 2047, \"original_max_position_embeddings\": 4096}",
+                     &c));
+  assert_true(c.fused_proj && c.sliding_window == 2047);
+  OT_ASSERT_ERR(parse("{\"model_type\": \"phi3\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+                      " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 64,"
+                      " \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1]}}",
+                      &c),
+                OT_ERR_UNSUPPORTED, "config.json", "of type \"longrope\" is not supported");
   /* no model_type: taken from architectures */
   OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                      " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",

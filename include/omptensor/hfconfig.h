@@ -80,6 +80,7 @@ typedef struct ot_hf_config {
   int qkv_bias;            /* qwen2: the q/k/v projections have biases (o_proj none) */
   int norm_plus_one;       /* gemma: RMSNorm multiplies by (1 + weight) */
   int scale_embeddings;    /* gemma: the embeddings are multiplied by sqrt(hidden_size) */
+  int fused_proj;          /* phi3: q, k, v are rows of one qkv_proj weight, gate and up of one gate_up_proj */
   int64_t sliding_window;  /* mistral, qwen2: attention to the last W positions where it applies; 0: full */
   ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */

@@ -193,6 +193,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
       {"mistral", "MistralForCausalLM", OT_ARCH_LLAMA},
       {"qwen2", "Qwen2ForCausalLM", OT_ARCH_LLAMA},
       {"gemma", "GemmaForCausalLM", OT_ARCH_LLAMA},
+      {"phi3", "Phi3ForCausalLM", OT_ARCH_LLAMA},
       {"gpt2", "GPT2LMHeadModel", OT_ARCH_GPT2},
   };
   const size_t nf = sizeof fam / sizeof *fam;
@@ -200,7 +201,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (!c->model_type[0]) {
     while (f < nf && strcmp(c->architecture, fam[f].cls)) f++;
     if (f == nf)
-      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\", \"gemma\" or \"gpt2\")",
+      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\", \"gemma\", \"phi3\" or \"gpt2\")",
                      r->label);
     snprintf(c->model_type, sizeof c->model_type, "%s", fam[f].type);
   }
@@ -208,7 +209,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   }
   if (f == nf)
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\", \"mistral\", "
-                                       "\"qwen2\", \"gemma\" and \"gpt2\")",
+                                       "\"qwen2\", \"gemma\", \"phi3\" and \"gpt2\")",
                    r->label, c->model_type);
   c->arch = fam[f].arch;
   /* the head: a causal LM's, not a classifier's or a bare model's */
@@ -317,7 +318,6 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
     if (!json_is_object(v))
       return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an object or null", r->label, keys[i],
                      ot_json_kind(v));
-    OT_TRY(rope_keys(r, v, keys[i]));
     const char *t = rope_type(v);
     if (t && strcmp(t, "linear") == 0) {
       c->rope_type = OT_ROPE_LINEAR;
@@ -336,6 +336,7 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
                                          "default, linear and llama3)",
                      r->label, keys[i], t ? t : "(none given)");
     }
+    OT_TRY(rope_keys(r, v, keys[i])); /* after the type: an unknown type is named first */
     if (!theta) theta = json_object_get(v, "rope_theta");
     const json_t *prf = json_object_get(v, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
@@ -454,6 +455,7 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
   OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
   c->qkv_bias = !strcmp(c->model_type, "qwen2"); /* Qwen2's q/k/v projections always have biases, o_proj none */
+  c->fused_proj = !strcmp(c->model_type, "phi3"); /* Phi-3: qkv_proj and gate_up_proj, one matrix each */
   if (gemma) OT_TRY(read_gemma(r, c));
   else OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
   /* same math: transformers' pretraining_tp > 1 sums slices of the same matmuls */

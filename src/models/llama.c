@@ -1,5 +1,6 @@
 /* llama.c — Llama-family inference (LlamaForCausalLM, and the Llama decoders
- * MistralForCausalLM, Qwen2ForCausalLM and GemmaForCausalLM: q/k/v biases for
+ * MistralForCausalLM, Qwen2ForCausalLM, GemmaForCausalLM, Phi3ForCausalLM (q, k,
+ * v and gate, up as row slices of its fused weights): q/k/v biases for
  * qwen2; for gemma a GELU (tanh) gate, RMSNorm by (1 + w), embeddings times
  * sqrt(hidden); the
  * sliding window in the attention; the KV cache keeps every position) on omptensor's public
@@ -31,6 +32,7 @@
 typedef struct layer {
   ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
   ot_tensor *bq, *bk, *bv; /* qwen2: the q/k/v biases (NULL otherwise) */
+  ot_tensor *wqkv, *wgu;    /* phi3: the fused weights whose row slices wq, wk, wv and wg, wu are */
 } layer;
 
 typedef struct llama {
@@ -39,12 +41,14 @@ typedef struct llama {
   ot_tensor *embed, *norm, *lm_head; /* lm_head == embed when tied */
   layer *L;
   ot_kvcache kv;
+  ot_tlist views; /* phi3: the row slices of the fused weights, beside them */
 } llama;
 
 static void llama_destroy(ot_lm *m) {
   llama *l = m->impl;
   if (l) {
     ot_kvcache_release(&l->kv);
+    ot_tlist_release(&l->views); /* before the weights they view */
     ot_wset_destroy(&l->w);
     free(l->L);
     free(l);
@@ -150,7 +154,8 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   int64_t D = cfg->hidden_size, H = cfg->num_heads, KV = cfg->num_kv_heads, hd = cfg->head_dim;
   int64_t F = cfg->intermediate_size, V = cfg->vocab_size;
   ot_wset *w = &l->w;
-  ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "model.layers.0.self_attn.q_proj.weight");
+  ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, cfg->fused_proj ? "model.layers.0.self_attn.qkv_proj.weight"
+                                                                  : "model.layers.0.self_attn.q_proj.weight");
   /* The embedding table is read by rows: q8b would need a dequantising
    * lookup; keep it in bf16 then (or f32 when that is what was asked). */
   ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
@@ -182,9 +187,20 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     layer *y = &L[i];
     long long li = (long long)i;
     if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln1, "model.layers.%lld.input_layernorm.weight", li);
-    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sQD, s_in, &y->wq, "model.layers.%lld.self_attn.q_proj.weight", li);
-    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wk, "model.layers.%lld.self_attn.k_proj.weight", li);
-    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wv, "model.layers.%lld.self_attn.v_proj.weight", li);
+    if (s == OT_OK && cfg->fused_proj) {
+      int64_t sQKV[2] = {(H + 2 * KV) * hd, D};
+      s = ot_wset_add(w, wt, 2, sQKV, s_in, &y->wqkv, "model.layers.%lld.self_attn.qkv_proj.weight", li);
+      const int64_t at[3] = {0, H * hd, (H + KV) * hd}, len[3] = {H * hd, KV * hd, KV * hd};
+      ot_tensor **to[3] = {&y->wq, &y->wk, &y->wv};
+      for (int j = 0; s == OT_OK && j < 3; j++) {
+        s = ot_tensor_slice(y->wqkv, 0, at[j], len[j], to[j]);
+        if (s == OT_OK) s = ot_tlist_keep(&l->views, *to[j]);
+      }
+    } else {
+      if (s == OT_OK) s = ot_wset_add(w, wt, 2, sQD, s_in, &y->wq, "model.layers.%lld.self_attn.q_proj.weight", li);
+      if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wk, "model.layers.%lld.self_attn.k_proj.weight", li);
+      if (s == OT_OK) s = ot_wset_add(w, wt, 2, sKD, s_in, &y->wv, "model.layers.%lld.self_attn.v_proj.weight", li);
+    }
     if (s == OT_OK && cfg->qkv_bias) {
       int64_t sQ[1] = {H * hd}, sK[1] = {KV * hd};
       s = ot_wset_add(w, OT_F32, 1, sQ, 0.1f, &y->bq, "model.layers.%lld.self_attn.q_proj.bias", li);
@@ -193,8 +209,17 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     }
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDQ, s_in, &y->wo, "model.layers.%lld.self_attn.o_proj.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln2, "model.layers.%lld.post_attention_layernorm.weight", li);
-    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wg, "model.layers.%lld.mlp.gate_proj.weight", li);
-    if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wu, "model.layers.%lld.mlp.up_proj.weight", li);
+    if (s == OT_OK && cfg->fused_proj) { /* rows [0, F) gate, [F, 2F) up, as transformers chunks them */
+      int64_t s2FD[2] = {2 * F, D};
+      s = ot_wset_add(w, wt, 2, s2FD, s_in, &y->wgu, "model.layers.%lld.mlp.gate_up_proj.weight", li);
+      if (s == OT_OK) s = ot_tensor_slice(y->wgu, 0, 0, F, &y->wg);
+      if (s == OT_OK) s = ot_tlist_keep(&l->views, y->wg);
+      if (s == OT_OK) s = ot_tensor_slice(y->wgu, 0, F, F, &y->wu);
+      if (s == OT_OK) s = ot_tlist_keep(&l->views, y->wu);
+    } else {
+      if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wg, "model.layers.%lld.mlp.gate_proj.weight", li);
+      if (s == OT_OK) s = ot_wset_add(w, wt, 2, sFD, s_in, &y->wu, "model.layers.%lld.mlp.up_proj.weight", li);
+    }
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDF, s_ff, &y->wd, "model.layers.%lld.mlp.down_proj.weight", li);
   }
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &l->norm, "model.norm.weight");
