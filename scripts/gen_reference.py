@@ -159,6 +159,21 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 5,
     ),
+    # yarn (Qwen2.5 / DeepSeek long context): a ramp over the pairs and cos,
+    # sin scaled by 0.1 ln(factor) + 1.
+    dict(
+        name="llama_rope_yarn",
+        cls="LlamaForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=False,
+            rope_scaling=dict(rope_type="yarn", factor=4.0, original_max_position_embeddings=32),
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 11,
+    ),
     # Llama decoders of other families (issue 18): Qwen2 (q/k/v biases,
     # tied, no window) and Mistral with a sliding window of 8, shorter than
     # the 13-token prompt: the window shapes the prompt and every new token.

@@ -1,5 +1,6 @@
 /* test_config_hf.c — config.json for Llama and GPT-2: the fixtures as
  * transformers writes them, defaults, and refusals. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -119,6 +120,15 @@ static void test_llama_defaults_and_variants(void **state) {
                      &c));
   assert_int_equal(c.rope_type, OT_ROPE_LINEAR);
   assert_true(c.rope_factor == 2.5 && c.rope_theta == 20000.0);
+  /* yarn (Qwen2.5's long context): head_dim 8, theta 1e6, original 32768:
+   * lo = floor(8 ln(32768 / (32 2 pi)) / (2 ln 1e6)) = 1, hi = ceil(8 ln(32768 / (2 pi)) / (2 ln 1e6)) = 3;
+   * attention factor 0.1 ln 4 + 1 */
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_theta\": 1000000.0, \"rope_scaling\": {\"rope_type\": \"yarn\","
+                     " \"factor\": 4.0, \"original_max_position_embeddings\": 32768}}",
+                     &c));
+  assert_int_equal(c.rope_type, OT_ROPE_YARN);
+  assert_true(c.rope_ramp_lo == 1.0 && c.rope_ramp_hi == 3.0);
+  assert_true(fabs(c.rope_attention_factor - (0.1 * log(4.0) + 1.0)) < 1e-12);
   /* Llama decoders of other names: mistral (a window where given), qwen2
    * (q/k/v biases; its window only with use_sliding_window or layer_types) */
   OT_ASSERT_OK(parse("{" MISTRAL_SIZES ", \"sliding_window\": 4096}", &c));
@@ -209,8 +219,12 @@ static void test_bad_configs(void **state) {
       {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"llama3\", \"factor\": 8, \"low_freq_factor\": 4,"
        " \"high_freq_factor\": 1, \"original_max_position_embeddings\": 8192}}",
        OT_ERR_FORMAT, "high_freq_factor 1 must be larger than low_freq_factor 4"},
-      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\"}}", OT_ERR_UNSUPPORTED,
-       "of type \"yarn\" is not supported (omptensor implements RoPE default, linear and llama3)"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"su\"}}", OT_ERR_UNSUPPORTED,
+       "of type \"su\" is not supported (omptensor implements RoPE default, linear, llama3 and yarn)"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"truncate\": 1}}", OT_ERR_FORMAT,
+       "truncate is an integer, expected true or false"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 4, \"beta_fast\": 1}}",
+       OT_ERR_UNSUPPORTED, "rope_parameters.beta_fast is not supported"},
       {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2}}", OT_ERR_UNSUPPORTED,
        "\"dynamic\""},
       {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2, \"attention_factor\": 0.5}}",

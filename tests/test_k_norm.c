@@ -233,13 +233,24 @@ static double hf_inv_freq(const ot_rope *r, int64_t i, int64_t d) {
   return (1.0 - sm) * inv / r->factor + sm * inv;
 }
 
+/* yarn (_compute_yarn_parameters): the interpolated and extrapolated
+ * frequencies blended by a linear ramp over the pairs; cos and sin scaled. */
+static double hf_yarn_inv(const ot_rope *r, int64_t i, int64_t d) {
+  const double pf = pow(r->theta, (double)(2 * i) / (double)d);
+  double ramp = ((double)i - r->ramp_lo) / (r->ramp_hi - r->ramp_lo);
+  ramp = ramp < 0 ? 0 : ramp > 1 ? 1 : ramp;
+  const double e = 1.0 - ramp;
+  return 1.0 / (r->factor * pf) * (1.0 - e) + 1.0 / pf * e;
+}
+
 static void test_rope_scaled(void **st) {
   (void)st;
-  const ot_rope rs[3] = {{10000.0f, OT_ROPE_LINEAR, 2.5f, 1, 4, 64},
-                         {10000.0f, OT_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64.0f},
-                         {500000.0f, OT_ROPE_LLAMA3, 32.0f, 1.0f, 4.0f, 8192.0f}};
+  const ot_rope rs[4] = {{10000.0f, OT_ROPE_LINEAR, 2.5f, 1, 4, 64, 0, 1, 1},
+                         {10000.0f, OT_ROPE_LLAMA3, 8.0f, 1.0f, 4.0f, 64.0f, 0, 1, 1},
+                         {500000.0f, OT_ROPE_LLAMA3, 32.0f, 1.0f, 4.0f, 8192.0f, 0, 1, 1},
+                         {1000000.0f, OT_ROPE_YARN, 4.0f, 1, 4, 32768.0f, 3.0f, 9.0f, 1.1386294f}};
   const int64_t S = 3, H = 2, d = 32, pos = 40;
-  for (int k = 0; k < 3; k++)
+  for (int k = 0; k < 4; k++)
     for (int strided = 0; strided < 2; strided++) { /* strided: the generic loop; else the fast path */
       const int64_t hs = strided ? d + 3 : d;
       ot_tbuf X = ot_tbuf_rand(OT_F32, S * H * hs, 500 + (uint64_t)k, -2, 2);
@@ -250,11 +261,13 @@ static void test_rope_scaled(void **st) {
       for (int64_t s = 0; s < S; s++)
         for (int64_t h = 0; h < H; h++)
           for (int64_t i = 0; i < d / 2; i++) {
-            const double a = (double)(pos + s) * hf_inv_freq(&rs[k], i, d);
+            const int yarn = rs[k].type == OT_ROPE_YARN;
+            const double a = (double)(pos + s) * (yarn ? hf_yarn_inv(&rs[k], i, d) : hf_inv_freq(&rs[k], i, d));
+            const double m = yarn ? rs[k].attention_factor : 1.0;
             float *p = want + s * H * hs + h * hs;
             const double x1 = p[i], x2 = p[i + d / 2];
-            p[i] = (float)(x1 * cos(a) - x2 * sin(a));
-            p[i + d / 2] = (float)(x2 * cos(a) + x1 * sin(a));
+            p[i] = (float)(x1 * m * cos(a) - x2 * m * sin(a));
+            p[i + d / 2] = (float)(x2 * m * cos(a) + x1 * m * sin(a));
           }
       float *got = malloc(X.bytes);
       assert_non_null(got);

@@ -31,7 +31,7 @@ static const ref_set sets[] = {
     {"llama_gqa", 1e-4}, {"llama_tied", 1e-4}, {"llama_odd", 1e-4}, {"gpt2_small", 1e-4},
     {"llama_sharded", 1e-4}, {"llama_bf16", 1e-4}, {"llama_odd_f16", 1e-4},
     /* RoPE scaling (issue 18): Llama 3's llama3 type, and linear */
-    {"llama_rope_llama3", 1e-4}, {"llama_rope_linear", 1e-4},
+    {"llama_rope_llama3", 1e-4}, {"llama_rope_linear", 1e-4}, {"llama_rope_yarn", 1e-4},
     /* other Llama decoders: qwen2 (q/k/v biases), mistral (a window of 8 over a 13-token prompt) */
     {"qwen2_tiny", 1e-4}, {"mistral_tiny", 1e-4}, {"gemma_tiny", 1e-4}, /* gemma: GELU gate, (1 + w) norms */
     {"phi3_tiny", 1e-4}, /* phi3: fused qkv and gate_up weights */

@@ -74,6 +74,10 @@ typedef struct ot_hf_config {
    * numbers (factor 1 and the rest 0 for default) */
   int rope_type;           /* ot_rope_type (rope.h) */
   double rope_factor, rope_low_freq_factor, rope_high_freq_factor, rope_original_max_positions;
+  /* yarn: beta_fast/slow (32, 1), truncate (1); the correction range and the
+   * attention factor derived from them as transformers does */
+  double rope_beta_fast, rope_beta_slow, rope_ramp_lo, rope_ramp_hi, rope_attention_factor;
+  int rope_truncate;
   int tie_word_embeddings; /* llama default 0, gpt2 default 1 */
   int attention_bias;      /* llama "attention_bias" (q/k/v/o biases); gpt2 always has biases: 1 */
   int mlp_bias;            /* llama "mlp_bias"; gpt2: 1 */

@@ -9,9 +9,14 @@
  *            between, with s = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor):
  *                                         (1 - s) inv_freq[i] / factor + s inv_freq[i]
  *
- * All in fp32, as transformers does. The scaling types that also change the
- * attention (yarn's mscale, longrope's per-dimension factors) or depend on
- * the sequence length (dynamic) are not here yet; configs naming them are
+ *   yarn:    with r(i) = clamp((i - ramp_lo) / (ramp_hi - ramp_lo), 0, 1) and
+ *            e = 1 - r(i): inv_freq[i] / factor * (1 - e) + inv_freq[i] * e,
+ *            and cos, sin multiplied by attention_factor (ramp_lo/hi and the
+ *            factor as transformers' _compute_yarn_parameters derives them
+ *            from beta_fast, beta_slow, mscale, ...: hfconfig.c)
+ *
+ * All in fp32, as transformers does. The types that depend on the sequence
+ * length (dynamic, longrope) are not here yet; configs naming them are
  * refused (hfconfig.h). */
 #ifndef OMPTENSOR_ROPE_H
 #define OMPTENSOR_ROPE_H
@@ -20,7 +25,13 @@
 extern "C" {
 #endif
 
-typedef enum ot_rope_type { OT_ROPE_DEFAULT = 0, OT_ROPE_LINEAR, OT_ROPE_LLAMA3, OT_ROPE_TYPE_COUNT } ot_rope_type;
+typedef enum ot_rope_type {
+  OT_ROPE_DEFAULT = 0,
+  OT_ROPE_LINEAR,
+  OT_ROPE_LLAMA3,
+  OT_ROPE_YARN,
+  OT_ROPE_TYPE_COUNT
+} ot_rope_type;
 
 typedef struct ot_rope {
   float theta;                  /* rope_theta (base) */
@@ -29,15 +40,17 @@ typedef struct ot_rope {
   float low_freq_factor;        /* llama3 */
   float high_freq_factor;       /* llama3 (> low_freq_factor) */
   float original_max_positions; /* llama3: original_max_position_embeddings */
+  float ramp_lo, ramp_hi;       /* yarn: the correction range, in pairs (ramp_lo < ramp_hi) */
+  float attention_factor;       /* yarn: cos and sin are multiplied by it (other types: unused, 1) */
 } ot_rope;
 
 /* Plain RoPE with base theta. */
 static inline ot_rope ot_rope_plain(float theta) {
-  ot_rope r = {theta, OT_ROPE_DEFAULT, 1.0f, 1.0f, 4.0f, 8192.0f};
+  ot_rope r = {theta, OT_ROPE_DEFAULT, 1.0f, 1.0f, 4.0f, 8192.0f, 0.0f, 1.0f, 1.0f};
   return r;
 }
 
-const char *ot_rope_type_name(int type); /* "default", "linear", "llama3" */
+const char *ot_rope_type_name(int type); /* "default", "linear", "llama3", "yarn" */
 
 #ifdef __cplusplus
 }

@@ -14,6 +14,7 @@
  * (checked arithmetic, core/checked.h). A model builder can trust every size
  * and every product of them it forms. */
 #include <float.h>
+#include <math.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -288,20 +289,95 @@ static ot_status rope_num(const reader *r, const json_t *v, const char *obj, con
 
 /* The keys a RoPE parameter object may have: any other (yarn's beta_fast,
  * attention_factor, mrope_section, ...) would change the numbers if ignored. */
-static ot_status rope_keys(const reader *r, const json_t *v, const char *obj) {
+static ot_status rope_keys(const reader *r, const json_t *v, const char *obj, int yarn) {
   static const char *const known[] = {"rope_type", "type", "factor", "low_freq_factor", "high_freq_factor",
-                                      "original_max_position_embeddings", "rope_theta", "partial_rotary_factor"};
+                                      "original_max_position_embeddings", "rope_theta", "partial_rotary_factor",
+                                      /* yarn only */
+                                      "beta_fast", "beta_slow", "mscale", "mscale_all_dim", "attention_factor",
+                                      "truncate"};
+  const size_t n_known = yarn ? sizeof known / sizeof *known : 8;
   const char *k;
   const json_t *x;
   json_object_foreach((json_t *)v, k, x) {
     size_t n = 0;
-    while (n < sizeof known / sizeof *known && strcmp(k, known[n])) n++;
-    if (n == sizeof known / sizeof *known && !json_is_null(x))
+    while (n < n_known && strcmp(k, known[n])) n++;
+    if (n == n_known && !json_is_null(x))
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s.%s is not supported (omptensor's RoPE takes rope_type, factor, "
                                          "low_freq_factor, high_freq_factor, original_max_position_embeddings)",
                      r->label, obj, k);
   }
   return OT_OK;
+}
+
+/* An optional positive number of a RoPE object (def when absent or null). */
+static ot_status rope_opt(const reader *r, const json_t *v, const char *obj, const char *key, double def, double *out) {
+  const json_t *x = json_object_get(v, key);
+  if (!x || json_is_null(x)) {
+    *out = def;
+    return OT_OK;
+  }
+  return rope_num(r, v, obj, key, out);
+}
+
+/* yarn, as transformers' _compute_yarn_parameters reads it: factor (or
+ * max_position_embeddings / original), the original context (the config's
+ * top-level original_max_position_embeddings first, as its
+ * standardize_rope_params does, else the object's, else
+ * max_position_embeddings), beta_fast 32, beta_slow 1, truncate, and the
+ * attention factor (given, or from mscale / mscale_all_dim, or 0.1 ln factor + 1).
+ * The correction range needs head_dim: finish_yarn, after it is known. */
+static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
+
+static ot_status read_yarn(const reader *r, const json_t *v, const char *obj, ot_hf_config *c) {
+  c->rope_type = OT_ROPE_YARN;
+  const json_t *top = get(r, "original_max_position_embeddings");
+  const json_t *mp = get(r, "max_position_embeddings");
+  if (top) {
+    if (!json_is_number(top) || !(json_number_value(top) > 0))
+      return ot_fail(OT_ERR_FORMAT, "%s: \"original_max_position_embeddings\" must be a positive number", r->label);
+    c->rope_original_max_positions = json_number_value(top);
+  } else {
+    OT_TRY(rope_opt(r, v, obj, "original_max_position_embeddings", mp && json_is_number(mp) ? json_number_value(mp) : 0,
+                    &c->rope_original_max_positions));
+    if (!(c->rope_original_max_positions > 0))
+      return ot_fail(OT_ERR_FORMAT, "%s: %s: yarn needs original_max_position_embeddings", r->label, obj);
+  }
+  OT_TRY(rope_opt(r, v, obj, "factor", 0, &c->rope_factor));
+  if (!(c->rope_factor > 0)) {
+    if (!mp || !json_is_number(mp))
+      return ot_fail(OT_ERR_FORMAT, "%s: %s: yarn needs a factor (or max_position_embeddings)", r->label, obj);
+    c->rope_factor = json_number_value(mp) / c->rope_original_max_positions;
+  }
+  OT_TRY(rope_opt(r, v, obj, "beta_fast", 32, &c->rope_beta_fast));
+  OT_TRY(rope_opt(r, v, obj, "beta_slow", 1, &c->rope_beta_slow));
+  const json_t *tr = json_object_get(v, "truncate");
+  if (tr && !json_is_null(tr) && !json_is_boolean(tr))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s.truncate is %s, expected true or false", r->label, obj, ot_json_kind(tr));
+  c->rope_truncate = !tr || json_is_null(tr) || json_is_true(tr);
+  double af = 0, ms = 0, msa = 0;
+  OT_TRY(rope_opt(r, v, obj, "attention_factor", 0, &af));
+  OT_TRY(rope_opt(r, v, obj, "mscale", 0, &ms));
+  OT_TRY(rope_opt(r, v, obj, "mscale_all_dim", 0, &msa));
+  if (af > 0) c->rope_attention_factor = af;
+  else if (ms > 0 && msa > 0) c->rope_attention_factor = yarn_mscale(c->rope_factor, ms) / yarn_mscale(c->rope_factor, msa);
+  else c->rope_attention_factor = yarn_mscale(c->rope_factor, 1);
+  return OT_OK;
+}
+
+/* yarn's correction range over the pairs (transformers' find_correction_range
+ * and linear_ramp_factor's singularity guard), once head_dim is known. */
+static void finish_yarn(ot_hf_config *c) {
+  if (c->arch != OT_ARCH_LLAMA || c->rope_type != OT_ROPE_YARN) return;
+  const double dim = (double)c->head_dim, base = c->rope_theta, L = c->rope_original_max_positions;
+  const double pi = 3.14159265358979323846;
+  double lo = dim * log(L / (c->rope_beta_fast * 2 * pi)) / (2 * log(base));
+  double hi = dim * log(L / (c->rope_beta_slow * 2 * pi)) / (2 * log(base));
+  if (c->rope_truncate) lo = floor(lo), hi = ceil(hi);
+  if (lo < 0) lo = 0;
+  if (hi > dim - 1) hi = dim - 1;
+  if (lo == hi) hi += 0.001;
+  c->rope_ramp_lo = lo;
+  c->rope_ramp_hi = hi;
 }
 
 /* RoPE: plain, linear or llama3 scaling (rope.h). Any other scaling
@@ -331,12 +407,14 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
       if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return ot_fail(OT_ERR_FORMAT, "%s: %s: high_freq_factor %g must be larger than low_freq_factor %g", r->label,
                        keys[i], c->rope_high_freq_factor, c->rope_low_freq_factor);
+    } else if (t && strcmp(t, "yarn") == 0) {
+      OT_TRY(read_yarn(r, v, keys[i], c));
     } else if (!t || strcmp(t, "default") != 0) {
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (omptensor implements RoPE "
-                                         "default, linear and llama3)",
+                                         "default, linear, llama3 and yarn)",
                      r->label, keys[i], t ? t : "(none given)");
     }
-    OT_TRY(rope_keys(r, v, keys[i])); /* after the type: an unknown type is named first */
+    OT_TRY(rope_keys(r, v, keys[i], c->rope_type == OT_ROPE_YARN)); /* after the type: an unknown type is named first */
     if (!theta) theta = json_object_get(v, "rope_theta");
     const json_t *prf = json_object_get(v, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
@@ -608,12 +686,15 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= DBL_MAX))
     return ot_fail(st, "%s: rope_theta %g is not a positive number", label, c->rope_theta);
   if (c->arch == OT_ARCH_LLAMA && c->rope_type != OT_ROPE_DEFAULT) {
-    const int ok = (c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
+    const int yarn_ok = c->rope_type == OT_ROPE_YARN && c->rope_factor > 0 && c->rope_factor <= 1e6 &&
+                        c->rope_ramp_hi > c->rope_ramp_lo && c->rope_attention_factor > 0 &&
+                        c->rope_attention_factor <= 1e3;
+    const int ok = yarn_ok || ((c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
                    c->rope_factor <= 1e6 &&
                    (c->rope_type == OT_ROPE_LINEAR ||
                     (c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor &&
                      c->rope_high_freq_factor <= 1e6 && c->rope_original_max_positions > 0 &&
-                     c->rope_original_max_positions <= 1e9));
+                     c->rope_original_max_positions <= 1e9)));
     if (!ok)
       return ot_fail(st, "%s: RoPE %s with factor %g, low/high_freq_factor %g/%g, original_max_position_embeddings %g "
                          "is not usable (positive factors, low < high)",
@@ -634,6 +715,7 @@ static ot_status read_config(const reader *r, ot_hf_config *c) {
   OT_TRY(resolve_arch(r, c));
   OT_TRY(c->arch == OT_ARCH_LLAMA ? read_llama(r, c) : read_gpt2(r, c));
   OT_TRY(derive_head_dim(r, c));
+  finish_yarn(c);
   OT_TRY(check(OT_ERR_FORMAT, c, r->label));
   OT_TRY(read_tokens(r, c));
   const char *dkey = get(r, "torch_dtype") ? "torch_dtype" : "dtype";

@@ -99,7 +99,8 @@ ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview
   for (int64_t s = 0; s < T; s++)
     for (int64_t h = 0; h < HK; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = ra_angle(pos + s, i, d, r), c = cosf(ang), sn = sinf(ang);
+        const float ang = ra_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
+                    sn = sinf(ang) * ot_krope_scale(r);
         if (h < H) {
           const int64_t o1 = s * q0 + h * q1 + i * q2, o2 = o1 + half * q2;
           const float x1 = ot_kld(qt, qp, o1), x2 = ot_kld(qt, qp, o2);

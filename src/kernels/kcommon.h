@@ -260,8 +260,12 @@ OT_DECLARE_TARGET_END
  * as transformers computes it; the one definition every rope kernel uses. */
 OT_DECLARE_TARGET_BEGIN
 static inline float ot_krope_inv(ot_rope r, int64_t i, int64_t d) {
-  const float inv = 1.0f / powf(r.theta, (float)(2 * i) / (float)d);
+  const float pf = powf(r.theta, (float)(2 * i) / (float)d), inv = 1.0f / pf;
   if (r.type == OT_ROPE_LINEAR) return inv / r.factor;
+  if (r.type == OT_ROPE_YARN) {
+    const float ramp = fminf(fmaxf(((float)i - r.ramp_lo) / (r.ramp_hi - r.ramp_lo), 0.0f), 1.0f), e = 1.0f - ramp;
+    return 1.0f / (r.factor * pf) * (1.0f - e) + inv * e;
+  }
   if (r.type != OT_ROPE_LLAMA3) return inv;
   const float w = 2.0f * 3.14159265358979323846f / inv;
   if (w > r.original_max_positions / r.low_freq_factor) return inv / r.factor;
@@ -269,6 +273,9 @@ static inline float ot_krope_inv(ot_rope r, int64_t i, int64_t d) {
   const float sm = (r.original_max_positions / w - r.low_freq_factor) / (r.high_freq_factor - r.low_freq_factor);
   return (1.0f - sm) * inv / r.factor + sm * inv;
 }
+
+/* What cos and sin are multiplied by (yarn's attention factor; 1 otherwise). */
+static inline float ot_krope_scale(ot_rope r) { return r.type == OT_ROPE_YARN ? r.attention_factor : 1.0f; }
 OT_DECLARE_TARGET_END
 
 #endif

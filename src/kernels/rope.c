@@ -41,8 +41,8 @@ OT_DECLARE_TARGET_END
           OT_UNROLL                                                                                            \
           for (int k = 0; k < OT_KV; k++) {                                                                    \
             const float ang = rope_angle(pos + s, ic * OT_KV + k, d, r);                                       \
-            c[k] = cosf(ang);                                                                                  \
-            sn[k] = sinf(ang);                                                                                 \
+            c[k] = cosf(ang) * ot_krope_scale(r);                                                              \
+            sn[k] = sinf(ang) * ot_krope_scale(r);                                                             \
           }                                                                                                    \
           const int64_t h1 = (g + 1) * rh < H ? (g + 1) * rh : H;                                              \
           for (int64_t h = g * rh; h < h1; h++) {                                                              \
@@ -94,7 +94,8 @@ ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r) {
   for (int64_t s = 0; s < S; s++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = rope_angle(pos + s, i, d, r), c = cosf(ang), sn = sinf(ang);
+        const float ang = rope_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
+                    sn = sinf(ang) * ot_krope_scale(r);
         const int64_t o = s * s0 + h * s1, o1 = o + i * s2, o2 = o + (i + half) * s2;
         const float x1 = ot_kld(dt, xp, o1), x2 = ot_kld(dt, xp, o2);
         ot_kst(dt, xp, o1, x1 * c - x2 * sn);
@@ -109,7 +110,8 @@ ot_status ot_ref_rope(ot_kview x, int64_t pos, ot_rope r) {
   for (int64_t s = 0; s < x.ne[0]; s++)
     for (int64_t h = 0; h < x.ne[1]; h++)
       for (int64_t i = 0; i < half; i++) {
-        const double ang = rope_angle(pos + s, i, x.ne[2], r), c = cos(ang), sn = sin(ang);
+        const double ang = rope_angle(pos + s, i, x.ne[2], r), c = cos(ang) * ot_krope_scale(r),
+                     sn = sin(ang) * ot_krope_scale(r);
         const int64_t o = s * x.nb[0] + h * x.nb[1], o1 = o + i * x.nb[2], o2 = o + (i + half) * x.nb[2];
         const double x1 = ot_kld(x.dt, x.p, o1), x2 = ot_kld(x.dt, x.p, o2);
         ot_kst(x.dt, x.p, o1, (float)(x1 * c - x2 * sn));

@@ -8,7 +8,7 @@ typedef struct pos_params {
 } pos_params;
 
 const char *ot_rope_type_name(int type) {
-  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3"};
+  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3", "yarn"};
   return type >= 0 && type < OT_ROPE_TYPE_COUNT ? n[type] : "?";
 }
 
@@ -16,7 +16,7 @@ const char *ot_rope_type_name(int type) {
 static ot_status check_rope(ot_rope r, const char *op) {
   if (!(r.theta > 0) || r.type < 0 || r.type >= OT_ROPE_TYPE_COUNT)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE theta %g, type %d: theta must be positive and the type one of "
-                                       "default, linear, llama3", op, (double)r.theta, r.type);
+                                       "default, linear, llama3, yarn", op, (double)r.theta, r.type);
   if (r.type != OT_ROPE_DEFAULT && !(r.factor > 0))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE %s factor %g must be positive", op, ot_rope_type_name(r.type),
                    (double)r.factor);
@@ -25,6 +25,9 @@ static ot_status check_rope(ot_rope r, const char *op) {
     return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE llama3 needs 0 < low_freq_factor (%g) < high_freq_factor (%g) and a "
                                        "positive original_max_position_embeddings (%g)",
                    op, (double)r.low_freq_factor, (double)r.high_freq_factor, (double)r.original_max_positions);
+  if (r.type == OT_ROPE_YARN && !(r.ramp_hi > r.ramp_lo && r.attention_factor > 0))
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE yarn needs ramp_lo (%g) < ramp_hi (%g) and a positive attention factor "
+                                       "(%g)", op, (double)r.ramp_lo, (double)r.ramp_hi, (double)r.attention_factor);
   return OT_OK;
 }
 
