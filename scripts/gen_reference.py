@@ -174,6 +174,22 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 11,
     ),
+    # dynamic (NTK): max_position_embeddings 16 < the 13 + 16 positions
+    # generated, so the decode steps past 16 run with a growing base.
+    dict(
+        name="llama_rope_dynamic",
+        cls="LlamaForCausalLM",
+        config=dict(
+            llama_common(),
+            max_position_embeddings=16,
+            hidden_size=48, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=3, num_key_value_heads=1, vocab_size=256,
+            rope_theta=10000.0, tie_word_embeddings=True,
+            rope_scaling=dict(rope_type="dynamic", factor=2.0),
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 12,
+    ),
     # Llama decoders of other families (issue 18): Qwen2 (q/k/v biases,
     # tied, no window) and Mistral with a sliding window of 8, shorter than
     # the 13-token prompt: the window shapes the prompt and every new token.
@@ -393,6 +409,21 @@ def greedy(model, prompt, n):
     gen = out[0, len(prompt):].tolist()
     seq = list(prompt)
     margins = []
+    rp = getattr(model.config, "rope_parameters", None) or {}
+    if rp.get("rope_type") == "dynamic":
+        # dynamic RoPE: cached keys keep the frequencies they were rotated with,
+        # a full recompute rotates them all with the current ones, so the two
+        # differ by design past max_position_embeddings; the cross-check is a
+        # step loop over the cache (what generate() and omptensor compute)
+        o = model(input_ids=ids, use_cache=True)
+        for _ in range(n):
+            logits = o.logits[0, -1].float()
+            top2 = torch.topk(logits, 2).values
+            margins.append(float(top2[0] - top2[1]))
+            seq.append(int(torch.argmax(logits)))
+            o = model(input_ids=torch.tensor([[seq[-1]]]), past_key_values=o.past_key_values, use_cache=True)
+        assert seq[len(prompt):] == gen, f"generate() {gen} != cached step loop {seq[len(prompt):]}"
+        return gen, margins
     for _ in range(n):
         logits = model(input_ids=torch.tensor([seq]), use_cache=False).logits[0, -1].float()
         top2 = torch.topk(logits, 2).values

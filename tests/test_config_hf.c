@@ -129,6 +129,9 @@ static void test_llama_defaults_and_variants(void **state) {
   assert_int_equal(c.rope_type, OT_ROPE_YARN);
   assert_true(c.rope_ramp_lo == 1.0 && c.rope_ramp_hi == 3.0);
   assert_true(fabs(c.rope_attention_factor - (0.1 * log(4.0) + 1.0)) < 1e-12);
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}}", &c));
+  assert_int_equal(c.rope_type, OT_ROPE_DYNAMIC);
+  assert_true(c.rope_factor == 2.0 && c.rope_original_max_positions == 16.0); /* max_position_embeddings */
   /* Llama decoders of other names: mistral (a window where given), qwen2
    * (q/k/v biases; its window only with use_sliding_window or layer_types) */
   OT_ASSERT_OK(parse("{" MISTRAL_SIZES ", \"sliding_window\": 4096}", &c));
@@ -220,13 +223,15 @@ static void test_bad_configs(void **state) {
        " \"high_freq_factor\": 1, \"original_max_position_embeddings\": 8192}}",
        OT_ERR_FORMAT, "high_freq_factor 1 must be larger than low_freq_factor 4"},
       {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"su\"}}", OT_ERR_UNSUPPORTED,
-       "of type \"su\" is not supported (omptensor implements RoPE default, linear, llama3 and yarn)"},
+       "of type \"su\" is not supported (omptensor implements RoPE default, linear, llama3, yarn and dynamic)"},
       {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"yarn\", \"factor\": 4, \"truncate\": 1}}", OT_ERR_FORMAT,
        "truncate is an integer, expected true or false"},
       {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 4, \"beta_fast\": 1}}",
        OT_ERR_UNSUPPORTED, "rope_parameters.beta_fast is not supported"},
-      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 2}}", OT_ERR_UNSUPPORTED,
-       "\"dynamic\""},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"dynamic\"}}", OT_ERR_FORMAT,
+       "rope_parameters.factor is missing"},
+      {"{" LLAMA_SIZES ", \"rope_parameters\": {\"rope_type\": \"longrope\", \"factor\": 2}}", OT_ERR_UNSUPPORTED,
+       "\"longrope\""},
       {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2, \"attention_factor\": 0.5}}",
        OT_ERR_UNSUPPORTED, "rope_scaling.attention_factor is not supported"},
       {"{" LLAMA_SIZES ", \"rope_scaling\": 2}", OT_ERR_FORMAT, "\"rope_scaling\" is an integer"},

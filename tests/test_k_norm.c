@@ -284,10 +284,44 @@ static void test_rope_scaled(void **st) {
     }
 }
 
+/* dynamic RoPE: rows up to position L - 1 past max_position_embeddings M run
+ * plain RoPE with theta (factor L / M - (factor - 1))^(d / (d - 2))
+ * (transformers' _compute_dynamic_ntk_parameters, in double here); up to M,
+ * plain theta. */
+static void test_rope_dynamic(void **st) {
+  (void)st;
+  const int64_t S = 3, H = 2, d = 32;
+  const ot_rope dyn = {10000.0f, OT_ROPE_DYNAMIC, 2.0f, 1, 4, 32.0f, 0, 1, 1};
+  const int64_t poss[2] = {40, 10}; /* L = 43 > 32; L = 13 <= 32 */
+  for (int k = 0; k < 2; k++) {
+    const int64_t L = poss[k] + S;
+    const double th = L > 32 ? 10000.0 * pow(2.0 * (double)L / 32.0 - 1.0, (double)d / (double)(d - 2)) : 10000.0;
+    ot_tbuf A = ot_tbuf_rand(OT_F32, S * H * d, 600 + (uint64_t)k, -2, 2), B = ot_tbuf_rand(OT_F32, S * H * d, 600 + (uint64_t)k, -2, 2);
+    ot_kview a = ot_tview(&A, 0, 3, (int64_t[]){S, H, d}, NULL), b = ot_tview(&B, 0, 3, (int64_t[]){S, H, d}, NULL);
+    if (ot_k_rope(ot_test_dev(), ot_tview_dev(a, &A), poss[k], dyn) != OT_OK) fail_msg("rope: %s", ot_last_error());
+    if (ot_k_rope(ot_test_dev(), ot_tview_dev(b, &B), poss[k], ot_rope_plain((float)th)) != OT_OK)
+      fail_msg("rope: %s", ot_last_error());
+    float *x = malloc(A.bytes), *y = malloc(B.bytes);
+    assert_non_null(x);
+    assert_non_null(y);
+    ot_test_download(x, A.d, A.bytes);
+    ot_test_download(y, B.d, B.bytes);
+    for (int64_t j = 0; j < S * H * d; j++)
+      if (fabsf(x[j] - y[j]) > 1e-6f)
+        fail_msg("dynamic rope at %lld: element %lld %g, plain theta %g gives %g", (long long)poss[k], (long long)j,
+                 (double)x[j], th, (double)y[j]);
+    free(x);
+    free(y);
+    ot_tbuf_free(&A);
+    ot_tbuf_free(&B);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_norms), cmocka_unit_test(test_softmax), cmocka_unit_test(test_rows_fast),
       cmocka_unit_test(test_rope), cmocka_unit_test(test_rope_scaled),
+      cmocka_unit_test(test_rope_dynamic),
       cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

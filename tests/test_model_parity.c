@@ -32,6 +32,7 @@ static const ref_set sets[] = {
     {"llama_sharded", 1e-4}, {"llama_bf16", 1e-4}, {"llama_odd_f16", 1e-4},
     /* RoPE scaling (issue 18): Llama 3's llama3 type, and linear */
     {"llama_rope_llama3", 1e-4}, {"llama_rope_linear", 1e-4}, {"llama_rope_yarn", 1e-4},
+    {"llama_rope_dynamic", 1e-4}, /* decode steps past max_position_embeddings (16) */
     /* other Llama decoders: qwen2 (q/k/v biases), mistral (a window of 8 over a 13-token prompt) */
     {"qwen2_tiny", 1e-4}, {"mistral_tiny", 1e-4}, {"gemma_tiny", 1e-4}, /* gemma: GELU gate, (1 + w) norms */
     {"phi3_tiny", 1e-4}, /* phi3: fused qkv and gate_up weights */

@@ -15,9 +15,14 @@
  *            factor as transformers' _compute_yarn_parameters derives them
  *            from beta_fast, beta_slow, mscale, ...: hfconfig.c)
  *
- * All in fp32, as transformers does. The types that depend on the sequence
- * length (dynamic, longrope) are not here yet; configs naming them are
- * refused (hfconfig.h). */
+ *   dynamic: (NTK) for a forward whose last position is L - 1 with L > M =
+ *            original_max_positions (max_position_embeddings): plain RoPE with
+ *            theta (factor L / M - (factor - 1))^(d / (d - 2)); else plain
+ *            (transformers' dynamic_rope_update: the frequencies of the
+ *            longest sequence so far; cached keys keep theirs)
+ *
+ * All in fp32, as transformers does. longrope is not here yet; configs
+ * naming it are refused (hfconfig.h). */
 #ifndef OMPTENSOR_ROPE_H
 #define OMPTENSOR_ROPE_H
 
@@ -30,6 +35,7 @@ typedef enum ot_rope_type {
   OT_ROPE_LINEAR,
   OT_ROPE_LLAMA3,
   OT_ROPE_YARN,
+  OT_ROPE_DYNAMIC,
   OT_ROPE_TYPE_COUNT
 } ot_rope_type;
 
@@ -39,7 +45,7 @@ typedef struct ot_rope {
   float factor;                 /* linear, llama3: the context extension factor (> 0) */
   float low_freq_factor;        /* llama3 */
   float high_freq_factor;       /* llama3 (> low_freq_factor) */
-  float original_max_positions; /* llama3: original_max_position_embeddings */
+  float original_max_positions; /* llama3: original_max_position_embeddings; dynamic: max_position_embeddings */
   float ramp_lo, ramp_hi;       /* yarn: the correction range, in pairs (ramp_lo < ramp_hi) */
   float attention_factor;       /* yarn: cos and sin are multiplied by it (other types: unused, 1) */
 } ot_rope;
@@ -50,7 +56,7 @@ static inline ot_rope ot_rope_plain(float theta) {
   return r;
 }
 
-const char *ot_rope_type_name(int type); /* "default", "linear", "llama3", "yarn" */
+const char *ot_rope_type_name(int type); /* "default", "linear", "llama3", "yarn", "dynamic" */
 
 #ifdef __cplusplus
 }

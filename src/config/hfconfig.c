@@ -367,6 +367,9 @@ static ot_status read_yarn(const reader *r, const json_t *v, const char *obj, ot
 /* yarn's correction range over the pairs (transformers' find_correction_range
  * and linear_ramp_factor's singularity guard), once head_dim is known. */
 static void finish_yarn(ot_hf_config *c) {
+  /* dynamic: its original length is max_position_embeddings (_compute_dynamic_ntk_parameters) */
+  if (c->arch == OT_ARCH_LLAMA && c->rope_type == OT_ROPE_DYNAMIC)
+    c->rope_original_max_positions = (double)c->max_position_embeddings;
   if (c->arch != OT_ARCH_LLAMA || c->rope_type != OT_ROPE_YARN) return;
   const double dim = (double)c->head_dim, base = c->rope_theta, L = c->rope_original_max_positions;
   const double pi = 3.14159265358979323846;
@@ -407,11 +410,14 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
       if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return ot_fail(OT_ERR_FORMAT, "%s: %s: high_freq_factor %g must be larger than low_freq_factor %g", r->label,
                        keys[i], c->rope_high_freq_factor, c->rope_low_freq_factor);
+    } else if (t && strcmp(t, "dynamic") == 0) {
+      c->rope_type = OT_ROPE_DYNAMIC; /* against max_position_embeddings, as transformers: finish_dynamic */
+      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
     } else if (t && strcmp(t, "yarn") == 0) {
       OT_TRY(read_yarn(r, v, keys[i], c));
     } else if (!t || strcmp(t, "default") != 0) {
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (omptensor implements RoPE "
-                                         "default, linear, llama3 and yarn)",
+                                         "default, linear, llama3, yarn and dynamic)",
                      r->label, keys[i], t ? t : "(none given)");
     }
     OT_TRY(rope_keys(r, v, keys[i], c->rope_type == OT_ROPE_YARN)); /* after the type: an unknown type is named first */
@@ -689,7 +695,9 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
     const int yarn_ok = c->rope_type == OT_ROPE_YARN && c->rope_factor > 0 && c->rope_factor <= 1e6 &&
                         c->rope_ramp_hi > c->rope_ramp_lo && c->rope_attention_factor > 0 &&
                         c->rope_attention_factor <= 1e3;
-    const int ok = yarn_ok || ((c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
+    const int dyn_ok = c->rope_type == OT_ROPE_DYNAMIC && c->rope_factor >= 1 && c->rope_factor <= 1e3 &&
+                       c->rope_original_max_positions > 0;
+    const int ok = yarn_ok || dyn_ok || ((c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
                    c->rope_factor <= 1e6 &&
                    (c->rope_type == OT_ROPE_LINEAR ||
                     (c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor &&

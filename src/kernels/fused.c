@@ -88,6 +88,7 @@ ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview
                            ot_rope r) {
   OT_TRY(ra_check(q, k, v, kc, vc, pos));
   const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], d = q.ne[2], half = d / 2;
+  r = ot_krope_resolve(r, pos + T, d);
   if (T == 0 || d == 0) return OT_OK;
   void *qp = q.p, *kp = k.p, *kcp = kc.p, *vcp = vc.p;
   const void *vp = v.p;

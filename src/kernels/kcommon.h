@@ -256,6 +256,18 @@ static inline int64_t ot_krow_off(int64_t r, int64_t n1, int64_t n2, int64_t s0,
 }
 OT_DECLARE_TARGET_END
 
+/* Host side, at a kernel's entry: dynamic RoPE for a forward of rows up to
+ * position seq_len - 1 as the plain RoPE it then is (rope.h). */
+static inline ot_rope ot_krope_resolve(ot_rope r, int64_t seq_len, int64_t d) {
+  if (r.type != OT_ROPE_DYNAMIC) return r;
+  r.type = OT_ROPE_DEFAULT;
+  if ((double)seq_len > (double)r.original_max_positions && d > 2)
+    r.theta = (float)((double)r.theta * pow((double)r.factor * (double)seq_len / (double)r.original_max_positions -
+                                                (double)(r.factor - 1.0f),
+                                            (double)d / (double)(d - 2)));
+  return r;
+}
+
 /* RoPE inverse frequency of pair i of head_dim d (omptensor/rope.h), fp32
  * as transformers computes it; the one definition every rope kernel uses. */
 OT_DECLARE_TARGET_BEGIN

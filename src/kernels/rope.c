@@ -84,6 +84,7 @@ static int rope_fast(int dev, ot_kview x, int64_t pos, ot_rope r) {
 
 ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r) {
   OT_TRY(rope_check(x));
+  r = ot_krope_resolve(r, pos + x.ne[0], x.ne[2]);
   const int64_t S = x.ne[0], H = x.ne[1], half = x.ne[2] / 2, d = x.ne[2];
   if (S == 0 || H == 0 || half == 0) return OT_OK;
   if (rope_fast(dev, x, pos, r)) return OT_OK;
@@ -106,6 +107,7 @@ ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r) {
 
 ot_status ot_ref_rope(ot_kview x, int64_t pos, ot_rope r) {
   OT_TRY(rope_check(x));
+  r = ot_krope_resolve(r, pos + x.ne[0], x.ne[2]);
   const int64_t half = x.ne[2] / 2;
   for (int64_t s = 0; s < x.ne[0]; s++)
     for (int64_t h = 0; h < x.ne[1]; h++)

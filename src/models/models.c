@@ -41,6 +41,9 @@ ot_lm *ot_model_shell(ot_ctx *ctx, const ot_lm_vtable *vt, void *impl, const ot_
   m->impl = impl;
   m->vocab = cfg->vocab_size;
   m->max_seq = m->n_ctx = cfg->max_position_embeddings;
+  /* dynamic RoPE exists to run past max_position_embeddings: up to factor times it */
+  if (cfg->arch == OT_ARCH_LLAMA && cfg->rope_type == OT_ROPE_DYNAMIC && cfg->rope_factor > 1)
+    m->max_seq = (int64_t)((double)cfg->max_position_embeddings * cfg->rope_factor);
   return m;
 }
 

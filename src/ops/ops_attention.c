@@ -8,7 +8,7 @@ typedef struct pos_params {
 } pos_params;
 
 const char *ot_rope_type_name(int type) {
-  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3", "yarn"};
+  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3", "yarn", "dynamic"};
   return type >= 0 && type < OT_ROPE_TYPE_COUNT ? n[type] : "?";
 }
 
@@ -16,7 +16,7 @@ const char *ot_rope_type_name(int type) {
 static ot_status check_rope(ot_rope r, const char *op) {
   if (!(r.theta > 0) || r.type < 0 || r.type >= OT_ROPE_TYPE_COUNT)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE theta %g, type %d: theta must be positive and the type one of "
-                                       "default, linear, llama3, yarn", op, (double)r.theta, r.type);
+                                       "default, linear, llama3, yarn, dynamic", op, (double)r.theta, r.type);
   if (r.type != OT_ROPE_DEFAULT && !(r.factor > 0))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE %s factor %g must be positive", op, ot_rope_type_name(r.type),
                    (double)r.factor);
