@@ -252,9 +252,30 @@ static int cmp_block_desc(const void *a, const void *b, void *pv) {
   return *(const int *)a - *(const int *)b;
 }
 
-/* Insertion sort (ops touch a handful of storages; placement.c sorts a
- * plan's weights once). */
+typedef struct blk_key {
+  size_t block;
+  int st;
+} blk_key;
+
+static int cmp_key_desc(const void *a, const void *b) {
+  const blk_key *x = a, *y = b;
+  if (x->block != y->block) return x->block > y->block ? -1 : 1;
+  return x->st - y->st;
+}
+
+/* Insertion sort for an op's handful of storages; qsort for long lists
+ * (placement.c's weights, strategy none's storages around a handoff: all of
+ * a program's, where insertion was quadratic). One total order (block
+ * descending, then index), so both give the same result. */
 void ot_sort_by_block_desc(int *v, int n, const ot_program *p) {
+  blk_key *k = n > 32 ? malloc((size_t)n * sizeof *k) : NULL;
+  if (k) {
+    for (int i = 0; i < n; i++) k[i] = (blk_key){p->st[v[i]].block, v[i]};
+    qsort(k, (size_t)n, sizeof *k, cmp_key_desc);
+    for (int i = 0; i < n; i++) v[i] = k[i].st;
+    free(k);
+    return;
+  }
   for (int a = 1; a < n; a++)
     for (int b = a; b > 0 && cmp_block_desc(&v[b - 1], &v[b], (void *)p) > 0; b--) {
       int t = v[b];
