@@ -350,20 +350,15 @@ static ot_status probe_budget(run_state *r, int op) {
 
 /* The first schedule's start copies that are not on the device (a handed-
  * over plan after a failure or an invalidate): uploaded to their offsets
- * before op 0, as the planner assumed them. */
+ * before op 0, as the planner assumed them, as any planned upload. */
 static ot_status restore_start(run_state *r, const ot_schedule *sc) {
   ot_plan *plan = r->plan;
   for (int k = 0; sc == &plan->first && k < sc->n_start; k++) {
     const int st = sc->start[k].st;
-    const ot_prog_storage *ps = &plan->prog->st[st];
-    ot_exec_storage *x = &plan->xs[st];
-    if (x->resident) continue;
-    x->resident = 1;
-    x->off = sc->start[k].off;
-    r->used += ps->block;
-    size_t ev = record(r, OT_TRACE_UPLOAD, 0, 0, ps->name, ps->bytes, (int64_t)ps->block);
-    x->ready = ot_movement_upload(plan->mv, dev_addr(r, st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, st),
-                                  r->tr, ev);
+    if (plan->xs[st].resident) continue;
+    const ot_plan_event up = {0, 0, OT_EV_UPLOAD, OT_WHY_RELOAD, 0, st, sc->start[k].off, plan->prog->st[st].block,
+                              -1, -1};
+    OT_TRY(do_event(r, &up));
   }
   return OT_OK;
 }

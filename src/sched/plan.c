@@ -122,6 +122,17 @@ static int debug_has(const char *what) {
 
 static int debug_plan(void) { return debug_has("plan"); }
 
+/* The budget a plan with options o gets on its device, and the arena that
+ * holds: the budget rounded down to OT_SCHED_ALIGN. */
+static uint64_t plan_budget(const ot_ctx *ctx, const ot_sched_opts *o) {
+  return o->budget_bytes ? o->budget_bytes : ctx->budget[o->device_index];
+}
+
+static size_t capacity_of(uint64_t budget) {
+  const uint64_t cap = budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
+  return cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
+}
+
 /* ot_sched_plan; with a handoff (ot_sched_plan_after) the first schedule
  * starts from those copies, and cap_limit (non-zero) caps the arena at the
  * memory the previous plan hands over. */
@@ -167,9 +178,8 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
   plan->probe_budget = o.probe_budget || debug_has("probe"); /* OMPTENSOR_DEBUG=probe */
   plan->dev_index = o.device_index;
   plan->dev = ctx->dev[o.device_index];
-  plan->budget = o.budget_bytes ? o.budget_bytes : ctx->budget[o.device_index];
-  uint64_t cap = plan->budget & ~(uint64_t)(OT_SCHED_ALIGN - 1);
-  plan->capacity = cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
+  plan->budget = plan_budget(ctx, &o);
+  plan->capacity = capacity_of(plan->budget);
   if (cap_limit && cap_limit < plan->capacity) plan->capacity = cap_limit;
   plan->handoff = handoff;
   plan->n_handoff = n_handoff;
@@ -271,17 +281,15 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
    * plan starts from clean copies) or not (their memory is freed) */
   ot_status w = prev->defer ? ot_sched_sync(prev) : OT_OK;
   if (w != OT_OK) return ot_fail_context(w, "ot_sched_plan_after: the previous plan");
+  /* The new plan reuses prev's memory as it is (base_bytes, set by its
+   * first run; never grown: growing would hold both at once, past the
+   * budget). So: planned with the whole budget if it fits in that memory,
+   * else with the arena capped at it, else from an empty device. */
+  const size_t have = prev->base_bytes;
   if (can_hand_over(prev, prev->ctx, &o)) {
-    const uint64_t budget = o.budget_bytes ? o.budget_bytes : prev->ctx->budget[o.device_index];
-    const size_t cap = (size_t)(budget & ~(uint64_t)(OT_SCHED_ALIGN - 1));
     ot_resident *set;
     int n;
-    OT_TRY(handoff_set(prev, prog, cap, &set, &n));
-    /* The new plan reuses prev's memory as it is (prev->base_bytes, never
-     * grown: growing would hold both at once, past the budget). So: planned
-     * with the whole budget if it fits in that memory, else with the arena
-     * capped at it, else from an empty device. */
-    const size_t have = prev->base_bytes ? prev->base_bytes : prev->extent;
+    OT_TRY(handoff_set(prev, prog, capacity_of(plan_budget(prev->ctx, &o)), &set, &n));
     if (n) {
       s = make_plan(prev->ctx, prog, &o, set, n, 0, &plan);
       if (s == OT_OK && plan->extent > have) {
@@ -298,7 +306,7 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
   /* prev's memory: to the new plan if it starts from copies in it, else freed */
   if (plan->first.n_start) {
     plan->base = prev->base;
-    plan->base_bytes = prev->base_bytes ? prev->base_bytes : prev->extent;
+    plan->base_bytes = have;
     plan->inherited_live = 1;
     prev->base = NULL;
   }
