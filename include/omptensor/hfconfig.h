@@ -113,6 +113,9 @@ ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot
  * OT_ERR_INVALID_ARG with a message starting "LABEL: ". */
 ot_status ot_hf_config_check(const ot_hf_config *c, const char *label);
 
+/* The config's RoPE as the kernels take it (rope.h). */
+ot_rope ot_hf_config_rope(const ot_hf_config *c);
+
 /* The number of parameters (weights and biases) the config's sizes make;
  * -1 if that overflows (never, for a config that passed the checks). */
 int64_t ot_hf_config_num_params(const ot_hf_config *c);

@@ -56,7 +56,28 @@ static inline ot_rope ot_rope_plain(float theta) {
   return r;
 }
 
-const char *ot_rope_type_name(int type); /* "default", "linear", "llama3", "yarn", "dynamic" */
+/* "default", "linear", "llama3", "yarn", "dynamic" ("?" for another value). */
+static inline const char *ot_rope_type_name(int type) {
+  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3", "yarn", "dynamic"};
+  return type >= 0 && type < OT_ROPE_TYPE_COUNT ? n[type] : "?";
+}
+
+/* NULL if the kernels can use r (they divide by its numbers), else the
+ * requirement it breaks. The one check of a RoPE, for the ops that take one
+ * and for configs (hfconfig.h, which adds its own ranges). */
+static inline const char *ot_rope_problem(ot_rope r) {
+  if (!(r.theta > 0)) return "theta must be positive";
+  if (r.type < 0 || r.type >= OT_ROPE_TYPE_COUNT) return "the type must be default, linear, llama3, yarn or dynamic";
+  if (r.type != OT_ROPE_DEFAULT && !(r.factor > 0)) return "its factor must be positive";
+  if (r.type == OT_ROPE_LLAMA3 &&
+      !(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor && r.original_max_positions > 0))
+    return "llama3 needs 0 < low_freq_factor < high_freq_factor and a positive original_max_position_embeddings";
+  if (r.type == OT_ROPE_YARN && !(r.ramp_hi > r.ramp_lo && r.attention_factor > 0))
+    return "yarn needs ramp_lo < ramp_hi and a positive attention factor";
+  if (r.type == OT_ROPE_DYNAMIC && !(r.original_max_positions > 0))
+    return "dynamic needs a positive original_max_position_embeddings";
+  return 0;
+}
 
 #ifdef __cplusplus
 }

@@ -187,8 +187,8 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (archs && json_array_size(archs) > 0) snprintf(c->architecture, sizeof c->architecture, "%s",
                                                     json_string_value(json_array_get(archs, 0)));
   OT_TRY(get_str(r, "model_type", "", c->model_type, sizeof c->model_type));
-  /* the families and their causal-LM classes; mistral and qwen2 are Llama
-   * decoders (qwen2 with q/k/v biases, both with an optional sliding window) */
+  /* the families and their causal-LM classes: mistral, qwen2, gemma and phi3
+   * are Llama decoders, told apart by config fields (hfconfig.h) */
   static const struct { const char *type, *cls; ot_arch arch; } fam[] = {
       {"llama", "LlamaForCausalLM", OT_ARCH_LLAMA},
       {"mistral", "MistralForCausalLM", OT_ARCH_LLAMA},
@@ -206,8 +206,8 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
                      r->label);
     snprintf(c->model_type, sizeof c->model_type, "%s", fam[f].type);
   }
-  for (f = 0; f < nf && strcmp(c->model_type, fam[f].type); f++) {
-  }
+  f = 0;
+  while (f < nf && strcmp(c->model_type, fam[f].type)) f++;
   if (f == nf)
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\", \"mistral\", "
                                        "\"qwen2\", \"gemma\", \"phi3\" and \"gpt2\")",
@@ -325,7 +325,7 @@ static ot_status rope_opt(const reader *r, const json_t *v, const char *obj, con
  * standardize_rope_params does, else the object's, else
  * max_position_embeddings), beta_fast 32, beta_slow 1, truncate, and the
  * attention factor (given, or from mscale / mscale_all_dim, or 0.1 ln factor + 1).
- * The correction range needs head_dim: finish_yarn, after it is known. */
+ * The correction range needs head_dim: finish_rope, after it is known. */
 static double yarn_mscale(double scale, double m) { return scale <= 1 ? 1.0 : 0.1 * m * log(scale) + 1.0; }
 
 static ot_status read_yarn(const reader *r, const json_t *v, const char *obj, ot_hf_config *c) {
@@ -364,9 +364,11 @@ static ot_status read_yarn(const reader *r, const json_t *v, const char *obj, ot
   return OT_OK;
 }
 
-/* yarn's correction range over the pairs (transformers' find_correction_range
- * and linear_ramp_factor's singularity guard), once head_dim is known. */
-static void finish_yarn(ot_hf_config *c) {
+/* What the RoPE takes from the rest of the config, once head_dim is known:
+ * dynamic's original length, yarn's correction range over the pairs
+ * (transformers' find_correction_range and linear_ramp_factor's singularity
+ * guard). */
+static void finish_rope(ot_hf_config *c) {
   /* dynamic: its original length is max_position_embeddings (_compute_dynamic_ntk_parameters) */
   if (c->arch == OT_ARCH_LLAMA && c->rope_type == OT_ROPE_DYNAMIC)
     c->rope_original_max_positions = (double)c->max_position_embeddings;
@@ -383,8 +385,8 @@ static void finish_yarn(ot_hf_config *c) {
   c->rope_ramp_hi = hi;
 }
 
-/* RoPE: plain, linear or llama3 scaling (rope.h). Any other scaling
- * (dynamic, yarn, longrope, ...) would silently change the numbers if
+/* RoPE: plain, or linear, llama3, yarn or dynamic scaling (rope.h). Any
+ * other scaling (longrope, su, ...) would silently change the numbers if
  * ignored: refused by name. */
 static ot_status read_rope(const reader *r, ot_hf_config *c) {
   const json_t *theta = get(r, "rope_theta");
@@ -411,7 +413,7 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
         return ot_fail(OT_ERR_FORMAT, "%s: %s: high_freq_factor %g must be larger than low_freq_factor %g", r->label,
                        keys[i], c->rope_high_freq_factor, c->rope_low_freq_factor);
     } else if (t && strcmp(t, "dynamic") == 0) {
-      c->rope_type = OT_ROPE_DYNAMIC; /* against max_position_embeddings, as transformers: finish_dynamic */
+      c->rope_type = OT_ROPE_DYNAMIC; /* against max_position_embeddings, as transformers: finish_rope */
       OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
     } else if (t && strcmp(t, "yarn") == 0) {
       OT_TRY(read_yarn(r, v, keys[i], c));
@@ -692,24 +694,35 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= DBL_MAX))
     return ot_fail(st, "%s: rope_theta %g is not a positive number", label, c->rope_theta);
   if (c->arch == OT_ARCH_LLAMA && c->rope_type != OT_ROPE_DEFAULT) {
-    const int yarn_ok = c->rope_type == OT_ROPE_YARN && c->rope_factor > 0 && c->rope_factor <= 1e6 &&
-                        c->rope_ramp_hi > c->rope_ramp_lo && c->rope_attention_factor > 0 &&
-                        c->rope_attention_factor <= 1e3;
-    const int dyn_ok = c->rope_type == OT_ROPE_DYNAMIC && c->rope_factor >= 1 && c->rope_factor <= 1e3 &&
-                       c->rope_original_max_positions > 0;
-    const int ok = yarn_ok || dyn_ok || ((c->rope_type == OT_ROPE_LINEAR || c->rope_type == OT_ROPE_LLAMA3) && c->rope_factor > 0 &&
-                   c->rope_factor <= 1e6 &&
-                   (c->rope_type == OT_ROPE_LINEAR ||
-                    (c->rope_low_freq_factor > 0 && c->rope_high_freq_factor > c->rope_low_freq_factor &&
-                     c->rope_high_freq_factor <= 1e6 && c->rope_original_max_positions > 0 &&
-                     c->rope_original_max_positions <= 1e9)));
-    if (!ok)
+    /* what the kernels need (rope.h), and a config's ranges on top */
+    const char *why = ot_rope_problem(ot_hf_config_rope(c));
+    const int dyn = c->rope_type == OT_ROPE_DYNAMIC, l3 = c->rope_type == OT_ROPE_LLAMA3;
+    if (!why && !(c->rope_factor <= (dyn ? 1e3 : 1e6) && (!dyn || c->rope_factor >= 1)))
+      why = "factor out of range (dynamic: 1 to 1000; others: at most 1e6)";
+    if (!why && l3 && !(c->rope_high_freq_factor <= 1e6 && c->rope_original_max_positions <= 1e9))
+      why = "high_freq_factor above 1e6 or original_max_position_embeddings above 1e9";
+    if (!why && c->rope_type == OT_ROPE_YARN && !(c->rope_attention_factor <= 1e3))
+      why = "attention factor above 1000";
+    if (why)
       return ot_fail(st, "%s: RoPE %s with factor %g, low/high_freq_factor %g/%g, original_max_position_embeddings %g "
-                         "is not usable (positive factors, low < high)",
+                         "is not usable: %s",
                      label, ot_rope_type_name(c->rope_type), c->rope_factor, c->rope_low_freq_factor,
-                     c->rope_high_freq_factor, c->rope_original_max_positions);
+                     c->rope_high_freq_factor, c->rope_original_max_positions, why);
   }
   return check_weights(st, c, label);
+}
+
+ot_rope ot_hf_config_rope(const ot_hf_config *c) {
+  ot_rope r = {(float)c->rope_theta,
+               c->rope_type,
+               (float)c->rope_factor,
+               (float)c->rope_low_freq_factor,
+               (float)c->rope_high_freq_factor,
+               (float)c->rope_original_max_positions,
+               (float)c->rope_ramp_lo,
+               (float)c->rope_ramp_hi,
+               (float)c->rope_attention_factor};
+  return r;
 }
 
 ot_status ot_hf_config_check(const ot_hf_config *c, const char *label) {
@@ -723,7 +736,7 @@ static ot_status read_config(const reader *r, ot_hf_config *c) {
   OT_TRY(resolve_arch(r, c));
   OT_TRY(c->arch == OT_ARCH_LLAMA ? read_llama(r, c) : read_gpt2(r, c));
   OT_TRY(derive_head_dim(r, c));
-  finish_yarn(c);
+  finish_rope(c);
   OT_TRY(check(OT_ERR_FORMAT, c, r->label));
   OT_TRY(read_tokens(r, c));
   const char *dkey = get(r, "torch_dtype") ? "torch_dtype" : "dtype";

@@ -94,11 +94,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   OT_TRY(ot_lm_step_own(st, att3));
 
   const float eps = (float)c->norm_eps;
-  const ot_rope rope = {(float)c->rope_theta,          c->rope_type,
-                        (float)c->rope_factor,         (float)c->rope_low_freq_factor,
-                        (float)c->rope_high_freq_factor, (float)c->rope_original_max_positions,
-                        (float)c->rope_ramp_lo,        (float)c->rope_ramp_hi,
-                        c->rope_type == OT_ROPE_YARN ? (float)c->rope_attention_factor : 1.0f};
+  const ot_rope rope = ot_hf_config_rope(c);
   OT_TRY(ot_op_embedding(p, h, l->embed, st->ids));
   if (c->scale_embeddings) OT_TRY(ot_op_scale(p, h, h, sqrtf((float)D))); /* gemma: HF's normalizer, in fp32 */
   for (int64_t i = 0; i < c->num_layers; i++) {

@@ -7,28 +7,16 @@ typedef struct pos_params {
   int64_t window; /* rope_attention: the sliding window (0: none) */
 } pos_params;
 
-const char *ot_rope_type_name(int type) {
-  static const char *const n[OT_ROPE_TYPE_COUNT] = {"default", "linear", "llama3", "yarn", "dynamic"};
-  return type >= 0 && type < OT_ROPE_TYPE_COUNT ? n[type] : "?";
-}
-
-/* A RoPE's numbers make sense (the kernels divide by them). */
+/* A RoPE the kernels can use (omptensor/rope.h), named in the message. */
 static ot_status check_rope(ot_rope r, const char *op) {
-  if (!(r.theta > 0) || r.type < 0 || r.type >= OT_ROPE_TYPE_COUNT)
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE theta %g, type %d: theta must be positive and the type one of "
-                                       "default, linear, llama3, yarn, dynamic", op, (double)r.theta, r.type);
-  if (r.type != OT_ROPE_DEFAULT && !(r.factor > 0))
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE %s factor %g must be positive", op, ot_rope_type_name(r.type),
-                   (double)r.factor);
-  if (r.type == OT_ROPE_LLAMA3 && !(r.low_freq_factor > 0 && r.high_freq_factor > r.low_freq_factor &&
-                                    r.original_max_positions > 0))
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE llama3 needs 0 < low_freq_factor (%g) < high_freq_factor (%g) and a "
-                                       "positive original_max_position_embeddings (%g)",
-                   op, (double)r.low_freq_factor, (double)r.high_freq_factor, (double)r.original_max_positions);
-  if (r.type == OT_ROPE_YARN && !(r.ramp_hi > r.ramp_lo && r.attention_factor > 0))
-    return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE yarn needs ramp_lo (%g) < ramp_hi (%g) and a positive attention factor "
-                                       "(%g)", op, (double)r.ramp_lo, (double)r.ramp_hi, (double)r.attention_factor);
-  return OT_OK;
+  const char *why = ot_rope_problem(r);
+  if (!why) return OT_OK;
+  return ot_fail(OT_ERR_INVALID_ARG,
+                 "%s: RoPE %s (theta %g, factor %g, low/high_freq_factor %g/%g, original positions %g, ramp %g..%g, "
+                 "attention factor %g): %s",
+                 op, ot_rope_type_name(r.type), (double)r.theta, (double)r.factor, (double)r.low_freq_factor,
+                 (double)r.high_freq_factor, (double)r.original_max_positions, (double)r.ramp_lo, (double)r.ramp_hi,
+                 (double)r.attention_factor, why);
 }
 
 static ot_status pos_of(const ot_op_exec *e, int slot, int64_t *pos) {
