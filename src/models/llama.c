@@ -1,11 +1,13 @@
-/* llama.c — Llama-family inference (LlamaForCausalLM, and the Llama decoders
- * MistralForCausalLM, Qwen2ForCausalLM, GemmaForCausalLM, Phi3ForCausalLM (q, k,
- * v and gate, up as row slices of its fused weights): q/k/v biases for
- * qwen2; for gemma a GELU (tanh) gate, RMSNorm by (1 + w), embeddings times
- * sqrt(hidden); the
- * sliding window in the attention; the KV cache keeps every position) on omptensor's public
- * API: RMSNorm, RoPE (rotate-half, rope_theta; linear or llama3 scaling), SwiGLU MLP, grouped-query
- * attention with a KV cache, tied or untied embeddings.
+/* llama.c — Llama-family inference on omptensor's public API: RMSNorm,
+ * RoPE (rotate-half; the scalings of omptensor/rope.h), SwiGLU MLP,
+ * grouped-query attention with a KV cache, tied or untied embeddings.
+ *
+ * The same code runs the Llama decoders of other names, by config fields
+ * (hfconfig.h): MistralForCausalLM (a sliding window in the attention; the
+ * KV cache keeps every position), Qwen2ForCausalLM (q/k/v biases),
+ * GemmaForCausalLM (GELU (tanh) gate, RMSNorm by (1 + w), embeddings times
+ * sqrt(hidden)) and Phi3ForCausalLM (q, k, v and gate, up as row slices of
+ * its fused weights).
  *
  * The forward pass of T tokens starting at run-time position `pos`:
  *
@@ -130,6 +132,12 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
 
 static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
 
+/* w[j] = 1 + w[j] for an f32 norm weight of n elements. */
+static void plus_one(ot_tensor *t, int64_t n) {
+  float *d = ot_tensor_data(t);
+  for (int64_t j = 0; j < n; j++) d[j] += 1.0f;
+}
+
 /* Loads (ck != NULL) or synthesises (seed) the weights. */
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, uint64_t seed,
                       int dry, ot_progress_fn progress, void *user, ot_lm **out) {
@@ -224,12 +232,12 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &l->norm, "model.norm.weight");
   /* gemma's RMSNorm multiplies by (1 + w), computed in fp32 as transformers
    * does: folded into the loaded weights once */
-  for (int64_t i = 0; s == OT_OK && cfg->norm_plus_one && !dry && i <= cfg->num_layers; i++) {
-    ot_tensor *n[2] = {i < cfg->num_layers ? L[i].ln1 : l->norm, i < cfg->num_layers ? L[i].ln2 : NULL};
-    for (int k = 0; k < 2 && n[k]; k++) {
-      float *d = ot_tensor_data(n[k]);
-      for (int64_t j = 0; j < D; j++) d[j] = 1.0f + d[j];
+  if (s == OT_OK && cfg->norm_plus_one && !dry) {
+    for (int64_t i = 0; i < cfg->num_layers; i++) {
+      plus_one(L[i].ln1, D);
+      plus_one(L[i].ln2, D);
     }
+    plus_one(l->norm, D);
   }
   if (s == OT_OK) {
     if (cfg->tie_word_embeddings) l->lm_head = l->embed;
