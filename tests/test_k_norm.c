@@ -19,17 +19,11 @@
 static double tol_for(ot_dtype t) { return t == OT_F32 ? 1e-5 : t == OT_F16 ? 2e-3 : 1e-2; }
 
 /* x, y [rows, d] with row stride d + pad; op 0 rmsnorm, 1 layernorm, 2 softmax, 3 causal softmax */
-static void run_rows(int op, ot_dtype dt, int64_t rows, int64_t d, int64_t pad, int inplace, uint64_t seed) {
-  int64_t ld = d + pad;
-  ot_tbuf X = ot_tbuf_rand(dt, rows * ld, seed, -3, 3), Y = ot_tbuf_rand(dt, rows * ld + 2, seed + 1, -1, 1);
-  ot_tbuf W = ot_tbuf_rand(OT_F32, d, seed + 2, 0.5f, 1.5f), B = ot_tbuf_rand(OT_BF16, d, seed + 3, -1, 1);
-  ot_tbuf *out = inplace ? &X : &Y;
-  /* softmax causal: view as [2, rows/2.., d]? keep 2-D: S = rows queries over d keys */
-  ot_kview x = ot_tview(&X, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
-  ot_kview y = inplace ? x : ot_tview(&Y, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
-  ot_kview w = ot_tview(&W, 0, 1, (int64_t[]){d}, NULL), b = ot_tview(&B, 0, 1, (int64_t[]){d}, NULL);
-  int dev = ot_test_dev();
-  ot_kview yd = ot_tview_dev(y, out), xd = ot_tview_dev(x, &X), wd = ot_tview_dev(w, &W), bd = ot_tview_dev(b, &B);
+/* Row op `op` (0 rmsnorm, 1 layernorm, 2 softmax, 3 causal softmax): the
+ * reference on the host views, the kernel on the device ones; its name. */
+static const char *run_op(int op, ot_kview y, ot_kview x, ot_kview w, ot_kview b, ot_kview yd, ot_kview xd,
+                          ot_kview wd, ot_kview bd) {
+  const int dev = ot_test_dev();
   ot_status s = OT_OK;
   const char *name = "?";
   switch (op) {
@@ -39,6 +33,20 @@ static void run_rows(int op, ot_dtype dt, int64_t rows, int64_t d, int64_t pad, 
   default: name = "softmax causal"; assert_int_equal(ot_ref_softmax(y, x, 1.0f, 1), OT_OK); s = ot_k_softmax(dev, yd, xd, 1.0f, 1); break;
   }
   if (s != OT_OK) fail_msg("%s: %s", name, ot_last_error());
+  return name;
+}
+
+static void run_rows(int op, ot_dtype dt, int64_t rows, int64_t d, int64_t pad, int inplace, uint64_t seed) {
+  int64_t ld = d + pad;
+  ot_tbuf X = ot_tbuf_rand(dt, rows * ld, seed, -3, 3), Y = ot_tbuf_rand(dt, rows * ld + 2, seed + 1, -1, 1);
+  ot_tbuf W = ot_tbuf_rand(OT_F32, d, seed + 2, 0.5f, 1.5f), B = ot_tbuf_rand(OT_BF16, d, seed + 3, -1, 1);
+  ot_tbuf *out = inplace ? &X : &Y;
+  /* softmax causal: view as [2, rows/2.., d]? keep 2-D: S = rows queries over d keys */
+  ot_kview x = ot_tview(&X, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
+  ot_kview y = inplace ? x : ot_tview(&Y, 0, 2, (int64_t[]){rows, d}, (int64_t[]){ld, 1});
+  ot_kview w = ot_tview(&W, 0, 1, (int64_t[]){d}, NULL), b = ot_tview(&B, 0, 1, (int64_t[]){d}, NULL);
+  const char *name = run_op(op, y, x, w, b, ot_tview_dev(y, out), ot_tview_dev(x, &X), ot_tview_dev(w, &W),
+                            ot_tview_dev(b, &B));
   char what[128];
   snprintf(what, sizeof what, "%s [%lld, %lld] %s%s%s", name, (long long)rows, (long long)d, ot_dtype_name(dt),
            pad ? " strided" : "", inplace ? " in-place" : "");
@@ -97,17 +105,8 @@ static void run_rows3(int op, ot_dtype xt, ot_dtype wt, ot_dtype yt, int64_t n0,
   x.p = (char *)X.h + ot_dtype_bytes(xt, xo);
   y = inplace ? x : (ot_kview){(char *)Y.h + ot_dtype_bytes(yt, xo), yt, 3, {n0, S, d}, {S * ld, ld, 1}};
   ot_kview w = ot_tview(&W, 0, 1, (int64_t[]){d}, NULL), b = ot_tview(&B, 0, 1, (int64_t[]){d}, NULL);
-  int dev = ot_test_dev();
-  ot_kview yd = ot_tview_dev(y, out), xd = ot_tview_dev(x, &X), wd = ot_tview_dev(w, &W), bd = ot_tview_dev(b, &B);
-  ot_status s = OT_OK;
-  const char *name = "?";
-  switch (op) {
-  case 0: name = "rmsnorm"; assert_int_equal(ot_ref_rmsnorm(y, x, w, 1e-5f), OT_OK); s = ot_k_rmsnorm(dev, yd, xd, wd, 1e-5f); break;
-  case 1: name = "layernorm"; assert_int_equal(ot_ref_layernorm(y, x, w, b, 1e-5f), OT_OK); s = ot_k_layernorm(dev, yd, xd, wd, bd, 1e-5f); break;
-  case 2: name = "softmax"; assert_int_equal(ot_ref_softmax(y, x, 0.7f, 0), OT_OK); s = ot_k_softmax(dev, yd, xd, 0.7f, 0); break;
-  default: name = "softmax causal"; assert_int_equal(ot_ref_softmax(y, x, 1.0f, 1), OT_OK); s = ot_k_softmax(dev, yd, xd, 1.0f, 1); break;
-  }
-  if (s != OT_OK) fail_msg("%s: %s", name, ot_last_error());
+  const char *name = run_op(op, y, x, w, b, ot_tview_dev(y, out), ot_tview_dev(x, &X), ot_tview_dev(w, &W),
+                            ot_tview_dev(b, &B));
   char what[160];
   snprintf(what, sizeof what, "%s [%lld, %lld, %lld] x %s w %s y %s pad %lld offset %lld%s", name, (long long)n0,
            (long long)S, (long long)d, ot_dtype_name(xt), ot_dtype_name(wt), ot_dtype_name(yt), (long long)pad,
