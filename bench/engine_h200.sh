@@ -13,11 +13,7 @@ out=${1:?usage: bench/engine_h200.sh OUT}
 mkdir -p "$out"
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-for t in build-gpu/test_*; do
-  [ -x "$t" ] || continue
-  if timeout 200 "$t" > "$out/$(basename "$t").log" 2>&1; then echo "PASS $(basename "$t")"
-  else echo "FAIL $(basename "$t")"; grep -a -E "ERROR|error" "$out/$(basename "$t").log" | head -5; fi
-done
+bash bench/carried_tests.sh "$out" # the GPU's own numerics against their references
 timeout 60 python3 bench/torch_matmul.py > "$out/torch_matmul.log" 2>&1
 peer() { grep '^{' "$out/torch_matmul.log" | tail -1 | python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1" 2>/dev/null; }
 fp32=$(peer fp32_tflops); bf16=$(peer bf16_tflops)

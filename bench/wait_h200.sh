@@ -12,11 +12,7 @@ mkdir -p "$out"
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader
-for t in build-gpu/test_*; do # the GPU's own numerics (prefill in bf16) against transformers
-  [ -x "$t" ] || continue
-  if timeout 200 "$t" > "$out/$(basename "$t").log" 2>&1; then echo "PASS $(basename "$t")"
-  else echo "FAIL $(basename "$t")"; grep -a -E "ERROR|error" "$out/$(basename "$t").log" | head -5; fi
-done
+bash bench/carried_tests.sh "$out" # the GPU's own numerics against their references
 for w in block spin; do
   echo "=== OMPTENSOR_GPU_WAIT=$w"
   OMPTENSOR_GPU_WAIT=$w build-gpu/omptensor info | grep -E "GPU wait|selected"
