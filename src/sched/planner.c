@@ -523,6 +523,10 @@ static ot_status build_none(ot_plan *plan) {
   return s;
 }
 
+/* How far ahead uploads are placed on paper: minimal none, balanced the
+ * next op (double buffering), aggressive as far as the budget allows. */
+static int lookahead(const ot_plan *plan) { return plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1; }
+
 /* The first run (from `start`) and the replays into *first and *steady. */
 static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start, ot_schedule *first,
                             ot_schedule *steady) {
@@ -531,9 +535,7 @@ static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start
   ot_resident *end = malloc(n * sizeof *end), *keep = malloc(n * sizeof *keep);
   ot_status s = end && keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   int n_end = 0, n_keep = 0;
-  /* how far ahead uploads are placed on paper: minimal none, balanced the
-   * next op (double buffering), aggressive as far as the budget allows */
-  int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
+  const int look = lookahead(plan);
   if (s == OT_OK) s = simulate(p, plan->capacity, look, plan->defer, start, n_start, first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
@@ -590,7 +592,7 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
   ot_resident *end = malloc(n * sizeof *end);
   int n_end = 0;
   ot_status s = end ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  int look = plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1;
+  const int look = lookahead(plan);
   if (s == OT_OK)
     s = simulate(p, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
   if (s == OT_OK) s = drop_to(first, p, end, n_end, keep, n_keep);
