@@ -20,6 +20,7 @@
 #include "omptensor/program.h"
 #include "omptensor/rope.h"
 #include "omptensor/ops.h"
+#include "omptensor/experts.h"
 #include "omptensor/sched.h"
 /* files and settings */
 #include "omptensor/file.h"

@@ -74,6 +74,7 @@ typedef struct ot_op_exec {
   size_t params_bytes;
   const int64_t *scalars;    /* [n_scalars] the program's run-time scalars */
   int n_scalars;
+  void *run;                 /* the executor's, for ot_op_fill (NULL outside a run) */
 } ot_op_exec;
 
 /* Runs the op synchronously on e->device; never moves data. A failure is
@@ -113,6 +114,40 @@ int64_t ot_program_get_scalar(const ot_program *p, int slot);
 ot_status ot_program_mark_input(ot_program *p, const ot_tensor *t);
 ot_status ot_program_mark_output(ot_program *p, const ot_tensor *t);
 ot_status ot_program_mark_persistent(ot_program *p, const ot_tensor *t);
+
+/* ---- caches an op fills itself (the experts of a mixture of experts) ----
+ *
+ * Some ops know what they read only when they run: a mixture-of-experts
+ * layer learns which experts a token uses from its router. Such an op keeps
+ * those tensors at home (they are not its inputs, so no plan moves them) and
+ * brings the ones it needs into a cache: a tensor of the program marked with
+ * ot_program_mark_cache and listed by the op as an in-place input (in and
+ * out). The planner gives the cache its block like any storage, inside the
+ * budget, but never uploads it nor writes it home (its contents are the
+ * op's); it may stay resident between runs. Whenever its block is placed
+ * anew the contents are lost, and ot_op_cache_epoch says so.
+ *
+ * Inside run(): ot_op_fill copies a tensor's home into the cache (at a byte
+ * offset of input k) on the plan's transfer thread and says where the kernel
+ * finds it; ot_op_fill_wait waits for that copy before a kernel reads it.
+ * Each fill is an upload in the trace, named for the tensor and flagged
+ * OT_TRACE_FILL (no change of device bytes: the cache's block holds it), so
+ * the trace shows exactly what crossed. On the host backend nothing is
+ * copied and `where` is the home (the upload is recorded all the same); with
+ * usm on a GPU the kernel reads the home in place over the bus (no copy,
+ * a REMOTE event). */
+ot_status ot_program_mark_cache(ot_program *p, const ot_tensor *t);
+
+/* Copies the home of `src` (contiguous; any tensor of the context, normally
+ * not one the program uses) into the storage of e->in_t[k] (a cache) at byte
+ * `off` from that view's element 0. *where: the address of src's element 0
+ * for the kernel; *ticket: what ot_op_fill_wait waits for (0: nothing). */
+ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *src, void **where, uint64_t *ticket);
+ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket);
+
+/* Changes whenever the block of e->in_t[k]'s storage was placed anew (its
+ * contents lost); unique in the process, never 0. */
+uint64_t ot_op_cache_epoch(const ot_op_exec *e, int k);
 
 #ifdef __cplusplus
 }

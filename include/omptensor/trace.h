@@ -47,6 +47,8 @@ typedef enum ot_trace_kind {
 #define OT_TRACE_PREFETCH 16u   /* UPLOAD: issued before the slot of the op that needs it */
 #define OT_TRACE_DIRTY 32u      /* FREE with DEAD: the copy differed from its home and needs no write-back */
 #define OT_TRACE_STAGE 64u      /* RUN: a later pipeline stage of the run that the last unflagged RUN opened */
+#define OT_TRACE_FILL 128u      /* UPLOAD (block_delta 0) or REMOTE: an op brought a tensor into a cache block
+                                   already placed (ot_op_fill, program.h), e.g. the experts a router chose */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;

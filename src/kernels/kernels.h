@@ -106,6 +106,15 @@ ot_status ot_ref_gelu(ot_kview y, ot_kview x);
 ot_status ot_ref_silu(ot_kview y, ot_kview x);
 ot_status ot_ref_swiglu(ot_kview y, ot_kview gate, ot_kview up);
 
+/* ---- mixture of experts (moe.c) ----------------------------------------------
+ *   scatter_add_rows  y[ids[r]] += w[r] * x[r]   y [T, D], x [n, D], ids [n] i32, w [n]; f32; the ids of
+ *                     one call distinct (one expert's tokens); an id outside [0, T) adds nothing
+ *   sigmoid_gate_add  y += sigmoid(g) * x          y, x [T, D], g [T, 1]; f32 */
+ot_status ot_k_scatter_add_rows(int dev, ot_kview y, ot_kview x, ot_kview ids, ot_kview w);
+ot_status ot_ref_scatter_add_rows(ot_kview y, ot_kview x, ot_kview ids, ot_kview w);
+ot_status ot_k_sigmoid_gate_add(int dev, ot_kview y, ot_kview x, ot_kview g);
+ot_status ot_ref_sigmoid_gate_add(ot_kview y, ot_kview x, ot_kview g);
+
 /* ---- normalisation (row-wise over the last dim; one team per row) ------------
  *   x, y [.., d] same shape (1..4 dims, any strides; y may be x), w, b [d];
  *   f32/f16/bf16, statistics in fp32.

@@ -17,6 +17,7 @@ typedef struct ot_storage {
   int owned;             /* home allocated by us (freed with the storage) */
   int home_dev;          /* device that allocated a pinned/managed home */
   uint64_t id;           /* unique per process, stable order for plans */
+  uint64_t cache_epoch;  /* a cache (program.h): set anew each time a plan places its block */
 } ot_storage;
 
 struct ot_tensor {

@@ -25,6 +25,7 @@
  *     that stays resident needs none; the pages go home when it is freed;
  *   - free: a read-only copy by dropping the duplicate (no PCIe traffic), a
  *     written one by a prefetch home unless it is dead (then discarded). */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -81,7 +82,7 @@ void ot_exec_release(ot_plan *plan) {
     /* the written copies still on the device go home; the rest is advice */
     for (int i = 0; i < plan->prog->n_st; i++) {
       const ot_prog_storage *ps = &plan->prog->st[i];
-      if (plan->xs[i].resident && ps->block && !read_only(ps))
+      if (plan->xs[i].resident && ps->block && !read_only(ps) && !(ps->role & OT_ROLE_CACHE))
         ot_movement_download(plan->mv, ps->st->home, ps->st->home, ps->bytes, ps->name, NULL, NULL, (size_t)-1);
       plan->xs[i].resident = 0;
     }
@@ -187,6 +188,13 @@ static void release_pages(run_state *r, const ot_plan_event *e, const ot_prog_st
   }
 }
 
+/* Cache epochs (program.h): unique in the process, so no two placements of
+ * any cache, by any plan, share one. */
+static uint64_t new_epoch(void) {
+  static _Atomic uint64_t next = 1;
+  return atomic_fetch_add(&next, 1);
+}
+
 static ot_status do_event(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
   const ot_prog_storage *ps = &plan->prog->st[e->st];
@@ -200,8 +208,12 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     x->ready = 0;
     x->home_due = 0;
     r->used += e->block;
-    if (e->kind == OT_EV_ALLOC) {
+    if (e->kind == OT_EV_ALLOC || (ps->role & OT_ROLE_CACHE)) {
       record(r, OT_TRACE_ALLOC, 0, e->op, ps->name, e->block, (int64_t)e->block);
+      if (ps->role & OT_ROLE_CACHE) { /* contents lost (program.h); usm: its op reads homes in place */
+        ps->st->cache_epoch = new_epoch();
+        return OT_OK;
+      }
       /* usm: the pages of an output go to the device before the kernel
        * writes them, not by faults (a copy of what they held; outputs of a
        * decode step are small) */
@@ -227,7 +239,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     if (!x->resident) return ot_fail(OT_ERR_STATE, "executor: free of '%s', not resident (planner bug)", ps->name);
     x->resident = 0;
     /* before the count drops: a write-back it records still holds the block */
-    if (r->kind == OT_MV_PREFETCH) release_pages(r, e, ps, x);
+    if (r->kind == OT_MV_PREFETCH && !(ps->role & OT_ROLE_CACHE)) release_pages(r, e, ps, x);
     r->used -= e->block;
     record(r, OT_TRACE_FREE, e->flags, e->op, ps->name, e->block, -(int64_t)e->block);
     return OT_OK;
@@ -269,7 +281,7 @@ static ot_status run_op(run_state *r, int i) {
     plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
   }
   ot_op_exec e = {r->dev_num, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
-                  o->params, o->params_bytes, p->scalars, p->n_scalars};
+                  o->params, o->params_bytes, p->scalars, p->n_scalars, r};
   if (!ok) {
     record(r, OT_TRACE_KERNEL, 0, i, o->name, 0, 0);
     return ot_fail(OT_ERR_STATE, "executor: op '%s' (#%d) would run without all its tensors on device %d (planner bug)",
@@ -454,4 +466,63 @@ void ot_sched_invalidate(ot_plan *plan) {
   plan->runs = 0;
   plan->inherited_live = 0; /* handed-over copies may be stale now: uploaded again */
   if (plan->vrec) memset(plan->vrec, 0, (size_t)plan->prog->n_st * sizeof *plan->vrec); /* homes changed */
+}
+
+/* ---- ot_op_fill (program.h) ---------------------------------------------- */
+
+static ot_status fill_target(const ot_op_exec *e, int k, const char *fn, const ot_prog_storage **ps) {
+  const run_state *r = e ? e->run : NULL;
+  if (!r) return ot_fail(OT_ERR_STATE, "%s: called outside a run", fn);
+  if (k < 0 || k >= e->n_in)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: op '%s' has no input %d (%d inputs)", fn, e->name, k, e->n_in);
+  const ot_op *o = &r->plan->prog->ops[e->op_index];
+  *ps = &r->plan->prog->st[o->ts[k]];
+  if (!((*ps)->role & OT_ROLE_CACHE))
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: input %d of op '%s' ('%s') is not a cache (ot_program_mark_cache)", fn,
+                   k, e->name, (*ps)->name);
+  return OT_OK;
+}
+
+uint64_t ot_op_cache_epoch(const ot_op_exec *e, int k) {
+  const ot_prog_storage *ps;
+  return fill_target(e, k, "ot_op_cache_epoch", &ps) == OT_OK ? ps->st->cache_epoch : 0;
+}
+
+ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *src, void **where, uint64_t *ticket) {
+  const ot_prog_storage *ps;
+  OT_TRY(fill_target(e, k, "ot_op_fill", &ps));
+  run_state *r = e->run;
+  if (!src || !where || !ticket) return ot_fail(OT_ERR_INVALID_ARG, "ot_op_fill: NULL argument");
+  *ticket = 0;
+  size_t first, end;
+  ot_tensor_byte_span(src, &first, &end);
+  const size_t bytes = end - first, at = ot_tensor_byte_offset(src) - first;
+  const size_t win = ot_tensor_byte_offset(e->in_t[k]);
+  if (!src->st->home || (bytes && off > ps->bytes - win) || bytes > ps->bytes - win - off)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_op_fill: op '%s': '%s' (%zu bytes) does not fit in cache '%s' at byte %zu "
+                   "(%zu bytes)", e->name, src->name, bytes, ps->name, off, ps->bytes - win);
+  const char *home = (const char *)src->st->home + first;
+  const uint64_t t = ot_now_ns();
+  ot_trace_event ev = {OT_TRACE_UPLOAD, OT_TRACE_FILL, r->run, e->op_index, r->dev_num, src->name, t, t, bytes, 0,
+                       r->used, t};
+  if (r->kind == OT_MV_COPY) {
+    char *dst = (char *)e->in[k] + off;
+    size_t id = r->tr ? ot_trace_add(r->tr, &ev) : (size_t)-1;
+    *ticket = ot_movement_upload(r->plan->mv, dst, home, bytes, src->name, NULL, r->tr, id);
+    *where = dst + at;
+    return OT_OK;
+  }
+  if (r->kind == OT_MV_PREFETCH) { /* read in place: no device bytes, no page migration */
+    ev.kind = OT_TRACE_REMOTE;
+    OT_TRY(ot_movement_wait(r->plan->mv, ot_movement_advise(r->plan->mv, home, bytes, OT_ADVISE_REMOTE, src->name)));
+  }
+  if (r->tr) ot_trace_add(r->tr, &ev);
+  *where = (char *)home + at;
+  return OT_OK;
+}
+
+ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket) {
+  const run_state *r = e ? e->run : NULL;
+  if (!r) return ot_fail(OT_ERR_STATE, "ot_op_fill_wait: called outside a run");
+  return ticket ? ot_movement_wait(r->plan->mv, ticket) : OT_OK;
 }

@@ -47,6 +47,7 @@ static int elsewhere(const unsigned char *u, int n, int s, int k, unsigned bit) 
 static ot_status mark_storage(ot_program *sub, const ot_program *p, const unsigned char *u, int n, int k, int s,
                               const ot_tensor *t) {
   unsigned f = u[(size_t)s * n + k], role = p->st[s].role;
+  if (role & OT_ROLE_CACHE) return ot_program_mark_cache(sub, t); /* each device its own, like a weight */
   if ((role & OT_ROLE_INPUT) || ((f & USE_READS_FIRST) && elsewhere(u, n, s, k, USE_WRITES)))
     OT_TRY(ot_program_mark_input(sub, t));
   if ((f & USE_WRITES) && ((role & OT_ROLE_WRITEBACK) || elsewhere(u, n, s, k, USE_READS_FIRST)))

@@ -84,7 +84,7 @@ void ot_plan_print(const ot_plan *plan, FILE *f) {
     const ot_prog_storage *s = &p->st[i];
     unsigned r = s->role;
     fprintf(f, "  tensor %-24s %10zu bytes, ops #%d..#%d, %s%s%s%s%s%s\n", s->name, s->bytes, s->first_use, s->last_use,
-            r & OT_ROLE_INPUT ? "input" : !(r & OT_ROLE_WRITTEN) ? "weight" : (r & OT_ROLE_WRITEBACK) ? "result" : "temporary",
+            r & OT_ROLE_CACHE ? "cache" : r & OT_ROLE_INPUT ? "input" : !(r & OT_ROLE_WRITTEN) ? "weight" : (r & OT_ROLE_WRITEBACK) ? "result" : "temporary",
             r & OT_ROLE_NEEDS_HOME ? ", read from home" : "", r & OT_ROLE_WRITEBACK ? ", written home" : "",
             r & OT_ROLE_KEEP ? ", may stay between runs" : "", plan->place && plan->place[i] ? ", " : "",
             plan->place && plan->place[i] ? ot_place_name(plan->place[i]) : "");

@@ -101,6 +101,7 @@ static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *
 }
 
 static ot_status emit(sim *m, int slot, ot_ev_kind k, ot_ev_reason why, unsigned flags, int st) {
+  if (k == OT_EV_UPLOAD && (m->p->st[st].role & OT_ROLE_CACHE)) k = OT_EV_ALLOC; /* its op fills it (program.h) */
   ot_plan_event e = {slot, slot, (unsigned char)k, (unsigned char)why, flags, st, m->off[st],
                      m->p->st[st].block, -1, -1};
   return ot_schedule_push(m->out, e);
@@ -371,7 +372,7 @@ static ot_status sim_op(sim *m, int i, int *missing) {
     int s = o->acc[k].st;
     const ot_prog_storage *ps = &p->st[s];
     if (!ps->block) continue;
-    if (o->acc[k].write) m->dirty[s] = 1;
+    if (o->acc[k].write && !(ps->role & OT_ROLE_CACHE)) m->dirty[s] = 1; /* a cache is dropped, never written home */
     /* defer_writeback: a persistent copy stays dirty; it is written home if
      * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync */
     const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP);
@@ -601,7 +602,8 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
   for (int k = 0; s == OT_OK && k < n_end; k++) end_at[end[k].st] = end[k].off + 1;
   for (int k = 0; s == OT_OK && k < n_keep; k++) {
     if (end_at[keep[k].st] == keep[k].off + 1) continue;
-    ot_plan_event up = {p->n_ops, p->n_ops, OT_EV_UPLOAD, OT_WHY_KEEP_SET, 0, keep[k].st, keep[k].off,
+    const int cache = (p->st[keep[k].st].role & OT_ROLE_CACHE) != 0;
+    ot_plan_event up = {p->n_ops, p->n_ops, cache ? OT_EV_ALLOC : OT_EV_UPLOAD, OT_WHY_KEEP_SET, 0, keep[k].st, keep[k].off,
                         p->st[keep[k].st].block, -1, -1};
     s = ot_schedule_push(first, up);
   }

@@ -207,16 +207,23 @@ ot_status ot_program_mark_output(ot_program *p, const ot_tensor *t) { return mar
 ot_status ot_program_mark_persistent(ot_program *p, const ot_tensor *t) {
   return mark(p, t, OT_ROLE_PERSIST, "persistent");
 }
+ot_status ot_program_mark_cache(ot_program *p, const ot_tensor *t) { return mark(p, t, OT_ROLE_CACHE, "cache"); }
 
 /* Roles from use (program.h):
  *   NEEDS_HOME  the first access reads (the value the run starts with)
  *   WRITEBACK   written, and an output, persistent, or state (needs its
  *               starting value, i.e. read before written, and not an input)
  *   KEEP        not an input, and either never written (a weight) or
- *               write-back (clean after it): may stay resident for next run */
+ *               write-back (clean after it): may stay resident for next run
+ * A cache (program.h) is none of the first three whatever its uses and
+ * marks: its home never holds what the op put in it. */
 static void classify(ot_prog_storage *s, const ot_program *p) {
   for (int i = 0; i < p->n_marks; i++)
     if (p->marks[i].st == s->st) s->role |= p->marks[i].role;
+  if (s->role & OT_ROLE_CACHE) {
+    s->role = (s->role & OT_ROLE_WRITTEN) | OT_ROLE_CACHE | OT_ROLE_KEEP;
+    return;
+  }
   int input = s->role & OT_ROLE_INPUT;
   int written = s->role & OT_ROLE_WRITTEN;
   int state = (s->role & OT_ROLE_NEEDS_HOME) && written && !input;

@@ -17,6 +17,7 @@ enum {
   OT_ROLE_NEEDS_HOME = 16, /* its first access reads the value the run starts with */
   OT_ROLE_WRITEBACK = 32, /* its home must hold the result after a run */
   OT_ROLE_KEEP = 64,      /* a clean copy may stay resident for the next run */
+  OT_ROLE_CACHE = 128,    /* ot_program_mark_cache: placed without upload, never written home, may stay */
 };
 
 typedef struct ot_access {
