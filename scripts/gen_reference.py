@@ -246,6 +246,37 @@ MODELS = [
         prompt=PROMPT_256,
         seed=BASE_SEED + 10,
     ),
+    # Mixture of experts (issue 18): 4 experts, top 2, by the router of each
+    # token. Mixtral with a sliding window of 8 over the 13-token prompt and
+    # odd widths; Qwen2-MoE with q/k/v biases, a gated shared expert and the
+    # chosen weights not renormalised (norm_topk_prob false, its default).
+    dict(
+        name="mixtral_tiny",
+        cls="MixtralForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=48, intermediate_size=60, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=1000000.0, tie_word_embeddings=False, sliding_window=8,
+            num_local_experts=4, num_experts_per_tok=2, router_jitter_noise=0.0,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 13,
+    ),
+    dict(
+        name="qwen2_moe_tiny",
+        cls="Qwen2MoeForCausalLM",
+        config=dict(
+            llama_common(),
+            hidden_size=64, intermediate_size=100, num_hidden_layers=2,
+            num_attention_heads=4, num_key_value_heads=2, vocab_size=256,
+            rope_theta=1000000.0, tie_word_embeddings=False, use_sliding_window=False,
+            num_experts=4, num_experts_per_tok=2, moe_intermediate_size=40,
+            shared_expert_intermediate_size=72, norm_topk_prob=False, decoder_sparse_step=1,
+        ),
+        prompt=PROMPT_256,
+        seed=BASE_SEED + 14,
+    ),
     dict(
         name="gpt2_small",
         cls="GPT2LMHeadModel",
@@ -344,6 +375,8 @@ FAMILIES = {
     "Qwen2ForCausalLM": (transformers.Qwen2Config, transformers.Qwen2ForCausalLM),
     "GemmaForCausalLM": (transformers.GemmaConfig, transformers.GemmaForCausalLM),
     "Phi3ForCausalLM": (transformers.Phi3Config, transformers.Phi3ForCausalLM),
+    "MixtralForCausalLM": (transformers.MixtralConfig, transformers.MixtralForCausalLM),
+    "Qwen2MoeForCausalLM": (transformers.Qwen2MoeConfig, transformers.Qwen2MoeForCausalLM),
 }
 
 
@@ -351,6 +384,8 @@ def make_config(spec):
     kw = dict(spec["config"])
     cfg = FAMILIES[spec["cls"]][0](**kw)
     cfg._attn_implementation = "eager"
+    if hasattr(cfg, "_experts_implementation"):  # MoE: one expert at a time, the plain loop
+        cfg._experts_implementation = "eager"
     return cfg
 
 
@@ -384,7 +419,8 @@ def build_model(spec):
 
 def load_model(spec_cls, d, dtype=torch.float32):
     cls = FAMILIES[spec_cls][1]
-    m = cls.from_pretrained(d, dtype=dtype, attn_implementation="eager")
+    kw = {"experts_implementation": "eager"} if FAMILIES[spec_cls][0]().__dict__.get("num_experts_per_tok") else {}
+    m = cls.from_pretrained(d, dtype=dtype, attn_implementation="eager", **kw)
     m.eval()
     return m
 

@@ -36,6 +36,8 @@ static const ref_set sets[] = {
     /* other Llama decoders: qwen2 (q/k/v biases), mistral (a window of 8 over a 13-token prompt) */
     {"qwen2_tiny", 1e-4}, {"mistral_tiny", 1e-4}, {"gemma_tiny", 1e-4}, /* gemma: GELU gate, (1 + w) norms */
     {"phi3_tiny", 1e-4}, /* phi3: fused qkv and gate_up weights */
+    /* mixture of experts: 4 experts top-2; qwen2_moe with a gated shared expert */
+    {"mixtral_tiny", 1e-4}, {"qwen2_moe_tiny", 1e-4},
 };
 
 typedef ot_test_manifest manifest;

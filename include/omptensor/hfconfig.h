@@ -50,6 +50,7 @@ typedef enum ot_act {
 #define OT_HF_MAX_LAYERS 65536           /* num_hidden_layers, n_layer */
 #define OT_HF_MAX_HIDDEN (1 << 20)       /* hidden_size, n_embd */
 #define OT_HF_MAX_INTERMEDIATE (1 << 22) /* intermediate_size, n_inner */
+#define OT_HF_MAX_EXPERTS 256            /* num_local_experts, num_experts, num_experts_per_tok */
 #define OT_HF_MAX_HEADS 65536            /* num_attention_heads, num_key_value_heads, n_head */
 #define OT_HF_MAX_HEAD_DIM 256           /* head_dim, given or hidden / heads: the attention kernels' limit */
 #define OT_HF_MAX_VOCAB 2147483647       /* vocab_size: token ids are int32 */
@@ -58,7 +59,7 @@ typedef enum ot_act {
 
 typedef struct ot_hf_config {
   ot_arch arch;
-  char model_type[32];     /* "llama" | "gpt2" */
+  char model_type[32];     /* "llama", "mistral", "qwen2", "gemma", "phi3", "mixtral", "qwen2_moe" | "gpt2" */
   char architecture[64];   /* architectures[0], or "" if absent */
   int64_t hidden_size;     /* n_embd */
   int64_t intermediate_size; /* n_inner; gpt2 default 4 * n_embd */
@@ -86,6 +87,15 @@ typedef struct ot_hf_config {
   int scale_embeddings;    /* gemma: the embeddings are multiplied by sqrt(hidden_size) */
   int fused_proj;          /* phi3: q, k, v are rows of one qkv_proj weight, gate and up of one gate_up_proj */
   int64_t sliding_window;  /* mistral, qwen2: attention to the last W positions where it applies; 0: full */
+  /* mixture of experts (mixtral, qwen2_moe; 0 for a dense model): every
+   * layer's MLP is n_experts SwiGLU experts of moe_intermediate, top_k of
+   * them per token; qwen2_moe adds a shared expert of shared_intermediate
+   * gated by sigmoid(x w^T) */
+  int64_t n_experts;       /* num_local_experts (mixtral), num_experts (qwen2_moe) */
+  int64_t top_k;           /* num_experts_per_tok */
+  int64_t moe_intermediate;    /* mixtral: intermediate_size; qwen2_moe: moe_intermediate_size */
+  int64_t shared_intermediate; /* qwen2_moe: shared_expert_intermediate_size; else 0 */
+  int norm_topk;           /* the chosen weights divided by their sum (mixtral: always; qwen2_moe: norm_topk_prob) */
   ot_act act;              /* hidden_act (llama: SILU) / activation_function (gpt2: GELU_TANH) */
   char torch_dtype[16];    /* "torch_dtype" (or newer "dtype"); "float32" if absent */
   int64_t bos_token_id;    /* -1 if absent */

@@ -51,6 +51,11 @@ typedef struct ot_lm_vtable {
    * (else the last row only). */
   ot_status (*build)(ot_lm *m, int T, int all_logits, ot_lm_step *out);
   void (*destroy)(ot_lm *m);
+  /* Optional (NULL: nothing to fit): sizes what the model keeps on the
+   * device beside its program's tensors for a device budget of `budget`
+   * bytes and prompts of n_prompt tokens (mixture of experts: the expert
+   * window, experts.h). Called by ot_lm_fit before steps are recorded. */
+  ot_status (*fit)(ot_lm *m, uint64_t budget, int n_prompt);
 } ot_lm_vtable;
 
 struct ot_lm {
@@ -81,9 +86,16 @@ ot_status ot_lm_step_tensor(ot_lm_step *s, ot_ctx *ctx, const char *name, ot_dty
                             const int64_t *shape, ot_tensor **out);
 void ot_lm_step_destroy(ot_lm_step *s);
 
+/* Fits the model to a device budget before its steps are recorded (the
+ * vtable's fit; a no-op for a model without one). A change releases what a
+ * held generation kept on the device first (ot_lm_release_device), since
+ * its plan refers to what is replaced. ot_generate calls it. */
+ot_status ot_lm_fit(ot_lm *m, uint64_t budget, int n_prompt);
+
 /* The smallest budget under which generating from a prompt of n_prompt
  * tokens can run (the larger of the prompt step's and the decode step's
- * largest working set, sched.h). */
+ * largest working set, sched.h), with the model fitted to its smallest
+ * (a mixture of experts: a window of one expert; the model stays fitted so). */
 ot_status ot_lm_min_budget(ot_lm *m, int n_prompt, int all_logits, uint64_t *bytes);
 
 /* ---- weights -------------------------------------------------------------

@@ -202,6 +202,10 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
 /* The smallest feasible budget for the non-`none` strategies (the largest
  * working set, see above) and the op that needs it (may be NULL). */
 ot_status ot_sched_min_budget(const ot_program *prog, uint64_t *bytes, int *op);
+/* The bytes of every storage of the program at once (each rounded up to
+ * OT_SCHED_ALIGN): the budget above which nothing is ever evicted, and what
+ * strategy `none` needs. */
+ot_status ot_sched_total_bytes(const ot_program *prog, uint64_t *bytes);
 
 /* Runs the program once. Kernels run on the calling thread; transfers on the
  * plan's transfer thread. When it returns OT_OK every output and persistent

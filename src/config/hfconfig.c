@@ -187,14 +187,17 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (archs && json_array_size(archs) > 0) snprintf(c->architecture, sizeof c->architecture, "%s",
                                                     json_string_value(json_array_get(archs, 0)));
   OT_TRY(get_str(r, "model_type", "", c->model_type, sizeof c->model_type));
-  /* the families and their causal-LM classes: mistral, qwen2, gemma and phi3
-   * are Llama decoders, told apart by config fields (hfconfig.h) */
+  /* the families and their causal-LM classes: mistral, qwen2, gemma, phi3,
+   * mixtral and qwen2_moe are Llama decoders, told apart by config fields
+   * (hfconfig.h) */
   static const struct { const char *type, *cls; ot_arch arch; } fam[] = {
       {"llama", "LlamaForCausalLM", OT_ARCH_LLAMA},
       {"mistral", "MistralForCausalLM", OT_ARCH_LLAMA},
       {"qwen2", "Qwen2ForCausalLM", OT_ARCH_LLAMA},
       {"gemma", "GemmaForCausalLM", OT_ARCH_LLAMA},
       {"phi3", "Phi3ForCausalLM", OT_ARCH_LLAMA},
+      {"mixtral", "MixtralForCausalLM", OT_ARCH_LLAMA},
+      {"qwen2_moe", "Qwen2MoeForCausalLM", OT_ARCH_LLAMA},
       {"gpt2", "GPT2LMHeadModel", OT_ARCH_GPT2},
   };
   const size_t nf = sizeof fam / sizeof *fam;
@@ -202,7 +205,8 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   if (!c->model_type[0]) {
     while (f < nf && strcmp(c->architecture, fam[f].cls)) f++;
     if (f == nf)
-      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\", \"gemma\", \"phi3\" or \"gpt2\")",
+      return ot_fail(OT_ERR_FORMAT, "%s: no \"model_type\" (expected \"llama\", \"mistral\", \"qwen2\", \"gemma\", \"phi3\", "
+                     "\"mixtral\", \"qwen2_moe\" or \"gpt2\")",
                      r->label);
     snprintf(c->model_type, sizeof c->model_type, "%s", fam[f].type);
   }
@@ -210,7 +214,7 @@ static ot_status resolve_arch(const reader *r, ot_hf_config *c) {
   while (f < nf && strcmp(c->model_type, fam[f].type)) f++;
   if (f == nf)
     return ot_fail(OT_ERR_UNSUPPORTED, "%s: model_type \"%s\" is not supported (omptensor runs \"llama\", \"mistral\", "
-                                       "\"qwen2\", \"gemma\", \"phi3\" and \"gpt2\")",
+                                       "\"qwen2\", \"gemma\", \"phi3\", \"mixtral\", \"qwen2_moe\" and \"gpt2\")",
                    r->label, c->model_type);
   c->arch = fam[f].arch;
   /* the head: a causal LM's, not a classifier's or a bare model's */
@@ -466,7 +470,8 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
  * One window for every layer: a mix of windowed and full layers is refused. */
 static ot_status read_window(const reader *r, ot_hf_config *c) {
   c->sliding_window = 0;
-  const int llama = !strcmp(c->model_type, "llama"), qwen = !strcmp(c->model_type, "qwen2");
+  const int llama = !strcmp(c->model_type, "llama") || !strcmp(c->model_type, "gemma") || !strcmp(c->model_type, "phi3");
+  const int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen2_moe"); /* mixtral: as mistral */
   if (llama) {
     OT_TRY(refuse_unless(r, "sliding_window", NULL, "a llama's attention is full causal attention (no window)"));
     return refuse_unless(r, "use_sliding_window", "false", "a llama's attention is full causal attention (no window)");
@@ -512,6 +517,65 @@ static ot_status read_window(const reader *r, ot_hf_config *c) {
   return OT_OK;
 }
 
+/* An integer size of the MoE keys in [1, max]; `def` when absent (0: required). */
+static ot_status moe_size(const reader *r, const char *key, int64_t def, int64_t max, int64_t *out) {
+  const json_t *v = get(r, key);
+  if (!v && def) {
+    *out = def;
+    return OT_OK;
+  }
+  if (!v) return ot_fail(OT_ERR_FORMAT, "%s: missing \"%s\" (an integer in [1, %lld])", r->label, key, (long long)max);
+  if (!json_is_integer(v) || json_integer_value(v) < 1 || json_integer_value(v) > max)
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" must be an integer in [1, %lld]", r->label, key, (long long)max);
+  *out = (int64_t)json_integer_value(v);
+  return OT_OK;
+}
+
+/* Mixture of experts. mixtral: num_local_experts (8) SwiGLU experts of
+ * intermediate_size, num_experts_per_tok (2) per token, the chosen weights
+ * renormalised. qwen2_moe: num_experts (60) of moe_intermediate_size, top
+ * num_experts_per_tok (4), renormalised when norm_topk_prob (default
+ * false), plus a shared expert of shared_expert_intermediate_size whose
+ * output is scaled by sigmoid(shared_expert_gate). What would change the
+ * math and is not implemented is refused by name: router jitter (a
+ * training-time noise, but a non-zero value says the checkpoint expects
+ * it), qwen2_moe's dense layers (decoder_sparse_step > 1, mlp_only_layers).
+ * The router's aux-loss keys only matter for training and are ignored. */
+static ot_status read_moe(const reader *r, ot_hf_config *c) {
+  const int mixtral = !strcmp(c->model_type, "mixtral"), qmoe = !strcmp(c->model_type, "qwen2_moe");
+  c->n_experts = c->top_k = c->moe_intermediate = c->shared_intermediate = 0;
+  c->norm_topk = 0;
+  if (!mixtral && !qmoe) return OT_OK;
+  OT_TRY(moe_size(r, mixtral ? "num_local_experts" : "num_experts", mixtral ? 8 : 60, OT_HF_MAX_EXPERTS,
+                  &c->n_experts));
+  OT_TRY(moe_size(r, "num_experts_per_tok", mixtral ? 2 : 4, OT_HF_MAX_EXPERTS, &c->top_k));
+  if (c->top_k > c->n_experts)
+    return ot_fail(OT_ERR_FORMAT, "%s: num_experts_per_tok %lld is more than the %lld experts", r->label,
+                   (long long)c->top_k, (long long)c->n_experts);
+  if (mixtral) {
+    c->moe_intermediate = c->intermediate_size;
+    c->norm_topk = 1;
+    double jitter;
+    OT_TRY(get_real_in(r, "router_jitter_noise", 0, 0, 1e9, &jitter));
+    if (jitter != 0)
+      return ot_fail(OT_ERR_UNSUPPORTED, "%s: \"router_jitter_noise\": %g is not supported: router jitter multiplies "
+                                         "the router's input by noise; omptensor routes exactly (0)",
+                     r->label, jitter);
+    return OT_OK;
+  }
+  OT_TRY(moe_size(r, "moe_intermediate_size", 1408, OT_HF_MAX_INTERMEDIATE, &c->moe_intermediate));
+  OT_TRY(moe_size(r, "shared_expert_intermediate_size", 5632, OT_HF_MAX_INTERMEDIATE, &c->shared_intermediate));
+  OT_TRY(get_bool(r, "norm_topk_prob", 0, &c->norm_topk));
+  OT_TRY(refuse_unless(r, "decoder_sparse_step", "1",
+                       "only every layer sparse is implemented (a dense MLP every few layers is not)"));
+  const json_t *only = get(r, "mlp_only_layers");
+  if (only && !(json_is_array(only) && json_array_size(only) == 0))
+    return ot_fail(OT_ERR_UNSUPPORTED, "%s: \"mlp_only_layers\" is not supported: omptensor's qwen2_moe has experts in "
+                                       "every layer (dense MLP layers are not implemented)",
+                   r->label);
+  return OT_OK;
+}
+
 /* Gemma: a Llama decoder with a GELU (tanh form) gate, RMSNorm weights
  * applied as (1 + w), and the embeddings scaled by sqrt(hidden_size). Its
  * activation is "hidden_activation"; transformers ignores "hidden_act" (the
@@ -540,7 +604,11 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(get_bool(r, "mlp_bias", 0, &c->mlp_bias));
   OT_TRY(refuse_unless(r, "attention_bias", "false", "the q, k, v, o projections have no bias here"));
   OT_TRY(refuse_unless(r, "mlp_bias", "false", "the MLP projections have no bias here"));
-  c->qkv_bias = !strcmp(c->model_type, "qwen2"); /* Qwen2's q/k/v projections always have biases, o_proj none */
+  /* Qwen2's q/k/v projections have biases (o_proj none): always in 4.x,
+   * by "qwen2_moe"'s qkv_bias key (default true) in 5.x */
+  c->qkv_bias = 0;
+  if (!strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen2_moe"))
+    OT_TRY(get_bool(r, "qkv_bias", 1, &c->qkv_bias));
   c->fused_proj = !strcmp(c->model_type, "phi3"); /* Phi-3: qkv_proj and gate_up_proj, one matrix each */
   if (gemma) OT_TRY(read_gemma(r, c));
   else OT_TRY(get_act(r, OT_ARCH_LLAMA, "silu", &c->act));
@@ -552,6 +620,7 @@ static ot_status read_llama(const reader *r, ot_hf_config *c) {
   OT_TRY(get_real_in(r, "attention_dropout", 0, 0, 1, &drop)); /* inference: no dropout */
   (void)drop;
   OT_TRY(read_window(r, c));
+  OT_TRY(read_moe(r, c));
   return read_rope(r, c);
 }
 
@@ -620,7 +689,12 @@ static int weight_groups(const ot_hf_config *c, weight_group g[4], int64_t *tota
     g[n++] = (weight_group){"n_layer x the layers of n_embd, n_inner", ot_sz_mul(&ovf, L, layer)};
   } else { /* q, o [H hd, D], k, v [KV hd, D], gate, up, down [F, D], 2 RMSNorms */
     int64_t attn = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * H, hd, D), ot_sz_mul3(&ovf, 2 * KV, hd, D));
-    layer = ot_sz_add(&ovf, ot_sz_add(&ovf, attn, ot_sz_mul3(&ovf, 3, F, D)), ot_sz_mul(&ovf, 2, D));
+    int64_t mlp = ot_sz_mul3(&ovf, 3, F, D);
+    if (c->n_experts) /* the experts, the router [E, D], the shared expert and its gate [1, D] */
+      mlp = ot_sz_add(&ovf, ot_sz_mul(&ovf, c->n_experts, ot_sz_add(&ovf, ot_sz_mul3(&ovf, 3, c->moe_intermediate, D), D)),
+                      c->shared_intermediate ? ot_sz_add(&ovf, ot_sz_mul3(&ovf, 3, c->shared_intermediate, D), D) : 0);
+    layer = ot_sz_add(&ovf, ot_sz_add(&ovf, attn, mlp), ot_sz_mul(&ovf, 2, D));
+    if (c->qkv_bias) layer = ot_sz_add(&ovf, layer, ot_sz_mul(&ovf, H + 2 * KV, hd));
     g[n++] = (weight_group){"vocab_size x hidden_size (embed_tokens, lm_head)",
                             ot_sz_mul(&ovf, embed, c->tie_word_embeddings ? 1 : 2)};
     g[n++] = (weight_group){"num_hidden_layers x the layers of hidden_size, intermediate_size, "
@@ -688,6 +762,14 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (c->arch == OT_ARCH_LLAMA && (c->attention_bias || c->mlp_bias))
     return ot_fail(st, "%s: %s is not supported: the llama projections have no biases here", label,
                    c->attention_bias ? "attention_bias" : "mlp_bias");
+  if (c->n_experts && (c->arch != OT_ARCH_LLAMA || c->n_experts > OT_HF_MAX_EXPERTS || c->top_k < 1 ||
+                       c->top_k > c->n_experts || c->moe_intermediate < 1 ||
+                       c->moe_intermediate > OT_HF_MAX_INTERMEDIATE || c->shared_intermediate < 0 ||
+                       c->shared_intermediate > OT_HF_MAX_INTERMEDIATE))
+    return ot_fail(st, "%s: %lld experts, %lld per token, of intermediate %lld (shared %lld): need 1 <= "
+                       "num_experts_per_tok <= experts <= %d and intermediate sizes in [1, %d] (a llama decoder's)",
+                   label, (long long)c->n_experts, (long long)c->top_k, (long long)c->moe_intermediate,
+                   (long long)c->shared_intermediate, OT_HF_MAX_EXPERTS, OT_HF_MAX_INTERMEDIATE);
   if (!(c->norm_eps > 0 && c->norm_eps <= DBL_MAX))
     return ot_fail(st, "%s: %s %g is not a positive number", label,
                    c->arch == OT_ARCH_LLAMA ? "rms_norm_eps" : "layer_norm_epsilon", c->norm_eps);

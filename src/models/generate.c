@@ -142,6 +142,12 @@ static void hold(ot_lm *m, const ot_gen_opts *o, ot_status s, ot_plan *plan, ot_
   ot_lm_step_destroy(st);
 }
 
+/* The budget the steps are planned under on their (first) device: the
+ * options' or the context's. */
+static uint64_t gen_budget(const ot_lm *m, const ot_gen_opts *o) {
+  return o->sched.budget_bytes ? o->sched.budget_bytes : ot_ctx_budget(m->ctx, o->sched.device_index);
+}
+
 static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_text_stream *ts,
                           ot_gen_result *r) {
   OT_TRY(check_prefill_dtype());
@@ -157,6 +163,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (!r->tokens) return ot_fail(OT_ERR_OUT_OF_MEMORY, "generate: no host memory");
 
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
+  OT_TRY(ot_lm_fit(m, gen_budget(m, o), n_prompt)); /* before the held plan is taken: a change releases it */
   ot_lm_step st = {0};
   ot_plan *plan = NULL;
   /* the last generation's held plan (hold_device): the prompt starts from
@@ -266,6 +273,7 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
 ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
   OT_TRY(check_prefill_dtype());
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
+  OT_TRY(ot_lm_fit(m, gen_budget(m, o), n_prompt));
   const int T[2] = {n_prompt, 1}, all[2] = {o->logits_out != NULL, 0};
   for (int i = 0; i < (o->max_new_tokens > 1 ? 2 : 1); i++) {
     ot_lm_step st = {0};

@@ -24,17 +24,21 @@
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "core/checked.h"
+#include "omptensor/experts.h"
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
+#include "omptensor/sched.h"
 #include "models/decoder.h"
 #include "omptensor/weightset.h"
 
 typedef struct layer {
-  ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd;
+  ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd; /* MoE: wg, wu, wd are the shared expert's (or NULL) */
   ot_tensor *bq, *bk, *bv; /* qwen2: the q/k/v biases (NULL otherwise) */
   ot_tensor *wqkv, *wgu;    /* phi3: the fused weights whose row slices wq, wk, wv and wg, wu are */
+  ot_tensor *router, *wsg;  /* MoE: the router [E, D]; qwen2_moe: the shared expert's gate [1, D] */
 } layer;
 
 typedef struct llama {
@@ -44,11 +48,15 @@ typedef struct llama {
   layer *L;
   ot_kvcache kv;
   ot_tlist views; /* phi3: the row slices of the fused weights, beside them */
+  ot_experts *ex; /* mixtral, qwen2_moe: the experts, outside the programs (experts.h) */
+  uint64_t fit_budget; /* what the window was last fitted to (llama_fit): the same again changes nothing */
+  int fit_prompt;
 } llama;
 
 static void llama_destroy(ot_lm *m) {
   llama *l = m->impl;
   if (l) {
+    ot_experts_destroy(l->ex); /* the held programs that use its window went with ot_lm_destroy */
     ot_kvcache_release(&l->kv);
     ot_tlist_release(&l->views); /* before the weights they view */
     ot_wset_destroy(&l->w);
@@ -78,14 +86,26 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
    * there are several rows (the prefill), so they run on tensor cores (fp32
    * accumulation), as transformers' bf16 models do; f32 everywhere else
    * (decode's GEMV kernels read f32 rows, and CPUs gain nothing). */
-  const ot_dtype adt = ot_decoder_act_dtype(m, T, ot_tensor_dtype(l->L[0].wq));
+  /* an MoE layer's input stays f32: the experts' kernels gather its rows (ops_moe.c) */
+  const ot_dtype adt = l->ex ? OT_F32 : ot_decoder_act_dtype(m, T, ot_tensor_dtype(l->L[0].wq));
   OT_TRY(ot_lm_step_tensor(st, ctx, "x", adt, 2, sTD, &x));           /* normed [T, D] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "v", OT_F32, 2, sTK, &v));
   OT_TRY(ot_lm_step_tensor(st, ctx, "att", adt, 2, sTQ, &att));       /* [T, H*hd], o_proj's input */
-  OT_TRY(ot_lm_step_tensor(st, ctx, "gate", adt, 2, sTF, &g));        /* [T, F] */
-  OT_TRY(ot_lm_step_tensor(st, ctx, "up", adt, 2, sTF, &u));
+  ot_tensor *rl = NULL, *work = NULL, *sh = NULL, *sg = NULL;
+  if (l->ex) { /* MoE: the router's logits, the experts' scratch; qwen2_moe: the shared expert's out and gate */
+    int64_t sTE[2] = {T, c->n_experts}, sW[1] = {ot_experts_work_elems(l->ex, T)}, sT1[2] = {T, 1};
+    F = c->shared_intermediate;
+    sTF[1] = F;
+    OT_TRY(ot_lm_step_tensor(st, ctx, "router_logits", OT_F32, 2, sTE, &rl));
+    OT_TRY(ot_lm_step_tensor(st, ctx, "moe_work", OT_F32, 1, sW, &work));
+    if (F) OT_TRY(ot_lm_step_tensor(st, ctx, "shared", OT_F32, 2, sTD, &sh));
+    if (F) OT_TRY(ot_lm_step_tensor(st, ctx, "shared_gate", OT_F32, 2, sT1, &sg));
+  }
+  g = u = NULL;
+  if (F) OT_TRY(ot_lm_step_tensor(st, ctx, "gate", adt, 2, sTF, &g)); /* [T, F] */
+  if (F) OT_TRY(ot_lm_step_tensor(st, ctx, "up", adt, 2, sTF, &u));
   OT_TRY(ot_tensor_reshape(q, 3, sQ3, &q3));
   OT_TRY(ot_lm_step_own(st, q3));
   OT_TRY(ot_tensor_reshape(k, 3, sK3, &k3));
@@ -112,6 +132,16 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
     OT_TRY(ot_op_rope_attention_window(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope, c->sliding_window));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
+    if (l->ex) { /* h += the chosen experts; qwen2_moe: h += sigmoid(x Wsg^T) * shared(x) */
+      OT_TRY(ot_op_matmul(p, rl, x, y->router, 1, 0));
+      OT_TRY(ot_op_moe(p, h, x, rl, l->ex, (int)i, work));
+      if (!F) continue;
+      OT_TRY(ot_op_matmul_swiglu(p, g, u, x, y->wg, y->wu));
+      OT_TRY(ot_op_matmul(p, sh, g, y->wd, 1, 0));
+      OT_TRY(ot_op_matmul(p, sg, x, y->wsg, 1, 0));
+      OT_TRY(ot_op_sigmoid_gate_add(p, h, sh, sg));
+      continue;
+    }
     if (c->act == OT_ACT_GELU_TANH) { /* gemma: g = gelu_tanh(x Wg^T) * (x Wu^T) */
       OT_TRY(ot_op_matmul(p, g, x, y->wg, 1, 0));
       OT_TRY(ot_op_matmul(p, u, x, y->wu, 1, 0));
@@ -130,12 +160,104 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   return ot_decoder_step_end(&l->kv, st);
 }
 
-static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy};
+/* The largest window of experts the budget leaves room for. The dense
+ * part (attention, norms, routers, embeddings, caches, activations: every
+ * storage of a step but the window) is worth more on the device than
+ * experts are (each of its bytes is read every token; an expert's only
+ * when it is chosen), so it gets the budget first: when it fits whole, the
+ * window takes what is left; when it does not, the dense part streams and
+ * the window gets two slots (one computing while the next fills) if the
+ * smallest plan leaves room for them, else one. Measured on 1-slot steps
+ * of the prompt and of decode (the larger of each figure). */
+static ot_status llama_fit(ot_lm *m, uint64_t budget, int n_prompt) {
+  llama *l = m->impl;
+  if (!l->ex) return OT_OK;
+  if (ot_experts_slots(l->ex) && budget == l->fit_budget && n_prompt == l->fit_prompt) return OT_OK;
+  const int all = (int)(l->cfg.num_layers * l->cfg.n_experts);
+  const uint64_t slot = ot_experts_slot_bytes(l->ex);
+  int want = 1;
+  if (budget > 1) {
+    if (ot_experts_slots(l->ex) != 1) ot_lm_release_device(m);
+    OT_TRY(ot_experts_set_slots(l->ex, 1));
+    uint64_t dense = 0, floor1 = 0;
+    const int T[2] = {n_prompt > 0 ? n_prompt : 1, 1};
+    for (int i = 0; i < 2; i++) {
+      ot_lm_step st = {0};
+      uint64_t total = 0, min = 0;
+      ot_status s = build(m, T[i], 0, &st);
+      if (s == OT_OK) s = ot_sched_total_bytes(st.prog, &total);
+      if (s == OT_OK) s = ot_sched_min_budget(st.prog, &min, NULL);
+      ot_lm_step_destroy(&st);
+      if (s != OT_OK) return s;
+      dense = total - slot > dense ? total - slot : dense;
+      floor1 = min > floor1 ? min : floor1;
+    }
+    if (budget >= dense + 2 * slot) want = (int)((budget - dense) / slot < (uint64_t)all ? (budget - dense) / slot : all);
+    else if (budget >= floor1 + slot) want = 2;
+  }
+  if (want != ot_experts_slots(l->ex)) ot_lm_release_device(m); /* its plan refers to the old window */
+  OT_TRY(ot_experts_set_slots(l->ex, want));
+  l->fit_budget = budget;
+  l->fit_prompt = n_prompt;
+  return OT_OK;
+}
+
+static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy, llama_fit};
 
 /* w[j] = 1 + w[j] for an f32 norm weight of n elements. */
 static void plus_one(ot_tensor *t, int64_t n) {
   float *d = ot_tensor_data(t);
   for (int64_t j = 0; j < n; j++) d[j] += 1.0f;
+}
+
+/* The experts object of an MoE config, with a window of one expert until
+ * llama_fit sizes it. q8b needs whole blocks along both expert widths (the
+ * down projection's rows are intermediate wide); else the experts are f32. */
+static ot_status make_experts(llama *l, ot_dtype wt) {
+  const ot_hf_config *c = &l->cfg;
+  ot_dtype xt = wt;
+  if (wt == OT_Q8B && (c->hidden_size % OT_Q8B_BLOCK || c->moe_intermediate % OT_Q8B_BLOCK)) xt = OT_F32;
+  const ot_experts_shape sh = {.n_layers = (int)c->num_layers, .n_experts = (int)c->n_experts, .top_k = (int)c->top_k,
+                               .normalize = c->norm_topk, .hidden = c->hidden_size,
+                               .intermediate = c->moe_intermediate, .dtype = xt};
+  OT_TRY(ot_experts_create(l->w.ctx, &sh, &l->ex));
+  return ot_experts_set_slots(l->ex, 1);
+}
+
+/* One MoE layer's MLP weights, by the hub's names: mixtral's
+ * block_sparse_moe.{gate, experts.E.w1 (gate), w3 (up), w2 (down)};
+ * qwen2_moe's mlp.{gate, experts.E.{gate,up,down}_proj, shared_expert.*,
+ * shared_expert_gate}. */
+static ot_status add_experts(llama *l, layer *y, int i) {
+  const ot_hf_config *c = &l->cfg;
+  ot_wset *w = &l->w;
+  const int mixtral = !strcmp(c->model_type, "mixtral");
+  const char *mlp = mixtral ? "block_sparse_moe" : "mlp";
+  const ot_dtype xt = ot_experts_dtype(l->ex);
+  const int64_t D = c->hidden_size, Fm = c->moe_intermediate, Fs = c->shared_intermediate;
+  const int64_t sED[2] = {c->n_experts, D}, sFD[2] = {Fm, D}, sDF[2] = {D, Fm};
+  const float s_in = 1.0f / sqrtf((float)D), s_ff = 1.0f / sqrtf((float)Fm);
+  /* the router in the experts' dtype unless q8b (its rows are few and read once) */
+  ot_status s = ot_wset_add(w, xt == OT_Q8B ? OT_BF16 : xt, 2, sED, s_in, &y->router, "model.layers.%d.%s.gate.weight",
+                            i, mlp);
+  static const char *const mx[3] = {"w1", "w3", "w2"}, *const qw[3] = {"gate_proj", "up_proj", "down_proj"};
+  for (int e = 0; s == OT_OK && e < c->n_experts; e++) {
+    ot_tensor *t[3] = {NULL, NULL, NULL};
+    for (int k = 0; s == OT_OK && k < 3; k++)
+      s = ot_wset_add(w, xt, 2, k < 2 ? sFD : sDF, k < 2 ? s_in : s_ff, &t[k], "model.layers.%d.%s.experts.%d.%s.weight",
+                      i, mlp, e, (mixtral ? mx : qw)[k]);
+    if (s == OT_OK) s = ot_experts_set(l->ex, i, e, t[0], t[1], t[2]);
+  }
+  if (s != OT_OK || !Fs) return s;
+  const ot_dtype wt = ot_tensor_dtype(y->wq);
+  const int64_t sSD[2] = {Fs, D}, sDS[2] = {D, Fs}, s1D[2] = {1, D};
+  s = ot_wset_add(w, wt, 2, sSD, s_in, &y->wg, "model.layers.%d.mlp.shared_expert.gate_proj.weight", i);
+  if (s == OT_OK) s = ot_wset_add(w, wt, 2, sSD, s_in, &y->wu, "model.layers.%d.mlp.shared_expert.up_proj.weight", i);
+  if (s == OT_OK)
+    s = ot_wset_add(w, wt, 2, sDS, 1.0f / sqrtf((float)Fs), &y->wd, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
+  if (s == OT_OK)
+    s = ot_wset_add(w, wt == OT_Q8B ? OT_BF16 : wt, 2, s1D, s_in, &y->wsg, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+  return s;
 }
 
 /* Loads (ck != NULL) or synthesises (seed) the weights. */
@@ -170,8 +292,12 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
    * for progress and for the host-memory check before anything is made */
   int ovf = 0;
   const int64_t wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  int64_t mlp = ot_sz_mul3(&ovf, 3, F, D);
+  if (cfg->n_experts) /* the experts and the router; qwen2_moe: the shared expert and its gate */
+    mlp = ot_sz_add(&ovf, ot_sz_mul(&ovf, cfg->n_experts, ot_sz_add(&ovf, ot_sz_mul3(&ovf, 3, cfg->moe_intermediate, D), D)),
+                    ot_sz_add(&ovf, ot_sz_mul3(&ovf, 3, cfg->shared_intermediate, D), cfg->shared_intermediate ? D : 0));
   int64_t per_layer = ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * H, hd, D),
-                                ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * KV, hd, D), ot_sz_mul3(&ovf, 3, F, D)));
+                                ot_sz_add(&ovf, ot_sz_mul3(&ovf, 2 * KV, hd, D), mlp));
   int64_t mats = ot_sz_add(&ovf, ot_sz_mul(&ovf, cfg->num_layers, per_layer),
                            cfg->tie_word_embeddings ? 0 : ot_sz_mul(&ovf, V, D));
   int64_t vecs = ot_sz_mul(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, 2, cfg->num_layers), 1), D); /* norms, f32 */
@@ -189,7 +315,8 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
 
   int64_t sVD[2] = {V, D}, sD[1] = {D}, sQD[2] = {H * hd, D}, sKD[2] = {KV * hd, D}, sDQ[2] = {D, H * hd};
   int64_t sFD[2] = {F, D}, sDF[2] = {D, F};
-  s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
+  if (cfg->n_experts) s = make_experts(l, wt);
+  if (s == OT_OK) s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];
     long long li = (long long)i;
@@ -216,6 +343,10 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
     }
     if (s == OT_OK) s = ot_wset_add(w, wt, 2, sDQ, s_in, &y->wo, "model.layers.%lld.self_attn.o_proj.weight", li);
     if (s == OT_OK) s = ot_wset_add(w, OT_F32, 1, sD, -0.1f, &y->ln2, "model.layers.%lld.post_attention_layernorm.weight", li);
+    if (s == OT_OK && l->ex) {
+      s = add_experts(l, y, (int)i);
+      continue;
+    }
     if (s == OT_OK && cfg->fused_proj) { /* rows [0, F) gate, [F, 2F) up, as transformers chunks them */
       int64_t s2FD[2] = {2 * F, D};
       s = ot_wset_add(w, wt, 2, s2FD, s_in, &y->wgu, "model.layers.%lld.mlp.gate_up_proj.weight", li);

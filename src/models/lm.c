@@ -33,8 +33,14 @@ void ot_lm_step_destroy(ot_lm_step *s) {
   *s = (ot_lm_step){0};
 }
 
+ot_status ot_lm_fit(ot_lm *m, uint64_t budget, int n_prompt) {
+  if (!m) return ot_fail(OT_ERR_INVALID_ARG, "ot_lm_fit: NULL model");
+  return m->vt->fit ? m->vt->fit(m, budget, n_prompt) : OT_OK;
+}
+
 ot_status ot_lm_min_budget(ot_lm *m, int n_prompt, int all_logits, uint64_t *bytes) {
   *bytes = 0;
+  OT_TRY(ot_lm_fit(m, 1, n_prompt)); /* a budget of one byte: the smallest of everything */
   const int T[2] = {n_prompt, 1}, all[2] = {all_logits, 0};
   for (int i = 0; i < 2; i++) {
     ot_lm_step st = {0};

@@ -68,6 +68,14 @@ ot_status ot_sched_min_budget(const ot_program *prog, uint64_t *bytes, int *op) 
   return OT_OK;
 }
 
+ot_status ot_sched_total_bytes(const ot_program *prog, uint64_t *bytes) {
+  if (!prog || !bytes) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_total_bytes: NULL argument");
+  uint64_t t = 0;
+  for (int i = 0; i < prog->n_st; i++) t += prog->st[i].block;
+  *bytes = t;
+  return OT_OK;
+}
+
 /* The first op whose working set does not fit, named in the error. */
 static ot_status check_feasible(const ot_plan *plan) {
   const ot_program *p = plan->prog;
