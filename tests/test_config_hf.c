@@ -172,6 +172,44 @@ static void test_llama_defaults_and_variants(void **state) {
                       " \"rope_scaling\": {\"type\": \"longrope\", \"short_factor\": [1], \"long_factor\": [1]}}",
                       &c),
                 OT_ERR_UNSUPPORTED, "config.json", "of type \"longrope\" is not supported");
+  /* mixture of experts: mixtral (renormalised top-k, a window like mistral's) and qwen2_moe (a gated
+   * shared expert, norm_topk_prob, qkv_bias of 5.x), with what they leave out refused by name */
+#define MIXTRAL_SIZES                                                                                          \
+  "\"model_type\": \"mixtral\", \"architectures\": [\"MixtralForCausalLM\"], \"hidden_size\": 32,"             \
+  " \"intermediate_size\": 64, \"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"  \
+  " \"vocab_size\": 100, \"max_position_embeddings\": 64"
+  OT_ASSERT_OK(parse("{" MIXTRAL_SIZES ", \"num_local_experts\": 8, \"num_experts_per_tok\": 2, \"sliding_window\": null,"
+                     " \"router_jitter_noise\": 0, \"output_router_logits\": false, \"router_aux_loss_coef\": 0.02}",
+                     &c));
+  assert_true(c.n_experts == 8 && c.top_k == 2 && c.moe_intermediate == 64 && c.norm_topk && !c.shared_intermediate);
+  assert_true(c.sliding_window == 0 && !c.qkv_bias);
+  /* 2 x (attention 4 x 32 x 32 - 2 x 32 x 16 for GQA... counted: q, o 32x32, k, v 16x32; 8 x (3 x 64 x 32 + 32); norms) */
+  assert_int_equal(ot_hf_config_num_params(&c), 100 * 32 * 2 + 2 * (2 * 32 * 32 + 2 * 16 * 32 + 8 * (3 * 64 * 32 + 32) + 2 * 32) + 32);
+  OT_ASSERT_OK(parse("{" MIXTRAL_SIZES ", \"sliding_window\": 16}", &c)); /* MixtralConfig's defaults: 8, top 2 */
+  assert_true(c.n_experts == 8 && c.top_k == 2 && c.sliding_window == 16);
+  OT_ASSERT_ERR(parse("{" MIXTRAL_SIZES ", \"router_jitter_noise\": 0.01}", &c), OT_ERR_UNSUPPORTED, "config.json",
+                "\"router_jitter_noise\": 0.01 is not supported");
+  OT_ASSERT_ERR(parse("{" MIXTRAL_SIZES ", \"num_local_experts\": 2, \"num_experts_per_tok\": 3}", &c), OT_ERR_FORMAT,
+                "config.json", "num_experts_per_tok 3 is more than the 2 experts");
+  OT_ASSERT_ERR(parse("{" MIXTRAL_SIZES ", \"num_local_experts\": 1000}", &c), OT_ERR_FORMAT, "config.json",
+                "\"num_local_experts\" must be an integer in [1, 256]");
+#define QMOE_SIZES                                                                                             \
+  "\"model_type\": \"qwen2_moe\", \"hidden_size\": 32, \"intermediate_size\": 5632, \"num_hidden_layers\": 2,"      \
+  " \"num_attention_heads\": 4, \"num_key_value_heads\": 2, \"vocab_size\": 100, \"max_position_embeddings\": 64,"  \
+  " \"num_experts\": 4, \"num_experts_per_tok\": 2, \"moe_intermediate_size\": 40, \"shared_expert_intermediate_size\": 56"
+  OT_ASSERT_OK(parse("{" QMOE_SIZES ", \"decoder_sparse_step\": 1, \"mlp_only_layers\": [], \"qkv_bias\": true,"
+                     " \"use_sliding_window\": false, \"sliding_window\": 0, \"layer_types\": [\"full_attention\", \"full_attention\"]}",
+                     &c));
+  assert_true(c.n_experts == 4 && c.top_k == 2 && c.moe_intermediate == 40 && c.shared_intermediate == 56);
+  assert_true(!c.norm_topk && c.qkv_bias && c.sliding_window == 0);
+  OT_ASSERT_OK(parse("{" QMOE_SIZES ", \"norm_topk_prob\": true, \"qkv_bias\": false}", &c));
+  assert_true(c.norm_topk && !c.qkv_bias);
+  OT_ASSERT_ERR(parse("{" QMOE_SIZES ", \"decoder_sparse_step\": 2}", &c), OT_ERR_UNSUPPORTED, "config.json",
+                "\"decoder_sparse_step\": 2 is not supported");
+  OT_ASSERT_ERR(parse("{" QMOE_SIZES ", \"mlp_only_layers\": [1]}", &c), OT_ERR_UNSUPPORTED, "config.json",
+                "\"mlp_only_layers\" is not supported");
+  OT_ASSERT_ERR(parse("{\"model_type\": \"deepseek_v3\", \"hidden_size\": 32}", &c), OT_ERR_UNSUPPORTED, "config.json",
+                "\"mixtral\", \"qwen2_moe\" and \"gpt2\"");
   /* no model_type: taken from architectures */
   OT_ASSERT_OK(parse("{\"architectures\": [\"GPT2LMHeadModel\"], \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                      " \"vocab_size\": 10, \"n_positions\": 4, \"n_inner\": 20}",
@@ -190,7 +228,7 @@ static void test_bad_configs(void **state) {
   } cases[] = {
       {"{\"model_type\": \"llama\", ", OT_ERR_FORMAT, "invalid JSON config at line 1"},
       {"[1]", OT_ERR_FORMAT, "the config is an array"},
-      {"{\"model_type\": \"mixtral\"}", OT_ERR_UNSUPPORTED, "model_type \"mixtral\" is not supported"},
+      {"{\"model_type\": \"dbrx\"}", OT_ERR_UNSUPPORTED, "model_type \"dbrx\" is not supported"},
       {"{\"model_type\": \"gemma2\"}", OT_ERR_UNSUPPORTED, "model_type \"gemma2\" is not supported"},
       {"{\"model_type\": \"gemma\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
        " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 64, \"hidden_activation\": \"gelu\"}",

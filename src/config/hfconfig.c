@@ -470,7 +470,7 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
  * One window for every layer: a mix of windowed and full layers is refused. */
 static ot_status read_window(const reader *r, ot_hf_config *c) {
   c->sliding_window = 0;
-  const int llama = !strcmp(c->model_type, "llama") || !strcmp(c->model_type, "gemma") || !strcmp(c->model_type, "phi3");
+  const int llama = !strcmp(c->model_type, "llama");
   const int qwen = !strcmp(c->model_type, "qwen2") || !strcmp(c->model_type, "qwen2_moe"); /* mixtral: as mistral */
   if (llama) {
     OT_TRY(refuse_unless(r, "sliding_window", NULL, "a llama's attention is full causal attention (no window)"));
