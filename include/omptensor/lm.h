@@ -22,6 +22,7 @@
 #include <stdint.h>
 
 #include "omptensor/context.h"
+#include "omptensor/experts.h"
 #include "omptensor/program.h"
 #include "omptensor/safetensors.h"
 #include "omptensor/sched.h"
@@ -66,6 +67,7 @@ struct ot_lm {
                             ot_generate sets it to prompt + new tokens */
   uint64_t weight_bytes; /* bytes of all weight homes */
   int n_weights;
+  ot_experts *experts;   /* a mixture of experts: its experts (experts.h; owned by the model), else NULL */
   void *impl;
   /* ot_gen_opts.hold_device: the last generation's decode plan and step,
    * holding the weights on the device for the next (zero in a new model;
@@ -177,6 +179,8 @@ typedef struct ot_gen_result {
                                  generation's decode plan */
   ot_budget_probe decode_probe;            /* the decode plan's independent budget check (sched.h); its
                                               seconds are not counted in decode_ms */
+  ot_experts_stats decode_experts; /* a mixture of experts: what the decode steps routed and brought into
+                                      the window (experts.h; zero for a dense model) */
   int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made */
   char *text;            /* with opts.tokenizer: the tokens decoded, special ones skipped (malloc'd), else NULL */
   size_t text_len;

@@ -123,6 +123,14 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
   json_object_set_new(o, "decode_bytes_to_device_per_token", json_integer((json_int_t)r->decode_plan.bytes_up));
   json_object_set_new(o, "decode_predicted_transfer_s", json_real(r->decode_plan.predicted_s));
   json_object_set_new(o, "decode_handed_over_bytes", json_integer((json_int_t)r->handed_over_bytes));
+  if (m->experts) { /* a mixture of experts: the window, and what the decode steps brought into it */
+    const ot_experts_stats *x = &r->decode_experts;
+    json_object_set_new(o, "experts",
+                        json_pack("{s:i, s:I, s:I, s:I, s:I, s:I}", "window_slots", ot_experts_slots(m->experts),
+                                  "slot_bytes", (json_int_t)ot_experts_slot_bytes(m->experts), "decode_routed",
+                                  (json_int_t)x->routed, "decode_hits", (json_int_t)x->hits, "decode_fills",
+                                  (json_int_t)x->fills, "decode_fill_bytes", (json_int_t)x->fill_bytes));
+  }
   if (ot_ctx_backend(s->ctx) == OT_BACKEND_USM) {
     const ot_plan_stats *d = &r->decode_plan;
     json_object_set_new(o, "usm_placement",
@@ -183,6 +191,18 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
     ot_cli_print_setup(s, m->weight_bytes, f);
     print_placement(s, r, f);
+    if (m->experts) {
+      const ot_experts_stats *x = &r->decode_experts;
+      const int steps = r->n_tokens > 1 ? r->n_tokens - 1 : 1;
+      char win[32], per[32];
+      ot_size_format((uint64_t)ot_experts_slot_bytes(m->experts) * (uint64_t)ot_experts_slots(m->experts), win,
+                     sizeof win);
+      ot_size_format(x->fill_bytes / (uint64_t)steps, per, sizeof per);
+      fprintf(f, "experts: a window of %d (%s of the budget); decode: %llu chosen, %llu found in the window, "
+                 "%llu brought in (%s per token)\n",
+              ot_experts_slots(m->experts), win, (unsigned long long)x->routed, (unsigned long long)x->hits,
+              (unsigned long long)x->fills, per);
+    }
     ot_trace_summary_print(&t, f);
   }
   return s->settings.trace_path ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;

@@ -221,6 +221,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   plan = dplan;
   if (s == OT_OK) r->handed_over_bytes = ot_plan_get_stats(plan, 0).inherited_bytes;
   if (s == OT_OK && o->max_new_tokens > 1) s = ot_trace_mark(o->trace, "decode");
+  const ot_experts_stats ex0 = ot_experts_get_stats(m->experts);
   t0 = now_ms();
   for (int i = 1; s == OT_OK && i < o->max_new_tokens && !r->stopped_at_eos; i++) {
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
@@ -235,6 +236,9 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
     r->stopped_at_eos = is_eos(o, next);
   }
   r->decode_ms = now_ms() - t0;
+  const ot_experts_stats ex1 = ot_experts_get_stats(m->experts);
+  r->decode_experts = (ot_experts_stats){ex1.routed - ex0.routed, ex1.hits - ex0.hits, ex1.fills - ex0.fills,
+                                         ex1.fill_bytes - ex0.fill_bytes};
   if (plan) ot_plan_budget_probe(plan, &r->decode_probe);
   r->decode_ms -= r->decode_probe.seconds * 1e3; /* the check is not the product's work (lm.h) */
   if (r->n_tokens > 1 && r->decode_ms > 0) r->decode_tokens_per_second = (r->n_tokens - 1) / (r->decode_ms / 1e3);

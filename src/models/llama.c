@@ -213,7 +213,7 @@ static void plus_one(ot_tensor *t, int64_t n) {
 /* The experts object of an MoE config, with a window of one expert until
  * llama_fit sizes it. q8b needs whole blocks along both expert widths (the
  * down projection's rows are intermediate wide); else the experts are f32. */
-static ot_status make_experts(llama *l, ot_dtype wt) {
+static ot_status make_experts(ot_lm *m, llama *l, ot_dtype wt) {
   const ot_hf_config *c = &l->cfg;
   ot_dtype xt = wt;
   if (wt == OT_Q8B && (c->hidden_size % OT_Q8B_BLOCK || c->moe_intermediate % OT_Q8B_BLOCK)) xt = OT_F32;
@@ -221,6 +221,7 @@ static ot_status make_experts(llama *l, ot_dtype wt) {
                                .normalize = c->norm_topk, .hidden = c->hidden_size,
                                .intermediate = c->moe_intermediate, .dtype = xt};
   OT_TRY(ot_experts_create(l->w.ctx, &sh, &l->ex));
+  m->experts = l->ex;
   return ot_experts_set_slots(l->ex, 1);
 }
 
@@ -315,7 +316,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
 
   int64_t sVD[2] = {V, D}, sD[1] = {D}, sQD[2] = {H * hd, D}, sKD[2] = {KV * hd, D}, sDQ[2] = {D, H * hd};
   int64_t sFD[2] = {F, D}, sDF[2] = {D, F};
-  if (cfg->n_experts) s = make_experts(l, wt);
+  if (cfg->n_experts) s = make_experts(m, l, wt);
   if (s == OT_OK) s = ot_wset_add(w, et, 2, sVD, 1.0f, &l->embed, "model.embed_tokens.weight");
   for (int64_t i = 0; s == OT_OK && i < cfg->num_layers; i++) {
     layer *y = &L[i];
