@@ -66,6 +66,7 @@ size_t ot_experts_slot_bytes(const ot_experts *x);
 ot_status ot_experts_set_slots(ot_experts *x, int n);
 int ot_experts_slots(const ot_experts *x);
 ot_dtype ot_experts_dtype(const ot_experts *x);
+int ot_experts_count(const ot_experts *x); /* layers x experts */
 ot_experts_stats ot_experts_get_stats(const ot_experts *x);
 
 /* f32 elements of the scratch `work` an MoE op over T tokens needs. */

@@ -60,6 +60,7 @@ ot_status ot_experts_set(ot_experts *x, int layer, int e, ot_tensor *gate, ot_te
 
 size_t ot_experts_slot_bytes(const ot_experts *x) { return x ? x->slot_bytes : 0; }
 int ot_experts_slots(const ot_experts *x) { return x ? x->n_slots : 0; }
+int ot_experts_count(const ot_experts *x) { return x ? x->sh.n_layers * x->sh.n_experts : 0; }
 ot_dtype ot_experts_dtype(const ot_experts *x) { return x ? x->sh.dtype : OT_F32; }
 ot_experts_stats ot_experts_get_stats(const ot_experts *x) { return x ? x->stats : (ot_experts_stats){0}; }
 
