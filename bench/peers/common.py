@@ -126,23 +126,52 @@ def greedy_decode(step, config, prompt_ids, n_new, dev, stop_at=None):
 def hf_step(model):
     """step() for a (possibly hooked) LlamaForCausalLM: one forward through
     the model's own code, lm_head on the last position only (as generate())."""
+    import inspect
+    # transformers >= 5.24 names the cache argument `cache` (`past_key_values`
+    # still works there, with a deprecation warning)
+    key = "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
     def step(ids, cache):
-        out = model(input_ids=ids, past_key_values=cache, use_cache=True,
-                    logits_to_keep=1)
+        out = model(input_ids=ids, use_cache=True, logits_to_keep=1, **{key: cache})
         return out.logits[:, -1]
     return step
 
 
-def load_hf(model_dir, device_map=None):
-    """from_pretrained in bf16 (on the CPU unless device_map says otherwise)."""
+def load_hf(model_dir, device_map=None, **kw):
+    """from_pretrained in bf16 (on the CPU unless device_map says otherwise),
+    the class from config.json (LlamaForCausalLM, MixtralForCausalLM, ...);
+    kw go to from_pretrained (e.g. experts_implementation)."""
     import transformers
-    from transformers import LlamaForCausalLM
+    from transformers import AutoModelForCausalLM
     major = int(transformers.__version__.split(".")[0])
-    kw = {"dtype" if major >= 5 else "torch_dtype": torch.bfloat16}
+    kw["dtype" if major >= 5 else "torch_dtype"] = torch.bfloat16
     if device_map is not None:
         kw["device_map"] = device_map
-    model = LlamaForCausalLM.from_pretrained(model_dir, **kw)
+    model = AutoModelForCausalLM.from_pretrained(model_dir, **kw)
     return model.eval()
+
+
+class PinnedHost:
+    """A host tensor of exactly `numel` elements whose pages are pinned with
+    cudaHostRegister (torch's pinned allocator rounds a request up to a power
+    of two: 19.7 GB of experts would take 32 GB). Without CUDA it is plain
+    memory. close() unregisters it; use it before dropping the tensor."""
+
+    def __init__(self, numel, dtype, cuda):
+        self.t = torch.empty(numel, dtype=dtype)
+        self.registered = False
+        if cuda and numel:
+            nbytes = numel * self.t.element_size()
+            rc = torch.cuda.cudart().cudaHostRegister(self.t.data_ptr(), nbytes, 0)
+            if int(rc) != 0:
+                raise RuntimeError(f"cudaHostRegister of {nbytes} bytes failed: error {int(rc)}")
+            self.registered = True
+
+    def close(self):
+        if self.registered:
+            torch.cuda.synchronize()
+            torch.cuda.cudart().cudaHostUnregister(self.t.data_ptr())
+            self.registered = False
 
 
 def h2d_bandwidth(nbytes=1 << 30, reps=5):

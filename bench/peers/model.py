@@ -108,10 +108,10 @@ def write_prompt(workdir, vocab, length, seed):
     return path, ids
 
 
-def safetensors_bytes(model_dir):
-    """Bytes of all tensors in the checkpoint, read from the safetensors
+def safetensors_sizes(model_dir):
+    """{tensor name: bytes} of the checkpoint, read from the safetensors
     headers (8-byte little-endian header length, then a JSON header)."""
-    total = 0
+    sizes = {}
     for name in sorted(os.listdir(model_dir)):
         if not name.endswith(".safetensors"):
             continue
@@ -121,8 +121,13 @@ def safetensors_bytes(model_dir):
         for key, info in header.items():
             if key != "__metadata__":
                 begin, end = info["data_offsets"]
-                total += end - begin
-    return total
+                sizes[key] = end - begin
+    return sizes
+
+
+def safetensors_bytes(model_dir):
+    """Bytes of all tensors in the checkpoint."""
+    return sum(safetensors_sizes(model_dir).values())
 
 
 def int8_weight_bytes(kw, block=32, scale_bytes=2):

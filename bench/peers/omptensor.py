@@ -14,7 +14,7 @@ from .common import DevMemPoller
 
 
 def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=True,
-               placements=("auto",)):
+               placements=("auto",), trace_strategy="balanced"):
     """The cases in priority order (the most important first, so a run that
     reaches its time limit loses the least important ones): resident; the
     headline budget (25 %) on the first backend, then int8 and the traced run
@@ -41,7 +41,7 @@ def case_specs(fractions, backends, strategies, headline=0.25, int8=True, trace=
     if int8:
         add(headline, b0, "aggressive", dtype="int8")
     if trace:
-        add(headline, b0, "balanced", traced=True)
+        add(headline, b0, trace_strategy, traced=True)
     for f in others:
         for s in strategies:
             add(f, b0, s)
@@ -94,8 +94,9 @@ def _tail(text, n=2000):
 
 
 def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, dev,
-             artifacts, log):
-    """Run one case; return its result dict (status ok|failed|timeout)."""
+             artifacts, log, extra_args=()):
+    """Run one case; return its result dict (status ok|failed|timeout).
+    extra_args: more `omptensor run` flags (e.g. --ignore-eos)."""
     argv = _argv(cmd, ["run", model_dir, "--prompt-ids-file", prompt_file,
                        "--max-new-tokens", str(n_new), "--json",
                        "--offload", spec["offload"], "--backend", spec["backend"]])
@@ -105,6 +106,7 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
         argv += ["--dtype", spec["dtype"]]
     if spec.get("placement"):
         argv += ["--usm-placement", spec["placement"]]
+    argv += list(extra_args)
     trace_path = None
     if spec.get("trace"):
         trace_path = os.path.join(artifacts, f"trace-{spec['tag']}.json")
@@ -146,7 +148,7 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
                 "transfer_overlap_s", "tokens", "n_tokens", "tokens_per_second",
                 "prefill_ms", "decode_ms", "logits_checksum",
                 "decode_bytes_to_device_per_token", "budget_probe", "usm_placement",
-                "bytes_read_remote"):
+                "bytes_read_remote", "experts"):
         if key in summary:
             res[key] = summary[key]
     if summary.get("budget_bytes") is not None:

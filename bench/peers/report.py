@@ -13,18 +13,20 @@ def _num(x, fmt="{:.2f}"):
     return "—" if x is None else fmt.format(x)
 
 
-def finalize(cases):
+def finalize(cases, peer_class=None):
     """Fill tokens_match / match_prefix against the reference (the first ok
     case, torch-resident when it ran) and the two ratios:
     ratio_to_bound = tokens/s / bound; ratio_to_best_pytorch = tokens/s / the
-    best PyTorch case of the same class (resident cases against the resident
-    PyTorch cases, budgeted cases against the best offloading PyTorch case)."""
+    best PyTorch case of the same class: peer_class(case) (default: resident
+    cases against the resident PyTorch cases, budgeted cases against the best
+    offloading PyTorch case)."""
+    peer_class = peer_class or (lambda c: c["budget_bytes"] is None)
     ok = [c for c in cases if c.get("status") == "ok" and c.get("tokens")]
     ref = next((c for c in ok if c["case"] == "torch-resident"), ok[0] if ok else None)
     best = {}
     for c in ok:
         if c["backend"] in PYTORCH_KINDS and c.get("tokens_per_second"):
-            k = c["budget_bytes"] is None
+            k = peer_class(c)
             best[k] = max(best.get(k, 0), c["tokens_per_second"])
     # omptensor promises the same tokens under any budget and strategy on one
     # backend: each omptensor case is also compared with omptensor-resident.
@@ -47,7 +49,7 @@ def finalize(cases):
         c["tokens_match"] = n == len(a) and len(a) <= len(b) and len(a) > 0
         tps, bound = c.get("tokens_per_second"), c.get("bound_tokens_per_second")
         c["ratio_to_bound"] = tps / bound if tps and bound else None
-        peer = best.get(c["budget_bytes"] is None)
+        peer = best.get(peer_class(c))
         c["ratio_to_best_pytorch"] = tps / peer if tps and peer else None
     return ref
 
@@ -67,9 +69,12 @@ def _tokens_cell(c):
     return f"DIFFER at {c['match_prefix']}/{len(c['tokens'])}"
 
 
-def rows(cases, weight_bytes):
+def rows(cases, weight_bytes, extra=None):
     """One list of cells per case (status and note replace the numbers of a
-    case that did not run to the end)."""
+    case that did not run to the end). extra: more columns after "× bound",
+    (heading, key, format) each: the case's value of key, formatted (a
+    format with % is a ratio)."""
+    extra = extra or []
     out = []
     for c in cases:
         if c.get("status") != "ok":
@@ -77,13 +82,14 @@ def rows(cases, weight_bytes):
             lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
             why = [lines[0] if c.get("note") else lines[-1]] if lines else []
             out.append([c["case"], c.get("backend", "—"), _budget(c, weight_bytes),
-                        c.get("status", "?").upper(), "—", "—", "—", "—", "—", "—",
-                        why[0][:70].replace("|", "/") if why else "—"])
+                        c.get("status", "?").upper()] + ["—"] * (6 + len(extra)) +
+                       [why[0][:70].replace("|", "/") if why else "—"])
             continue
         out.append([c["case"], str(c.get("backend", "—")), _budget(c, weight_bytes),
                     _num(c.get("tokens_per_second")),
-                    _num(c.get("ratio_to_bound"), "{:.0%}"),
-                    _num(c.get("ratio_to_best_pytorch"), "{:.2f}×"),
+                    _num(c.get("ratio_to_bound"), "{:.0%}")] +
+                   [_num(c.get(key), fmt) for _, key, fmt in extra] +
+                   [_num(c.get("ratio_to_best_pytorch"), "{:.2f}×"),
                     _num(c.get("prefill_ms"), "{:.1f}"),
                     _gb(c.get("peak_device_bytes")),
                     _gb(c.get("cuda_mem_peak_delta_bytes")),
@@ -97,31 +103,39 @@ HEAD = ["case", "backend", "budget", "tokens/s", "× bound", "× best PyTorch",
         "prefill ms", "peak device (runtime)", "peak device (cudaMemGetInfo Δ)", "probe", "tokens"]
 
 
-def text_table(cases, weight_bytes):
-    body = rows(cases, weight_bytes)
-    widths = [max(len(str(r[i])) for r in body + [HEAD]) for i in range(len(HEAD))]
+def head(extra=None):
+    return HEAD[:5] + [h for h, _, _ in (extra or [])] + HEAD[5:]
+
+
+def text_table(cases, weight_bytes, extra=None):
+    body, top = rows(cases, weight_bytes, extra), head(extra)
+    widths = [max(len(str(r[i])) for r in body + [top]) for i in range(len(top))]
     line = lambda r: "  ".join(str(x).ljust(w) for x, w in zip(r, widths))
-    return "\n".join([line(HEAD), line(["-" * w for w in widths])] + [line(r) for r in body])
+    return "\n".join([line(top), line(["-" * w for w in widths])] + [line(r) for r in body])
 
 
-def markdown(cases, header):
+def markdown(cases, header, title="Decode on the H200: omptensor against PyTorch "
+                                  "(`bench/decode_h200.py`)",
+             model="Llama-2-7B shapes", extra=None, notes=(),
+             peer_note="× best PyTorch: resident cases against the best resident PyTorch case, "
+                       "budgeted cases against the best offloading PyTorch case."):
     w = header["weight_bytes"]
     bw = header.get("h2d_bytes_per_s")
-    out = ["## Decode on the H200: omptensor against PyTorch (`bench/decode_h200.py`)", "",
+    top = head(extra)
+    out = [f"## {title}", "",
            f"{header['date']}, {header.get('gpu', 'no GPU')}, torch {header['torch']}, "
            f"transformers {header['transformers']}, accelerate {header['accelerate']}. "
-           f"Model: Llama-2-7B shapes, {header['config']['num_hidden_layers']} layers, "
+           f"Model: {model}, {header['config']['num_hidden_layers']} layers, "
            f"random bf16 weights, {w / 1e9:.2f} GB; batch 1, prompt "
            f"{header['prompt_len']} tokens, {header['new_tokens']} new tokens, greedy. "
            f"Pinned host→device {_num(bw and bw / 1e9)} GB/s "
            f"(pageable {_num(header.get('h2d_pageable_bytes_per_s') and header['h2d_pageable_bytes_per_s'] / 1e9)} GB/s).",
            "", "    " + header["command"], "",
-           "| " + " | ".join(HEAD) + " |", "| " + " | ".join(["---"] * len(HEAD)) + " |"]
-    out += ["| " + " | ".join(r) + " |" for r in rows(cases, w)]
+           "| " + " | ".join(top) + " |", "| " + " | ".join(["---"] * len(top)) + " |"]
+    out += ["| " + " | ".join(r) + " |" for r in rows(cases, w, extra)]
     out += ["", header["bound_formula"], "", header["tokens_per_second_definition"],
-            header["memory_definition"],
-            "× best PyTorch: resident cases against the best resident PyTorch case, "
-            "budgeted cases against the best offloading PyTorch case."]
+            header["memory_definition"], peer_note]
+    out += [""] + list(notes) if notes else []
     return "\n".join(out)
 
 

@@ -6,6 +6,8 @@ memory, budget and a note) and leaves nothing on the device behind it.
   torch-generate      the same model through model.generate(), for reference;
   torch-streamer      peers/streamer.py: pinned layers, a side stream, double
                       buffering, every layer streamed every token;
+  moe_streamer        peers/moe_streamer.py (mixture of experts): dense parts
+                      resident, only the chosen experts copied, an LRU window;
   accelerate-dispatch infer_auto_device_map + dispatch_model with max_memory
                       at the budget (what from_pretrained(device_map='auto',
                       max_memory=...) does): what does not fit stays on the
@@ -36,19 +38,26 @@ def _begin(dev):
         torch.cuda.reset_peak_memory_stats()
 
 
-def resident(model_dir, prompt, n_new, dev, warmup_tokens=3):
+def resident(model_dir, prompt, n_new, dev, warmup_tokens=3, load_kw=None, after=None,
+             generate=True):
+    """load_kw: more from_pretrained arguments; after(model, step) -> dict:
+    extra keys for the result, computed after the timed decode (e.g. a
+    second, hooked decode); generate: also time model.generate() (else the
+    second result is None)."""
     _begin(dev)
     with DevMemPoller(dev) as poller:
         t0 = time.perf_counter()
-        model = load_hf(model_dir, device_map=dev.name)
+        model = load_hf(model_dir, device_map=dev.name, **(load_kw or {}))
         load_s = time.perf_counter() - t0
         step = hf_step(model)
         greedy_decode(step, model.config, prompt, warmup_tokens, dev)       # warm-up
         res = greedy_decode(step, model.config, prompt, n_new, dev)
         # The same model through generate(): prefill = a 1-token generate,
         # decode = (n_new-token generate - that) / (n_new - 1).
-        gen = _generate_times(model, prompt, n_new, dev)
+        gen = _generate_times(model, prompt, n_new, dev) if generate else None
     res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=None)
+    if after is not None:
+        res.update(after(model, step))
     del model, step
     free_memory(dev)
     return res, gen
@@ -98,12 +107,12 @@ def streamer(model_dir, prompt, n_new, dev, warmup_tokens=2):
     return res
 
 
-def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None):
+def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None, load_kw=None):
     from accelerate import dispatch_model, infer_auto_device_map
     _begin(dev)
     with DevMemPoller(dev) as poller:
         t0 = time.perf_counter()
-        model = load_hf(model_dir)                       # on the CPU
+        model = load_hf(model_dir, **(load_kw or {}))    # on the CPU
         if dev.cuda:
             max_memory = {0: int(budget_bytes), "cpu": 200 << 30}
         else:   # smoke test: only the CPU exists, so nothing is offloaded
@@ -124,6 +133,44 @@ def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None):
                     f"on the GPU, the rest copied from pageable CPU memory per forward; "
                     f"{len(res['tokens'])} new tokens")
     del model
+    free_memory(dev)
+    return res
+
+
+def moe_streamer(model_dir, prompt, n_new, dev, budget_bytes, kv_bytes, warmup_tokens=2,
+                 stop_at=None):
+    """peers/moe_streamer.py at `budget_bytes`: dense parts resident, the
+    chosen experts copied per layer into an LRU window of the budget's rest."""
+    from .moe_streamer import ExpertStreamer
+    _begin(dev)
+    s = None
+    try:
+        with DevMemPoller(dev) as poller:
+            t0 = time.perf_counter()
+            model = load_hf(model_dir)                   # on the CPU
+            s = ExpertStreamer(model, dev, budget_bytes, kv_bytes)
+            load_s = time.perf_counter() - t0
+            step = hf_step(model)
+            greedy_decode(step, model.config, prompt, warmup_tokens, dev)
+            s.reset_stats()
+            res = greedy_decode(step, model.config, prompt, n_new, dev, stop_at)
+    except BaseException:
+        if s is not None:
+            s.close()                                    # unpin before the memory goes
+        raise
+    steps = max(1, len(s.routing))
+    res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=int(budget_bytes),
+               device_weight_bytes=s.device_weight_bytes, resident_bytes=s.resident_bytes,
+               window_slots=s.n_slots, expert_bytes=s.expert_bytes, routing=s.routing,
+               decode_fills=s.decode["fills"], decode_hits=s.decode["hits"],
+               crossed_bytes_per_token=s.decode["fill_bytes"] / steps,
+               note=f"dense parts resident, experts pinned on the host; a window of "
+                    f"{s.n_slots} experts (LRU); {len(res['tokens'])} new tokens")
+    if dev.cuda and res["peak_device_bytes"] > budget_bytes:
+        res["note"] += (f"; peak allocated {res['peak_device_bytes'] / 1e9:.2f} GB is over the "
+                        f"budget (the window is at least 2 experts)")
+    s.close()
+    del model, s, step
     free_memory(dev)
     return res
 
