@@ -95,7 +95,7 @@ ot_status ot_experts_set_slots(ot_experts *x, int n) {
 }
 
 int64_t ot_experts_work_elems(const ot_experts *x, int64_t T) {
-  return x ? T * (2 * x->sh.hidden + 2 * x->sh.intermediate + 2) : 0;
+  return x ? T * (2 * x->sh.hidden + 2 * x->sh.intermediate + 2 * x->sh.top_k) : 0;
 }
 
 void ot_experts_route(const float *logits, int n, int top_k, int normalize, int *choice, float *weight) {
