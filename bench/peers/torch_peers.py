@@ -122,11 +122,7 @@ def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None, load_kw=
                                            no_split_module_classes=no_split,
                                            dtype=torch.bfloat16)
         on_gpu = _bytes_on(model, device_map, lambda d: d not in ("cpu", "disk"))
-        # main_device: the GPU runs every layer, also those max_memory leaves on
-        # the CPU (their weights are copied in per forward); without it a map
-        # that puts nothing on the GPU (the MoE model at 10 %) runs on the CPU
         model = dispatch_model(model, device_map=device_map,
-                               main_device=0 if dev.cuda else None,
                                skip_keys=getattr(model, "_skip_keys_device_placement", None))
         load_s = time.perf_counter() - t0
         res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev, stop_at)

@@ -157,22 +157,6 @@ ot_status ot_gpu_wait_apply(const int *devs, int n) {
   return bad ? bad_value() : OT_OK;
 }
 
-void ot_gpu_wait_streaming(int dev, int on) {
-#ifdef OT_HAVE_CUDA
-  pthread_mutex_lock(&g.mu);
-  parse_env();
-  if (!g.bad && !g.from_env && g.mode == 0 && load() && dev >= 0 && dev < g.n_dev && g.ctx[dev]) {
-    const int keep = g.mode;
-    g.mode = on ? 1 : 0; /* yield : spin (modes[]) */
-    set_one(dev);
-    g.mode = keep;
-  }
-  pthread_mutex_unlock(&g.mu);
-#else
-  (void)dev, (void)on;
-#endif
-}
-
 static const char *name_of(unsigned f) {
   return f == CU_SCHED_SPIN ? "spin" : f == CU_SCHED_YIELD ? "yield" : f == CU_SCHED_BLOCKING ? "block" : "auto";
 }

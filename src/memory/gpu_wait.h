@@ -34,16 +34,6 @@ ot_status ot_gpu_wait_check(void);
  * in this build, is not an error (nothing to set). */
 ot_status ot_gpu_wait_apply(const int *devs, int n);
 
-/* The wait of device `dev` (an OpenMP device number) while a run that
- * streams long copies beside its kernels is under way: on = 1 switches a
- * spinning wait to yield, on = 0 back. Only when OMPTENSOR_GPU_WAIT is not
- * set (an explicit choice is kept). Why: a host thread spinning on a kernel
- * delays the transfer thread's next copy (the mixture-of-experts decode at
- * 10 % on the H200: 9.1 tokens/s spinning, 10.5 yielding: the fills stalled
- * 0.35 ms at every expert), while launches of a resident model are fastest
- * spinning. Cheap when nothing changes; thread-safe. */
-void ot_gpu_wait_streaming(int dev, int on);
-
 /* One line for `omptensor info`: the mode asked for, where from, and what
  * each device's context has now (read back from the driver). */
 void ot_gpu_wait_describe(char *buf, size_t n);

@@ -34,7 +34,6 @@
 #include "core/vec.h"
 #include "memory/copy.h"
 #include "memory/device.h"
-#include "memory/gpu_wait.h"
 #include "sched/executor.h"
 #include "sched/movement.h"
 #include "sched/trace_impl.h"
@@ -406,18 +405,8 @@ ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
   return ot_exec_run(plan, trace, 0);
 }
 
-/* Whether the program has a cache its ops fill during the run (program.h). */
-static int fills_cache(const ot_program *p) {
-  for (int i = 0; i < p->n_st; i++)
-    if (p->st[i].role & OT_ROLE_CACHE) return 1;
-  return 0;
-}
-
 ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
   OT_TRY(prepare(plan));
-  /* fills stream beside the kernels: the GPU wait yields meanwhile (memory/gpu_wait.h) */
-  const int streaming = mv_kind(plan) == OT_MV_COPY && fills_cache(plan->prog);
-  if (streaming) ot_gpu_wait_streaming(ot_omp_device(plan->dev), 1);
   run_state r = {0};
   r.plan = plan;
   r.tr = trace;
@@ -431,7 +420,6 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
       if (plan->prog->st[i].role & OT_ROLE_INPUT) plan->vrec[i].has = 0;
   ot_status s = run_schedule(&r, sc, later_stage ? OT_TRACE_STAGE : 0);
   ot_status w = ot_movement_wait_all(plan->mv);
-  if (streaming) ot_gpu_wait_streaming(ot_omp_device(plan->dev), 0);
   if (s == OT_OK) s = w;
   free(r.pend);
   if (s != OT_OK) {
