@@ -70,6 +70,9 @@ static const oc_row rows[] = {
     /* {T, pos, window} */
     ROW("rope_attention_window", rope_attention, 2e-6, 1e-5, 3, 70, 5),
     ROW("rope_attention_window_decode", rope_attention, 2e-6, 1e-5, 1, 70, 20),
+    /* a batch of sequences (issue 19): packed prompt rows, decode rows, padding; windows of none and 3 */
+    ROW("rope_attention_rows", rope_attention_rows, 2e-6, 1e-5, 0),
+    ROW("rope_attention_rows_window", rope_attention_rows, 2e-6, 1e-5, 3),
     /* {table dtype} */
     ROW("embedding", embedding, 0, 0, OT_F32),
     ROW("embedding_bf16", embedding, 0, 0, OT_BF16),

@@ -43,6 +43,11 @@ typedef struct ot_lm_step {
   int pos_slot;      /* run-time scalar: position of ids[0] */
   int T;
   ot_tlist owned;    /* activations and caches the step owns (destroyed with it) */
+  /* A batched step (build_batch), else NULL: rows i32 [T, 2], each row's KV
+   * cache slot and position (slot -1: a padding row); last i32 [n_logits],
+   * the row each logits row is taken from (NULL when every row has its
+   * logits). Inputs the caller writes before each run, like ids. */
+  ot_tensor *rows, *last;
 } ot_lm_step;
 
 typedef struct ot_lm ot_lm;
@@ -57,6 +62,14 @@ typedef struct ot_lm_vtable {
    * bytes and prompts of n_prompt tokens (mixture of experts: the expert
    * window, experts.h). Called by ot_lm_fit before steps are recorded. */
   ot_status (*fit)(ot_lm *m, uint64_t budget, int n_prompt);
+  /* Optional (NULL: the model generates one sequence at a time): records a
+   * step whose T rows are tokens of several sequences, each in its own KV
+   * cache slot (m->n_slots of them, m->n_ctx positions each): st->rows
+   * gives each row's slot and position, the caller writes it before each
+   * run. Logits [n_logits, vocab]: every row's (n_logits == T, decode: a
+   * token per sequence), else those of rows st->last[0 .. n_logits-1] (a
+   * packed prompt step: each sequence's last row). */
+  ot_status (*build_batch)(ot_lm *m, int T, int n_logits, ot_lm_step *out);
 } ot_lm_vtable;
 
 struct ot_lm {
@@ -65,6 +78,8 @@ struct ot_lm {
   int64_t vocab, max_seq;
   int64_t n_ctx;         /* positions the next recorded steps must hold (<= max_seq);
                             ot_generate sets it to prompt + new tokens */
+  int64_t n_slots;       /* KV cache slots (sequences at once) of the next batched steps (ot_generate_batch sets
+                            it; 0: not batched) */
   uint64_t weight_bytes; /* bytes of all weight homes */
   int n_weights;
   ot_experts *experts;   /* a mixture of experts: its experts (experts.h; owned by the model), else NULL */
@@ -119,6 +134,7 @@ ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, cons
 
 /* ---- generation ----------------------------------------------------------- */
 #define OT_GEN_MAX_EOS 8
+struct ot_gen_result; /* below */
 typedef struct ot_gen_opts {
   int max_new_tokens;
   int greedy;            /* 1: argmax; 0: sample with temperature/top_k/top_p */
@@ -151,6 +167,17 @@ typedef struct ot_gen_opts {
    * the next generation, ot_lm_release_device or ot_lm_destroy. Backends
    * map and host (usm plans cannot hand over: nothing is held there). */
   int hold_device;
+  /* Each step's row of logits [vocab] of a sequence, in host memory, before
+   * its token is picked (index as on_token's; seq: the sequence's index in
+   * ot_generate_batch's job, 0 for ot_generate); a status other than OT_OK
+   * stops the generation with it. May be NULL. */
+  ot_status (*on_logits)(void *user, int seq, int index, const float *row, int64_t vocab);
+  void *logits_user;
+  /* ot_generate_batch: each sequence's result as soon as it is finished
+   * (seq: its index in the job), e.g. to write it out before the job ends;
+   * the result stays the batch result's. May be NULL. */
+  ot_status (*on_seq_done)(void *user, int seq, const struct ot_gen_result *r);
+  void *done_user;
 } ot_gen_opts;
 
 ot_gen_opts ot_gen_opts_default(void);
@@ -198,6 +225,75 @@ ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o);
  * failure *r is left empty (calling ot_gen_result_free on it is harmless). */
 ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r);
 void ot_gen_result_free(ot_gen_result *r);
+
+/* ---- batched generation (issue 19) -----------------------------------------
+ * When the weights stream through a small budget, a decode step costs
+ * about the bytes that cross, whatever its number of rows: one weight
+ * stream can serve many sequences. ot_generate_batch runs a job of
+ * prompts with up to n_slots sequences at once, each with its own KV cache
+ * slot and positions:
+ *   - a prompt step packs the prompts of the sequences that start, one
+ *     after another (no padding; each row attends to its own sequence
+ *     only), and gives each its first token;
+ *   - then decode steps of n_slots rows, a token per live sequence (idle
+ *     slots' rows are padding), recorded and planned once, replayed;
+ *   - a sequence stops at an EOS id or its max_new_tokens; its slot takes
+ *     the job's next prompt at once (a prompt step for the sequences that
+ *     start, then decode resumes for all), so the batch never drains
+ *     while prompts are left.
+ * Every step is a program the planner plans under the budget like any
+ * other (the prompt step after the decode plan and back,
+ * ot_sched_plan_after: the weights stay where they are); the caches of all
+ * slots are its tensors, kept, evicted and reloaded as it decides.
+ * A sequence's tokens do not depend on what shares its batch: its rows are
+ * computed as one sequence's (bitwise the same logits wherever the kernels
+ * compute rows independently, as on the CPU; on a GPU within fp32
+ * rounding), and sampling draws from (seed, stream, step). */
+typedef struct ot_gen_seq {
+  const int32_t *prompt;
+  int n_prompt;
+  int max_new_tokens; /* < 0: the options' */
+  /* What its sampling draws from, with the seed and the step: give each
+   * sequence of a job its own number (its index in the job, say) so that
+   * two equal prompts sample differently; ot_generate draws as stream 0. */
+  uint64_t stream;
+} ot_gen_seq;
+
+typedef struct ot_gen_batch_result {
+  int n;                /* sequences */
+  /* [n], in the job's order: tokens, text (with a tokenizer), stopped_at_eos,
+   * logits_checksum (as ot_generate's), prefill_ms (the prompt step it
+   * started in), decode_ms (the decode steps it took part in) and
+   * decode_tokens_per_second (its own tokens over them) */
+  ot_gen_result *seqs;
+  int n_slots;
+  int prefill_steps, decode_steps;
+  double prefill_ms, decode_ms;     /* all prompt steps, all decode steps */
+  int64_t decode_tokens;            /* tokens the decode steps made, over all sequences */
+  double decode_tokens_per_second;  /* decode_tokens over decode_ms: what one weight stream served */
+  double wall_ms;                   /* the whole job, planning included */
+  ot_plan_stats decode_plan;        /* the last decode plan's replays */
+} ot_gen_batch_result;
+
+/* Generates for seqs[0 .. n-1] with up to n_slots of them at once. The
+ * options are ot_generate's for every sequence (max_new_tokens where a
+ * sequence gives none), except: logits_out is refused (one prompt's
+ * logits), hold_device does nothing (a device plan held from an earlier
+ * generation is released first), and on_token/on_text are not called
+ * (on_seq_done and on_logits are, with the sequence's index). A model
+ * without batched steps (GPT-2) runs n_slots = 1 as ot_generate one prompt
+ * after another and refuses more. A sequence with max_new_tokens 0 is done
+ * at once with no tokens. On failure *r is left empty (results already
+ * handed to on_seq_done stay valid for the caller only while it runs). */
+ot_status ot_generate_batch(ot_lm *m, const ot_gen_seq *seqs, int n, int n_slots, const ot_gen_opts *o,
+                            ot_gen_batch_result *r);
+void ot_gen_batch_result_free(ot_gen_batch_result *r);
+
+/* The smallest budget under which ot_generate_batch can run this job (its
+ * largest prompt step, all n_slots prompts of the longest, and its decode
+ * step), with the model fitted to its smallest as ot_lm_min_budget does. */
+ot_status ot_generate_batch_min_budget(ot_lm *m, const ot_gen_seq *seqs, int n, int n_slots, const ot_gen_opts *o,
+                                       uint64_t *bytes);
 
 /* Text in, text out: encodes `len` bytes of UTF-8 with the tokenizer (and the
  * special tokens its template adds, BOS...), then ot_generate with

@@ -79,6 +79,23 @@ ot_status ot_op_rope_attention_window(ot_program *p, ot_tensor *out, ot_tensor *
                                       ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope,
                                       int64_t window);
 
+/* The attention block of a step whose T rows are tokens of several
+ * sequences (batched generation: one token per sequence in decode, the
+ * sequences' prompts packed one after another in a prompt step).
+ * rows i32 [T, 2] holds row t's (KV cache slot, position): mark it an
+ * input and write it before each run, like the ids, so one plan serves
+ * every step. Caches k_cache, v_cache [slots, max_seq, n_kv_heads,
+ * head_dim], one slot per sequence. RoPE at each row's position, k and v
+ * written into the row's slot there, then causal attention over that slot
+ * only: row t sees the slot's positions (pos - window, pos] (window 0: all
+ * of [0, pos]), so a packed prompt's rows see their own sequence and no
+ * other, without a mask. A row whose slot is -1 (outside the caches) is
+ * padding: it writes no cache and its output is 0. Not for dynamic RoPE
+ * (OT_ERR_UNSUPPORTED: its frequencies follow each sequence's length). */
+ot_status ot_op_rope_attention_rows(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
+                                    ot_tensor *k_cache, ot_tensor *v_cache, ot_tensor *rows, ot_rope rope,
+                                    int64_t window);
+
 /* out [T, n] = table[ids[t]] (table [vocab, n], ids i32 [T]). */
 ot_status ot_op_embedding(ot_program *p, ot_tensor *out, ot_tensor *table, ot_tensor *ids);
 

@@ -12,11 +12,9 @@
  * (not coalesced); each query row re-reads its K/V (no query tiling; heads of
  * one GQA group are separate teams); decode (seq 1) has only n_heads teams —
  * a split-K (flash-decoding) variant would fill the GPU. */
+#include "kernels/attention_tile.h"
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
-
-#define AT_TILE 64
-#define AT_MAX_HEAD_DIM 256
 
 static ot_status kv_check(ot_kview cache, ot_kview x, int64_t pos) {
   OT_TRY(ot_kcheck("kv_append", "cache", cache, 3, 3, OT_KM_FLOAT));

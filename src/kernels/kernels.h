@@ -162,6 +162,31 @@ ot_status ot_k_attention_window(int dev, ot_kview out, ot_kview q, ot_kview k, o
                                 int64_t window);
 ot_status ot_ref_attention_window(ot_kview out, ot_kview q, ot_kview k, ot_kview v, int64_t pos, int64_t window);
 
+/* ---- attention over a batch of sequences (attention_rows.c) ------------------
+ * The rows of one step are tokens of several sequences, each with its own
+ * KV cache slot: caches kc, vc [slots, max_seq, n_kv_heads, head_dim], and
+ * rows i32 [T, 2] holding row t's (slot, position) on the device.
+ *   rope_append_rows  rope(q[t]), rope(k[t]) at row t's position (in place),
+ *                     then k[t], v[t] into row t's slot at that position
+ *   attention_rows    out[t, h] = softmax(q[t, h] . k[slot, j, h/g] * scale) @ v
+ *                     over the slot's positions j in (pos - window, pos]
+ *                     (window 0: all of [0, pos]); rows pos' <= pos of the
+ *                     slot must already be appended
+ * q, out [T, n_heads, head_dim]; k, v [T, n_kv_heads, head_dim]. A row
+ * whose slot or position is outside the caches is padding: no cache
+ * changes, q and k stay as they are, its output is 0. Per row the same
+ * arithmetic as ot_k_rope_append and the portable ot_k_attention_window
+ * (bitwise the same results wherever those take their portable loops).
+ * Not for dynamic RoPE (its frequencies follow each sequence's length:
+ * OT_ERR_UNSUPPORTED). */
+ot_status ot_k_rope_append_rows(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, ot_kview rows,
+                                ot_rope r);
+ot_status ot_ref_rope_append_rows(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, ot_kview rows,
+                                  ot_rope r);
+ot_status ot_k_attention_rows(int dev, ot_kview out, ot_kview q, ot_kview kc, ot_kview vc, ot_kview rows,
+                              int64_t window);
+ot_status ot_ref_attention_rows(ot_kview out, ot_kview q, ot_kview kc, ot_kview vc, ot_kview rows, int64_t window);
+
 /* ---- embedding, argmax -------------------------------------------------------
  * embedding: out[r, :] = table[ids[r], :]
  *   ids [n] i32, table [vocab, d] f32/f16/bf16/q8b, out [n, d] f32/f16/bf16;
@@ -188,6 +213,14 @@ ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature,
                       uint64_t seed, uint64_t step);
 ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
                         uint64_t step);
+/* The same with row r drawn as row row0 + r: generation draws a sequence's
+ * tokens as row (the sequence's number in its job), so what a sequence
+ * samples does not depend on which others share its batch (issue 19);
+ * ot_k_sample is row0 = 0. */
+ot_status ot_k_sample_from(int dev, ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p,
+                           uint64_t seed, uint64_t step, int64_t row0);
+ot_status ot_ref_sample_from(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
+                             uint64_t step, int64_t row0);
 
 /* ==== training ====================================================================
  * Backward kernels follow the gradient convention at the top: parameter

@@ -192,6 +192,11 @@ OT_DECLARE_TARGET_END
 
 ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p,
                       uint64_t seed, uint64_t step) {
+  return ot_k_sample_from(dev, idx, logits, temperature, top_k, top_p, seed, step, 0);
+}
+
+ot_status ot_k_sample_from(int dev, ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p,
+                           uint64_t seed, uint64_t step, int64_t row0) {
   OT_TRY(sp_check(idx, logits, temperature, top_k, top_p));
   const sp_geom g = sp_geometry(idx, logits);
   const int64_t rows = g.rows, n = g.n, rs = g.rs, cs = g.cs, is = g.is;
@@ -202,7 +207,7 @@ ot_status ot_k_sample(int dev, ot_kview idx, ot_kview logits, float temperature,
   void *ip = idx.p;
   const int ldt = logits.dt;
   OT_KROWS(dev, rows, r, OT_DEVPTR(lp, ip),
-           sp_row(r, ldt, lp, r * rs, n, cs, k, use_p, top_p, inv_t, seed, step, (int32_t *)ip + r * is));
+           sp_row(row0 + r, ldt, lp, r * rs, n, cs, k, use_p, top_p, inv_t, seed, step, (int32_t *)ip + r * is));
   return OT_OK;
 }
 
@@ -214,6 +219,11 @@ static int cmp_desc_u64(const void *a, const void *b) {
 /* The reference: the same definitions, thresholds found by sorting. */
 ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
                         uint64_t step) {
+  return ot_ref_sample_from(idx, logits, temperature, top_k, top_p, seed, step, 0);
+}
+
+ot_status ot_ref_sample_from(ot_kview idx, ot_kview logits, float temperature, int top_k, float top_p, uint64_t seed,
+                             uint64_t step, int64_t row0) {
   OT_TRY(sp_check(idx, logits, temperature, top_k, top_p));
   const sp_geom g = sp_geometry(idx, logits);
   const float inv_t = 1.0f / temperature;
@@ -259,7 +269,7 @@ ot_status ot_ref_sample(ot_kview idx, ot_kview logits, float temperature, int to
     for (int64_t c = 0; c < g.n; c++) R += key[c] >= kth && q[c] >= tp ? q[c] : 0;
     int64_t tok = 0;
     if (R) {
-      const uint64_t u = sp_draw(seed, step, r, R);
+      const uint64_t u = sp_draw(seed, step, row0 + r, R);
       uint64_t pre = 0;
       for (tok = 0; tok < g.n - 1; tok++) {
         pre += key[tok] >= kth && q[tok] >= tp ? q[tok] : 0;

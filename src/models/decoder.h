@@ -44,7 +44,22 @@ int ot_decoder_prefill_choice(void);
 ot_status ot_decoder_step_head(ot_lm *m, ot_lm_step *st, int all_logits, ot_tensor *h, ot_tensor *x, ot_tensor **hl,
                                ot_tensor **xl);
 
-/* Marks st->ids an input, st->logits an output and the caches persistent. */
+/* A batched step (lm.h, build_batch): as ot_decoder_step_begin, with the
+ * caches sized to m->n_slots sequences of m->n_ctx positions
+ * ([slots, n_ctx, KV, hd]) and st->rows i32 [T, 2] made; no "pos" scalar
+ * (st->pos_slot -1: each row brings its position). */
+ot_status ot_decoder_batch_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int64_t n_kv, int64_t head_dim, int T,
+                                 ot_lm_step *st);
+
+/* A batched step's rows for the final norm and the head: all T rows when
+ * n_logits == T (hl = h, xl = x), else the n_logits rows st->last names,
+ * gathered from h into a [n_logits, D] activation (xl another, in x's
+ * dtype); and st->logits [n_logits, vocab]. */
+ot_status ot_decoder_batch_head(ot_lm *m, ot_lm_step *st, int n_logits, ot_tensor *h, ot_tensor *x, ot_tensor **hl,
+                                ot_tensor **xl);
+
+/* Marks st->ids (and st->rows, st->last) inputs, st->logits an output and
+ * the caches persistent. */
 ot_status ot_decoder_step_end(const ot_kvcache *kv, ot_lm_step *st);
 
 #endif

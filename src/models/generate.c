@@ -20,11 +20,12 @@
 #include "kernels/kernels.h"
 #include "memory/device.h"
 #include "models/decoder.h"
+#include "models/generate_impl.h"
 #include "omptensor/lm.h"
 #include "omptensor/npy.h"
 #include "omptensor/textstream.h"
 
-static double now_ms(void) {
+double ot_gen_now_ms(void) {
   struct timespec t;
   clock_gettime(CLOCK_MONOTONIC, &t);
   return 1e3 * (double)t.tv_sec + 1e-6 * (double)t.tv_nsec;
@@ -52,13 +53,15 @@ void ot_gen_result_free(ot_gen_result *r) {
 /* Picks the next token from one row of logits [vocab], in its host home:
  * the argmax and sampling kernels run on the host device (the ot_ref_*
  * versions are the tests' oracles, not the product's path). The draw
- * depends only on (seed, step), so it is the same on every device. */
-static ot_status pick(const ot_gen_opts *o, const float *row, int64_t vocab, uint64_t step, int32_t *tok) {
+ * depends only on (seed, stream, step), so it is the same on every device
+ * and, in a batch, whatever shares it (stream: the sequence's number). */
+ot_status ot_gen_pick(const ot_gen_opts *o, const float *row, int64_t vocab, uint64_t stream, uint64_t step,
+                      int32_t *tok) {
   ot_kview v = ot_kview_2d((void *)row, OT_F32, 1, vocab);
   ot_kview out = ot_kview_1d(tok, OT_I32, 1);
   const int host = ot_omp_device(OT_DEVICE_HOST);
   if (o->greedy) return ot_k_argmax(host, out, v);
-  return ot_k_sample(host, out, v, o->temperature, o->top_k, o->top_p, o->seed, step);
+  return ot_k_sample_from(host, out, v, o->temperature, o->top_k, o->top_p, o->seed, step, (int64_t)stream);
 }
 
 static double row_sum(const float *row, int64_t n) {
@@ -74,8 +77,8 @@ static double row_sum(const float *row, int64_t n) {
  * is the checksum's own pass; only a failure looks for the first bad value.
  * `step` names the step for the message, row r is position pos0 + r. Adds
  * the last row's sum to *sum. */
-static ot_status check_logits(const float *x, int64_t rows, int64_t vocab, int64_t pos0, const char *step,
-                              double *sum) {
+ot_status ot_gen_check_logits(const float *x, int64_t rows, int64_t vocab, int64_t pos0, const char *step,
+                             double *sum) {
   double last = 0;
   for (int64_t r = 0; r < rows; r++) {
     last = row_sum(x + r * vocab, vocab);
@@ -100,10 +103,17 @@ static ot_status run_step(ot_lm_step *st, ot_plan *plan, const int32_t *ids, int
   return ot_sched_run(plan, tr);
 }
 
-static int is_eos(const ot_gen_opts *o, int32_t id) {
+int ot_gen_is_eos(const ot_gen_opts *o, int32_t id) {
   for (int i = 0; i < o->n_eos && i < OT_GEN_MAX_EOS; i++)
     if (o->eos_ids[i] == id) return 1;
   return 0;
+}
+
+/* on_logits (if set), then the pick: seq 0 (ot_generate is one sequence). */
+static ot_status pick_logged(const ot_gen_opts *o, const float *row, int64_t vocab, uint64_t stream, uint64_t step,
+                             int32_t *tok) {
+  if (o->on_logits) OT_TRY(o->on_logits(o->logits_user, 0, (int)step, row, vocab));
+  return ot_gen_pick(o, row, vocab, stream, step, tok);
 }
 
 /* Keeps a new token and tells whoever listens: progress, the token, the
@@ -120,7 +130,7 @@ static ot_status took(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r
 }
 
 /* A bad OMPTENSOR_PREFILL_DTYPE, before anything is recorded. */
-static ot_status check_prefill_dtype(void) {
+ot_status ot_gen_check_prefill_dtype(void) {
   if (ot_decoder_prefill_choice() != -2) return OT_OK;
   return ot_fail(OT_ERR_INVALID_ARG, "OMPTENSOR_PREFILL_DTYPE='%s': use auto (the weights' dtype where cuBLAS runs "
                                      "the prompt's GEMMs), weights or f32 (exact fp32 math)",
@@ -144,13 +154,13 @@ static void hold(ot_lm *m, const ot_gen_opts *o, ot_status s, ot_plan *plan, ot_
 
 /* The budget the steps are planned under on their (first) device: the
  * options' or the context's. */
-static uint64_t gen_budget(const ot_lm *m, const ot_gen_opts *o) {
+uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o) {
   return o->sched.budget_bytes ? o->sched.budget_bytes : ot_ctx_budget(m->ctx, o->sched.device_index);
 }
 
-static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_text_stream *ts,
-                          ot_gen_result *r) {
-  OT_TRY(check_prefill_dtype());
+static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, uint64_t stream,
+                          ot_text_stream *ts, ot_gen_result *r) {
+  OT_TRY(ot_gen_check_prefill_dtype());
   if (n_prompt < 1) return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is empty (give at least one token id)");
   for (int i = 0; i < n_prompt; i++)
     if (prompt[i] < 0 || prompt[i] >= m->vocab)
@@ -163,7 +173,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (!r->tokens) return ot_fail(OT_ERR_OUT_OF_MEMORY, "generate: no host memory");
 
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
-  OT_TRY(ot_lm_fit(m, gen_budget(m, o), n_prompt)); /* before the held plan is taken: a change releases it */
+  OT_TRY(ot_lm_fit(m, ot_gen_budget(m, o), n_prompt)); /* before the held plan is taken: a change releases it */
   ot_lm_step st = {0};
   ot_plan *plan = NULL;
   /* the last generation's held plan (hold_device): the prompt starts from
@@ -180,9 +190,9 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (s == OT_OK) r->prefill_handed_over_bytes = ot_plan_get_stats(plan, 0).inherited_bytes;
   /* where each phase starts, for plots of the trace (trace.h) */
   if (s == OT_OK) s = ot_trace_mark(o->trace, "prefill");
-  double t0 = now_ms();
+  double t0 = ot_gen_now_ms();
   if (s == OT_OK) s = run_step(&st, plan, prompt, 0, o->trace);
-  r->prefill_ms = now_ms() - t0;
+  r->prefill_ms = ot_gen_now_ms() - t0;
   if (s == OT_OK) r->prefill_plan = ot_plan_get_stats(plan, 0);
   const float *logits = s == OT_OK ? ot_tensor_data(st.logits) : NULL;
   int64_t rows = s == OT_OK ? ot_tensor_dim(st.logits, 0) : 0;
@@ -190,7 +200,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   snprintf(what, sizeof what, "the prefill (the prompt of %d tokens)", n_prompt);
   double prefill_sum = 0;
   /* before they are written or used; all rows with logits_out, else the last */
-  if (s == OT_OK) s = check_logits(logits, rows, m->vocab, n_prompt - rows, what, &prefill_sum);
+  if (s == OT_OK) s = ot_gen_check_logits(logits, rows, m->vocab, n_prompt - rows, what, &prefill_sum);
   if (s == OT_OK && o->logits_out) {
     int64_t shape[2] = {rows, m->vocab};
     s = ot_npy_write(o->logits_out, OT_F32, 2, shape, logits);
@@ -199,14 +209,14 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (s == OT_OK && o->max_new_tokens > 0) {
     const float *last = logits + (rows - 1) * m->vocab;
     r->logits_checksum += prefill_sum;
-    s = pick(o, last, m->vocab, 0, &next);
+    s = pick_logged(o, last, m->vocab, stream, 0, &next);
   }
   if (s == OT_OK && o->max_new_tokens > 0) s = took(o, ts, r, next);
   if (s != OT_OK || o->max_new_tokens == 0) {
     hold(m, o, s, plan, &st);
     return s;
   }
-  r->stopped_at_eos = is_eos(o, next);
+  r->stopped_at_eos = ot_gen_is_eos(o, next);
 
   /* decode: one token per replay, planned to start from what the prompt
    * plan left on the device (recorded before the prompt's step goes: its
@@ -222,20 +232,20 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   if (s == OT_OK) r->handed_over_bytes = ot_plan_get_stats(plan, 0).inherited_bytes;
   if (s == OT_OK && o->max_new_tokens > 1) s = ot_trace_mark(o->trace, "decode");
   const ot_experts_stats ex0 = ot_experts_get_stats(m->experts);
-  t0 = now_ms();
+  t0 = ot_gen_now_ms();
   for (int i = 1; s == OT_OK && i < o->max_new_tokens && !r->stopped_at_eos; i++) {
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
     if (s != OT_OK) break;
     const float *row = ot_tensor_data(st.logits);
     snprintf(what, sizeof what, "decode step %d (position %d)", i, n_prompt + i - 1);
-    s = check_logits(row, 1, m->vocab, n_prompt + i - 1, what, &r->logits_checksum);
+    s = ot_gen_check_logits(row, 1, m->vocab, n_prompt + i - 1, what, &r->logits_checksum);
     if (s != OT_OK) break;
-    s = pick(o, row, m->vocab, (uint64_t)i, &next);
+    s = pick_logged(o, row, m->vocab, stream, (uint64_t)i, &next);
     if (s != OT_OK) break;
     s = took(o, ts, r, next);
-    r->stopped_at_eos = is_eos(o, next);
+    r->stopped_at_eos = ot_gen_is_eos(o, next);
   }
-  r->decode_ms = now_ms() - t0;
+  r->decode_ms = ot_gen_now_ms() - t0;
   const ot_experts_stats ex1 = ot_experts_get_stats(m->experts);
   r->decode_experts = (ot_experts_stats){ex1.routed - ex0.routed, ex1.hits - ex0.hits, ex1.fills - ex0.fills,
                                          ex1.fill_bytes - ex0.fill_bytes};
@@ -248,7 +258,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
 }
 
 /* The stream's held-back end, then the whole text into the result. */
-static ot_status finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r) {
+ot_status ot_gen_finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r) {
   const char *piece, *all;
   size_t n, len;
   OT_TRY(ot_text_stream_finish(ts, &piece, &n));
@@ -260,13 +270,14 @@ static ot_status finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_re
   return OT_OK;
 }
 
-ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r) {
+ot_status ot_gen_one(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, uint64_t stream,
+                     ot_gen_result *r) {
   memset(r, 0, sizeof *r);
   if (!m || !o || (!prompt && n_prompt)) return ot_fail(OT_ERR_INVALID_ARG, "ot_generate: NULL argument");
   ot_text_stream *ts = NULL;
   ot_status s = o->tokenizer ? ot_text_stream_new(o->tokenizer, 1, &ts) : OT_OK;
-  if (s == OT_OK) s = generate(m, prompt, n_prompt, o, ts, r);
-  if (s == OT_OK && ts) s = finish_text(o, ts, r);
+  if (s == OT_OK) s = generate(m, prompt, n_prompt, o, stream, ts, r);
+  if (s == OT_OK && ts) s = ot_gen_finish_text(o, ts, r);
   ot_text_stream_destroy(ts);
   /* A failure leaves nothing to free (the token buffer leaked on failed
    * runs before; found by OMPTENSOR_FAULT under LeakSanitizer). */
@@ -274,10 +285,14 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
   return s;
 }
 
+ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, ot_gen_result *r) {
+  return ot_gen_one(m, prompt, n_prompt, o, 0, r);
+}
+
 ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
-  OT_TRY(check_prefill_dtype());
+  OT_TRY(ot_gen_check_prefill_dtype());
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
-  OT_TRY(ot_lm_fit(m, gen_budget(m, o), n_prompt));
+  OT_TRY(ot_lm_fit(m, ot_gen_budget(m, o), n_prompt));
   const int T[2] = {n_prompt, 1}, all[2] = {o->logits_out != NULL, 0};
   for (int i = 0; i < (o->max_new_tokens > 1 ? 2 : 1); i++) {
     ot_lm_step st = {0};

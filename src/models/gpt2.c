@@ -103,7 +103,7 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   return ot_decoder_step_end(&g->kv, st);
 }
 
-static const ot_lm_vtable gpt2_vt = {"gpt2", build, gpt2_destroy, NULL}; /* nothing to fit */
+static const ot_lm_vtable gpt2_vt = {"gpt2", build, gpt2_destroy, NULL, NULL}; /* nothing to fit; one sequence at a time */
 
 static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, ot_dtype wdtype, int dry,
                       ot_progress_fn progress, void *user, ot_lm **out) {

@@ -17,34 +17,44 @@ void ot_kvcache_release(ot_kvcache *c) {
 }
 
 ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t n_ctx, int64_t n_kv, int64_t head_dim) {
-  if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers) return OT_OK;
+  return ot_kvcache_ensure_slots(c, ctx, n_layers, 0, n_ctx, n_kv, head_dim);
+}
+
+ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t slots, int64_t n_ctx,
+                                  int64_t n_kv, int64_t head_dim) {
+  if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers && c->slots == slots) return OT_OK;
   ot_kvcache_release(c);
-  /* 2 caches of [n_ctx, n_kv, head_dim] f32 per layer: checked before any is made */
+  /* 2 caches of [slots?, n_ctx, n_kv, head_dim] f32 per layer: checked before any is made */
   int ovf = 0;
-  int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 8, n_layers, n_ctx), ot_sz_mul(&ovf, n_kv, head_dim));
+  int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 8, n_layers, n_ctx),
+                            ot_sz_mul3(&ovf, n_kv, head_dim, slots > 0 ? slots : 1));
   ot_status s0 = ovf ? OT_ERR_OUT_OF_MEMORY : ot_host_memory_check((uint64_t)bytes, "the KV caches");
   if (s0 != OT_OK)
-    return ot_set_error(s0, "KV caches of %lld positions x %lld layers x %lld kv heads x head_dim %lld: %s: generate "
-                        "fewer tokens",
-                        (long long)n_ctx, (long long)n_layers, (long long)n_kv, (long long)head_dim,
-                        ovf ? "the byte count overflows" : ot_last_error());
+    return ot_set_error(s0, "KV caches of %lld sequence(s) x %lld positions x %lld layers x %lld kv heads x head_dim "
+                        "%lld: %s: generate fewer tokens%s",
+                        (long long)(slots > 0 ? slots : 1), (long long)n_ctx, (long long)n_layers, (long long)n_kv,
+                        (long long)head_dim, ovf ? "the byte count overflows" : ot_last_error(),
+                        slots > 1 ? ", or run fewer sequences at once" : "");
   c->k = calloc((size_t)n_layers, sizeof *c->k);
   c->v = calloc((size_t)n_layers, sizeof *c->v);
   c->n_layers = n_layers;
   c->n_ctx = n_ctx;
+  c->slots = slots;
   if (!c->k || !c->v) {
     ot_kvcache_release(c);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "KV cache: no host memory");
   }
-  int64_t shape[3] = {n_ctx, n_kv, head_dim};
+  const int64_t shape3[3] = {n_ctx, n_kv, head_dim}, shape4[4] = {slots, n_ctx, n_kv, head_dim};
+  const int nd = slots > 0 ? 4 : 3;
+  const int64_t *shape = slots > 0 ? shape4 : shape3;
   for (int64_t i = 0; i < n_layers; i++) {
     char name[64];
     ot_status s;
     snprintf(name, sizeof name, "layers.%lld.k_cache", (long long)i);
-    s = ot_tensor_create(ctx, name, OT_F32, 3, shape, &c->k[i]);
+    s = ot_tensor_create(ctx, name, OT_F32, nd, shape, &c->k[i]);
     if (s == OT_OK) {
       snprintf(name, sizeof name, "layers.%lld.v_cache", (long long)i);
-      s = ot_tensor_create(ctx, name, OT_F32, 3, shape, &c->v[i]);
+      s = ot_tensor_create(ctx, name, OT_F32, nd, shape, &c->v[i]);
     }
     if (s != OT_OK) {
       ot_kvcache_release(c);

@@ -27,6 +27,7 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "core/error.h"
 #include "omptensor/experts.h"
 #include "omptensor/ops.h"
 #include "omptensor/models.h"
@@ -51,6 +52,7 @@ typedef struct llama {
   ot_experts *ex; /* mixtral, qwen2_moe: the experts, outside the programs (experts.h) */
   uint64_t fit_budget; /* what the window was last fitted to (llama_fit): the same again changes nothing */
   int fit_prompt;
+  int64_t fit_slots; /* and the batch's slots (m->n_slots) */
 } llama;
 
 static void llama_destroy(ot_lm *m) {
@@ -66,13 +68,19 @@ static void llama_destroy(ot_lm *m) {
   free(m);
 }
 
-static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
+/* The forward pass of T rows: one sequence from run-time position "pos"
+ * (n_logits < 0; all_logits as the vtable's build), or a batched step
+ * (build_batch: rows of several sequences, each with its KV cache slot and
+ * position in st->rows; n_logits rows of logits). */
+static ot_status record(ot_lm *m, int T, int all_logits, int n_logits, ot_lm_step *st) {
   llama *l = m->impl;
   const ot_hf_config *c = &l->cfg;
   ot_ctx *ctx = m->ctx;
   int64_t D = c->hidden_size, H = c->num_heads, KV = c->num_kv_heads, hd = c->head_dim;
   int64_t F = c->intermediate_size;
-  OT_TRY(ot_decoder_step_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
+  const int batched = n_logits >= 0;
+  if (batched) OT_TRY(ot_decoder_batch_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
+  else OT_TRY(ot_decoder_step_begin(m, &l->kv, c->num_layers, KV, hd, T, st));
   ot_program *p = st->prog;
   int pos = st->pos_slot;
 
@@ -87,7 +95,10 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
    * accumulation), as transformers' bf16 models do; f32 everywhere else
    * (decode's GEMV kernels read f32 rows, and CPUs gain nothing). */
   /* an MoE layer's input stays f32: the experts' kernels gather its rows (ops_moe.c) */
-  const ot_dtype adt = l->ex ? OT_F32 : ot_decoder_act_dtype(m, T, ot_tensor_dtype(l->L[0].wq));
+  /* a batched step where every row has its logits is decode (a token per
+   * sequence): f32 as one sequence's decode, whatever the number of rows */
+  const int act_rows = batched && n_logits == T ? 1 : T;
+  const ot_dtype adt = l->ex ? OT_F32 : ot_decoder_act_dtype(m, act_rows, ot_tensor_dtype(l->L[0].wq));
   OT_TRY(ot_lm_step_tensor(st, ctx, "x", adt, 2, sTD, &x));           /* normed [T, D] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "k", OT_F32, 2, sTK, &k));        /* [T, KV*hd] */
@@ -129,7 +140,10 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
       OT_TRY(ot_op_add(p, k, k, y->bk));
       OT_TRY(ot_op_add(p, v, v, y->bv));
     }
-    OT_TRY(ot_op_rope_attention_window(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope, c->sliding_window));
+    if (batched)
+      OT_TRY(ot_op_rope_attention_rows(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], st->rows, rope, c->sliding_window));
+    else
+      OT_TRY(ot_op_rope_attention_window(p, att3, q3, k3, v3, l->kv.k[i], l->kv.v[i], pos, rope, c->sliding_window));
     OT_TRY(ot_op_matmul(p, h, att, y->wo, 1, 1));
     OT_TRY(ot_op_rmsnorm(p, x, h, y->ln2, eps));
     if (l->ex) { /* h += the chosen experts; qwen2_moe: h += sigmoid(x Wsg^T) * shared(x) */
@@ -154,10 +168,24 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
   }
   /* Only the rows whose logits are wanted go through the final norm and head. */
   ot_tensor *hl, *xl;
-  OT_TRY(ot_decoder_step_head(m, st, all_logits, h, x, &hl, &xl));
+  if (batched) OT_TRY(ot_decoder_batch_head(m, st, n_logits, h, x, &hl, &xl));
+  else OT_TRY(ot_decoder_step_head(m, st, all_logits, h, x, &hl, &xl));
   OT_TRY(ot_op_rmsnorm(p, xl, hl, l->norm, eps));
   OT_TRY(ot_op_matmul(p, st->logits, xl, l->lm_head, 1, 0));
   return ot_decoder_step_end(&l->kv, st);
+}
+
+static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) { return record(m, T, all_logits, -1, st); }
+
+static ot_status build_batch(ot_lm *m, int T, int n_logits, ot_lm_step *st) {
+  llama *l = m->impl;
+  if (l->cfg.rope_type == OT_ROPE_DYNAMIC)
+    return ot_fail(OT_ERR_UNSUPPORTED, "llama: this model's dynamic RoPE changes its frequencies with each "
+                   "sequence's length; batched generation is not implemented for it (generate one sequence at a "
+                   "time: --batch 1)");
+  if (n_logits < 1 || n_logits > T)
+    return ot_fail(OT_ERR_INVALID_ARG, "llama: a batched step of %d rows with %d rows of logits", T, n_logits);
+  return record(m, T, 0, n_logits, st);
 }
 
 /* The largest window of experts the budget leaves room for. The dense
@@ -172,7 +200,8 @@ static ot_status build(ot_lm *m, int T, int all_logits, ot_lm_step *st) {
 static ot_status llama_fit(ot_lm *m, uint64_t budget, int n_prompt) {
   llama *l = m->impl;
   if (!l->ex) return OT_OK;
-  if (ot_experts_slots(l->ex) && budget == l->fit_budget && n_prompt == l->fit_prompt) return OT_OK;
+  if (ot_experts_slots(l->ex) && budget == l->fit_budget && n_prompt == l->fit_prompt && m->n_slots == l->fit_slots)
+    return OT_OK;
   const int all = (int)(l->cfg.num_layers * l->cfg.n_experts);
   const uint64_t slot = ot_experts_slot_bytes(l->ex);
   int want = 1;
@@ -184,7 +213,10 @@ static ot_status llama_fit(ot_lm *m, uint64_t budget, int n_prompt) {
     for (int i = 0; i < 2; i++) {
       ot_lm_step st = {0};
       uint64_t total = 0, min = 0;
-      ot_status s = build(m, T[i], 0, &st);
+      /* a batched generation (m->n_slots): its packed prompt step of n_prompt rows and its decode step */
+      const int rows = m->n_slots ? (i ? (int)m->n_slots : T[0]) : T[i];
+      ot_status s = m->n_slots ? build_batch(m, rows, i || rows < m->n_slots ? rows : (int)m->n_slots, &st)
+                               : build(m, T[i], 0, &st);
       if (s == OT_OK) s = ot_sched_total_bytes(st.prog, &total);
       if (s == OT_OK) s = ot_sched_min_budget(st.prog, &min, NULL);
       ot_lm_step_destroy(&st);
@@ -199,10 +231,11 @@ static ot_status llama_fit(ot_lm *m, uint64_t budget, int n_prompt) {
   OT_TRY(ot_experts_set_slots(l->ex, want));
   l->fit_budget = budget;
   l->fit_prompt = n_prompt;
+  l->fit_slots = m->n_slots;
   return OT_OK;
 }
 
-static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy, llama_fit};
+static const ot_lm_vtable llama_vt = {"llama", build, llama_destroy, llama_fit, build_batch};
 
 /* w[j] = 1 + w[j] for an f32 norm weight of n elements. */
 static void plus_one(ot_tensor *t, int64_t n) {

@@ -123,6 +123,7 @@ OC_DECLARE(layernorm);
 OC_DECLARE(rope);
 OC_DECLARE(attention);
 OC_DECLARE(rope_attention);
+OC_DECLARE(rope_attention_rows);
 OC_DECLARE(embedding);
 OC_DECLARE(add_positions);
 OC_DECLARE(argmax);

@@ -272,6 +272,53 @@ void oc_ref_attention(oc_case *c) { ref_attn(c, 0); }
 void oc_build_rope_attention(oc_case *c) { build_attn(c, 1); }
 void oc_ref_rope_attention(oc_case *c) { ref_attn(c, 1); }
 
+/* rope_attention_rows, arg = {window}: q 0, k 1, v 2, k_cache 3, v_cache 4, rows 5, out 6.
+ * Caches of BS slots x BP positions, random (earlier tokens of each slot).
+ * Rows: a prompt of 3 packed in slot 2 (positions 0..2, each row seeing
+ * the ones before it through the cache), a decode row of slot 0 at 70 (two
+ * tiles of keys), a padding row (slot -1: nothing written, output 0), a row
+ * of slot 1 at 5, and slot 0 again at 71 (it sees row 3's key at 70). */
+enum { BS = 3, BP = 80, BT = 7 };
+static const int32_t brows[BT][2] = {{2, 0}, {2, 1}, {2, 2}, {0, 70}, {-1, 0}, {1, 5}, {0, 71}};
+
+void oc_build_rope_attention_rows(oc_case *c) {
+  c->d[0] = c->arg[0];
+  c->f[0] = 10000.0f;
+  ot_tensor *q = oc_acc(c, "q", OT_F32, OC_SHAPE(BT, AH, AHD), -1, 1);
+  ot_tensor *k = oc_acc(c, "k", OT_F32, OC_SHAPE(BT, AKV, AHD), -1, 1);
+  ot_tensor *v = oc_in(c, "v", OT_F32, OC_SHAPE(BT, AKV, AHD), -1, 1);
+  ot_tensor *kc = oc_acc(c, "k_cache", OT_F32, OC_SHAPE(BS, BP, AKV, AHD), -1, 1);
+  ot_tensor *vc = oc_acc(c, "v_cache", OT_F32, OC_SHAPE(BS, BP, AKV, AHD), -1, 1);
+  ot_tensor *rows = oc_in(c, "rows", OT_I32, OC_SHAPE(BT, 2), 0, 1);
+  for (int t = 0; t < BT; t++) oc_i32(rows)[2 * t] = brows[t][0], oc_i32(rows)[2 * t + 1] = brows[t][1];
+  ot_tensor *out = oc_out(c, "out", OT_F32, OC_SHAPE(BT, AH, AHD));
+  OC_OK(ot_op_rope_attention_rows(c->p, out, q, k, v, kc, vc, rows, ot_rope_plain(c->f[0]), c->d[0]));
+}
+
+void oc_ref_rope_attention_rows(oc_case *c) {
+  const int64_t row = AKV * AHD, slot_elems = BP * row;
+  for (int t = 0; t < BT; t++) { /* every row appended first */
+    const int64_t s = brows[t][0], pos = brows[t][1];
+    if (s < 0) continue;
+    oc_rope_ref(c->w[0] + t * AH * AHD, 1, AH, AHD, pos, c->f[0]);
+    oc_rope_ref(c->w[1] + t * row, 1, AKV, AHD, pos, c->f[0]);
+    for (int64_t i = 0; i < row; i++) {
+      c->w[3][s * slot_elems + pos * row + i] = c->w[1][t * row + i];
+      c->w[4][s * slot_elems + pos * row + i] = c->h[2][t * row + i];
+    }
+  }
+  for (int t = 0; t < BT; t++) {
+    const int64_t s = brows[t][0], pos = brows[t][1];
+    float *o = c->w[6] + t * AH * AHD;
+    if (s < 0) {
+      for (int64_t i = 0; i < AH * AHD; i++) o[i] = 0.0f;
+      continue;
+    }
+    oc_attend_ref(o, c->w[0] + t * AH * AHD, c->w[3] + s * slot_elems, c->w[4] + s * slot_elems, 1, AH, AKV, AHD, pos,
+                  c->d[0]);
+  }
+}
+
 /* ---- embedding, positions, argmax --------------------------------------------------- */
 
 enum { EV = 50, ED = 64, ET = 9 };
