@@ -243,10 +243,9 @@ static unsigned long first_transfer_after(const char *const *args, unsigned long
   return lo;
 }
 
-static void test_batch_job_resumes(void **state) {
-  (void)state;
-  json_t *ref = expected("llama_text");
-  const json_t *cases = json_object_get(ref, "cases");
+/* The job file `name`: the reference's text prompts p0.., the first one's
+ * ids as id 99 (third), and a bad line after the fourth (line 5). */
+static void write_job(const json_t *cases, const char *name) {
   json_t *lines = json_array();
   for (size_t i = 0; i < json_array_size(cases); i++) {
     char id[8];
@@ -264,7 +263,14 @@ static void test_batch_job_resumes(void **state) {
     snprintf(in + strlen(in), sizeof in - strlen(in), "%s\n%s", s, i == 3 ? "{\"id\": \"bad\", \"promt\": \"x\"}\n\n" : "");
     free(s);
   }
-  ot_write_text(tmp, "in.jsonl", in);
+  ot_write_text(tmp, name, in);
+  json_decref(lines);
+}
+
+static void test_batch_job_resumes(void **state) {
+  (void)state;
+  json_t *ref = expected("llama_text");
+  write_job(json_object_get(ref, "cases"), "in.jsonl");
   unlink(ot_tmp_path((char[4200]){0}, 4200, tmp, "out.jsonl"));
   const char *args[] = {"run", model_dir("llama_text"), "--prompts", "in.jsonl", "--out", "out.jsonl", NULL};
   /* A failure while running (a transfer of the third prompt refused) stops
@@ -314,7 +320,43 @@ static void test_batch_job_resumes(void **state) {
   r = run(args);
   if (r.status != 2 || !strstr(r.err, "0 done now, 6 already in out.jsonl")) fail_msg("rerun: %s", r.err);
   ot_cli_res_free(&r);
-  json_decref(lines);
+  json_decref(ref);
+}
+
+/* --batch 3 (issue 19): the same job with three prompts decoding at once —
+ * each line transformers' ids and text (in the order the prompts finish;
+ * some stop at an EOS id), --json with the aggregate decode rate and each
+ * prompt's; a rerun skips them all. */
+static void test_batch_slots(void **state) {
+  (void)state;
+  json_t *ref = expected("llama_text");
+  write_job(json_object_get(ref, "cases"), "inb.jsonl");
+  char p[4200];
+  unlink(ot_tmp_path(p, sizeof p, tmp, "outb.jsonl"));
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "inb.jsonl", "--out", "outb.jsonl", "--batch", "3",
+                        "--json", NULL};
+  ot_cli_res r = run(args);
+  if (r.status != 2 || !strstr(r.err, "6 done now, 0 already in outb.jsonl, 1 refused") ||
+      !strstr(r.err, "3 prompts at once"))
+    fail_msg("--batch 3: exit %d, stderr %s", r.status, r.err);
+  json_t *o = json_loads(r.out, 0, NULL), *b = json_object_get(o, "batch");
+  if (!b) fail_msg("--batch 3 --json: no \"batch\" in %s", r.out);
+  assert_int_equal(json_integer_value(json_object_get(b, "slots")), 3);
+  assert_true(json_real_value(json_object_get(b, "decode_tokens_per_second")) > 0);
+  assert_true(json_integer_value(json_object_get(b, "prefill_steps")) >= 2); /* 6 prompts, 3 slots: refilled */
+  const json_t *per = json_object_get(b, "sequences");
+  assert_int_equal(json_array_size(per), 6);
+  size_t i;
+  const json_t *x;
+  json_array_foreach(per, i, x) assert_non_null(json_object_get(x, "tokens_per_second"));
+  json_decref(o);
+  ot_cli_res_free(&r);
+  json_t *out = read_jsonl("outb.jsonl");
+  check_out(ref, out);
+  json_decref(out);
+  r = run(args);
+  if (r.status != 2 || !strstr(r.err, "0 done now, 6 already in outb.jsonl")) fail_msg("--batch rerun: %s", r.err);
+  ot_cli_res_free(&r);
   json_decref(ref);
 }
 
@@ -336,6 +378,10 @@ static void test_refusals(void **state) {
   expect_refused(a3, "needs --prompts");
   const char *a4[] = {"run", m, "--prompts", "in.jsonl", NULL};
   expect_refused(a4, "give --out");
+  const char *a4b[] = {"run", m, "--prompt", "x", "--batch", "2", NULL};
+  expect_refused(a4b, "--batch 2 runs the prompts of a batch job at once; it needs --prompts");
+  const char *a4c[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--batch", "0", NULL};
+  expect_refused(a4c, "--batch");
   ot_write_text(tmp, "notres.jsonl", "hello\n");
   ot_write_text(tmp, "one.jsonl", "{\"prompt\": \"x\"}\n");
   const char *a5[] = {"run", m, "--prompts", "one.jsonl", "--out", "notres.jsonl", NULL};
@@ -366,7 +412,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_generate_matches_transformers), cmocka_unit_test(test_streamed_text),
       cmocka_unit_test(test_generation_defaults),           cmocka_unit_test(test_batch_job_resumes),
-      cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batch_slots),                   cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -307,8 +307,92 @@ static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t 
   return OT_OK;
 }
 
+/* --batch N: the prompts not done yet through ot_generate_batch, up to N
+ * at once; each result line is written (and flushed to disk) as its prompt
+ * finishes, so a killed job keeps them as before. A sampled prompt draws
+ * from its line number in IN (ot_gen_seq.stream): its tokens do not depend
+ * on what shares its batch, nor on what a rerun skips. */
+typedef struct batched {
+  batch *b;
+  int fd;
+  job **jobs; /* [n] the jobs being run, in the order given */
+  size_t n, ran;
+  json_t *per; /* --json: each prompt's id, tokens and tokens/s */
+} batched;
+
+static ot_status batched_done(void *user, int seq, const ot_gen_result *r) {
+  batched *x = user;
+  const job *j = x->jobs[seq];
+  char *l = result_line(j, r);
+  ot_status st = l ? append(x->fd, x->b->out, l) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for a result line");
+  free(l);
+  OT_TRY(st);
+  x->ran++;
+  fprintf(stderr, "omptensor run: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", x->ran, x->n, j->key,
+          r->n_tokens, r->stopped_at_eos ? "eos" : "length", r->decode_tokens_per_second);
+  if (x->per)
+    json_array_append_new(x->per, json_pack("{s:O, s:i, s:f}", "id", j->id, "tokens", r->n_tokens, "tokens_per_second",
+                                            r->decode_tokens_per_second));
+  return OT_OK;
+}
+
+static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t todo, int n_slots,
+                                  size_t *ran, json_t **summary) {
+  batched x = {.b = b, .fd = fd, .n = todo};
+  ot_gen_seq *seqs = calloc(todo, sizeof *seqs);
+  x.jobs = calloc(todo, sizeof *x.jobs);
+  if (!seqs || !x.jobs) {
+    free(seqs);
+    free(x.jobs);
+    return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %zu prompts", todo);
+  }
+  size_t k = 0;
+  for (size_t i = 0; i < b->n; i++) {
+    job *j = &b->jobs[i];
+    if (is_done(b, j->key)) continue;
+    x.jobs[k] = j;
+    seqs[k++] = (ot_gen_seq){.prompt = j->ids, .n_prompt = j->n_ids, .max_new_tokens = j->max_new,
+                             .stream = (uint64_t)j->line};
+  }
+  ot_gen_opts g = *b->g;
+  g.sched = s->sched;
+  g.trace = s->trace;
+  g.tokenizer = b->tk;
+  g.on_seq_done = batched_done;
+  g.done_user = &x;
+  if (s->settings.json) x.per = json_array();
+  ot_gen_batch_result r;
+  ot_status st = ot_cli_budget_error(s, ot_generate_batch(m, seqs, (int)todo, n_slots, &g, &r));
+  *ran = x.ran;
+  if (st == OT_OK) {
+    fprintf(stderr, "omptensor run: %d prompts at once: %lld decode tokens in %.1f ms, %.2f tokens/s; %d prompt steps "
+                    "(%.1f ms), %d decode steps\n",
+            r.n_slots, (long long)r.decode_tokens, r.decode_ms, r.decode_tokens_per_second, r.prefill_steps,
+            r.prefill_ms, r.decode_steps);
+    if (x.per)
+      *summary = json_pack("{s:i, s:I, s:f, s:f, s:i, s:f, s:i, s:f, s:o}", "slots", r.n_slots, "decode_tokens",
+                           (json_int_t)r.decode_tokens, "decode_ms", r.decode_ms, "decode_tokens_per_second",
+                           r.decode_tokens_per_second, "prefill_steps", r.prefill_steps, "prefill_ms", r.prefill_ms,
+                           "decode_steps", r.decode_steps, "wall_ms", r.wall_ms, "sequences", x.per);
+    else json_decref(x.per);
+    ot_gen_batch_result_free(&r);
+  } else {
+    json_decref(x.per);
+    if (ot_cli_exit_code(st) == 2) { /* the model refused: said with the job's lines, the finished ones kept */
+      ot_cli_progress_end();
+      fprintf(stderr, "omptensor run: %s: --batch %d stopped: %s (the finished prompts' lines are in %s; a rerun "
+                      "goes on from there)\n", b->in, n_slots, ot_last_error(), b->out);
+      b->refused++;
+      st = OT_OK;
+    }
+  }
+  free(seqs);
+  free(x.jobs);
+  return st;
+}
+
 int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *tk, const ot_gen_opts *g,
-                     const char *in, const char *out) {
+                     const char *in, const char *out, int n_slots) {
   const char *prog = "omptensor run";
   ot_hf_config cfg;
   batch b = {.model = model, .in = in, .out = out, .tk = tk, .cfg = &cfg, .g = g};
@@ -327,7 +411,9 @@ int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *t
   ot_lm *m = NULL;
   if (st == OT_OK && todo) st = ot_model_load(s->ctx, model, ot_cli_weight_dtype(&s->settings), ot_cli_progress, s, &m);
   if (st == OT_OK) ot_cli_input_accepted();
-  if (st == OT_OK && todo) st = run_jobs(&b, s, m, fd, todo, &ran);
+  json_t *summary = NULL;
+  if (st == OT_OK && todo)
+    st = n_slots ? run_jobs_batched(&b, s, m, fd, todo, n_slots, &ran, &summary) : run_jobs(&b, s, m, fd, todo, &ran);
   if (st == OT_OK && s->settings.trace_path) st = ot_trace_write_chrome(s->trace, s->settings.trace_path);
   if (fd >= 0) close(fd);
   ot_lm_destroy(m);
@@ -337,11 +423,15 @@ int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *t
   if (st == OT_OK || rc == 1) {
     fprintf(stderr, "omptensor run: %s: %zu prompts: %zu done now, %zu already in %s, %ld refused%s\n", in, lines,
             ran, b.n - todo, out, refused, refused ? " (see above)" : "");
-    if (st == OT_OK && s->settings.json)
-      ot_cli_json_print(json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
-                                  (json_int_t)lines, "done_now", (json_int_t)ran, "already_done",
-                                  (json_int_t)(b.n - todo), "refused", (json_int_t)refused));
+    if (st == OT_OK && s->settings.json) {
+      json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
+                            (json_int_t)lines, "done_now", (json_int_t)ran, "already_done", (json_int_t)(b.n - todo),
+                            "refused", (json_int_t)refused);
+      if (o && summary) json_object_set(o, "batch", summary); /* --batch N: the aggregate and each prompt's rate */
+      ot_cli_json_print(o);
+    }
   }
+  json_decref(summary);
   for (size_t i = 0; i < b.n; i++) job_free(&b.jobs[i]);
   free(b.jobs);
   for (size_t i = 0; i < b.n_done; i++) free(b.done[i]);

@@ -11,7 +11,10 @@
  * said on stderr with its line; 1: a failure while running stopped the
  * job, the finished lines kept). tk may be NULL (then text prompts are
  * refused line by line). */
+/* n_slots (--batch N; 0: not given): decode up to N prompts at once with
+ * ot_generate_batch, each line written as its prompt finishes; a prompt
+ * the model refuses then stops the job (the finished lines kept). */
 int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *tk, const ot_gen_opts *g,
-                     const char *in, const char *out);
+                     const char *in, const char *out, int n_slots);
 
 #endif

@@ -13,7 +13,7 @@
 #include "omptensor/models.h"
 #include "omptensor/tokenizer.h"
 
-enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS };
+enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS, OPT_BATCH };
 
 static const ot_opt run_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
@@ -26,6 +26,8 @@ static const ot_opt run_opts[] = {
     {"out", 'o', "OUT.jsonl", "the batch job's results, a line per prompt; a rerun skips the ids already there",
      OPT_OUT},
     {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
+    {"batch", 0, "N", "with --prompts: decode up to N prompts at once, one weight stream for all (a finished "
+     "prompt's place goes to the next at once); without it, one prompt after another", OPT_BATCH},
     {0}};
 
 typedef struct run_args {
@@ -33,6 +35,7 @@ typedef struct run_args {
   const char *model;
   const char *text, *text_file, *ids_text, *ids_file, *prompts, *out, *logits_out;
   int help;
+  int batch; /* --batch N (0: not given) */
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -48,6 +51,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_PROMPTS: a->prompts = v; return OT_OK;
   case OPT_OUT: a->out = v; return OT_OK;
   case OPT_LOGITS: a->logits_out = v; return OT_OK;
+  case OPT_BATCH: return ot_cli_int(v, 1, 4096, &a->batch);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -64,6 +68,9 @@ static ot_status check_sources(const run_args *a) {
   if (a->out && !a->prompts)
     return ot_set_error(OT_ERR_INVALID_ARG, "--out %s is the batch job's results file; it needs --prompts IN.jsonl",
                         a->out);
+  if (a->batch && !a->prompts)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--batch %d runs the prompts of a batch job at once; it needs --prompts "
+                                            "IN.jsonl", a->batch);
   if (a->prompts && a->logits_out)
     return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out writes one prompt's logits; it does not go with --prompts");
   return OT_OK;
@@ -152,7 +159,8 @@ static ot_status print_text(void *user, const char *piece, size_t n) {
 
 static void print_help(const ot_opt *const *tables) {
   printf("usage: omptensor run MODEL_DIR (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
-         "                               --prompt-ids-file FILE | --prompts IN.jsonl --out OUT.jsonl) [options]\n\n"
+         "                               --prompt-ids-file FILE | --prompts IN.jsonl --out OUT.jsonl [--batch N])\n"
+         "                              [options]\n\n"
          "Generates from a Hugging Face model directory (config.json, *.safetensors, tokenizer.json;\n"
          "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget. A text prompt's\n"
          "continuation is streamed to stdout as it is generated, the summary goes to stderr; with\n"
@@ -184,7 +192,7 @@ int ot_cli_run(int argc, char **argv) {
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);
   if (st == OT_OK && a.prompts) {
-    int rc = ot_cli_run_batch(&s, a.model, tk, &g, a.prompts, a.out);
+    int rc = ot_cli_run_batch(&s, a.model, tk, &g, a.prompts, a.out, a.batch);
     ot_tokenizer_destroy(tk);
     ot_cli_session_end(&s);
     return rc;
