@@ -29,12 +29,15 @@ ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, 
   int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 8, n_layers, n_ctx),
                             ot_sz_mul3(&ovf, n_kv, head_dim, slots > 0 ? slots : 1));
   ot_status s0 = ovf ? OT_ERR_OUT_OF_MEMORY : ot_host_memory_check((uint64_t)bytes, "the KV caches");
-  if (s0 != OT_OK)
-    return ot_set_error(s0, "KV caches of %lld sequence(s) x %lld positions x %lld layers x %lld kv heads x head_dim "
-                        "%lld: %s: generate fewer tokens%s",
-                        (long long)(slots > 0 ? slots : 1), (long long)n_ctx, (long long)n_layers, (long long)n_kv,
-                        (long long)head_dim, ovf ? "the byte count overflows" : ot_last_error(),
+  if (s0 != OT_OK) {
+    char seqs[48] = "";
+    if (slots > 0) snprintf(seqs, sizeof seqs, "%lld sequences x ", (long long)slots);
+    return ot_set_error(s0, "KV caches of %s%lld positions x %lld layers x %lld kv heads x head_dim %lld: %s: generate "
+                        "fewer tokens%s",
+                        seqs, (long long)n_ctx, (long long)n_layers, (long long)n_kv, (long long)head_dim,
+                        ovf ? "the byte count overflows" : ot_last_error(),
                         slots > 1 ? ", or run fewer sequences at once" : "");
+  }
   c->k = calloc((size_t)n_layers, sizeof *c->k);
   c->v = calloc((size_t)n_layers, sizeof *c->v);
   c->n_layers = n_layers;
