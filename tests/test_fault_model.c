@@ -3,11 +3,13 @@
  * budget that forces offloading, with the N-th pinned allocation, device
  * allocation or transfer failing. Each failure is a status with a message;
  * the model (after a failed generate) generates again with the clean
- * result; everything is destroyed without leaks (asan preset). */
+ * result; everything is destroyed without leaks (asan preset). The same
+ * for a batched job (ot_generate_batch: prompt steps, refills, decode). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/error.h"
 #include "core/fault.h"
 #include "omptensor/models.h"
 #include "ot_test.h"
@@ -115,7 +117,81 @@ static void generate_fails(void **state) {
   free(dir);
 }
 
+/* A batched job (issue 19: 5 prompts, 2 slots, refills) at its smallest
+ * budget; *done: how many sequences on_seq_done saw. */
+static ot_status on_done_count(void *u, int seq, const ot_gen_result *r) {
+  (void)seq;
+  (void)r;
+  int *n = u;
+  return ++*n == n[1] ? ot_fail(OT_ERR_IO, "on_seq_done refused sequence %d", seq) : OT_OK;
+}
+
+static ot_status batch_generate(ot_lm *m, int32_t *tokens, int *done, int fail_at) {
+  static const int lens[5] = {5, 2, 4, 1, 3}, news[5] = {3, 1, 2, 3, 2};
+  ot_gen_seq q[5];
+  for (int i = 0; i < 5; i++) q[i] = (ot_gen_seq){prompt, lens[i], news[i], (uint64_t)i};
+  ot_gen_opts g = ot_gen_opts_default();
+  g.n_eos = 0;
+  int cnt[2] = {0, fail_at};
+  g.on_seq_done = on_done_count;
+  g.done_user = cnt;
+  ot_status s = ot_generate_batch_min_budget(m, q, 5, 2, &g, &g.sched.budget_bytes);
+  ot_gen_batch_result r;
+  if (s == OT_OK) s = ot_generate_batch(m, q, 5, 2, &g, &r);
+  *done = cnt[0];
+  if (s != OT_OK) return s;
+  for (int i = 0, k = 0; i < 5; k += news[i++]) {
+    assert_int_equal(r.seqs[i].n_tokens, news[i]);
+    memcpy(tokens + k, r.seqs[i].tokens, (size_t)news[i] * sizeof *tokens);
+  }
+  ot_gen_batch_result_free(&r);
+  return OT_OK;
+}
+
+/* Device allocations, transfers and the caller's on_seq_done failing part
+ * way through a batched job: a status naming it, nothing left behind, and
+ * the next job gives the clean tokens. */
+static void batch_generate_fails(void **state) {
+  (void)state;
+  char *dir = model_dir();
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  int32_t want[11], got[11];
+  int done;
+  OT_ASSERT_OK(ot_fault_configure("transfer:4000000000,device_alloc:4000000000"));
+  OT_ASSERT_OK(batch_generate(m, want, &done, 0));
+  assert_int_equal(done, 5);
+  unsigned long nt = ot_fault_count(OT_FAULT_TRANSFER), na = ot_fault_count(OT_FAULT_DEVICE_ALLOC);
+  char specs[16][48];
+  int n_specs = 0;
+  for (unsigned long a = 1; a <= na && a <= 3; a++) snprintf(specs[n_specs++], 48, "device_alloc:%lu", a);
+  unsigned long ts[] = {1, nt / 5, nt / 3, nt / 2, 2 * nt / 3, nt - 1, nt};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++)
+    if (ts[i] >= 1 && ts[i] <= nt) snprintf(specs[n_specs++], 48, "transfer:%lu", ts[i]);
+  for (int i = 0; i < n_specs; i++) {
+    OT_ASSERT_OK(ot_fault_configure(specs[i]));
+    ot_status s = batch_generate(m, got, &done, 0);
+    ot_status want_s = strncmp(specs[i], "transfer", 8) == 0 ? OT_ERR_DEVICE : OT_ERR_DEVICE_OOM;
+    if (s != want_s) fail_msg("batch, %s: gave %s (%s)", specs[i], ot_status_str(s), ot_last_error());
+    if (!strstr(ot_last_error(), "OMPTENSOR_FAULT")) fail_msg("batch, %s: message '%s'", specs[i], ot_last_error());
+    OT_ASSERT_OK(ot_fault_configure(NULL));
+    OT_ASSERT_OK(batch_generate(m, got, &done, 0));
+    assert_memory_equal(got, want, sizeof want);
+  }
+  for (int k = 1; k <= 5; k++) { /* the caller stops it after k sequences */
+    OT_ASSERT_FAILS(batch_generate(m, got, &done, k), OT_ERR_IO, "on_seq_done refused");
+    assert_int_equal(done, k);
+  }
+  OT_ASSERT_OK(batch_generate(m, got, &done, 0));
+  assert_memory_equal(got, want, sizeof want);
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+  free(dir);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(load_fails), cmocka_unit_test(generate_fails)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(load_fails), cmocka_unit_test(generate_fails),
+                                     cmocka_unit_test(batch_generate_fails)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

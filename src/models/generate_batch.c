@@ -167,6 +167,10 @@ static ot_status plan_next(run *R, ot_lm_step *st, ot_plan **out) {
   ot_plan_destroy(R->plan); /* after the handoff: it reads this plan's program */
   R->plan = NULL;
   ot_lm_step_destroy(&R->pre);
+  if (s != OT_OK) {
+    ot_plan_destroy(*out);
+    *out = NULL;
+  }
   return s;
 }
 
@@ -202,7 +206,6 @@ static ot_status prefill(run *R, int *started) {
   ot_status s = R->m->vt->build_batch(R->m, (int)T, np, &st);
   if (s == OT_OK) s = plan_next(R, &st, &plan);
   if (s != OT_OK) {
-    ot_plan_destroy(plan);
     ot_lm_step_destroy(&st);
     return s;
   }
