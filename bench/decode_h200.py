@@ -53,7 +53,8 @@ log = H.log
 
 # Least time (s) a case needs; it is skipped when less is left.
 MIN_SECONDS = {"torch-resident": 20, "torch-streamer": 30, "accelerate-dispatch": 40,
-               "accelerate-cpu_offload": 40, "omptensor": 12}
+               "accelerate-cpu_offload": 40, "omptensor": 12,
+               "omptensor-batch": 15, "torch-streamer-batch": 30, "accelerate-generate": 45}
 
 
 def parse_args():
@@ -99,6 +100,18 @@ def parse_args():
                    help="seconds before an omptensor case is killed")
     p.add_argument("--hbm-bw", type=float, default=4.3e12,
                    help="HBM bytes/s for the bound of cases with nothing to move")
+    g = p.add_argument_group("batched decode (--batches; replaces the batch-1 cases above)")
+    g.add_argument("--batches", metavar="N,N,...",
+                   help="e.g. 1,8,32,64: instead of the cases above, aggregate decode tokens/s "
+                        "at each batch size (omptensor run --prompts --batch N, the layer "
+                        "streamer batched, generate() on a padded batch under Accelerate)")
+    g.add_argument("--batch-budgets", default="25,10",
+                   help="budgets of the batched cases, percent of the weight bytes")
+    g.add_argument("--headline-batch", type=int, default=32,
+                   help="the batch run first (then batch 1, then the rest)")
+    g.add_argument("--batch-refill", action="store_true",
+                   help="2N prompts for batch N (a finished prompt's slot takes the next)")
+    g.add_argument("--batch-offload", default="balanced", help="omptensor --offload of the batched cases")
     return p.parse_args()
 
 
@@ -154,8 +167,170 @@ def run_omptensor(b, model_dir, prompt_file):
     H.run_omptensor_specs(b, cmd, specs, model_dir, prompt_file)
 
 
+BATCH_BOUND_FORMULA = (
+    "bound tokens/s (batch B) = B x the batch-1 bound at that budget (every step moves the "
+    "same weight bytes whatever B; the batch-1 bound's KV is one sequence's): {one} "
+    "bound_kv_batch in the JSON takes the KV cache of all B sequences off the budget instead "
+    "(lower, and none where that KV leaves nothing of the budget for weights).")
+
+
+def batch_order(batches, headline):
+    """The headline batch first, then batch 1, then the rest as given."""
+    first = [x for x in (headline, 1) if x in batches]
+    return first + [x for x in batches if x not in first]
+
+
+def run_batched(args, b, model_dir, cfg_kw):
+    """The --batches cases, most important first: at the first budget (25 %)
+    omptensor and the streamer at the headline batch, batch 1, the rest; the
+    generate() peer at that budget for the headline batch and batch 1; the
+    other budgets for omptensor; then the remaining generate() cases."""
+    dev, w = b.dev, b.header["weight_bytes"]
+    batches = batch_order([int(x) for x in args.batches.split(",") if x], args.headline_batch)
+    budgets = [float(x) for x in args.batch_budgets.split(",") if x]
+    cmd = H.omptensor_command(args, b)
+    backend = args.backends.split(",")[0]
+    n_new = args.new_tokens
+    prompts = {}
+
+    def prompt_set(n):
+        if n not in prompts:
+            prompts[n] = M.write_batch_prompts(args.workdir, cfg_kw["vocab_size"], n,
+                                               args.prompt_len, args.seed)
+        return prompts[n]
+
+    def n_prompts(bs):
+        return bs * (2 if args.batch_refill else 1)
+
+    def by_id(seq_tokens):
+        return {str(i): t for i, t in enumerate(seq_tokens)}
+
+    def extra(bs, pct, budget):
+        return dict(batch=bs, budget_fraction=None if pct is None else pct / 100,
+                    n_prompts=n_prompts(bs), kv_cache_bytes_batch=M.kv_cache_bytes(
+                        cfg_kw, args.prompt_len + n_new) * bs)
+
+    def omptensor_case(bs, pct):
+        if not cmd:
+            return
+        budget = int(pct / 100 * w)
+        kind = f"omptensor-{pct:g}%-{backend}-{args.batch_offload}"
+        name = f"omptensor-{pct:g}%-b{bs}-{backend}-{args.batch_offload}"
+        if not b.wanted(name, "omptensor-batch", budget):
+            return
+        path, _ = prompt_set(n_prompts(bs))
+        out = os.path.join(args.workdir, f"out-{name.replace('%', 'pct')}.jsonl")
+        H.free_memory_for_subprocess(b)
+        try:
+            res = O.run_batch_case(cmd, path, out, model_dir, bs, n_new, budget,
+                                   args.batch_offload, backend,
+                                   max(5.0, min(args.case_timeout, b.remaining() - 5)), dev, log)
+        except Exception as e:  # noqa: BLE001 - e.g. the command does not exist
+            b.failed(name, "omptensor", budget, e)
+            return
+        b.add(dict(res, **extra(bs, pct, budget), case=name, kind=kind,
+                   backend=res.get("backend", backend), offload=args.batch_offload))
+
+    def streamer_case(bs):
+        name = f"torch-streamer-b{bs}"
+        _, ps = prompt_set(n_prompts(bs))
+
+        def fn():
+            r = P.streamer_batch(model_dir, ps[:bs], n_new, dev)
+            r["seq_tokens_by_id"] = by_id(r.pop("seq_tokens"))
+            return dict(r, **extra(bs, None, None), kind="torch-streamer")
+        b.run(name, "torch-streamer-batch", "torch", None, fn)
+
+    def generate_case(bs, pct):
+        budget = int(pct / 100 * w)
+        name = f"accelerate-generate-{pct:g}%-b{bs}"
+        _, ps = prompt_set(n_prompts(bs))
+
+        def fn():
+            r = P.generate_batch(model_dir, ps[:bs], args.slow_new_tokens, dev, budget)
+            r["seq_tokens_by_id"] = by_id(r.pop("seq_tokens"))
+            return dict(r, **extra(bs, pct, budget), kind=f"accelerate-generate-{pct:g}%")
+        b.run(name, "accelerate-generate", "accelerate", budget, fn)
+
+    head = budgets[0]
+    for bs in batches:
+        omptensor_case(bs, head)
+        streamer_case(bs)
+    for bs in batches[:2]:
+        generate_case(bs, head)
+    for pct in budgets[1:]:
+        for bs in batches:
+            omptensor_case(bs, pct)
+    for bs in batches[2:]:
+        generate_case(bs, head)
+    for pct in budgets[1:]:
+        for bs in batches:
+            generate_case(bs, pct)
+
+
+def batch_bound(args, b, cfg_kw):
+    """Bench's bound() for the batched cases (see BATCH_BOUND_FORMULA)."""
+    def bound(case):
+        h, bs = b.header, case["batch"]
+        one = M.bound_tokens_per_second(h["weight_bytes"], case.get("budget_bytes"),
+                                        h["kv_cache_bytes"], h.get("h2d_bytes_per_s"), args.hbm_bw)
+        kvb = case.get("kv_cache_bytes_batch") or 0
+        bud = case.get("budget_bytes")
+        kv_ok = bud is None or bud > kvb
+        per = (M.bound_tokens_per_second(h["weight_bytes"], bud, kvb, h.get("h2d_bytes_per_s"),
+                                         args.hbm_bw) if kv_ok else None)
+        return dict(bound_tokens_per_second=one and bs * one,
+                    bound_kv_batch=per and bs * per)
+    return bound
+
+
+BATCH_EXTRA = [("batch", "batch", "{:d}"), ("× batch 1", "ratio_to_batch1", "{:.1f}×")]
+
+
+def main_batched(args, dev):
+    _, cfg_kw = M.llama_config(args.tiny)
+    model_dir = M.ensure_model(args.workdir, args.tiny, args.seed, dev.name, log)
+    b = H.Bench(args, dev, MIN_SECONDS, None, finalize=R.finalize_batch)
+    b.bound = batch_bound(args, b, cfg_kw)
+    b.header = make_header(args, dev, model_dir, cfg_kw)
+    b.header.update(batches=args.batches, batch_budgets=args.batch_budgets,
+                    batch_refill=args.batch_refill,
+                    batch_prompt_lengths=f"{max(1, args.prompt_len // 2)}..{args.prompt_len}")
+    log(f"model {model_dir}: {b.header['weight_bytes'] / 1e9:.3f} GB of weights")
+    H.measure_bandwidth(b)
+    b.header["bound_formula"] = BATCH_BOUND_FORMULA.format(one=b.header["bound_formula"])
+    run_batched(args, b, model_dir, cfg_kw)
+    b.refresh()
+    workload = (f"batches {args.batches}, {'2N' if args.batch_refill else 'N'} prompts of "
+                f"{b.header['batch_prompt_lengths']} tokens (fixed seed; the PyTorch peers "
+                f"left-pad them), {args.new_tokens} new tokens each ({args.slow_new_tokens} for "
+                f"generate()), greedy, no EOS stop; tokens/s = aggregate decode tokens/s.")
+    md = R.markdown(b.cases, b.header, title="Batched decode on the H200: omptensor --batch "
+                    "against PyTorch (`bench/decode_h200.py --batches`)", extra=BATCH_EXTRA,
+                    workload=workload,
+                    peer_note="× best PyTorch: against the best PyTorch case at the same batch "
+                              "(the streamer keeps embeddings, lm_head and two layers, whatever "
+                              "the budget; generate() runs under Accelerate at the case's "
+                              "budget). × batch 1: against the same case at batch 1. tokens: "
+                              "per prompt against the first case that ran it. omptensor's "
+                              "batch --json has no peak_device_bytes (— then).")
+    md_path = os.path.join(b.artifacts, "decode-h200-batch.md")
+    with open(md_path, "w") as f:
+        f.write(md + "\n")
+    print("\n" + R.text_table(b.cases, b.header["weight_bytes"], BATCH_EXTRA))
+    differ = [c["case"] for c in b.cases if c.get("seq_differ")]
+    print("tokens: " + ("every prompt agrees across the cases that ran it" if not differ else
+                        "differ in " + ", ".join(differ) + " (seq_differ in the JSON)"))
+    print(f"\n----- Markdown for bench/RESULTS.md (also {md_path}) -----\n{md}")
+    log(f"done: {args.out}")
+
+
 def main():
     args = parse_args()
+    if args.batches:
+        import transformers
+        transformers.utils.logging.disable_progress_bar()
+        return main_batched(args, Dev(args.device))
     import transformers
     transformers.utils.logging.disable_progress_bar()   # keep the log short
     dev = Dev(args.device)

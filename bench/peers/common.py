@@ -123,6 +123,55 @@ def greedy_decode(step, config, prompt_ids, n_new, dev, stop_at=None):
                 tokens_per_second=steps / (t2 - t1) if steps else None)
 
 
+def left_pad(prompts, dev, pad_id=0):
+    """prompts (lists of ids, lengths may differ) as one left-padded batch:
+    ids [B, T], attention mask [B, T] (0 on the padding) and position ids
+    [B, T] (each sequence's positions count from its first real token)."""
+    T = max(len(p) for p in prompts)
+    ids = torch.full((len(prompts), T), pad_id, dtype=torch.long)
+    mask = torch.zeros((len(prompts), T), dtype=torch.long)
+    for i, p in enumerate(prompts):
+        ids[i, T - len(p):] = torch.tensor(p, dtype=torch.long)
+        mask[i, T - len(p):] = 1
+    pos = (mask.cumsum(-1) - 1).clamp(min=0)
+    return ids.to(dev.name), mask.to(dev.name), pos.to(dev.name)
+
+
+def greedy_decode_batch(step, config, prompts, n_new, dev, stop_at=None):
+    """greedy_decode for a batch of prompts of different lengths, left padded:
+    step(ids [B, T], cache, attention_mask [B, past+T], position_ids [B, T])
+    -> logits of the last position, (B, vocab). Every sequence decodes n_new
+    tokens (no EOS stop). Returns seq_tokens (one list per prompt),
+    prefill_ms, decode_steps, decode_s and tokens_per_second = B *
+    decode_steps / decode_s (the aggregate)."""
+    ids, mask, pos = left_pad(prompts, dev)
+    cache = new_cache(config)
+    ones = torch.ones((len(prompts), 1), dtype=mask.dtype, device=mask.device)
+    with torch.inference_mode():
+        dev.sync()
+        t0 = time.perf_counter()
+        logits = step(ids, cache, mask, pos)                    # (B, vocab)
+        tok = logits.argmax(-1, keepdim=True)                   # (B, 1)
+        dev.sync()
+        t1 = time.perf_counter()
+        toks = [tok]
+        pos = pos[:, -1:]
+        for _ in range(n_new - 1):
+            if stop_at is not None and time.perf_counter() > stop_at:
+                break
+            mask = torch.cat([mask, ones], 1)
+            pos = pos + 1
+            logits = step(tok, cache, mask, pos)
+            tok = logits.argmax(-1, keepdim=True)
+            toks.append(tok)
+        dev.sync()
+        t2 = time.perf_counter()
+    steps = len(toks) - 1
+    return dict(seq_tokens=torch.cat(toks, 1).tolist(), prefill_ms=(t1 - t0) * 1e3,
+                decode_steps=steps, decode_s=t2 - t1, batch=len(prompts),
+                tokens_per_second=len(prompts) * steps / (t2 - t1) if steps else None)
+
+
 def hf_step(model):
     """step() for a (possibly hooked) LlamaForCausalLM: one forward through
     the model's own code, lm_head on the last position only (as generate())."""

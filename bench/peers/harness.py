@@ -58,11 +58,15 @@ class Bench:
     -> dict of the bound keys of an ok case (at least bound_tokens_per_second),
     recomputed for every case whenever one is added (so a bound that needs a
     later case's data, e.g. the reference's routing, fills in when it comes);
-    peer_class: report.finalize's grouping for "× best PyTorch"."""
+    peer_class: report.finalize's grouping for "× best PyTorch"; finalize:
+    another finalize(cases) in its place."""
 
-    def __init__(self, args, dev, min_seconds, bound, peer_class=None):
+    def __init__(self, args, dev, min_seconds, bound, peer_class=None, finalize=None):
         self.args, self.dev = args, dev
         self.min_seconds, self.bound, self.peer_class = min_seconds, bound, peer_class
+        # finalize(cases): the ratios and token agreement (default
+        # report.finalize with peer_class; the batched cases: finalize_batch)
+        self.finalize = finalize or (lambda cases: R.finalize(cases, self.peer_class))
         self.cases, self.header = [], {}
         self.skip = [s for s in args.skip.split(",") if s]
         self.artifacts = args.artifacts or os.path.dirname(os.path.abspath(args.out))
@@ -95,7 +99,7 @@ class Bench:
         for c in self.cases:
             if c["status"] == "ok":
                 c.update(self.bound(c))
-        R.finalize(self.cases, self.peer_class)
+        self.finalize(self.cases)
         R.write_json(self.args.out, self.header, self.cases)
 
     def add(self, case):
@@ -188,6 +192,11 @@ def omptensor_command(args, b):
     except (OSError, subprocess.TimeoutExpired) as e:
         b.header["omptensor_info"] = f"error: {e}"
     return cmd
+
+
+def free_memory_for_subprocess(b):
+    """Leave the GPU to an omptensor subprocess."""
+    free_memory(b.dev)
 
 
 def run_omptensor_specs(b, cmd, specs, model_dir, prompt_file, extra_args=()):

@@ -108,6 +108,25 @@ def write_prompt(workdir, vocab, length, seed):
     return path, ids
 
 
+def write_batch_prompts(workdir, vocab, n, max_len, seed):
+    """n prompts for the batched cases, lengths drawn from [max_len // 2,
+    max_len], each BOS then ids from [3, vocab), one seeded stream: the first
+    k of n prompts are the same for every n >= k, so a case with fewer
+    prompts runs a prefix of the same set. File (omptensor --prompts): one
+    {"id": i, "prompt_ids": [...]} per line. Returns (path, [ids, ...])."""
+    import json as _json
+    rng = random.Random(seed * 7919 + 1)
+    prompts = []
+    for _ in range(n):
+        length = rng.randint(max(1, max_len // 2), max_len)
+        prompts.append([1] + [rng.randrange(3, vocab) for _ in range(length - 1)])
+    path = os.path.join(workdir, f"prompts-{n}x{max_len}.jsonl")
+    with open(path, "w") as f:
+        for i, p in enumerate(prompts):
+            f.write(_json.dumps(dict(id=i, prompt_ids=p)) + "\n")
+    return path, prompts
+
+
 def safetensors_sizes(model_dir):
     """{tensor name: bytes} of the checkpoint, read from the safetensors
     headers (8-byte little-endian header length, then a JSON header)."""

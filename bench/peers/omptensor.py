@@ -111,8 +111,44 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
     if spec.get("trace"):
         trace_path = os.path.join(artifacts, f"trace-{spec['tag']}.json")
         argv += ["--trace", trace_path]
-    res = dict(command=" ".join(shlex.quote(a) for a in argv),
-               budget_bytes=None if budget_bytes is None else int(budget_bytes))
+    res = dict(budget_bytes=None if budget_bytes is None else int(budget_bytes))
+    summary = _run(argv, timeout, dev, log, res)
+    if summary is None:
+        return res
+    res["omptensor"] = summary                       # the whole summary, kept
+    for key in ("backend", "device", "strategy", "weight_bytes", "peak_device_bytes",
+                "bytes_to_device", "bytes_to_host", "uploads", "evictions",
+                "transfer_overlap_s", "tokens", "n_tokens", "tokens_per_second",
+                "prefill_ms", "decode_ms", "logits_checksum",
+                "decode_bytes_to_device_per_token", "budget_probe", "usm_placement",
+                "bytes_read_remote", "experts"):
+        if key in summary:
+            res[key] = summary[key]
+    if summary.get("budget_bytes") is not None:
+        res["budget_bytes_reported"] = summary["budget_bytes"]
+    _apply_probe(res, summary.get("budget_probe"))
+    if trace_path:
+        svg = os.path.join(artifacts, f"timeline-{spec['tag']}.svg")
+        res.update(_trace_outputs(cmd, trace_path, svg, dev, log))
+    return res
+
+
+def _apply_probe(res, probe):
+    if probe:
+        # The probe's own cudaMalloc (almost the whole device) is what the
+        # poller saw at its peak: the Δ column is then the drop omptensor
+        # measured at the decode peak just before it, and the probe's result
+        # says whether the budget held whatever UVM caches.
+        res["cuda_mem_peak_delta_bytes_poller"] = res["cuda_mem_peak_delta_bytes"]
+        res["cuda_mem_peak_delta_bytes"] = probe["free_at_start"] - probe["free_at_peak"]
+        res["budget_probe_ok"] = bool(probe["ok"]) if probe.get("conclusive", True) else None
+
+
+def _run(argv, timeout, dev, log, res):
+    """Run one `omptensor ... --json` subprocess under the memory poller,
+    filling res (command, wall_s, cuda_mem_peak_delta_bytes, rc, status);
+    returns its --json object, or None (res then says why: timeout|failed)."""
+    res["command"] = " ".join(shlex.quote(a) for a in argv)
     log(f"  $ {res['command']}")
     t0 = time.perf_counter()
     with DevMemPoller(dev) as poller:
@@ -131,40 +167,63 @@ def run_case(cmd, spec, model_dir, prompt_file, n_new, budget_bytes, timeout, de
     if timed_out:
         res.update(status="timeout", stderr_tail=_tail(err),
                    note=f"killed after {timeout:.0f} s")
-        return res
+        return None
     if proc.returncode != 0:
         res.update(status="failed", stderr_tail=_tail(err), stdout_tail=_tail(out, 500))
-        return res
+        return None
     try:
         summary = _parse_json(out.decode(errors="replace"))
     except ValueError as e:
         res.update(status="failed", stderr_tail=_tail(err), stdout_tail=_tail(out, 500),
                    note=f"bad --json output: {e}")
-        return res
+        return None
     res["status"] = "ok"
-    res["omptensor"] = summary                       # the whole summary, kept
-    for key in ("backend", "device", "strategy", "weight_bytes", "peak_device_bytes",
-                "bytes_to_device", "bytes_to_host", "uploads", "evictions",
-                "transfer_overlap_s", "tokens", "n_tokens", "tokens_per_second",
-                "prefill_ms", "decode_ms", "logits_checksum",
-                "decode_bytes_to_device_per_token", "budget_probe", "usm_placement",
-                "bytes_read_remote", "experts"):
-        if key in summary:
-            res[key] = summary[key]
-    if summary.get("budget_bytes") is not None:
-        res["budget_bytes_reported"] = summary["budget_bytes"]
-    probe = summary.get("budget_probe")
-    if probe:
-        # The probe's own cudaMalloc (almost the whole device) is what the
-        # poller saw at its peak: the Δ column is then the drop omptensor
-        # measured at the decode peak just before it, and the probe's result
-        # says whether the budget held whatever UVM caches.
-        res["cuda_mem_peak_delta_bytes_poller"] = res["cuda_mem_peak_delta_bytes"]
-        res["cuda_mem_peak_delta_bytes"] = probe["free_at_start"] - probe["free_at_peak"]
-        res["budget_probe_ok"] = bool(probe["ok"]) if probe.get("conclusive", True) else None
-    if trace_path:
-        svg = os.path.join(artifacts, f"timeline-{spec['tag']}.svg")
-        res.update(_trace_outputs(cmd, trace_path, svg, dev, log))
+    res["_stderr"] = err
+    return summary
+
+
+def run_batch_case(cmd, prompts_file, out_file, model_dir, n_slots, n_new, budget_bytes,
+                   offload, backend, timeout, dev, log, extra_args=()):
+    """One `omptensor run MODEL --prompts IN --out OUT --batch N --json` case
+    (a fresh OUT, so nothing is skipped as already done): the aggregate decode
+    tokens/s of its --json `batch` object, each prompt's tokens from OUT."""
+    if os.path.exists(out_file):
+        os.remove(out_file)
+    argv = _argv(cmd, ["run", model_dir, "--prompts", prompts_file, "--out", out_file,
+                       "--batch", str(n_slots), "--max-new-tokens", str(n_new), "--ignore-eos",
+                       "--json", "--offload", offload, "--backend", backend])
+    if budget_bytes is not None:
+        argv += ["--gpu-memory-limit", str(int(budget_bytes))]
+    argv += list(extra_args)
+    res = dict(budget_bytes=None if budget_bytes is None else int(budget_bytes), batch=n_slots)
+    summary = _run(argv, timeout, dev, log, res)
+    if summary is None:
+        return res
+    res["stderr_tail"] = _tail(res.pop("_stderr"), 1000)
+    res["omptensor"] = summary
+    agg = summary.get("batch")
+    if not agg or summary.get("refused"):
+        res.update(status="failed", note=(f"{summary.get('refused')} prompts refused"
+                                          if summary.get("refused") else
+                                          "no `batch` object in --json (a binary without --batch?)"))
+        return res
+    seq = {}
+    with open(out_file) as f:
+        for line in f:
+            if line.strip():
+                o = json.loads(line)
+                seq[str(o["id"])] = o["tokens"]
+    res.update(tokens_per_second=agg["decode_tokens_per_second"], prefill_ms=agg.get("prefill_ms"),
+               decode_ms=agg.get("decode_ms"), decode_tokens=agg.get("decode_tokens"),
+               decode_steps=agg.get("decode_steps"), slots=agg.get("slots"),
+               n_prompts=summary.get("prompts"), seq_tokens_by_id=seq)
+    # the batch summary has no peak_device_bytes yet: taken where present
+    for key in ("peak_device_bytes", "budget_probe", "backend", "strategy"):
+        for src in (agg, summary):
+            if key in src:
+                res[key] = src[key]
+                break
+    _apply_probe(res, res.get("budget_probe"))
     return res
 
 

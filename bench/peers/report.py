@@ -54,6 +54,44 @@ def finalize(cases, peer_class=None):
     return ref
 
 
+def _prefix_equal(a, b):
+    """Equal over the shorter one (the generate() peer decodes fewer tokens)."""
+    n = min(len(a), len(b))
+    return n > 0 and a[:n] == b[:n]
+
+
+def finalize_batch(cases):
+    """The batched cases (decode_h200.py --batches): each has batch, budget
+    fraction and seq_tokens_by_id ({prompt id: tokens}). Fills
+    ratio_to_bound (tokens/s / bound), ratio_to_batch1 (/ the same case
+    kind's batch-1 tokens/s at the same budget: kind = the name without its
+    batch), ratio_to_best_pytorch (/ the best PyTorch case at the same batch)
+    and seq_match = (prompts whose tokens agree with the reference, prompts
+    shared): the reference per prompt is the first ok case that ran it."""
+    ok = [c for c in cases if c.get("status") == "ok" and c.get("tokens_per_second")]
+    best, one, ref = {}, {}, {}
+    for c in ok:
+        if c["backend"] in PYTORCH_KINDS:
+            best[c["batch"]] = max(best.get(c["batch"], 0), c["tokens_per_second"])
+        if c["batch"] == 1:
+            one.setdefault(c["kind"], c["tokens_per_second"])
+        for k, t in (c.get("seq_tokens_by_id") or {}).items():
+            ref.setdefault(k, (c["case"], t))
+    for c in cases:
+        if c not in ok:
+            continue
+        tps, bound = c["tokens_per_second"], c.get("bound_tokens_per_second")
+        c["ratio_to_bound"] = tps / bound if bound else None
+        c["ratio_to_batch1"] = tps / one[c["kind"]] if c["kind"] in one else None
+        c["ratio_to_best_pytorch"] = tps / best[c["batch"]] if best.get(c["batch"]) else None
+        seqs = c.get("seq_tokens_by_id") or {}
+        same = {k: _prefix_equal(t, ref[k][1]) for k, t in seqs.items()}
+        c["seq_match"] = (sum(same.values()), len(seqs))
+        c["seq_differ"] = sorted((k for k, v in same.items() if not v), key=int)
+        c["seq_reference"] = sorted({ref[k][0] for k in seqs})
+    return None
+
+
 def _budget(c, weight_bytes):
     b = c.get("budget_bytes")
     if b is None:
@@ -62,6 +100,9 @@ def _budget(c, weight_bytes):
 
 
 def _tokens_cell(c):
+    if c.get("seq_match") is not None:          # a batched case: sequences that agree
+        m, n = c["seq_match"]
+        return f"same ({m}/{n} seqs)" if m == n else f"DIFFER ({m}/{n} seqs)"
     if c.get("tokens_match") is None:
         return "—"
     if c["tokens_match"]:
@@ -118,7 +159,10 @@ def markdown(cases, header, title="Decode on the H200: omptensor against PyTorch
                                   "(`bench/decode_h200.py`)",
              model="Llama-2-7B shapes", extra=None, notes=(),
              peer_note="× best PyTorch: resident cases against the best resident PyTorch case, "
-                       "budgeted cases against the best offloading PyTorch case."):
+                       "budgeted cases against the best offloading PyTorch case.",
+             workload=None):
+    """workload: the sentence after the model's (default: batch 1, the
+    prompt length, new tokens, greedy)."""
     w = header["weight_bytes"]
     bw = header.get("h2d_bytes_per_s")
     top = head(extra)
@@ -126,8 +170,9 @@ def markdown(cases, header, title="Decode on the H200: omptensor against PyTorch
            f"{header['date']}, {header.get('gpu', 'no GPU')}, torch {header['torch']}, "
            f"transformers {header['transformers']}, accelerate {header['accelerate']}. "
            f"Model: {model}, {header['config']['num_hidden_layers']} layers, "
-           f"random bf16 weights, {w / 1e9:.2f} GB; batch 1, prompt "
-           f"{header['prompt_len']} tokens, {header['new_tokens']} new tokens, greedy. "
+           f"random bf16 weights, {w / 1e9:.2f} GB; "
+           + (workload or f"batch 1, prompt {header['prompt_len']} tokens, "
+                          f"{header['new_tokens']} new tokens, greedy.") + " "
            f"Pinned host→device {_num(bw and bw / 1e9)} GB/s "
            f"(pageable {_num(header.get('h2d_pageable_bytes_per_s') and header['h2d_pageable_bytes_per_s'] / 1e9)} GB/s).",
            "", "    " + header["command"], "",

@@ -20,16 +20,19 @@ import math
 import torch
 
 
-def _causal_mask(config, h, cache, pos):
+def _causal_mask(config, h, cache, pos, attention_mask=None):
     """The mask LlamaModel.forward would build (None when SDPA can use
-    is_causal), so the streamer's numerics match the resident model's."""
+    is_causal), so the streamer's numerics match the resident model's;
+    attention_mask [B, past+T]: 0 on left padding (a batch)."""
     from transformers.masking_utils import create_causal_mask
     try:
-        return create_causal_mask(config=config, inputs_embeds=h, attention_mask=None,
+        return create_causal_mask(config=config, inputs_embeds=h, attention_mask=attention_mask,
                                   past_key_values=cache, position_ids=pos)
     except TypeError:    # transformers 4.x also wants cache_position
-        return create_causal_mask(config=config, input_embeds=h, attention_mask=None,
-                                  cache_position=pos[0], past_key_values=cache,
+        return create_causal_mask(config=config, input_embeds=h, attention_mask=attention_mask,
+                                  cache_position=torch.arange(
+                                      cache.get_seq_length(), cache.get_seq_length() + h.shape[1],
+                                      device=h.device), past_key_values=cache,
                                   position_ids=pos)
 
 
@@ -98,12 +101,17 @@ class LayerStreamer:
             self.slots[slot].copy_(self.host[layer], non_blocking=True)
             self.loaded[slot].record(self.copy_stream)
 
-    def step(self, ids, cache):
-        """One forward (prefill or decode step): logits of the last position."""
+    def step(self, ids, cache, attention_mask=None, position_ids=None):
+        """One forward (prefill or decode step): logits of the last position.
+        ids [B, T]; a batch of left-padded prompts also gives attention_mask
+        [B, past+T] and per-sequence position_ids [B, T] (common.left_pad);
+        each layer is still streamed once per step, for the whole batch."""
         h = self.embed(ids)
-        past = cache.get_seq_length()
-        pos = torch.arange(past, past + ids.shape[1], device=ids.device).unsqueeze(0)
-        mask = _causal_mask(self.cfg, h, cache, pos)
+        pos = position_ids
+        if pos is None:
+            past = cache.get_seq_length()
+            pos = torch.arange(past, past + ids.shape[1], device=ids.device).unsqueeze(0)
+        mask = _causal_mask(self.cfg, h, cache, pos, attention_mask)
         pe = self.rotary(h, pos)
         compute = torch.cuda.current_stream() if self.dev.cuda else None
         for i in range(self.n_layers):

@@ -20,7 +20,8 @@ import time
 
 import torch
 
-from .common import (DevMemPoller, free_memory, greedy_decode, hf_step, load_hf)
+from .common import (DevMemPoller, free_memory, greedy_decode, greedy_decode_batch, hf_step,
+                     left_pad, load_hf)
 from .streamer import LayerStreamer
 
 
@@ -107,23 +108,89 @@ def streamer(model_dir, prompt, n_new, dev, warmup_tokens=2):
     return res
 
 
-def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None, load_kw=None):
-    from accelerate import dispatch_model, infer_auto_device_map
+def streamer_batch(model_dir, prompts, n_new, dev, warmup_tokens=2):
+    """The layer streamer on a left-padded batch (common.greedy_decode_batch):
+    one stream of every layer per step serves the whole batch."""
     _begin(dev)
     with DevMemPoller(dev) as poller:
         t0 = time.perf_counter()
-        model = load_hf(model_dir, **(load_kw or {}))    # on the CPU
-        if dev.cuda:
-            max_memory = {0: int(budget_bytes), "cpu": 200 << 30}
-        else:   # smoke test: only the CPU exists, so nothing is offloaded
-            max_memory = {"cpu": 200 << 30}
-        no_split = list(getattr(model, "_no_split_modules", None) or ["LlamaDecoderLayer"])
-        device_map = infer_auto_device_map(model, max_memory=max_memory,
-                                           no_split_module_classes=no_split,
-                                           dtype=torch.bfloat16)
-        on_gpu = _bytes_on(model, device_map, lambda d: d not in ("cpu", "disk"))
-        model = dispatch_model(model, device_map=device_map,
-                               skip_keys=getattr(model, "_skip_keys_device_placement", None))
+        model = load_hf(model_dir)                       # on the CPU
+        s = LayerStreamer(model, dev)
+        load_s = time.perf_counter() - t0
+        greedy_decode_batch(s.step, model.config, prompts, warmup_tokens, dev)
+        res = greedy_decode_batch(s.step, model.config, prompts, n_new, dev)
+    res.update(_mem_stats(dev, poller), load_s=load_s,
+               budget_bytes=s.device_weight_bytes,
+               streamed_bytes_per_step=s.layer_bytes * s.n_layers,
+               note=f"batch {len(prompts)}, left padded with an attention mask and per-sequence "
+                    "positions; streams all layers each step; budget = device bytes it keeps for "
+                    "weights (the KV cache of the batch comes on top)")
+    del model, s
+    free_memory(dev)
+    return res
+
+
+def _dispatch_load(model_dir, dev, budget_bytes, load_kw=None):
+    """from_pretrained on the CPU, then infer_auto_device_map + dispatch_model
+    with max_memory={0: budget}: (model, device_map, bytes placed on the GPU)."""
+    from accelerate import dispatch_model, infer_auto_device_map
+    model = load_hf(model_dir, **(load_kw or {}))        # on the CPU
+    if dev.cuda:
+        max_memory = {0: int(budget_bytes), "cpu": 200 << 30}
+    else:   # smoke test: only the CPU exists, so nothing is offloaded
+        max_memory = {"cpu": 200 << 30}
+    no_split = list(getattr(model, "_no_split_modules", None) or ["LlamaDecoderLayer"])
+    device_map = infer_auto_device_map(model, max_memory=max_memory,
+                                       no_split_module_classes=no_split,
+                                       dtype=torch.bfloat16)
+    on_gpu = _bytes_on(model, device_map, lambda d: d not in ("cpu", "disk"))
+    model = dispatch_model(model, device_map=device_map,
+                           skip_keys=getattr(model, "_skip_keys_device_placement", None))
+    return model, device_map, on_gpu
+
+
+def generate_batch(model_dir, prompts, n_new, dev, budget_bytes):
+    """transformers generate() on a left-padded batch (attention mask) of a
+    model dispatched by Accelerate at max_memory={0: budget}: prefill = a
+    1-token generate, decode = (t(n_new tokens) - t(1 token)); aggregate
+    tokens/s = B * (n_new - 1) / decode."""
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model, device_map, on_gpu = _dispatch_load(model_dir, dev, budget_bytes)
+        load_s = time.perf_counter() - t0
+        ids, mask, _ = left_pad(prompts, dev)
+        kw = dict(do_sample=False, eos_token_id=None, pad_token_id=0, attention_mask=mask)
+
+        def timed(n):
+            dev.sync()
+            t = time.perf_counter()
+            with torch.inference_mode():
+                out = model.generate(ids, **dict(kw, min_new_tokens=n, max_new_tokens=n))
+            dev.sync()
+            return time.perf_counter() - t, out[:, ids.shape[1]:].tolist()
+
+        t1, _ = timed(1)             # also the warm-up: a second generate() costs a whole step
+        tn, toks = timed(n_new)
+    steps = n_new - 1
+    res = dict(seq_tokens=toks, prefill_ms=t1 * 1e3, decode_steps=steps, decode_s=tn - t1,
+               batch=len(prompts), tokens_per_second=len(prompts) * steps / (tn - t1),
+               load_s=load_s, budget_bytes=int(budget_bytes), gpu_weight_bytes=on_gpu,
+               device_map_summary=_summarize_map(device_map),
+               note=f"generate(), batch {len(prompts)} left padded (attention mask), "
+                    f"Accelerate max_memory={{0: budget}}: {on_gpu / 1e9:.2f} GB of weights on "
+                    f"the GPU; decode = t({n_new} tokens) - t(1 token)")
+    res.update(_mem_stats(dev, poller))
+    del model
+    free_memory(dev)
+    return res
+
+
+def dispatch(model_dir, prompt, n_new, dev, budget_bytes, stop_at=None, load_kw=None):
+    _begin(dev)
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model, device_map, on_gpu = _dispatch_load(model_dir, dev, budget_bytes, load_kw)
         load_s = time.perf_counter() - t0
         res = greedy_decode(hf_step(model), model.config, prompt, n_new, dev, stop_at)
     res.update(_mem_stats(dev, poller), load_s=load_s, budget_bytes=int(budget_bytes),
