@@ -28,6 +28,29 @@ On the GPU machine (files under $OUT come back; keep the log with tee):
 CPU smoke test (tiny model, every code path but the CUDA-only parts; any
 command that answers like `omptensor run --json` can stand in for omptensor):
     python3 bench/decode_h200.py --tiny --device cpu --workdir /tmp/b --out /tmp/b/out.json
+
+Batched decode (--batches; the cases above are then not run): the same model
+at the budgets --batch-budgets (25, 10 %), aggregate decode tokens/s at each
+batch size N: `omptensor run --prompts IN --out OUT --batch N --json` on N
+prompts (2N with --batch-refill) of a fixed seed and lengths from
+prompt-len/2 to prompt-len (token ids: the model has no tokenizer.json),
+--ignore-eos; the layer streamer on the first N of them, left padded (an
+attention mask, per-sequence positions, every layer streamed once per step
+for the batch); generate() on the same padded batch under Accelerate
+max_memory at the budget (--slow-new-tokens). Bound = N x the batch-1 bound
+at that budget; × batch 1 and × best PyTorch (same batch) beside it. Order:
+the headline batch (32) at 25 % for omptensor and the streamer, batch 1,
+the other batches, generate() at 25 % (batch 32, 1), omptensor at 10 %,
+then the other generate() cases. On the GPU machine:
+    PYTHONUNBUFFERED=1 python3 bench/decode_h200.py --omptensor build-gpu/omptensor \
+        --omptensor-prologue .gpu/prologue.sh --batches 1,8,32,64 \
+        --out $OUT/decode-h200-batch.json 2>&1 | tee $OUT/decode-h200-batch.log
+CPU smoke test (bench/peers/batch_standin.py runs a binary without --batch
+one prompt after another and adds the `batch` object; the tiny model needs
+larger budgets and short prompts, its ops' activations being most of it):
+    python3 bench/decode_h200.py --tiny --device cpu --batches 1,2 --batch-budgets 90,60 \
+        --prompt-len 16 --workdir /tmp/bb --out /tmp/bb/out.json \
+        --omptensor "python3 bench/peers/batch_standin.py build/offload-host/omptensor"
 """
 import time
 
