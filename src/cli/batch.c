@@ -424,9 +424,15 @@ int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *t
     fprintf(stderr, "omptensor run: %s: %zu prompts: %zu done now, %zu already in %s, %ld refused%s\n", in, lines,
             ran, b.n - todo, out, refused, refused ? " (see above)" : "");
     if (st == OT_OK && s->settings.json) {
-      json_t *o = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
-                            (json_int_t)lines, "done_now", (json_int_t)ran, "already_done", (json_int_t)(b.n - todo),
-                            "refused", (json_int_t)refused);
+      /* the setup and the memory summary of the whole job (budget, peak device bytes, transfers), as a
+       * single run's --json has them, then the job's counts */
+      const ot_trace_summary t = ot_trace_summarize(s->trace);
+      json_t *o = ot_cli_json_base(s, model, &t);
+      json_t *counts = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
+                                 (json_int_t)lines, "done_now", (json_int_t)ran, "already_done",
+                                 (json_int_t)(b.n - todo), "refused", (json_int_t)refused);
+      if (o && (!counts || json_object_update(o, counts))) o = (json_decref(o), NULL);
+      json_decref(counts);
       if (o && summary) json_object_set(o, "batch", summary); /* --batch N: the aggregate and each prompt's rate */
       ot_cli_json_print(o);
     }
