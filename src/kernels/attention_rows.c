@@ -65,9 +65,6 @@ static inline void ar_row(const void *rp, int64_t r0, int64_t r1, int64_t t, int
   *slot = ok ? s : -1;
   *pos = ok ? p : -1;
 }
-static inline float ar_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
-  return (float)pos * ot_krope_inv(r, i, d); /* as fused.c's rope_append */
-}
 OT_DECLARE_TARGET_END
 
 ot_status ot_k_rope_append_rows(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, ot_kview rows,
@@ -89,7 +86,7 @@ ot_status ot_k_rope_append_rows(int dev, ot_kview q, ot_kview k, ot_kview v, ot_
         int64_t slot, pos;
         ar_row(rp, r0, r1, s, NS, P, &slot, &pos);
         if (slot < 0) continue;
-        const float ang = ar_angle(pos, i, d, r), c = cosf(ang) * ot_krope_scale(r),
+        const float ang = ot_krope_angle(pos, i, d, r), c = cosf(ang) * ot_krope_scale(r),
                     sn = sinf(ang) * ot_krope_scale(r);
         if (h < H) {
           const int64_t o1 = s * q0 + h * q1 + i * q2, o2 = o1 + half * q2;

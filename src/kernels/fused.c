@@ -75,12 +75,6 @@ static ot_status ra_check(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kv
   return OT_OK;
 }
 
-OT_DECLARE_TARGET_BEGIN
-static inline float ra_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
-  return (float)pos * ot_krope_inv(r, i, d); /* as rope.c: HF's fp32 inv_freq */
-}
-OT_DECLARE_TARGET_END
-
 /* Rotates q and k in place (as ot_k_rope), then appends the rotated k and v
  * at rows [pos, pos+T) of the caches (as ot_k_kv_append), in one launch over
  * (row, head of q or k, pair). */
@@ -100,7 +94,7 @@ ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview
   for (int64_t s = 0; s < T; s++)
     for (int64_t h = 0; h < HK; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = ra_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
+        const float ang = ot_krope_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
                     sn = sinf(ang) * ot_krope_scale(r);
         if (h < H) {
           const int64_t o1 = s * q0 + h * q1 + i * q2, o2 = o1 + half * q2;

@@ -286,6 +286,11 @@ static inline float ot_krope_inv(ot_rope r, int64_t i, int64_t d) {
   return (1.0f - sm) * inv / r.factor + sm * inv;
 }
 
+/* The angle of pair i at position pos: pos * inv_freq in fp32, as HF's fp32 matmul. */
+static inline float ot_krope_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
+  return (float)pos * ot_krope_inv(r, i, d);
+}
+
 /* What cos and sin are multiplied by (yarn's attention factor; 1 otherwise). */
 static inline float ot_krope_scale(ot_rope r) { return r.type == OT_ROPE_YARN ? r.attention_factor : 1.0f; }
 OT_DECLARE_TARGET_END

@@ -21,12 +21,6 @@ static ot_status rope_check(ot_kview x) {
   return OT_OK;
 }
 
-OT_DECLARE_TARGET_BEGIN
-static inline float rope_angle(int64_t pos, int64_t i, int64_t d, ot_rope r) {
-  return (float)pos * ot_krope_inv(r, i, d);
-}
-OT_DECLARE_TARGET_END
-
 /* rope_fast_<T>: x [S, H, 2 half] in T, strides s0, s1 (last unit); each
  * iteration: position s, octet ic of the pairs, heads [g rh, (g+1) rh). */
 #define ROPE_FAST(T)                                                                                           \
@@ -40,7 +34,7 @@ OT_DECLARE_TARGET_END
           float c[OT_KV], sn[OT_KV];                                                                           \
           OT_UNROLL                                                                                            \
           for (int k = 0; k < OT_KV; k++) {                                                                    \
-            const float ang = rope_angle(pos + s, ic * OT_KV + k, d, r);                                       \
+            const float ang = ot_krope_angle(pos + s, ic * OT_KV + k, d, r);                                       \
             c[k] = cosf(ang) * ot_krope_scale(r);                                                              \
             sn[k] = sinf(ang) * ot_krope_scale(r);                                                             \
           }                                                                                                    \
@@ -95,7 +89,7 @@ ot_status ot_k_rope(int dev, ot_kview x, int64_t pos, ot_rope r) {
   for (int64_t s = 0; s < S; s++)
     for (int64_t h = 0; h < H; h++)
       for (int64_t i = 0; i < half; i++) {
-        const float ang = rope_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
+        const float ang = ot_krope_angle(pos + s, i, d, r), c = cosf(ang) * ot_krope_scale(r),
                     sn = sinf(ang) * ot_krope_scale(r);
         const int64_t o = s * s0 + h * s1, o1 = o + i * s2, o2 = o + (i + half) * s2;
         const float x1 = ot_kld(dt, xp, o1), x2 = ot_kld(dt, xp, o2);
@@ -112,7 +106,7 @@ ot_status ot_ref_rope(ot_kview x, int64_t pos, ot_rope r) {
   for (int64_t s = 0; s < x.ne[0]; s++)
     for (int64_t h = 0; h < x.ne[1]; h++)
       for (int64_t i = 0; i < half; i++) {
-        const double ang = rope_angle(pos + s, i, x.ne[2], r), c = cos(ang) * ot_krope_scale(r),
+        const double ang = ot_krope_angle(pos + s, i, x.ne[2], r), c = cos(ang) * ot_krope_scale(r),
                      sn = sin(ang) * ot_krope_scale(r);
         const int64_t o = s * x.nb[0] + h * x.nb[1], o1 = o + i * x.nb[2], o2 = o + (i + half) * x.nb[2];
         const double x1 = ot_kld(x.dt, x.p, o1), x2 = ot_kld(x.dt, x.p, o2);
