@@ -135,6 +135,9 @@ def parse_args():
     g.add_argument("--batch-refill", action="store_true",
                    help="2N prompts for batch N (a finished prompt's slot takes the next)")
     g.add_argument("--batch-offload", default="balanced", help="omptensor --offload of the batched cases")
+    g.add_argument("--batch-kv-dtype", default="bf16",
+                   help="omptensor --kv-dtype of the batched cases (default bf16: the PyTorch peers keep "
+                        "the bf16 model's KV cache in bf16)")
     return p.parse_args()
 
 
@@ -247,12 +250,14 @@ def run_batched(args, b, model_dir, cfg_kw):
         try:
             res = O.run_batch_case(cmd, path, out, model_dir, bs, n_new, budget,
                                    args.batch_offload, backend,
-                                   max(5.0, min(args.case_timeout, b.remaining() - 5)), dev, log)
+                                   max(5.0, min(args.case_timeout, b.remaining() - 5)), dev, log,
+                                   extra_args=["--kv-dtype", args.batch_kv_dtype])
         except Exception as e:  # noqa: BLE001 - e.g. the command does not exist
             b.failed(name, "omptensor", budget, e)
             return
         b.add(dict(res, **extra(bs, pct, budget), case=name, kind=kind,
-                   backend=res.get("backend", backend), offload=args.batch_offload))
+                   backend=res.get("backend", backend), offload=args.batch_offload,
+                   kv_dtype=args.batch_kv_dtype))
 
     def streamer_case(bs):
         name = f"torch-streamer-b{bs}"

@@ -53,7 +53,8 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "  top_p: 0.9\n"
                                "  seed: 18446744073709551615\n"
                                "  greedy: true\n"
-                               "  ignore_eos: on\n";
+                               "  ignore_eos: on\n"
+                               "  kv_dtype: bf16\n";
 
 static void test_defaults(void **state) {
   (void)state;
@@ -93,6 +94,7 @@ static void test_yaml_file(void **state) {
   assert_true(s.gen.seed == UINT64_MAX);
   assert_int_equal(s.gen.greedy, 1);
   assert_int_equal(s.gen.ignore_eos, 1);
+  assert_int_equal(s.gen.kv_dtype, OT_BF16);
   for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_FILE);
   assert_string_equal(s.file, path);
   ot_settings_release(&s);
@@ -155,6 +157,8 @@ static void test_flags(void **state) {
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "backend", "cuda"), OT_ERR_INVALID_ARG, "--backend", "cuda");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "device", "-1"), OT_ERR_INVALID_ARG, "--device", "bad device '-1'");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "dtype", "f64"), OT_ERR_DTYPE, "--dtype", "f64");
+  /* a KV cache is a float type attention reads: int8 is a weight type only */
+  OT_ASSERT_ERR(ot_settings_set_flag(&s, "kv-dtype", "int8"), OT_ERR_DTYPE, "--kv-dtype", "'int8' is not a KV cache dtype");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "trace", ""), OT_ERR_INVALID_ARG, "--trace", "empty");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "json", "maybe"), OT_ERR_INVALID_ARG, "--json", "maybe");
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "gpu-memory", "1GB"), OT_ERR_INVALID_ARG, "unknown option '--gpu-memory'");

@@ -18,6 +18,10 @@
  *   - at the job's feasibility bound (ot_generate_batch_min_budget), where
  *     the KV caches are evicted and reloaded, results are bitwise those of
  *     the unlimited run and the trace stays within the budget;
+ *   - 16-bit KV caches (ot_gen_opts.kv_dtype): half the bytes; a batch is
+ *     what each sequence gives alone with the same caches, also at the
+ *     job's bound;
+ *     the first logits stay near the f32 caches' but are not theirs;
  *   - what is refused is refused by name. */
 #include <math.h>
 #include <stdio.h>
@@ -334,6 +338,15 @@ static int cache_uploads(const ot_trace *tr) {
   return n;
 }
 
+/* The largest upload of a KV cache in a trace, in bytes. */
+static uint64_t cache_upload_bytes(const ot_trace *tr) {
+  uint64_t b = 0;
+  const ot_trace_event *e;
+  for (size_t i = 0; (e = ot_trace_event_at(tr, i)); i++)
+    if (e->kind == OT_TRACE_UPLOAD && e->name && strstr(e->name, "_cache") && e->bytes > b) b = e->bytes;
+  return b;
+}
+
 /* At the job's feasibility bound, two strategies: bitwise the unlimited
  * run's tokens and logits, within the budget, and the caches reloaded. */
 static void budget_at_bound(void **state) {
@@ -380,6 +393,89 @@ static void budget_at_bound(void **state) {
   }
 }
 
+/* The first step's logits of each sequence: within tol of the row's largest
+ * magnitude of want's; returns how many values differ at all. */
+static int64_t first_rows_near(const char *what, const capture *got, const capture *want, int n, double tol) {
+  int64_t differ = 0;
+  for (int i = 0; i < n; i++) {
+    const float *x = got->s[i].rows, *y = want->s[i].rows;
+    double mag = 0, worst = 0;
+    for (int64_t v = 0; v < want->vocab; v++) {
+      mag = fmax(mag, fabs((double)y[v]));
+      worst = fmax(worst, fabs((double)x[v] - (double)y[v]));
+      differ += x[v] != y[v];
+    }
+    if (worst > tol * mag)
+      fail_msg("%s: sequence %d: first logits differ by %.3g (row magnitude %.3g, tolerance %.1g)", what, i, worst, mag,
+               tol);
+  }
+  return differ;
+}
+
+/* bf16 and f16 KV caches on the moving backend: a batch of 3 slots gives
+ * what each sequence gives alone with the same caches, and a cache is half
+ * the bytes of an f32 one; at that job's feasibility bound, bitwise the
+ * unlimited run, the budget held; the first logits within 2 % of the f32
+ * caches' and not bitwise theirs. */
+static void kv_dtype_16bit(void **state) {
+  (void)state;
+  static const char *sets[] = {"llama_gqa", "mixtral_tiny"};
+  static const ot_dtype kvs[2] = {OT_BF16, OT_F16};
+  const ot_backend bk = ot_test_moving_backend();
+  for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+    ot_test_manifest mf;
+    ot_test_read_manifest(sets[s], &mf);
+    const job j = make_job(&mf, lens7, new7, 7);
+    ot_ctx *ctx = ot_test_ctx(bk);
+    ot_lm *m = load(ctx, sets[s]);
+    ot_gen_opts g = greedy_opts();
+    capture f32, f32b;
+    run_single(m, &g, &j, &f32);
+    ot_trace *tr;
+    OT_ASSERT_OK(ot_trace_create(&tr));
+    g.trace = tr;
+    run_batch(m, &g, &j, 3, &f32b, NULL); /* the caches' bytes as f32 */
+    const uint64_t f32_bytes = cache_upload_bytes(tr);
+    ot_trace_destroy(tr);
+    capture_free(&f32b);
+    for (int k = 0; k < 2; k++) {
+      char what[128];
+      snprintf(what, sizeof what, "%s with %s KV caches", sets[s], ot_dtype_name(kvs[k]));
+      g = greedy_opts();
+      g.kv_dtype = kvs[k];
+      capture alone, got, bound;
+      run_single(m, &g, &j, &alone);
+      if (first_rows_near(what, &alone, &f32, j.n, 0.02) == 0)
+        fail_msg("%s: the first logits are bitwise those of f32 caches", what);
+      OT_ASSERT_OK(ot_trace_create(&tr));
+      g.trace = tr;
+      run_batch(m, &g, &j, 3, &got, NULL);
+      const uint64_t b16 = cache_upload_bytes(tr);
+      ot_trace_destroy(tr);
+      if (b16 == 0 || 2 * b16 > f32_bytes)
+        fail_msg("%s: a cache uploads %llu bytes, %llu as f32: not half", what, (unsigned long long)b16,
+                 (unsigned long long)f32_bytes);
+      compare(what, &got, &alone, j.n, tol_on(ctx, bk));
+      g.trace = NULL;
+      uint64_t floor_b;
+      OT_ASSERT_OK(ot_generate_batch_min_budget(m, j.seqs, j.n, 3, &g, &floor_b));
+      OT_ASSERT_OK(ot_trace_create(&tr));
+      g.trace = tr;
+      g.sched.budget_bytes = floor_b;
+      run_batch(m, &g, &j, 3, &bound, NULL);
+      compare(what, &bound, &got, j.n, 0);
+      OT_ASSERT_OK(ot_trace_check_budget(tr, floor_b));
+      ot_trace_destroy(tr);
+      capture_free(&alone);
+      capture_free(&got);
+      capture_free(&bound);
+    }
+    capture_free(&f32);
+    ot_lm_destroy(m);
+    ot_ctx_destroy(ctx);
+  }
+}
+
 /* Arguments and models that cannot run, refused by name; GPT-2 (no batched
  * steps) runs one slot as ot_generate, one prompt after another. */
 static void refusals(void **state) {
@@ -404,6 +500,11 @@ static void refusals(void **state) {
   q[1] = (ot_gen_seq){mf.prompt, 3, 1000, 1};
   OT_ASSERT_FAILS(ot_generate_batch(m, q, 2, 2, &g, &r), OT_ERR_INVALID_ARG, "sequence 1: 3 prompt + 1000 new tokens");
   assert_null(r.seqs);
+  q[1] = (ot_gen_seq){mf.prompt, 3, -1, 1};
+  g.kv_dtype = OT_Q8B; /* a weight type, not one attention reads */
+  OT_ASSERT_FAILS(ot_generate_batch(m, q, 2, 2, &g, &r), OT_ERR_DTYPE, "KV cache dtype q8b");
+  OT_ASSERT_FAILS(ot_generate(m, mf.prompt, 3, &g, &(ot_gen_result){0}), OT_ERR_DTYPE, "KV cache dtype q8b");
+  g.kv_dtype = OT_F32;
   /* max_new_tokens 0: done at once, nothing made */
   q[1] = (ot_gen_seq){mf.prompt, 3, 0, 1};
   OT_ASSERT_OK(ot_generate_batch(m, q, 2, 2, &g, &r));
@@ -440,7 +541,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batch_matches_single), cmocka_unit_test(refill_order),
       cmocka_unit_test(eos_in_one_sequence),  cmocka_unit_test(sampling_per_sequence),
-      cmocka_unit_test(budget_at_bound),      cmocka_unit_test(refusals),
+      cmocka_unit_test(budget_at_bound),      cmocka_unit_test(kv_dtype_16bit),
+      cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -80,6 +80,8 @@ struct ot_lm {
                             ot_generate sets it to prompt + new tokens */
   int64_t n_slots;       /* KV cache slots (sequences at once) of the next batched steps (ot_generate_batch sets
                             it; 0: not batched) */
+  ot_dtype kv_dtype;     /* the KV caches' dtype in the next recorded steps (ot_gen_opts.kv_dtype; the
+                            generations set it) */
   uint64_t weight_bytes; /* bytes of all weight homes */
   int n_weights;
   ot_experts *experts;   /* a mixture of experts: its experts (experts.h; owned by the model), else NULL */
@@ -178,6 +180,12 @@ typedef struct ot_gen_opts {
    * the result stays the batch result's. May be NULL. */
   ot_status (*on_seq_done)(void *user, int seq, const struct ot_gen_result *r);
   void *done_user;
+  /* The KV caches' dtype: OT_F32 (the default), OT_BF16 or OT_F16. A 16-bit
+   * cache is half the bytes a budget must hold (or stream) per sequence and
+   * position, so twice the sequences fit beside the weights; attention
+   * still computes in f32, on keys and values rounded to it (transformers
+   * keeps a bf16 model's cache in bf16). Anything else is OT_ERR_DTYPE. */
+  ot_dtype kv_dtype;
 } ot_gen_opts;
 
 ot_gen_opts ot_gen_opts_default(void);

@@ -34,13 +34,14 @@
  *       seed: 1
  *       greedy: false                # true: argmax, whatever generation_config.json says
  *       ignore_eos: false            # true: go on past the model's EOS ids
+ *       kv_dtype: bf16               # the KV caches: f32 (default) | bf16 | f16 (half the bytes)
  *
  * Unknown keys are errors naming the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
  * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
  * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,
  * OMPTENSOR_TOP_K, OMPTENSOR_TOP_P, OMPTENSOR_SEED, OMPTENSOR_GREEDY,
- * OMPTENSOR_IGNORE_EOS.
+ * OMPTENSOR_IGNORE_EOS, OMPTENSOR_KV_DTYPE.
  */
 #ifndef OMPTENSOR_SETTINGS_H
 #define OMPTENSOR_SETTINGS_H
@@ -121,6 +122,7 @@ typedef enum ot_setting {
   OT_SET_SEED,
   OT_SET_GREEDY,
   OT_SET_IGNORE_EOS,
+  OT_SET_KV_DTYPE,
   OT_SET_COUNT
 } ot_setting;
 
@@ -135,6 +137,7 @@ typedef struct ot_gen_settings {
   uint64_t seed;
   int greedy;        /* argmax whatever generation_config.json's do_sample says */
   int ignore_eos;    /* run to max_new_tokens past EOS */
+  ot_dtype kv_dtype; /* the KV caches' (ot_gen_opts.kv_dtype): f32, bf16 or f16 */
 } ot_gen_settings;
 
 typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;

@@ -428,7 +428,8 @@ int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *t
        * single run's --json has them, then the job's counts */
       const ot_trace_summary t = ot_trace_summarize(s->trace);
       json_t *o = ot_cli_json_base(s, model, &t);
-      json_t *counts = json_pack("{s:s, s:s, s:I, s:I, s:I, s:I}", "prompts_file", in, "out", out, "prompts",
+      json_t *counts = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "kv_dtype",
+                                 ot_dtype_name(s->settings.gen.kv_dtype), "prompts_file", in, "out", out, "prompts",
                                  (json_int_t)lines, "done_now", (json_int_t)ran, "already_done",
                                  (json_int_t)(b.n - todo), "refused", (json_int_t)refused);
       if (o && (!counts || json_object_update(o, counts))) o = (json_decref(o), NULL);

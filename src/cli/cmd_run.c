@@ -93,6 +93,7 @@ static ot_status gen_opts(const ot_cli_session *s, const char *model, ot_gen_opt
   if (src[OT_SET_SEED]) g->seed = gs->seed;
   if (g->temperature == 0.0f || gs->greedy) g->greedy = 1;
   if (gs->ignore_eos) g->n_eos = 0;
+  g->kv_dtype = gs->kv_dtype; /* OT_F32 unless given */
   return OT_OK;
 }
 

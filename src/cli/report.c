@@ -117,6 +117,7 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
                             const ot_trace_summary *t) {
   json_t *o = ot_cli_json_base(s, model, t);
   json_object_set_new(o, "weight_bytes", json_integer((json_int_t)m->weight_bytes));
+  json_object_set_new(o, "kv_dtype", json_string(ot_dtype_name(s->settings.gen.kv_dtype)));
   ot_cli_json_gen(o, r);
   json_object_set_new(o, "n_tokens", json_integer(r->n_tokens));
   json_object_set_new(o, "logits_checksum", json_real(r->logits_checksum));

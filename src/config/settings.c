@@ -43,6 +43,17 @@ static ot_status parse_dtype(const char *v, value *out) {
   out->dtype = t;
   return OT_OK;
 }
+/* The KV caches' dtype (--kv-dtype): the float types attention reads. */
+static ot_status parse_kv_dtype(const char *v, value *out) {
+  ot_dtype t;
+  if (ot_dtype_parse(v, &t) != OT_OK || (t != OT_F32 && t != OT_BF16 && t != OT_F16)) {
+    char shown[300];
+    ot_option_value_shown(v, shown, sizeof shown);
+    return ot_fail(OT_ERR_DTYPE, "'%s' is not a KV cache dtype; use f32, bf16 or f16", shown);
+  }
+  out->dtype = t;
+  return OT_OK;
+}
 static ot_status parse_trace(const char *v, value *out) {
   if (!v[0]) return ot_fail(OT_ERR_INVALID_ARG, "empty trace file name");
   return ot_io_strdup(v, &out->str);
@@ -127,6 +138,7 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
   case OT_SET_SEED: s->gen.seed = v->u64; break;
   case OT_SET_GREEDY: s->gen.greedy = v->integer; break;
   case OT_SET_IGNORE_EOS: s->gen.ignore_eos = v->integer; break;
+  case OT_SET_KV_DTYPE: s->gen.kv_dtype = v->dtype; break;
   case OT_SET_COUNT: break;
   }
 }
@@ -170,6 +182,10 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                        NULL, 1, 0},
     [OT_SET_IGNORE_EOS] = {"ignore-eos", "OMPTENSOR_IGNORE_EOS", "generation.ignore_eos", NULL,
                            "go on past the model's EOS ids to --max-new-tokens", parse_json, NULL, 1, 0},
+    [OT_SET_KV_DTYPE] = {"kv-dtype", "OMPTENSOR_KV_DTYPE", "generation.kv_dtype", "TYPE",
+                         "the KV caches: f32 (default) | bf16 | f16; 16 bits hold twice the sequences or positions "
+                         "in a budget (attention still computes in f32)",
+                         parse_kv_dtype, NULL, 1, 0},
 };
 
 void ot_settings_init(ot_settings *s) {
@@ -309,6 +325,7 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
     case OT_SET_SEED: fprintf(f, "%llu", (unsigned long long)s->gen.seed); break;
     case OT_SET_GREEDY: fputs(s->gen.greedy ? "true" : "false", f); break;
     case OT_SET_IGNORE_EOS: fputs(s->gen.ignore_eos ? "true" : "false", f); break;
+    case OT_SET_KV_DTYPE: fputs(ot_dtype_name(s->gen.kv_dtype), f); break;
     case OT_SET_COUNT: break;
     }
     fprintf(f, "   [%s%s%s]\n", ot_setting_source_name(s->source[k]),

@@ -25,7 +25,7 @@ ot_status ot_decoder_step_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int6
                                 ot_lm_step *st) {
   memset(st, 0, sizeof *st);
   st->T = T;
-  OT_TRY(ot_kvcache_ensure(kv, m->ctx, n_layers, m->n_ctx, n_kv, head_dim));
+  OT_TRY(ot_kvcache_ensure(kv, m->ctx, m->kv_dtype, n_layers, m->n_ctx, n_kv, head_dim));
   OT_TRY(ot_program_create(m->ctx, &st->prog));
   return ot_program_scalar_create(st->prog, "pos", &st->pos_slot);
 }
@@ -65,7 +65,7 @@ ot_status ot_decoder_batch_begin(ot_lm *m, ot_kvcache *kv, int64_t n_layers, int
   st->pos_slot = -1;
   if (m->n_slots < 1)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: a batched step needs n_slots >= 1 (ot_generate_batch sets it)", m->vt->arch);
-  OT_TRY(ot_kvcache_ensure_slots(kv, m->ctx, n_layers, m->n_slots, m->n_ctx, n_kv, head_dim));
+  OT_TRY(ot_kvcache_ensure_slots(kv, m->ctx, m->kv_dtype, n_layers, m->n_slots, m->n_ctx, n_kv, head_dim));
   OT_TRY(ot_program_create(m->ctx, &st->prog));
   const int64_t sR[2] = {T, 2};
   return ot_lm_step_tensor(st, m->ctx, "rows", OT_I32, 2, sR, &st->rows);

@@ -129,12 +129,17 @@ static ot_status took(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r
   return n && o->on_text ? o->on_text(o->text_user, piece, n) : OT_OK;
 }
 
-/* A bad OMPTENSOR_PREFILL_DTYPE, before anything is recorded. */
-ot_status ot_gen_check_prefill_dtype(void) {
-  if (ot_decoder_prefill_choice() != -2) return OT_OK;
-  return ot_fail(OT_ERR_INVALID_ARG, "OMPTENSOR_PREFILL_DTYPE='%s': use auto (the weights' dtype where cuBLAS runs "
-                                     "the prompt's GEMMs), weights or f32 (exact fp32 math)",
-                 getenv("OMPTENSOR_PREFILL_DTYPE"));
+ot_status ot_gen_begin(ot_lm *m, const ot_gen_opts *o) {
+  if (ot_decoder_prefill_choice() == -2)
+    return ot_fail(OT_ERR_INVALID_ARG, "OMPTENSOR_PREFILL_DTYPE='%s': use auto (the weights' dtype where cuBLAS runs "
+                                       "the prompt's GEMMs), weights or f32 (exact fp32 math)",
+                   getenv("OMPTENSOR_PREFILL_DTYPE"));
+  const ot_dtype kv = o->kv_dtype;
+  if (kv != OT_F32 && kv != OT_BF16 && kv != OT_F16)
+    return ot_fail(OT_ERR_DTYPE, "generate: KV cache dtype %s (%d); use f32, bf16 or f16",
+                   ot_dtype_name(kv), (int)kv);
+  m->kv_dtype = kv;
+  return OT_OK;
 }
 
 /* The last plan and its step: kept in the model for the next generation
@@ -160,7 +165,7 @@ uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o) {
 
 static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, uint64_t stream,
                           ot_text_stream *ts, ot_gen_result *r) {
-  OT_TRY(ot_gen_check_prefill_dtype());
+  OT_TRY(ot_gen_begin(m, o));
   if (n_prompt < 1) return ot_fail(OT_ERR_INVALID_ARG, "generate: the prompt is empty (give at least one token id)");
   for (int i = 0; i < n_prompt; i++)
     if (prompt[i] < 0 || prompt[i] >= m->vocab)
@@ -290,7 +295,7 @@ ot_status ot_generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_ge
 }
 
 ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
-  OT_TRY(ot_gen_check_prefill_dtype());
+  OT_TRY(ot_gen_begin(m, o));
   m->n_ctx = (int64_t)n_prompt + (o->max_new_tokens > 0 ? o->max_new_tokens : 1);
   OT_TRY(ot_lm_fit(m, ot_gen_budget(m, o), n_prompt));
   const int T[2] = {n_prompt, 1}, all[2] = {o->logits_out != NULL, 0};

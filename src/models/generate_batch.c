@@ -321,7 +321,7 @@ ot_status ot_generate_batch(ot_lm *m, const ot_gen_seq *seqs, int n, int n_slots
                             ot_gen_batch_result *r) {
   if (r) memset(r, 0, sizeof *r);
   if (!m || !o || !r || (!seqs && n) || n < 0) return ot_fail(OT_ERR_INVALID_ARG, "ot_generate_batch: NULL argument");
-  OT_TRY(ot_gen_check_prefill_dtype());
+  OT_TRY(ot_gen_begin(m, o));
   int64_t n_ctx;
   int max_pack;
   OT_TRY(check_job(m, seqs, n, n_slots, o, &n_ctx, &max_pack));
@@ -369,6 +369,7 @@ ot_status ot_generate_batch_min_budget(ot_lm *m, const ot_gen_seq *seqs, int n, 
                                        uint64_t *bytes) {
   if (!m || !o || !bytes || (!seqs && n)) return ot_fail(OT_ERR_INVALID_ARG, "ot_generate_batch_min_budget: NULL argument");
   *bytes = 0;
+  OT_TRY(ot_gen_begin(m, o));
   int64_t n_ctx;
   int max_pack;
   OT_TRY(check_job(m, seqs, n, n_slots, o, &n_ctx, &max_pack));

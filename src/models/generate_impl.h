@@ -17,8 +17,10 @@ ot_status ot_gen_pick(const ot_gen_opts *o, const float *row, int64_t vocab, uin
 ot_status ot_gen_check_logits(const float *x, int64_t rows, int64_t vocab, int64_t pos0, const char *step,
                               double *sum);
 int ot_gen_is_eos(const ot_gen_opts *o, int32_t id);
-/* A bad OMPTENSOR_PREFILL_DTYPE, before anything is recorded. */
-ot_status ot_gen_check_prefill_dtype(void);
+/* What every generation checks before anything is recorded (a bad
+ * OMPTENSOR_PREFILL_DTYPE, o->kv_dtype), and the options the model's steps
+ * are then recorded with (m->kv_dtype). */
+ot_status ot_gen_begin(ot_lm *m, const ot_gen_opts *o);
 /* The budget steps are planned under on their (first) device. */
 uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o);
 /* The stream's held-back end (to on_text), then the whole text into r. */

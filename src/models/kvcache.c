@@ -3,6 +3,7 @@
 #include <stdlib.h>
 
 #include "core/checked.h"
+#include "core/error.h"
 #include "models/kvcache.h"
 #include "omptensor/memory.h"
 
@@ -16,17 +17,20 @@ void ot_kvcache_release(ot_kvcache *c) {
   *c = (ot_kvcache){0};
 }
 
-ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t n_ctx, int64_t n_kv, int64_t head_dim) {
-  return ot_kvcache_ensure_slots(c, ctx, n_layers, 0, n_ctx, n_kv, head_dim);
+ot_status ot_kvcache_ensure(ot_kvcache *c, ot_ctx *ctx, ot_dtype dt, int64_t n_layers, int64_t n_ctx, int64_t n_kv,
+                            int64_t head_dim) {
+  return ot_kvcache_ensure_slots(c, ctx, dt, n_layers, 0, n_ctx, n_kv, head_dim);
 }
 
-ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, int64_t slots, int64_t n_ctx,
-                                  int64_t n_kv, int64_t head_dim) {
-  if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers && c->slots == slots) return OT_OK;
+ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, ot_dtype dt, int64_t n_layers, int64_t slots,
+                                  int64_t n_ctx, int64_t n_kv, int64_t head_dim) {
+  if (dt != OT_F32 && dt != OT_BF16 && dt != OT_F16)
+    return ot_fail(OT_ERR_DTYPE, "KV caches: dtype %s; they are f32, bf16 or f16", ot_dtype_name(dt));
+  if (c->k && c->n_ctx == n_ctx && c->n_layers == n_layers && c->slots == slots && c->dtype == dt) return OT_OK;
   ot_kvcache_release(c);
-  /* 2 caches of [slots?, n_ctx, n_kv, head_dim] f32 per layer: checked before any is made */
+  /* 2 caches of [slots?, n_ctx, n_kv, head_dim] per layer: checked before any is made */
   int ovf = 0;
-  int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 8, n_layers, n_ctx),
+  int64_t bytes = ot_sz_mul(&ovf, ot_sz_mul3(&ovf, 2 * (int64_t)ot_dtype_bytes(dt, 1), n_layers, n_ctx),
                             ot_sz_mul3(&ovf, n_kv, head_dim, slots > 0 ? slots : 1));
   ot_status s0 = ovf ? OT_ERR_OUT_OF_MEMORY : ot_host_memory_check((uint64_t)bytes, "the KV caches");
   if (s0 != OT_OK) {
@@ -43,6 +47,7 @@ ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, 
   c->n_layers = n_layers;
   c->n_ctx = n_ctx;
   c->slots = slots;
+  c->dtype = dt;
   if (!c->k || !c->v) {
     ot_kvcache_release(c);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "KV cache: no host memory");
@@ -54,10 +59,10 @@ ot_status ot_kvcache_ensure_slots(ot_kvcache *c, ot_ctx *ctx, int64_t n_layers, 
     char name[64];
     ot_status s;
     snprintf(name, sizeof name, "layers.%lld.k_cache", (long long)i);
-    s = ot_tensor_create(ctx, name, OT_F32, nd, shape, &c->k[i]);
+    s = ot_tensor_create(ctx, name, dt, nd, shape, &c->k[i]);
     if (s == OT_OK) {
       snprintf(name, sizeof name, "layers.%lld.v_cache", (long long)i);
-      s = ot_tensor_create(ctx, name, OT_F32, nd, shape, &c->v[i]);
+      s = ot_tensor_create(ctx, name, dt, nd, shape, &c->v[i]);
     }
     if (s != OT_OK) {
       ot_kvcache_release(c);
