@@ -60,14 +60,18 @@ static void run_case_tol(mm_case k, uint64_t seed, double tol) {
 
 static void run_case(mm_case k, uint64_t seed) { run_case_tol(k, seed, 0); }
 
-/* Decode-length rows (K in the thousands) on every weight dtype, M = 1 and
- * 2: the GPU's GEMV issues four 16-byte loads per lane per step for M = 1
+/* Decode-length rows (K in the thousands) on every weight dtype, M = 1 to
+ * 64 (batched decode): the GPU's GEMV issues four 16-byte loads per lane per step for M = 1
  * and finishes the rest one at a time (K / 8 = 129, 257, 512 vectors of bf16
  * cover an unrolled step, a remainder, none), so both parts are checked.
  * fp32 accumulation over K ~ 4096 against double: 1e-4. */
 static void test_long_rows(void **st) {
   (void)st;
   static const int64_t ks[] = {1032, 2056, 4096, 2052};
+  /* the GEMV's rows of a go in register chunks of 8 up to 64 (a batch of
+   * sequences decoding): one chunk, one and a remainder, two and a
+   * remainder, eight full ones */
+  static const int64_t ms[] = {1, 2, 9, 20, 64};
   static const ot_dtype wt[] = {OT_BF16, OT_F16, OT_F32, OT_Q8B};
   uint64_t seed = 900;
   for (int w = 0; w < 4; w++)
@@ -75,9 +79,9 @@ static void test_long_rows(void **st) {
       int64_t K = ks[i];
       if (wt[w] == OT_Q8B) K = (K + 31) / 32 * 32;
       else if (wt[w] != OT_F32 && K % 8) continue;
-      for (int64_t M = 1; M <= 2; M++)
+      for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (int acc = 0; acc < 2; acc++)
-          run_case_tol((mm_case){1, M, 37, K, OT_F32, wt[w], OT_F32, 1, 0, 0, 1, acc}, seed++, 1e-4);
+          run_case_tol((mm_case){1, ms[im], 37, K, OT_F32, wt[w], OT_F32, 1, 0, 0, 1, acc}, seed++, 1e-4);
     }
 }
 

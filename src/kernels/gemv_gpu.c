@@ -1,5 +1,6 @@
 /* gemv_gpu.c — the decode matmul on a GPU: c[m, n] = sum_k a[m, k] w[n, k]
- * for a few rows of a (M <= OT_GEMV_MAX_M) and a row-major weight W [N, K]
+ * for a few rows of a (M <= OT_GEMV_MAX_M: decode, or a batch of sequences
+ * decoding together) and a row-major weight W [N, K]
  * (HF Linear, trans_b), the kernel that bounds decode speed.
  *
  * Why a bare kernel: the portable team-per-output version (matmul.c) spends
@@ -151,57 +152,73 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
   }
   const int64_t nteams = (N + WARPS - 1) / WARPS;
   const int wt = (int)wdt, acc_in = accumulate, mm = (int)M;
+  /* Rows of a in chunks of MB: a chunk's accumulators stay in registers (a
+   * fixed bound, unrolled, with a warp-uniform guard), and the weight row is
+   * read from HBM once, by the first chunk; later chunks find it in L1/L2
+   * (a warp's row is K * 2 bytes: 8 KiB at K = 4096). Each row m is summed
+   * in the same order whatever M, so M <= OT_GEMV_CHUNK gives what it gave before
+   * chunks. Measured on the H200 (issue 19): batch 32 of a 7B-shaped layer
+   * went through the 64x64 tiled GEMM at ~30 GB/s of weights before. */
   OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm))
   {
     const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
     const int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp;
     if (n < N) {
-      float acc[OT_GEMV_MAX_M];
-      for (int m = 0; m < OT_GEMV_MAX_M; m++) acc[m] = 0.0f;
-      if (wt == OT_BF16 || wt == OT_F16) {
-        const int bf = wt == OT_BF16;
-        const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
-        for (int64_t v = lane; v < K / 8; v += 32) {
-          const u128 q = row[v];
-          const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
-                               lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
-          for (int m = 0; m < mm; m++) {
-            const float *x = a + m * lda + v * 8;
-            float s = 0.0f;
-            for (int j = 0; j < 8; j++) s += wv[j] * x[j];
-            acc[m] += s;
+      for (int m0 = 0; m0 < mm; m0 += OT_GEMV_CHUNK) {
+        const int mb = mm - m0 < OT_GEMV_CHUNK ? mm - m0 : OT_GEMV_CHUNK;
+        const float *a0 = a + m0 * lda;
+        float acc[OT_GEMV_CHUNK];
+        for (int m = 0; m < OT_GEMV_CHUNK; m++) acc[m] = 0.0f;
+        if (wt == OT_BF16 || wt == OT_F16) {
+          const int bf = wt == OT_BF16;
+          const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
+          for (int64_t v = lane; v < K / 8; v += 32) {
+            const u128 q = row[v];
+            const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
+                                 lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
+            for (int m = 0; m < OT_GEMV_CHUNK; m++)
+              if (m < mb) {
+                const float *x = a0 + m * lda + v * 8;
+                float s = 0.0f;
+                for (int j = 0; j < 8; j++) s += wv[j] * x[j];
+                acc[m] += s;
+              }
+          }
+        } else if (wt == OT_F32) {
+          const u128 *row = (const u128 *)((const float *)w + n * ldw);
+          for (int64_t v = lane; v < K / 4; v += 32) {
+            const u128 q = row[v];
+            for (int m = 0; m < OT_GEMV_CHUNK; m++)
+              if (m < mb) {
+                const float *x = a0 + m * lda + v * 4;
+                acc[m] += u2f(q.x) * x[0] + u2f(q.y) * x[1] + u2f(q.z) * x[2] + u2f(q.w) * x[3];
+              }
+          }
+        } else { /* q8b: one 36-byte block {scale, q[32]} per lane and step */
+          const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
+          for (int64_t b = lane; b < K / 32; b += 32) {
+            const uint32_t *q = (const uint32_t *)row[b].q;
+            const float sc = row[b].scale;
+            for (int m = 0; m < OT_GEMV_CHUNK; m++)
+              if (m < mb) {
+                const float *x = a0 + m * lda + b * 32;
+                float s = 0.0f;
+                for (int j = 0; j < 8; j++) {
+                  const uint32_t u = q[j];
+                  s += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
+                       (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
+                }
+                acc[m] += sc * s;
+              }
           }
         }
-      } else if (wt == OT_F32) {
-        const u128 *row = (const u128 *)((const float *)w + n * ldw);
-        for (int64_t v = lane; v < K / 4; v += 32) {
-          const u128 q = row[v];
-          for (int m = 0; m < mm; m++) {
-            const float *x = a + m * lda + v * 4;
-            acc[m] += u2f(q.x) * x[0] + u2f(q.y) * x[1] + u2f(q.z) * x[2] + u2f(q.w) * x[3];
+        for (int m = 0; m < OT_GEMV_CHUNK; m++)
+          if (m < mb) {
+            float s = acc[m];
+            for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+            const int64_t co = (int64_t)(m0 + m) * ldc + n;
+            if (lane == 0) c[co] = acc_in ? c[co] + s : s;
           }
-        }
-      } else { /* q8b: one 36-byte block {scale, q[32]} per lane and step */
-        const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
-        for (int64_t b = lane; b < K / 32; b += 32) {
-          const uint32_t *q = (const uint32_t *)row[b].q;
-          const float sc = row[b].scale;
-          for (int m = 0; m < mm; m++) {
-            const float *x = a + m * lda + b * 32;
-            float s = 0.0f;
-            for (int j = 0; j < 8; j++) {
-              const uint32_t u = q[j];
-              s += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
-                   (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
-            }
-            acc[m] += sc * s;
-          }
-        }
-      }
-      for (int m = 0; m < mm; m++) {
-        float s = acc[m];
-        for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
-        if (lane == 0) c[m * ldc + n] = acc_in ? c[m * ldc + n] + s : s;
       }
     }
   }

@@ -6,7 +6,10 @@
 
 #include "omptensor/dtype.h"
 
-#define OT_GEMV_MAX_M 8
+/* Up to 64 rows (a batch of 64 sequences decoding), in register chunks of 8
+ * (gemv_gpu.c); beyond that a GEMM reuses weights better. */
+#define OT_GEMV_MAX_M 64
+#define OT_GEMV_CHUNK 8
 
 /* Whether the fast path takes W [N, K] (row stride ldw elements) of dtype
  * wdt for M rows of activations: 16-byte aligned rows, K a multiple of the
