@@ -359,8 +359,31 @@ static uint64_t cache_upload_bytes(const ot_trace *tr) {
   return b;
 }
 
+/* The KV caches' write-backs in a trace: each must copy only the rows its
+ * steps appended (OT_TRACE_PARTIAL, ot_op_wrote), so on average far less
+ * than a whole cache (a decode step appends one row per slot of slots x
+ * n_ctx; a prompt step at most the prompts' rows). Fails naming the first
+ * whole write-back, or if they average a quarter of a cache or more. */
+static void check_cache_writebacks(const char *what, const ot_trace *tr) {
+  const uint64_t whole = cache_upload_bytes(tr);
+  uint64_t sum = 0, n = 0;
+  const ot_trace_event *e;
+  for (size_t i = 0; (e = ot_trace_event_at(tr, i)); i++) {
+    if (e->kind != OT_TRACE_DOWNLOAD || !e->name || !strstr(e->name, "_cache")) continue;
+    if (!(e->flags & OT_TRACE_PARTIAL))
+      fail_msg("%s: '%s' written home whole (%llu bytes), not the rows its steps appended", what, e->name,
+               (unsigned long long)e->bytes);
+    sum += e->bytes;
+    n++;
+  }
+  if (n == 0 || sum == 0 || 4 * sum >= n * whole)
+    fail_msg("%s: %llu cache write-backs of %llu bytes in all, caches of %llu bytes: not the appended rows", what,
+             (unsigned long long)n, (unsigned long long)sum, (unsigned long long)whole);
+}
+
 /* At the job's feasibility bound, two strategies: bitwise the unlimited
- * run's tokens and logits, within the budget, and the caches reloaded. */
+ * run's tokens and logits, within the budget, the caches reloaded and
+ * written home by the rows appended (so a row left out would show). */
 static void budget_at_bound(void **state) {
   (void)state;
   static const char *sets[] = {"llama_gqa", "mistral_tiny", "mixtral_tiny"};
@@ -393,6 +416,7 @@ static void budget_at_bound(void **state) {
                ot_strategy_name(strat[k]));
       compare(what, &bound, &full, j.n, 0);
       OT_ASSERT_OK(ot_trace_check_budget(tr, floor_b));
+      check_cache_writebacks(what, tr);
       if (cache_uploads(tr) <= full_uploads)
         fail_msg("%s: the KV caches were uploaded %d times, %d without a budget: nothing was offloaded", what,
                  cache_uploads(tr), full_uploads);

@@ -149,6 +149,22 @@ ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket);
  * contents lost); unique in the process, never 0. */
 uint64_t ot_op_cache_epoch(const ot_op_exec *e, int k);
 
+/* Partial writes. Inside run(), an op that changes only part of an output
+ * (a KV cache append: one row per sequence of a cache of gigabytes) says
+ * which bytes: [off, off + len) from element 0 of e->out_t[k], one call per
+ * range. A write-back of that storage then copies only the ranges declared
+ * since its copy last matched its home; an output the op writes without a
+ * call for it is taken as written whole (the default, always safe). Ranges
+ * must cover every byte the op changes there: a byte left out keeps its old
+ * value at home. Outside a run, or where nothing moves, a no-op. */
+ot_status ot_op_wrote(const ot_op_exec *e, int k, size_t off, size_t len);
+
+/* The home of input k when it holds exactly what this run's kernels read
+ * there: a program input no op writes (its home is uploaded as it is).
+ * NULL otherwise. For an op that must know on the host what an input says
+ * (the rows a step appends, to declare them with ot_op_wrote). */
+const void *ot_op_input_home(const ot_op_exec *e, int k);
+
 #ifdef __cplusplus
 }
 #endif

@@ -49,6 +49,8 @@ typedef enum ot_trace_kind {
 #define OT_TRACE_STAGE 64u      /* RUN: a later pipeline stage of the run that the last unflagged RUN opened */
 #define OT_TRACE_FILL 128u      /* UPLOAD (block_delta 0) or REMOTE: an op brought a tensor into a cache block
                                    already placed (ot_op_fill, program.h), e.g. the experts a router chose */
+#define OT_TRACE_PARTIAL 256u   /* DOWNLOAD: only the ranges ops declared written (ot_op_wrote, program.h);
+                                   bytes: their sum */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;

@@ -97,6 +97,9 @@ void ot_exec_release(ot_plan *plan) {
   plan->inherited_live = 0; /* the handed-over copies went with it */
   free(plan->xs);
   plan->xs = NULL;
+  for (int i = 0; plan->dirty && i < plan->prog->n_st; i++) free(plan->dirty[i].rg);
+  free(plan->dirty);
+  plan->dirty = NULL;
   free(plan->args);
   plan->args = NULL;
   free(plan->vrec); /* a failed run's homes are in an unknown state: forget them (verify.h) */
@@ -109,7 +112,8 @@ static ot_status prepare_once(ot_plan *plan) {
   ot_mv_kind kind = mv_kind(plan);
   plan->xs = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->xs);
   plan->args = calloc((size_t)(p->max_args ? p->max_args : 1), sizeof *plan->args);
-  if (!plan->xs || !plan->args) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory");
+  plan->dirty = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->dirty);
+  if (!plan->xs || !plan->args || !plan->dirty) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_sched_run: no host memory");
   /* OMPTENSOR_VERIFY (verify.h): one checksum record per storage. */
   if (kind == OT_MV_COPY && ot_verify_level() > 0) {
     plan->vrec = calloc((size_t)(p->n_st ? p->n_st : 1), sizeof *plan->vrec);
@@ -208,6 +212,9 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     x->ready = 0;
     x->home_due = 0;
     r->used += e->block;
+    /* an upload makes the copy its home's; anything else is unknown */
+    plan->dirty[e->st].known = e->kind == OT_EV_UPLOAD && !(ps->role & OT_ROLE_CACHE);
+    plan->dirty[e->st].n = 0;
     if (e->kind == OT_EV_ALLOC || (ps->role & OT_ROLE_CACHE)) {
       record(r, OT_TRACE_ALLOC, 0, e->op, ps->name, e->block, (int64_t)e->block);
       if (ps->role & OT_ROLE_CACHE) { /* contents lost (program.h); usm: its op reads homes in place */
@@ -231,8 +238,20 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       x->home_due = 1;
       return OT_OK;
     }
-    size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
-    uint64_t t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
+    ot_exec_dirty *d = &plan->dirty[e->st];
+    uint64_t t;
+    if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
+      size_t bytes = 0;
+      for (size_t q = 0; q < d->n; q++) bytes += d->rg[2 * q + 1];
+      size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PARTIAL, e->op, ps->name, bytes, 0);
+      t = ot_movement_download_ranges(plan->mv, ps->st->home, dev_addr(r, e->st), d->rg, d->n, ps->bytes, ps->name,
+                                      r->tr, ev);
+    } else {
+      size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
+      t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
+    }
+    d->known = 1; /* the home has it all once the copy ran (later kernels wait for it: add_pending) */
+    d->n = 0;
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
   }
   case OT_EV_FREE:
@@ -287,9 +306,15 @@ static ot_status run_op(run_state *r, int i) {
     return ot_fail(OT_ERR_STATE, "executor: op '%s' (#%d) would run without all its tensors on device %d (planner bug)",
                    o->name, i, plan->dev);
   }
+  for (int k = 0; k < o->n_acc; k++) plan->dirty[o->acc[k].st].marked = 0;
   uint64_t t0 = ot_now_ns();
   ot_status s = o->run(&e);
   uint64_t t1 = ot_now_ns();
+  for (int k = 0; k < o->n_acc; k++) { /* written without ot_op_wrote: written whole */
+    ot_exec_dirty *d = &plan->dirty[o->acc[k].st];
+    if (o->acc[k].write && !d->marked) d->known = 0;
+    d->marked = 0;
+  }
   if (r->tr) {
     ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0};
     ot_trace_add(r->tr, &ev);
@@ -309,7 +334,11 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   ot_plan *plan = r->plan;
   const ot_program *p = plan->prog;
   if (sc == &plan->first) {
-    for (int i = 0; i < p->n_st; i++) plan->xs[i] = (ot_exec_storage){0, 0, 0, 0};
+    for (int i = 0; i < p->n_st; i++) {
+      plan->xs[i] = (ot_exec_storage){0, 0, 0, 0};
+      plan->dirty[i].known = 0; /* handed-over copies too: written home whole if at all */
+      plan->dirty[i].n = 0;
+    }
     /* copies handed over by the previous plan (ot_sched_plan_after) are
      * there; after a failure or an invalidate restore_start uploads them */
     for (int k = 0; plan->inherited_live && k < sc->n_start; k++) {
@@ -525,4 +554,59 @@ ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket) {
   const run_state *r = e ? e->run : NULL;
   if (!r) return ot_fail(OT_ERR_STATE, "ot_op_fill_wait: called outside a run");
   return ticket ? ot_movement_wait(r->plan->mv, ticket) : OT_OK;
+}
+
+/* ---- ot_op_wrote, ot_op_input_home (program.h) --------------------------- */
+
+/* Beyond this many ranges a storage is simply written home whole: a list
+ * that long costs more in copies of a few bytes than it saves. */
+#define MAX_RANGES 65536
+
+ot_status ot_op_wrote(const ot_op_exec *e, int k, size_t off, size_t len) {
+  const run_state *r = e ? e->run : NULL;
+  if (!r || !r->plan->dirty || r->kind == OT_MV_PREFETCH) return OT_OK; /* usm: pages, not ranges */
+  if (k < 0 || k >= e->n_out)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_op_wrote: op '%s' has no output %d (%d outputs)", e->name, k, e->n_out);
+  const ot_op *o = &r->plan->prog->ops[e->op_index];
+  const int s = o->ts[o->n_in + k];
+  const ot_prog_storage *ps = &r->plan->prog->st[s];
+  const size_t at = ot_tensor_byte_offset(e->out_t[k]);
+  if (off > ps->bytes - at || len > ps->bytes - at - off)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_op_wrote: op '%s': bytes [%zu, %zu) of output %d ('%s') are outside its "
+                   "storage (%zu bytes from the view's start)", e->name, off, off + len, k, ps->name, ps->bytes - at);
+  ot_exec_dirty *d = &r->plan->dirty[s];
+  d->marked = 1;
+  if (!d->known || !len) return OT_OK;
+  off += at;
+  if (d->n && d->rg[2 * (d->n - 1)] + d->rg[2 * (d->n - 1) + 1] == off) { /* extends the last one */
+    d->rg[2 * (d->n - 1) + 1] += len;
+    return OT_OK;
+  }
+  if (d->n >= MAX_RANGES) {
+    d->known = 0;
+    return OT_OK;
+  }
+  if (d->n == d->cap) {
+    const size_t cap = d->cap ? 2 * d->cap : 64;
+    size_t *g = realloc(d->rg, cap * 2 * sizeof *g);
+    if (!g) { /* no room to remember: written whole, which is always right */
+      d->known = 0;
+      return OT_OK;
+    }
+    d->rg = g;
+    d->cap = cap;
+  }
+  d->rg[2 * d->n] = off;
+  d->rg[2 * d->n + 1] = len;
+  d->n++;
+  return OT_OK;
+}
+
+const void *ot_op_input_home(const ot_op_exec *e, int k) {
+  const run_state *r = e ? e->run : NULL;
+  if (!r || k < 0 || k >= e->n_in) return NULL;
+  const ot_op *o = &r->plan->prog->ops[e->op_index];
+  const ot_prog_storage *ps = &r->plan->prog->st[o->ts[k]];
+  if (!(ps->role & OT_ROLE_INPUT) || (ps->role & OT_ROLE_WRITTEN) || !ps->st->home) return NULL;
+  return (const char *)ps->st->home + ot_tensor_byte_offset(e->in_t[k]);
 }

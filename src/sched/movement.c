@@ -2,6 +2,7 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <time.h>
 
 #include "core/error.h"
@@ -26,6 +27,7 @@ typedef struct xfer {
   size_t ev;
   uint64_t ticket;
   int advice;         /* XFER_ADVISE: an ot_mem_advice (memory/copy.h) */
+  size_t *rg, n_rg;   /* XFER_DOWN of some ranges: pairs {offset, length} (owned), or NULL: all bytes */
 } xfer;
 
 struct ot_movement {
@@ -50,6 +52,13 @@ struct ot_movement {
  * runtime call that failed. */
 static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
   if (!x->bytes) return 0;
+  if (x->rg && m->kind == OT_MV_COPY) {
+    for (size_t i = 0; i < x->n_rg; i++)
+      if (ot_mem_copy_raw((char *)x->dst + x->rg[2 * i], OT_DEVICE_HOST, (const char *)x->src + x->rg[2 * i], m->dev,
+                          x->rg[2 * i + 1], why, why_len) != 0)
+        return -1;
+    return 0;
+  }
   switch (m->kind) {
   case OT_MV_COPY:
     if (x->dir == XFER_UP) return ot_mem_copy_raw(x->dst, m->dev, x->src, OT_DEVICE_HOST, x->bytes, why, why_len);
@@ -75,7 +84,7 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
 static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t *sum) {
   void *tmp = malloc(bytes);
   if (!tmp) return 0;
-  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0};
+  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0, NULL, 0};
   char why[64];
   int ok = do_copy(m, &rb, why, sizeof why) == 0;
   if (ok) *sum = ot_checksum64(tmp, bytes);
@@ -165,6 +174,7 @@ static void *worker(void *arg) {
     if (!m->head) m->tail = NULL;
     pthread_mutex_unlock(&m->mu);
     run_one(m, x);
+    free(x->rg);
     free(x);
     pthread_mutex_lock(&m->mu);
   }
@@ -214,12 +224,14 @@ void ot_movement_destroy(ot_movement *m) {
   free(m);
 }
 
+/* rg (may be NULL): ranges, owned by the entry from here on */
 static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
-                          ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice) {
-  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice};
+                          ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice, size_t *rg, size_t n_rg) {
+  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice, rg, n_rg};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
+    free(rg);
     return 0;
   }
   xfer *x = malloc(sizeof *x);
@@ -240,12 +252,13 @@ static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *s
   while (m->done + 1 < ticket) pthread_cond_wait(&m->done_cv, &m->mu);
   pthread_mutex_unlock(&m->mu);
   run_one(m, &local);
+  free(rg);
   return ticket;
 }
 
 static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
                         ot_verify_rec *rec, ot_trace *tr, size_t ev) {
-  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0);
+  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0, NULL, 0);
 }
 
 uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
@@ -258,9 +271,19 @@ uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_sr
   return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, name, rec, tr, ev);
 }
 
+uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void *dev_src, const size_t *rg, size_t n,
+                                     size_t whole, const char *name, ot_trace *tr, size_t ev) {
+  size_t bytes = 0;
+  for (size_t i = 0; i < n; i++) bytes += rg[2 * i + 1];
+  size_t *own = n ? malloc(n * 2 * sizeof *own) : NULL;
+  if (n && !own) return enqueue(m, XFER_DOWN, home_dst, dev_src, whole, name, NULL, tr, ev);
+  if (n) memcpy(own, rg, n * 2 * sizeof *own);
+  return enqueue_x(m, XFER_DOWN, home_dst, dev_src, bytes, name, NULL, tr, ev, 0, own, n);
+}
+
 uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name) {
   if (m->kind != OT_MV_PREFETCH) return 0;
-  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice);
+  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice, NULL, 0);
 }
 
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name) {

@@ -51,6 +51,13 @@ uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src,
                             ot_verify_rec *rec, ot_trace *tr, size_t ev);
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
                               ot_verify_rec *rec, ot_trace *tr, size_t ev);
+/* A write-back of only some byte ranges of a copy: n pairs {offset, length}
+ * in rg (copied; offsets from home_dst / dev_src) as one transfer (one
+ * ticket, one trace event). `whole`: the storage's bytes, copied whole if
+ * there is no host memory for the list. Never verified (verify.h checksums
+ * whole homes: the executor writes those home whole). */
+uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void *dev_src, const size_t *rg, size_t n,
+                                     size_t whole, const char *name, ot_trace *tr, size_t ev);
 /* OT_MV_PREFETCH only (nothing, ticket 0, for the other kinds, where an
  * arena block is simply reused): queues memory advice (an ot_mem_advice of
  * memory/copy.h) on a managed home, or the discard of a dead one's device

@@ -76,6 +76,21 @@ typedef struct ot_exec_storage {
   int home_due;       /* usm on a GPU: a write-back was planned; the pages go home when the copy is freed */
 } ot_exec_storage;
 
+/* What of a device copy may differ from its home (ot_op_wrote, program.h).
+ * Why: a batched decode step appends one row per sequence to each KV cache
+ * of a layer, gigabytes at batch 32; written home whole after every step,
+ * the caches doubled the bytes a step moved over PCIe (H200, issue 19).
+ * known = 0: anything may differ, a write-back copies the whole storage
+ * (every copy placed without an upload, every copy an op wrote without
+ * declaring, a copy handed over by another plan). known = 1: only the
+ * ranges rg (pairs {offset, length} from the storage's byte 0) differ. */
+typedef struct ot_exec_dirty {
+  int known;
+  int marked;       /* declared by the op now running */
+  size_t n, cap;    /* ranges in rg, and its room (pairs) */
+  size_t *rg;
+} ot_exec_dirty;
+
 /* Where a storage lives while the plan runs (usm placements, sched.h). */
 typedef enum ot_place {
   OT_PLACE_NONE = 0,  /* not usm, or an empty/unused storage */
@@ -118,6 +133,7 @@ struct ot_plan {
   int spent;          /* its device memory went to a later plan (ot_sched_plan_after): it cannot run */
   struct ot_movement *mv;
   ot_exec_storage *xs; /* [n_st] */
+  ot_exec_dirty *dirty; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */
   struct ot_verify_rec *vrec; /* [n_st] OMPTENSOR_VERIFY records (sched/verify.h); NULL when off */
   int probe_budget;   /* ot_sched_opts.probe_budget */
