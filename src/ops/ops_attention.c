@@ -60,6 +60,10 @@ static ot_status run_attention(const ot_op_exec *e) {
   ot_kview kc = ot_ops_view(e->out_t[1], e->out[1]), vc = ot_ops_view(e->out_t[2], e->out[2]);
   OT_TRY(ot_k_kv_append(e->device, kc, ot_ops_view(e->in_t[1], e->in[1]), pos));
   OT_TRY(ot_k_kv_append(e->device, vc, ot_ops_view(e->in_t[2], e->in[2]), pos));
+  /* the caches changed at rows [pos, pos + T) only: what a write-back copies */
+  const int64_t T = ot_tensor_dim(e->in_t[0], 0);
+  OT_TRY(ot_ops_wrote_rows(e, 1, kc, 0, pos, T));
+  OT_TRY(ot_ops_wrote_rows(e, 2, vc, 0, pos, T));
   return ot_k_attention(e->device, ot_ops_view(e->out_t[0], e->out[0]), ot_ops_view(e->in_t[0], e->in[0]), kc, vc, pos);
 }
 
@@ -92,6 +96,8 @@ static ot_status run_rope_attention(const ot_op_exec *e) {
   ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
   OT_TRY(ot_k_rope_append(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->rope));
+  OT_TRY(ot_ops_wrote_rows(e, 3, kc, 0, pos, q.ne[0])); /* rows [pos, pos + T) only */
+  OT_TRY(ot_ops_wrote_rows(e, 4, vc, 0, pos, q.ne[0]));
   return ot_k_attention_window(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos, p->window);
 }
 

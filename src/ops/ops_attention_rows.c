@@ -14,20 +14,18 @@ typedef struct rows_params {
  * instead of every slot's every position (a decode step of 32 sequences:
  * 32 rows of a cache of max_seq * 32). Only where the host knows the rows
  * (an input's home, ot_op_input_home) and a cache row is contiguous; else
- * the caches count as written whole. Padding rows write nothing. */
-static ot_status declare_rows(const ot_op_exec *e, ot_kview kc) {
+ * the caches count as written whole (ot_ops_wrote_rows). Padding rows
+ * write nothing. */
+static ot_status declare_rows(const ot_op_exec *e, ot_kview kc, ot_kview vc) {
   const void *home = ot_op_input_home(e, 5);
   if (!home) return OT_OK;
   const ot_kview rows = ot_ops_view(e->in_t[5], (void *)home);
-  if (kc.nb[3] != 1 || kc.nb[2] != kc.ne[3]) return OT_OK;
-  const size_t es = ot_dtype_bytes(kc.dt, 1), row = ot_dtype_bytes(kc.dt, kc.ne[2] * kc.ne[3]);
   const int32_t *r = rows.p;
   for (int64_t t = 0; t < rows.ne[0]; t++) {
     const int64_t slot = r[t * rows.nb[0]], pos = r[t * rows.nb[0] + rows.nb[1]];
     if (slot < 0 || slot >= kc.ne[0] || pos < 0 || pos >= kc.ne[1]) continue;
-    const size_t off = (size_t)(slot * kc.nb[0] + pos * kc.nb[1]) * es;
-    OT_TRY(ot_op_wrote(e, 3, off, row));
-    OT_TRY(ot_op_wrote(e, 4, off, row));
+    OT_TRY(ot_ops_wrote_rows(e, 3, kc, slot, pos, 1));
+    OT_TRY(ot_ops_wrote_rows(e, 4, vc, slot, pos, 1));
   }
   return OT_OK;
 }
@@ -39,7 +37,7 @@ static ot_status run_rope_attention_rows(const ot_op_exec *e) {
   ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
   ot_kview rows = ot_ops_view(e->in_t[5], e->in[5]);
   OT_TRY(ot_k_rope_append_rows(e->device, q, k, ot_ops_view(e->in_t[2], e->in[2]), kc, vc, rows, p->rope));
-  OT_TRY(declare_rows(e, kc));
+  OT_TRY(declare_rows(e, kc, vc));
   return ot_k_attention_rows(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, rows, p->window);
 }
 

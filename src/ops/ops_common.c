@@ -72,3 +72,15 @@ ot_status ot_ops_check_f32(const char *op, const ot_tensor *t) {
   if (t->dt == OT_F32) return OT_OK;
   return ot_fail(OT_ERR_DTYPE, "%s: '%s' is %s; activations must be f32", op, t->name, ot_dtype_name(t->dt));
 }
+
+ot_status ot_ops_wrote_rows(const ot_op_exec *e, int k, ot_kview c, int64_t slot, int64_t row, int64_t n) {
+  const int d = c.ndim == 4 ? 1 : 0; /* the rows' dim: [rows, KV, hd] or [slots, rows, KV, hd] */
+  int64_t inner = 1;
+  for (int i = c.ndim - 1; i > d; i--) {
+    if (c.nb[i] != inner) return OT_OK;
+    inner *= c.ne[i];
+  }
+  if (c.nb[d] != inner || n <= 0) return OT_OK;
+  const int64_t first = (d ? slot * c.nb[0] : 0) + row * c.nb[d];
+  return ot_op_wrote(e, k, ot_dtype_bytes(c.dt, first), ot_dtype_bytes(c.dt, n * inner));
+}

@@ -35,6 +35,13 @@ ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named,
  * have fails (OT_ERR_STATE), naming the op and, if not NULL, what the scalar is. */
 ot_status ot_ops_scalar(const ot_op_exec *e, int slot, const char *what, int64_t *v);
 
+/* Declares (ot_op_wrote) that the running op changed only rows [row, row +
+ * n) of output k, whose view c (a KV cache) has them contiguous: n rows
+ * along dim 0 of a [rows, ...] view, or along dim 1 of slot `slot` of a
+ * [slots, rows, ...] view. Nothing declared (the output then counts as
+ * written whole) where the layout is not contiguous. */
+ot_status ot_ops_wrote_rows(const ot_op_exec *e, int k, ot_kview c, int64_t slot, int64_t row, int64_t n);
+
 /* Shape checks with messages naming the op and tensors. */
 ot_status ot_ops_same_shape(const char *op, const ot_tensor *a, const ot_tensor *b);
 ot_status ot_ops_check_f32(const char *op, const ot_tensor *t);
