@@ -150,75 +150,101 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
     gemv1(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
     return;
   }
-  const int64_t nteams = (N + WARPS - 1) / WARPS;
   const int wt = (int)wdt, acc_in = accumulate, mm = (int)M;
-  /* Rows of a in chunks of MB: a chunk's accumulators stay in registers (a
-   * fixed bound, unrolled, with a warp-uniform guard), and the weight row is
-   * read from HBM once, by the first chunk; later chunks find it in L1/L2
-   * (a warp's row is K * 2 bytes: 8 KiB at K = 4096). Each row m is summed
-   * in the same order whatever M, so M <= OT_GEMV_CHUNK gives what it gave before
-   * chunks. Measured on the H200 (issue 19): batch 32 of a 7B-shaped layer
-   * went through the 64x64 tiled GEMM at ~30 GB/s of weights before. */
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm))
+  /* Rows of a in chunks of OT_GEMV_CHUNK, and beyond one chunk
+   * OT_GEMV_ROWS weight rows per warp: a chunk's accumulators stay in
+   * registers (fixed bounds, unrolled, warp-uniform guards). Why several
+   * weight rows: a warp reads all of a's chunk for each weight row it owns,
+   * so with one row per warp the activations crossed L1 M * 4 / 2 times
+   * more bytes than the bf16 weights did (batch 32 of a 7B-shaped layer ran
+   * at ~58 GB/s of weights on the H200, issue 19); four rows share each
+   * activation load. The weight rows are read from HBM by the first chunk,
+   * later chunks find them in L1/L2. Each output (m, n) is summed in the
+   * same order whatever M and the rows per warp (per lane over its vectors,
+   * then the warp's shuffles), so M <= OT_GEMV_CHUNK gives what it gave
+   * before chunks. */
+  const int rr = mm > OT_GEMV_CHUNK ? OT_GEMV_ROWS : 1;
+  const int64_t nteams = (N + (int64_t)WARPS * rr - 1) / ((int64_t)WARPS * rr);
+  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm, rr))
   {
     const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
-    const int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp;
-    if (n < N) {
+    const int64_t n0 = ((int64_t)OT_GPU_BLOCK_ID() * WARPS + warp) * rr;
+    if (n0 < N) {
+      const int nr = N - n0 < rr ? (int)(N - n0) : rr;
       for (int m0 = 0; m0 < mm; m0 += OT_GEMV_CHUNK) {
         const int mb = mm - m0 < OT_GEMV_CHUNK ? mm - m0 : OT_GEMV_CHUNK;
         const float *a0 = a + m0 * lda;
-        float acc[OT_GEMV_CHUNK];
-        for (int m = 0; m < OT_GEMV_CHUNK; m++) acc[m] = 0.0f;
+        float acc[OT_GEMV_ROWS][OT_GEMV_CHUNK];
+        for (int r = 0; r < OT_GEMV_ROWS; r++)
+          for (int m = 0; m < OT_GEMV_CHUNK; m++) acc[r][m] = 0.0f;
         if (wt == OT_BF16 || wt == OT_F16) {
           const int bf = wt == OT_BF16;
-          const u128 *row = (const u128 *)((const uint16_t *)w + n * ldw);
           for (int64_t v = lane; v < K / 8; v += 32) {
-            const u128 q = row[v];
-            const float wv[8] = {lo16(q.x, bf), hi16(q.x, bf), lo16(q.y, bf), hi16(q.y, bf),
-                                 lo16(q.z, bf), hi16(q.z, bf), lo16(q.w, bf), hi16(q.w, bf)};
+            float wv[OT_GEMV_ROWS][8];
+            for (int r = 0; r < OT_GEMV_ROWS; r++)
+              if (r < nr) {
+                const u128 q = ((const u128 *)((const uint16_t *)w + (n0 + r) * ldw))[v];
+                wv[r][0] = lo16(q.x, bf), wv[r][1] = hi16(q.x, bf), wv[r][2] = lo16(q.y, bf), wv[r][3] = hi16(q.y, bf);
+                wv[r][4] = lo16(q.z, bf), wv[r][5] = hi16(q.z, bf), wv[r][6] = lo16(q.w, bf), wv[r][7] = hi16(q.w, bf);
+              }
             for (int m = 0; m < OT_GEMV_CHUNK; m++)
               if (m < mb) {
                 const float *x = a0 + m * lda + v * 8;
-                float s = 0.0f;
-                for (int j = 0; j < 8; j++) s += wv[j] * x[j];
-                acc[m] += s;
+                float xv[8];
+                for (int j = 0; j < 8; j++) xv[j] = x[j];
+                for (int r = 0; r < OT_GEMV_ROWS; r++)
+                  if (r < nr) {
+                    float s = 0.0f;
+                    for (int j = 0; j < 8; j++) s += wv[r][j] * xv[j];
+                    acc[r][m] += s;
+                  }
               }
           }
         } else if (wt == OT_F32) {
-          const u128 *row = (const u128 *)((const float *)w + n * ldw);
           for (int64_t v = lane; v < K / 4; v += 32) {
-            const u128 q = row[v];
+            float wv[OT_GEMV_ROWS][4];
+            for (int r = 0; r < OT_GEMV_ROWS; r++)
+              if (r < nr) {
+                const u128 q = ((const u128 *)((const float *)w + (n0 + r) * ldw))[v];
+                wv[r][0] = u2f(q.x), wv[r][1] = u2f(q.y), wv[r][2] = u2f(q.z), wv[r][3] = u2f(q.w);
+              }
             for (int m = 0; m < OT_GEMV_CHUNK; m++)
               if (m < mb) {
                 const float *x = a0 + m * lda + v * 4;
-                acc[m] += u2f(q.x) * x[0] + u2f(q.y) * x[1] + u2f(q.z) * x[2] + u2f(q.w) * x[3];
+                for (int r = 0; r < OT_GEMV_ROWS; r++)
+                  if (r < nr) acc[r][m] += wv[r][0] * x[0] + wv[r][1] * x[1] + wv[r][2] * x[2] + wv[r][3] * x[3];
               }
           }
         } else { /* q8b: one 36-byte block {scale, q[32]} per lane and step */
-          const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
-          for (int64_t b = lane; b < K / 32; b += 32) {
-            const uint32_t *q = (const uint32_t *)row[b].q;
-            const float sc = row[b].scale;
+          for (int r = 0; r < OT_GEMV_ROWS; r++)
+            if (r < nr) {
+              const ot_q8b_block *row = (const ot_q8b_block *)w + (n0 + r) * (ldw / 32);
+              for (int64_t b = lane; b < K / 32; b += 32) {
+                const uint32_t *q = (const uint32_t *)row[b].q;
+                const float sc = row[b].scale;
+                for (int m = 0; m < OT_GEMV_CHUNK; m++)
+                  if (m < mb) {
+                    const float *x = a0 + m * lda + b * 32;
+                    float s = 0.0f;
+                    for (int j = 0; j < 8; j++) {
+                      const uint32_t u = q[j];
+                      s += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
+                           (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
+                    }
+                    acc[r][m] += sc * s;
+                  }
+              }
+            }
+        }
+        for (int r = 0; r < OT_GEMV_ROWS; r++)
+          if (r < nr)
             for (int m = 0; m < OT_GEMV_CHUNK; m++)
               if (m < mb) {
-                const float *x = a0 + m * lda + b * 32;
-                float s = 0.0f;
-                for (int j = 0; j < 8; j++) {
-                  const uint32_t u = q[j];
-                  s += (float)(int8_t)(u & 0xff) * x[4 * j] + (float)(int8_t)((u >> 8) & 0xff) * x[4 * j + 1] +
-                       (float)(int8_t)((u >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(u >> 24) * x[4 * j + 3];
-                }
-                acc[m] += sc * s;
+                float s = acc[r][m];
+                for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+                const int64_t co = (int64_t)(m0 + m) * ldc + n0 + r;
+                if (lane == 0) c[co] = acc_in ? c[co] + s : s;
               }
-          }
-        }
-        for (int m = 0; m < OT_GEMV_CHUNK; m++)
-          if (m < mb) {
-            float s = acc[m];
-            for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
-            const int64_t co = (int64_t)(m0 + m) * ldc + n;
-            if (lane == 0) c[co] = acc_in ? c[co] + s : s;
-          }
       }
     }
   }

@@ -10,6 +10,7 @@
  * (gemv_gpu.c); beyond that a GEMM reuses weights better. */
 #define OT_GEMV_MAX_M 64
 #define OT_GEMV_CHUNK 8
+#define OT_GEMV_ROWS 4 /* weight rows per warp beyond one chunk */
 
 /* Whether the fast path takes W [N, K] (row stride ldw elements) of dtype
  * wdt for M rows of activations: 16-byte aligned rows, K a multiple of the
