@@ -281,6 +281,8 @@ typedef struct ot_gen_batch_result {
   double decode_tokens_per_second;  /* decode_tokens over decode_ms: what one weight stream served */
   double wall_ms;                   /* the whole job, planning included */
   ot_plan_stats decode_plan;        /* the last decode plan's replays */
+  ot_budget_probe decode_probe;     /* the last decode plan's independent budget check (sched.h, done = 0 if
+                                       none ran); its time is taken out of decode_ms, as ot_generate does */
 } ot_gen_batch_result;
 
 /* Generates for seqs[0 .. n-1] with up to n_slots of them at once. The

@@ -375,6 +375,7 @@ static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int fd,
                            r.decode_tokens_per_second, "prefill_steps", r.prefill_steps, "prefill_ms", r.prefill_ms,
                            "decode_steps", r.decode_steps, "wall_ms", r.wall_ms, "sequences", x.per);
     else json_decref(x.per);
+    if (*summary) ot_cli_json_probe(*summary, &r.decode_probe);
     ot_gen_batch_result_free(&r);
   } else {
     json_decref(x.per);

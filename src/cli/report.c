@@ -14,6 +14,16 @@ ot_status ot_cli_check_output(const char *opt, const char *path) {
 
 ot_status ot_cli_check_trace(const ot_cli_session *s) { return ot_cli_check_output("--trace", s->settings.trace_path); }
 
+void ot_cli_json_probe(json_t *o, const ot_budget_probe *pr) {
+  if (pr->done)
+    json_object_set_new(o, "budget_probe",
+                        json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:i}", "ok", pr->ok, "conclusive",
+                                  pr->conclusive, "alloc_ok", pr->alloc_ok, "free_at_start",
+                                  (json_int_t)pr->free_at_start, "probe_bytes", (json_int_t)pr->probe_bytes,
+                                  "free_at_peak", (json_int_t)pr->free_at_peak, "planned_bytes",
+                                  (json_int_t)pr->planned_bytes, "margin", (json_int_t)OT_PROBE_MARGIN, "op", pr->op));
+}
+
 json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_summary *t) {
   json_t *o = json_object();
   int dev = ot_ctx_device(s->ctx, s->sched.device_index);
@@ -142,14 +152,7 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
                                   "remote_bytes", (json_int_t)d->remote_bytes, "remote_read_bytes_per_token",
                                   (json_int_t)d->remote_read_bytes));
   }
-  const ot_budget_probe *pr = &r->decode_probe;
-  if (pr->done)
-    json_object_set_new(o, "budget_probe",
-                        json_pack("{s:b, s:b, s:b, s:I, s:I, s:I, s:I, s:I, s:i}", "ok", pr->ok, "conclusive",
-                                  pr->conclusive, "alloc_ok", pr->alloc_ok, "free_at_start",
-                                  (json_int_t)pr->free_at_start, "probe_bytes", (json_int_t)pr->probe_bytes,
-                                  "free_at_peak", (json_int_t)pr->free_at_peak, "planned_bytes",
-                                  (json_int_t)pr->planned_bytes, "margin", (json_int_t)OT_PROBE_MARGIN, "op", pr->op));
+  ot_cli_json_probe(o, &r->decode_probe);
   return o;
 }
 

@@ -20,6 +20,9 @@ ot_status ot_cli_json_print(json_t *o);
  * lines: tokens, text (with a tokenizer), stopped ("eos"/"length"),
  * tokens_per_second, prefill_ms, decode_ms. */
 void ot_cli_json_gen(json_t *o, const ot_gen_result *r);
+/* Adds "budget_probe" (sched.h's ot_budget_probe: ok, conclusive, the bytes
+ * it read and allocated) to o where the probe ran (OMPTENSOR_DEBUG=probe). */
+void ot_cli_json_probe(json_t *o, const ot_budget_probe *pr);
 /* Text as a JSON string; bytes that are not UTF-8 become U+FFFD (NULL: no memory). */
 json_t *ot_cli_json_text(const char *text, size_t len);
 /* "weights W, budget B, backend X, offload Y" (and the pipeline's devices). */
