@@ -8,6 +8,7 @@
  * device pointers; q8b and odd strides stay on the portable kernels below. */
 #include "kernels/blas_gpu.h"
 #include "kernels/gemv_gpu.h"
+#include "kernels/gemv_host.h"
 #include "kernels/kcommon.h"
 
 /* The checked, normalised problem: A [batch, M, K], B [batch, K, N], C [batch,
@@ -237,6 +238,13 @@ ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, 
   if (ot_kfast_gpu(dev) && p.batch == 1 && a.dt == OT_F32 && c.dt == OT_F32 && p.as[2] == 1 && p.cs[2] == 1 &&
       p.bs[1] == 1 && ot_kgemv_gpu_ok(b.p, b.dt, p.K, p.bs[2], p.M)) {
     ot_kgemv_gpu(dev, c.p, p.cs[1], a.p, p.as[1], b.p, b.dt, p.bs[2], p.M, p.N, p.K, accumulate);
+    return OT_OK;
+  }
+  /* The same on host threads (the host device of hybrid compute, the
+   * host-offload plugin, plain host builds): vectorized, memory speed. */
+  if (ot_kruns_on_host(dev) && p.batch == 1 && a.dt == OT_F32 && c.dt == OT_F32 && p.as[2] == 1 && p.cs[2] == 1 &&
+      p.bs[1] == 1 && ot_kgemv_host_ok(b.dt, p.K, p.bs[2], p.M)) {
+    ot_kgemv_host(c.p, p.cs[1], a.p, p.as[1], b.p, b.dt, p.bs[2], p.M, p.N, p.K, accumulate);
     return OT_OK;
   }
   /* The vendor GEMM (cuBLAS) where selected and expressible. */
