@@ -118,6 +118,8 @@
  * starting the threads costs more than the loop). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
 #define OT_HOST_PARFOR_IF(cond) OT_PRAGMA(omp parallel for schedule(static) if (cond))
+/* The same with a sum into the named variables. */
+#define OT_HOST_PARFOR_REDUCE(...) OT_PRAGMA(omp parallel for schedule(static) reduction(+ : __VA_ARGS__))
 
 /* Functions called from target regions. */
 #define OT_DECLARE_TARGET_BEGIN OT_PRAGMA(omp declare target)

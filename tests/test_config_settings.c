@@ -41,6 +41,7 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "  max_gpu_memory: 3GB\n"
                                "  usm_placement: remote\n"
                                "backend: map\n"
+                               "compute: hybrid\n"
                                "device: 2\n"
                                "devices: 2\n"
                                "trace: file.trace.json\n"
@@ -66,6 +67,7 @@ static void test_defaults(void **state) {
   assert_null(s.trace_path);
   assert_int_equal(s.has_dtype, 0);
   assert_int_equal(s.json, 0);
+  assert_int_equal(s.compute, OT_COMPUTE_AUTO);
   assert_int_equal(s.gpu_memory_limit.all.kind, OT_SIZE_UNSET);
   for (int k = 0; k < OT_SET_COUNT; k++) assert_int_equal(s.source[k], OT_SRC_DEFAULT);
   ot_settings_release(&s);
@@ -88,6 +90,7 @@ static void test_yaml_file(void **state) {
   assert_int_equal(s.dtype, OT_BF16);
   assert_int_equal(s.json, 1);
   assert_int_equal(s.usm_placement, OT_USM_REMOTE);
+  assert_int_equal(s.compute, OT_COMPUTE_HYBRID);
   assert_int_equal(s.gen.max_new_tokens, 64);
   assert_true(s.gen.temperature == 0.7f && s.gen.top_p == 0.9f);
   assert_int_equal(s.gen.top_k, 40);

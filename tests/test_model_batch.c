@@ -429,6 +429,67 @@ static void budget_at_bound(void **state) {
   }
 }
 
+#ifdef OT_OFFLOAD
+/* Host kernels in a trace (hybrid compute). */
+static int host_kernels(const ot_trace *tr) {
+  int n = 0;
+  for (size_t i = 0; i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    n += e->kind == OT_TRACE_KERNEL && (e->flags & OT_TRACE_HOST);
+  }
+  return n;
+}
+#endif
+
+/* Hybrid compute (issue 20) on the moving backend: with ops of the prompt
+ * and decode plans on the host's cores (rates that make every streamed op
+ * worth moving: the split then depends on the plan alone), a batch job and
+ * each sequence alone give bitwise the all-device runs' tokens and logits
+ * (the host ops are the same kernels on host threads), within the budget;
+ * mixtral_tiny's experts are then read from their homes by the host op. */
+static void hybrid_matches_device(void **state) {
+  (void)state;
+#ifdef OT_OFFLOAD
+  static const char *sets[] = {"llama_gqa", "mistral_tiny", "mixtral_tiny"};
+  for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
+    ot_test_manifest mf;
+    ot_test_read_manifest(sets[s], &mf);
+    const job j = make_job(&mf, lens7, new7, 7);
+    ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+    ot_lm *m = load(ctx, sets[s]);
+    ot_gen_opts g = greedy_opts();
+    uint64_t floor_b;
+    OT_ASSERT_OK(ot_generate_batch_min_budget(m, j.seqs, j.n, 3, &g, &floor_b));
+    g.sched.budget_bytes = floor_b;
+    g.sched.compute = OT_COMPUTE_GPU;
+    capture dev, hyb, dev1, hyb1;
+    run_batch(m, &g, &j, 3, &dev, NULL);
+    run_single(m, &g, &j, &dev1);
+    g.sched.compute = OT_COMPUTE_HYBRID;
+    g.sched.host_read_rate = 1e15;
+    g.sched.cross_latency_s = 1e-12;
+    ot_trace *tr;
+    OT_ASSERT_OK(ot_trace_create(&tr));
+    g.trace = tr;
+    run_batch(m, &g, &j, 3, &hyb, NULL);
+    run_single(m, &g, &j, &hyb1);
+    char what[128];
+    snprintf(what, sizeof what, "%s hybrid at %llu bytes", sets[s], (unsigned long long)floor_b);
+    compare(what, &hyb, &dev, j.n, 0);
+    compare(what, &hyb1, &dev1, j.n, 0);
+    OT_ASSERT_OK(ot_trace_check_budget(tr, floor_b));
+    if (host_kernels(tr) < j.n) fail_msg("%s: %d ops ran on the host", what, host_kernels(tr));
+    ot_trace_destroy(tr);
+    capture_free(&dev);
+    capture_free(&hyb);
+    capture_free(&dev1);
+    capture_free(&hyb1);
+    ot_lm_destroy(m);
+    ot_ctx_destroy(ctx);
+  }
+#endif
+}
+
 /* The first step's logits of each sequence: within tol of the row's largest
  * magnitude of want's; returns how many values differ at all. */
 static int64_t first_rows_near(const char *what, const capture *got, const capture *want, int n, double tol) {
@@ -577,7 +638,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(batch_matches_single), cmocka_unit_test(refill_order),
       cmocka_unit_test(eos_in_one_sequence),  cmocka_unit_test(sampling_per_sequence),
-      cmocka_unit_test(budget_at_bound),      cmocka_unit_test(kv_dtype_16bit),
+      cmocka_unit_test(budget_at_bound),      cmocka_unit_test(kv_dtype_16bit), cmocka_unit_test(hybrid_matches_device),
       cmocka_unit_test(refusals),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

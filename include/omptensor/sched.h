@@ -148,6 +148,26 @@ typedef enum ot_usm_placement {
 const char *ot_usm_placement_name(ot_usm_placement p);
 ot_status ot_usm_placement_parse(const char *s, ot_usm_placement *out); /* "auto" | "resident" | "streamed" | "remote" */
 
+/* Where ops run (hybrid compute, "Hybrid compute" in src/sched/README.md):
+ *   auto    hybrid when the plan predicts it faster, else gpu (the default)
+ *   gpu     every op on the plan's device; what does not fit streams over PCIe
+ *   hybrid  ops whose weights would stream are split between the device and
+ *           the host's cores, which read those weights in host memory while
+ *           PCIe streams the rest: a decode step is then bounded by the sum
+ *           of the two bandwidths, not by PCIe. The split is chosen from the
+ *           rates (ot_sched_opts.host_read_rate, OT_RATE_PINNED) so that both
+ *           finish together. Needs a device other than the host (a GPU, or
+ *           the host-offload plugin) and backend map. */
+typedef enum ot_compute {
+  OT_COMPUTE_AUTO = 0,
+  OT_COMPUTE_GPU,
+  OT_COMPUTE_HYBRID,
+  OT_COMPUTE_COUNT
+} ot_compute;
+
+const char *ot_compute_name(ot_compute c);
+ot_status ot_compute_parse(const char *s, ot_compute *out); /* "auto" | "gpu" | "hybrid" */
+
 #define OT_SCHED_ALL_DEVICES (-1) /* n_stages: every context device from device_index on */
 
 typedef struct ot_sched_opts {
@@ -166,6 +186,13 @@ typedef struct ot_sched_opts {
   ot_usm_placement usm_placement; /* backend usm: how tensors are placed (default auto); any other
                             value on another backend is OT_ERR_INVALID_ARG */
   int probe_budget;      /* 1: check the budget independently once, on a CUDA GPU (ot_budget_probe) */
+  ot_compute compute;    /* where ops run (above; default auto). One device, strategies other than none */
+  double host_read_rate; /* hybrid: bytes/s the host's cores read weights at in a matvec; 0: measured
+                            once per process (a parallel read of the program's weight homes) */
+  double cross_latency_s; /* hybrid: seconds one small copy between host and device takes; 0: measured
+                            once per process (a few 4 KiB copies each way) */
+  const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and
+                            the choice above is not made); NULL: chosen */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -246,6 +273,11 @@ typedef struct ot_plan_stats {
   int n_resident, n_streamed, n_remote;
   uint64_t resident_bytes, streamed_bytes, remote_bytes, remote_read_bytes;
   double predicted_s;        /* the plan's predicted transfer time per run (bytes over the measured rates) */
+  /* hybrid compute (all 0 when every op runs on the device) */
+  int n_host_ops;            /* ops the host's cores run */
+  uint64_t host_read_bytes;  /* bytes those ops read in host memory per run (weights and activations) */
+  uint64_t cross_bytes;      /* activation bytes copied between host and device compute per run */
+  double host_read_rate;     /* the rate the split was chosen with (bytes/s) */
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);

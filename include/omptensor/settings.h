@@ -21,6 +21,7 @@
  *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
  *       usm_placement: auto          # auto | resident | streamed | remote (backend usm)
  *     backend: auto                  # auto | map | usm | host
+ *     compute: auto                  # auto | gpu | hybrid (ops also on the host's cores, sched.h)
  *     device: 0
  *     devices: 2                     # layers split over devices 0 and 1 (sched.h, "Several devices")
  *     trace: run.trace.json
@@ -39,7 +40,7 @@
  * Unknown keys are errors naming the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
  * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
- * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,
+ * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_COMPUTE, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,
  * OMPTENSOR_TOP_K, OMPTENSOR_TOP_P, OMPTENSOR_SEED, OMPTENSOR_GREEDY,
  * OMPTENSOR_IGNORE_EOS, OMPTENSOR_KV_DTYPE.
  */
@@ -114,6 +115,7 @@ typedef enum ot_setting {
   OT_SET_DTYPE,
   OT_SET_JSON,
   OT_SET_USM_PLACEMENT,
+  OT_SET_COMPUTE,
   /* generation (omptensor run): over the model's generation_config.json */
   OT_SET_MAX_NEW_TOKENS,
   OT_SET_TEMPERATURE,
@@ -153,6 +155,7 @@ typedef struct ot_settings {
   int has_dtype;
   int json;                      /* print one JSON summary on stdout */
   ot_usm_placement usm_placement; /* backend usm: default auto (sched.h) */
+  ot_compute compute;            /* where ops run: default auto (sched.h, ot_compute) */
   ot_gen_settings gen;           /* omptensor run (see ot_gen_settings) */
   ot_setting_source source[OT_SET_COUNT];
   char *file;                    /* the YAML file loaded, for messages; NULL if none */

@@ -51,6 +51,10 @@ typedef enum ot_trace_kind {
                                    already placed (ot_op_fill, program.h), e.g. the experts a router chose */
 #define OT_TRACE_PARTIAL 256u   /* DOWNLOAD: only the ranges ops declared written (ot_op_wrote, program.h);
                                    bytes: their sum */
+#define OT_TRACE_HOST 512u      /* KERNEL: the op ran on the host's cores on homes (hybrid compute); device
+                                   is still the plan's, whose bytes the event records */
+#define OT_TRACE_CROSS 1024u    /* UPLOAD/DOWNLOAD: an activation crossing between host and device compute,
+                                   copied on the compute thread (not queued behind weight uploads) */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;

@@ -156,6 +156,7 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
   OT_TRY(ot_ctx_create(&o, &s->ctx));
   s->sched.strategy = s->settings.offload;
   s->sched.usm_placement = s->settings.usm_placement;
+  s->sched.compute = s->settings.compute;
   s->sched.device_index = 0;
   s->sched.n_stages = OT_SCHED_ALL_DEVICES; /* --devices N: the model split over N devices */
   /* Always traced: the summary (and --json) report measured bytes and peaks;

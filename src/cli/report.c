@@ -152,6 +152,15 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
                                   "remote_bytes", (json_int_t)d->remote_bytes, "remote_read_bytes_per_token",
                                   (json_int_t)d->remote_read_bytes));
   }
+  {
+    const ot_plan_stats *d = &r->decode_plan;
+    json_object_set_new(o, "compute",
+                        json_pack("{s:s, s:s, s:i, s:I, s:I, s:I, s:f}", "requested", ot_compute_name(s->sched.compute),
+                                  "used", d->n_host_ops ? "hybrid" : "gpu", "host_ops", d->n_host_ops,
+                                  "host_read_bytes_per_token", (json_int_t)d->host_read_bytes,
+                                  "pcie_bytes_per_token", (json_int_t)d->bytes_up, "cross_bytes_per_token",
+                                  (json_int_t)d->cross_bytes, "host_read_rate", d->host_read_rate));
+  }
   ot_cli_json_probe(o, &r->decode_probe);
   return o;
 }
@@ -169,6 +178,16 @@ static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) 
                "place per token); predicted transfer %.1f ms per token\n",
             ot_usm_placement_name(s->sched.usm_placement), st->n_resident, a, st->n_streamed, b, st->n_remote, c, d,
             st->predicted_s * 1e3);
+  }
+  if (st->n_host_ops) {
+    ot_size_format(st->host_read_bytes, a, sizeof a);
+    ot_size_format(st->bytes_up, b, sizeof b);
+    ot_size_format(st->cross_bytes, c, sizeof c);
+    fprintf(f, "compute hybrid (decode): %d ops on the host's cores read %s per token in host memory (at %.1f GB/s "
+               "predicted), the device's streams %s over PCIe; %s of activations cross\n",
+            st->n_host_ops, a, st->host_read_rate * 1e-9, b, c);
+  } else if (s->sched.compute == OT_COMPUTE_HYBRID) {
+    fprintf(f, "compute hybrid (decode): every op on the device (nothing streams, or no op pays on the host)\n");
   }
   const ot_budget_probe *pr = &r->decode_probe;
   if (pr->done) {

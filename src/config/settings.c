@@ -19,6 +19,7 @@ typedef union value {
   ot_strategy offload;
   ot_backend backend;
   ot_usm_placement placement;
+  ot_compute compute;
   int integer;
   float real;
   uint64_t u64;
@@ -30,6 +31,7 @@ static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_pa
 static ot_status parse_offload(const char *v, value *out) { return ot_strategy_parse(v, &out->offload); }
 static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
 static ot_status parse_placement(const char *v, value *out) { return ot_usm_placement_parse(v, &out->placement); }
+static ot_status parse_compute(const char *v, value *out) { return ot_compute_parse(v, &out->compute); }
 /* The weight storage types (--dtype): not every dtype the library knows (i32
  * holds ids, not weights). i8 and int8 mean the block-quantized q8b. */
 static ot_status parse_dtype(const char *v, value *out) {
@@ -131,6 +133,7 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
   case OT_SET_DTYPE: s->dtype = v->dtype; s->has_dtype = 1; break;
   case OT_SET_JSON: s->json = v->integer; break;
   case OT_SET_USM_PLACEMENT: s->usm_placement = v->placement; break;
+  case OT_SET_COMPUTE: s->compute = v->compute; break;
   case OT_SET_MAX_NEW_TOKENS: s->gen.max_new_tokens = v->integer; break;
   case OT_SET_TEMPERATURE: s->gen.temperature = v->real; break;
   case OT_SET_TOP_K: s->gen.top_k = v->integer; break;
@@ -165,6 +168,11 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_USM_PLACEMENT] = {"usm-placement", "OMPTENSOR_USM_PLACEMENT", "memory.usm_placement", "PLACEMENT",
                               "backend usm: auto | resident | streamed | remote (default auto: by predicted time)",
                               parse_placement, NULL, 0, 0},
+    [OT_SET_COMPUTE] = {"compute", "OMPTENSOR_COMPUTE", "compute", "WHERE",
+                        "auto | gpu | hybrid: where ops run; hybrid also runs ops whose weights would stream on the "
+                        "host's cores, reading them in host memory while PCIe streams the rest (default auto: "
+                        "hybrid where the plan predicts it faster)",
+                        parse_compute, NULL, 0, 0},
     [OT_SET_MAX_NEW_TOKENS] = {"max-new-tokens", "OMPTENSOR_MAX_NEW_TOKENS", "generation.max_new_tokens", "N",
                                "tokens to generate (default: generation_config.json's max_new_tokens, else 32)",
                                parse_max_new, NULL, 1, 'n'},
@@ -318,6 +326,7 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
     case OT_SET_DTYPE: fputs(s->has_dtype ? ot_dtype_name(s->dtype) : "(as stored)", f); break;
     case OT_SET_JSON: fputs(s->json ? "true" : "false", f); break;
     case OT_SET_USM_PLACEMENT: fputs(ot_usm_placement_name(s->usm_placement), f); break;
+    case OT_SET_COMPUTE: fputs(ot_compute_name(s->compute), f); break;
     case OT_SET_MAX_NEW_TOKENS: fprintf(f, "%d", s->gen.max_new_tokens); break;
     case OT_SET_TEMPERATURE: fprintf(f, "%g", s->gen.temperature); break;
     case OT_SET_TOP_K: fprintf(f, "%d", s->gen.top_k); break;

@@ -11,4 +11,12 @@
 #define OT_RATE_PREFETCH_OUT 14e9 /* cudaMemPrefetchAsync device -> host, any size */
 #define OT_RATE_REMOTE 51e9       /* a kernel reading CPU-preferred, accessed-by managed memory in place */
 
+/* Hybrid compute (hybrid.c). The host's weight-read rate is measured per
+ * process (a parallel read of the program's weights); these are the rest. */
+#define OT_RATE_HOST_READ 40e9            /* bytes/s when there is too little to measure */
+#define OT_HOST_GEMV_EFFICIENCY 0.84      /* host matvec / plain parallel read (bench_host_read, bf16, 2 cores) */
+#define OT_RATE_HOST_FLOPS_PER_THREAD 30e9 /* host matvec flops/s per thread at batch 32 (37 measured, 2 cores) */
+#define OT_CROSS_LATENCY_S 20e-6          /* one small synchronous copy between host and device */
+#define OT_HYBRID_MIN_GAIN 0.9            /* auto takes hybrid only below 0.9x the all-device time */
+
 #endif

@@ -199,6 +199,36 @@ static uint64_t new_epoch(void) {
   return atomic_fetch_add(&next, 1);
 }
 
+/* Hybrid compute: an activation crossing between a host op and a device
+ * op is copied here, on the compute thread, synchronously: queued on the
+ * transfer thread it would wait behind the weight uploads in its FIFO, and
+ * the host op (or the device op after it) with it. The block may reuse
+ * space a queued write-back still reads: that one finishes first. */
+static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_storage *ps, ot_exec_storage *x,
+                            int up) {
+  ot_plan *plan = r->plan;
+  for (int q = 0; up && q < r->n_pend; q++)
+    if (r->pend[q].off < e->off + e->block && e->off < r->pend[q].off + r->pend[q].block)
+      OT_TRY(ot_movement_wait(plan->mv, r->pend[q].ticket));
+  if (!up) OT_TRY(ot_movement_wait(plan->mv, x->ready));
+  const uint64_t t0 = ot_now_ns();
+  char *dev = dev_addr(r, e->st);
+  ot_status s = up ? ot_mem_copy(dev, r->dev_num, ps->st->home, OT_DEVICE_HOST, ps->bytes)
+                   : ot_mem_copy(ps->st->home, OT_DEVICE_HOST, dev, r->dev_num, ps->bytes);
+  const uint64_t t1 = ot_now_ns();
+  if (s != OT_OK)
+    return ot_fail_context(s, "executor: copying activation '%s' %s for a host op", ps->name,
+                           up ? "to the device" : "home");
+  if (r->tr) {
+    ot_trace_event ev = {up ? OT_TRACE_UPLOAD : OT_TRACE_DOWNLOAD, e->flags, r->run, e->op, r->dev_num, ps->name,
+                         t0, t1, ps->bytes, up ? (int64_t)e->block : 0, r->used, t0};
+    ot_trace_add(r->tr, &ev);
+  }
+  x->ready = 0;
+  x->home_ready = 0;
+  return OT_OK;
+}
+
 static ot_status do_event(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
   const ot_prog_storage *ps = &plan->prog->st[e->st];
@@ -212,6 +242,11 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     x->ready = 0;
     x->home_due = 0;
     r->used += e->block;
+    if ((e->flags & OT_TRACE_CROSS) && e->kind == OT_EV_UPLOAD && r->kind == OT_MV_COPY) {
+      plan->dirty[e->st].known = 1;
+      plan->dirty[e->st].n = 0;
+      return cross_copy(r, e, ps, x, 1);
+    }
     /* an upload makes the copy its home's; anything else is unknown */
     plan->dirty[e->st].known = e->kind == OT_EV_UPLOAD && !(ps->role & OT_ROLE_CACHE);
     plan->dirty[e->st].n = 0;
@@ -239,6 +274,11 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     ot_exec_dirty *d = &plan->dirty[e->st];
+    if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) {
+      d->known = 1;
+      d->n = 0;
+      return cross_copy(r, e, ps, x, 0);
+    }
     uint64_t t;
     if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
       size_t bytes = 0;
@@ -252,6 +292,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     }
     d->known = 1; /* the home has it all once the copy ran (later kernels wait for it: add_pending) */
     d->n = 0;
+    x->home_ready = t; /* a host op reading the home waits for it */
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
   }
   case OT_EV_FREE:
@@ -289,8 +330,37 @@ static ot_status wait_for_op(run_state *r, int i, int *ok) {
   return OT_OK;
 }
 
+/* A host op (hybrid compute): on the host's cores, on the homes, once the
+ * write-backs it reads from have landed. Its accesses are src's (the view
+ * gives it none). */
+static ot_status run_host_op(run_state *r, int i) {
+  ot_plan *plan = r->plan;
+  const ot_program *p = plan->src;
+  const ot_op *o = &p->ops[i];
+  for (int k = 0; k < o->n_acc; k++) OT_TRY(ot_movement_wait(plan->mv, plan->xs[o->acc[k].st].home_ready));
+  for (int k = 0; k < o->n_in + o->n_out; k++) {
+    char *base = p->st[o->ts[k]].st->home;
+    plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
+  }
+  ot_op_exec e = {ot_omp_device(OT_DEVICE_HOST), i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in,
+                  o->t, o->t + o->n_in, o->params, o->params_bytes, p->scalars, p->n_scalars, r};
+  const uint64_t t0 = ot_now_ns();
+  ot_status s = o->run(&e);
+  const uint64_t t1 = ot_now_ns();
+  for (int k = 0; plan->vrec && k < o->n_acc; k++) /* its home changed outside any transfer (verify.h) */
+    if (o->acc[k].write) plan->vrec[o->acc[k].st].has = 0;
+  if (r->tr) {
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK | OT_TRACE_HOST, r->run, i, r->dev_num, o->name,
+                         t0, t1, 0, 0, r->used, t0};
+    ot_trace_add(r->tr, &ev);
+  }
+  if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d, on the host)", o->name, i);
+  return OT_OK;
+}
+
 static ot_status run_op(run_state *r, int i) {
   ot_plan *plan = r->plan;
+  if (plan->host_op && plan->host_op[i]) return run_host_op(r, i);
   ot_program *p = plan->prog;
   const ot_op *o = &p->ops[i];
   int ok;
@@ -335,14 +405,14 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   const ot_program *p = plan->prog;
   if (sc == &plan->first) {
     for (int i = 0; i < p->n_st; i++) {
-      plan->xs[i] = (ot_exec_storage){0, 0, 0, 0};
+      plan->xs[i] = (ot_exec_storage){0, 0, 0, 0, 0};
       plan->dirty[i].known = 0; /* handed-over copies too: written home whole if at all */
       plan->dirty[i].n = 0;
     }
     /* copies handed over by the previous plan (ot_sched_plan_after) are
      * there; after a failure or an invalidate restore_start uploads them */
     for (int k = 0; plan->inherited_live && k < sc->n_start; k++) {
-      plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0};
+      plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0, 0};
       r->used += p->st[sc->start[k].st].block;
     }
     return OT_OK;
@@ -505,7 +575,7 @@ static ot_status fill_target(const ot_op_exec *e, int k, const char *fn, const o
   if (k < 0 || k >= e->n_in)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: op '%s' has no input %d (%d inputs)", fn, e->name, k, e->n_in);
   const ot_op *o = &r->plan->prog->ops[e->op_index];
-  *ps = &r->plan->prog->st[o->ts[k]];
+  *ps = &r->plan->prog->st[o->ts[k]]; /* ts is the same in a hybrid view */
   if (!((*ps)->role & OT_ROLE_CACHE))
     return ot_fail(OT_ERR_INVALID_ARG, "%s: input %d of op '%s' ('%s') is not a cache (ot_program_mark_cache)", fn,
                    k, e->name, (*ps)->name);
@@ -522,6 +592,7 @@ ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *sr
   OT_TRY(fill_target(e, k, "ot_op_fill", &ps));
   run_state *r = e->run;
   if (!src || !where || !ticket) return ot_fail(OT_ERR_INVALID_ARG, "ot_op_fill: NULL argument");
+  const int on_host = r->plan->host_op && r->plan->host_op[e->op_index]; /* hybrid: it reads homes */
   *ticket = 0;
   size_t first, end;
   ot_tensor_byte_span(src, &first, &end);
@@ -534,18 +605,18 @@ ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *sr
   const uint64_t t = ot_now_ns();
   ot_trace_event ev = {OT_TRACE_UPLOAD, OT_TRACE_FILL, r->run, e->op_index, r->dev_num, src->name, t, t, bytes, 0,
                        r->used, t};
-  if (r->kind == OT_MV_COPY) {
+  if (r->kind == OT_MV_COPY && !on_host) {
     char *dst = (char *)e->in[k] + off;
     size_t id = r->tr ? ot_trace_add(r->tr, &ev) : (size_t)-1;
     *ticket = ot_movement_upload(r->plan->mv, dst, home, bytes, src->name, NULL, r->tr, id);
     *where = dst + at;
     return OT_OK;
   }
-  if (r->kind == OT_MV_PREFETCH) { /* read in place: no device bytes, no page migration */
+  if (r->kind == OT_MV_PREFETCH && !on_host) { /* read in place: no device bytes, no page migration */
     ev.kind = OT_TRACE_REMOTE;
     OT_TRY(ot_movement_wait(r->plan->mv, ot_movement_advise(r->plan->mv, home, bytes, OT_ADVISE_REMOTE, src->name)));
   }
-  if (r->tr) ot_trace_add(r->tr, &ev);
+  if (r->tr && !on_host) ot_trace_add(r->tr, &ev);
   *where = (char *)home + at;
   return OT_OK;
 }
@@ -565,6 +636,7 @@ ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket) {
 ot_status ot_op_wrote(const ot_op_exec *e, int k, size_t off, size_t len) {
   const run_state *r = e ? e->run : NULL;
   if (!r || !r->plan->dirty || r->kind == OT_MV_PREFETCH) return OT_OK; /* usm: pages, not ranges */
+  if (r->plan->host_op && r->plan->host_op[e->op_index]) return OT_OK; /* hybrid: wrote the home itself */
   if (k < 0 || k >= e->n_out)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_op_wrote: op '%s' has no output %d (%d outputs)", e->name, k, e->n_out);
   const ot_op *o = &r->plan->prog->ops[e->op_index];

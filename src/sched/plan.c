@@ -201,7 +201,16 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
     *out = plan;
     return OT_OK;
   }
-  ot_status s = ctx->backend == OT_BACKEND_USM ? ot_place_plan(plan) : ot_plan_schedules(plan);
+  if ((unsigned)o.compute >= OT_COMPUTE_COUNT) {
+    ot_plan_destroy(plan);
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_plan: unknown compute placement %d", (int)o.compute);
+  }
+  if (ctx->backend == OT_BACKEND_USM && (o.compute == OT_COMPUTE_HYBRID || o.host_ops)) {
+    ot_plan_destroy(plan);
+    return ot_fail(OT_ERR_INVALID_ARG, "compute hybrid needs backend map (the usm backend places tensors its own "
+                                       "way); use --backend map, or --compute gpu");
+  }
+  ot_status s = ctx->backend == OT_BACKEND_USM ? ot_place_plan(plan) : ot_hybrid_plan(plan, &o);
   plan->handoff = NULL; /* first.start holds its copy */
   plan->n_handoff = 0;
   if (s != OT_OK) {
@@ -333,6 +342,7 @@ void ot_plan_destroy(ot_plan *plan) {
   ot_exec_release(plan);
   ot_schedule_free(&plan->first);
   ot_schedule_free(&plan->steady);
+  ot_hybrid_free(plan);
   ot_place_free(plan);
   free(plan);
 }

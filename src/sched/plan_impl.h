@@ -28,6 +28,8 @@ typedef enum ot_ev_reason {
   OT_WHY_NOT_KEPT,      /* free at the end: not in the set kept between runs */
   OT_WHY_ALL_RESIDENT,  /* strategy none: placed for the whole run */
   OT_WHY_KEEP_SET,      /* upload at the end of a handed-over first run: into the set kept between runs */
+  OT_WHY_CROSS,         /* download: a host op reads it next (hybrid compute) */
+  OT_WHY_HOST_WRITE,    /* free: a host op writes its home, so the copy is stale (hybrid compute) */
 } ot_ev_reason;
 
 typedef struct ot_plan_event {
@@ -73,6 +75,7 @@ typedef struct ot_exec_storage {
   int resident;
   size_t off;
   uint64_t ready;     /* transfer that must finish before a kernel uses it (0: none) */
+  uint64_t home_ready; /* write-back that must finish before a host op uses the home (0: none) */
   int home_due;       /* usm on a GPU: a write-back was planned; the pages go home when the copy is freed */
 } ot_exec_storage;
 
@@ -111,6 +114,16 @@ struct ot_plan {
   ot_program view;
   ot_prog_storage *view_st;
   unsigned char *place;   /* [n_st] ot_place (NULL: not usm) */
+  /* hybrid compute (hybrid.c): host_op[i] = 1 runs op i on the host's
+   * cores, on homes. The planner and the executor then see `view` (below)
+   * whose host ops have no accesses (nothing of theirs is placed) and whose
+   * storages list only the device ops' uses; the host ops' accesses are
+   * read from src. Not with usm placements (one view at a time). */
+  unsigned char *host_op; /* [n_ops] or NULL: every op on the device */
+  int n_host_ops;
+  ot_op *view_ops;        /* the view's op table (hybrid) */
+  int *view_uses;         /* its storages' use lists, one buffer (hybrid) */
+  double host_rate;       /* bytes/s the split was chosen with */
   ot_strategy strategy;
   int defer;          /* defer_writeback in effect (sched.h) */
   unsigned transfer_delay_us; /* ot_sched_opts.transfer_delay_us, for the transfer thread */
@@ -148,6 +161,11 @@ struct ot_plan {
 /* Plans the usm placements and the schedules of a single-device usm plan
  * (placement.c); ot_plan_schedules builds the schedules of plan->prog. */
 ot_status ot_place_plan(ot_plan *plan);
+/* Hybrid compute (hybrid.c): plans with the host ops opts asks for or the
+ * split it chooses (every op on the device when it does not pay, or for
+ * compute gpu); ot_hybrid_free drops what the view held. */
+ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o);
+void ot_hybrid_free(ot_plan *plan);
 ot_status ot_plan_schedules(ot_plan *plan);
 void ot_place_free(ot_plan *plan);
 /* Fills the placement fields of both schedules' stats (after ot_place_plan

@@ -30,6 +30,8 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
   case OT_WHY_NOT_KEPT: fprintf(f, "not in the set kept between runs"); break;
   case OT_WHY_ALL_RESIDENT: fprintf(f, "strategy none: resident for the whole run"); break;
   case OT_WHY_KEEP_SET: fprintf(f, "into the set kept between runs (the handed-over copies were elsewhere)"); break;
+  case OT_WHY_CROSS: fprintf(f, "host op reads it next (after op #%d)", e->op); break;
+  case OT_WHY_HOST_WRITE: fprintf(f, "host op #%d writes its home: the copy is stale", e->op); break;
   }
   if (e->flags & OT_TRACE_PREFETCH) fprintf(f, " (prefetched %d op(s) ahead)", e->op - e->slot);
   fputc('\n', f);

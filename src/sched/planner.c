@@ -28,6 +28,10 @@
 
 typedef struct sim {
   const ot_program *p;
+  /* hybrid compute (plan_impl.h): host[i] = 1 runs op i on the host; src
+   * holds the accesses of those ops, which p (the view) does not */
+  const unsigned char *host;
+  const ot_program *src;
   ot_arena *arena;
   ot_schedule *out;
   int n_st;
@@ -131,6 +135,56 @@ static int sim_next_use(sim *m, int s, int i) {
   m->nu[s] = next_use(m->p, s, i);
   m->nu_at[s] = i;
   return m->nu[s];
+}
+
+/* ---- hybrid compute: host ops use homes (plan_impl.h) ---------------------- */
+
+/* Index in src's uses of storage s of the first use >= i (n_uses: none). */
+static int src_use_at(const ot_prog_storage *ps, int i) {
+  int lo = 0, hi = ps->n_uses;
+  while (lo < hi) {
+    int mid = (lo + hi) / 2;
+    if (ps->uses[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
+/* How op i accesses storage s: bit 1 read, bit 2 write (0: not at all). */
+static int access_of(const ot_op *o, int s) {
+  for (int k = 0; k < o->n_acc; k++)
+    if (o->acc[k].st == s) return (o->acc[k].read ? 1 : 0) | (o->acc[k].write ? 2 : 0);
+  return 0;
+}
+
+/* Does the next op after i that uses s run on the host and read it? Then a
+ * dirty device copy must go home before it (a crossing activation). */
+static int host_reads_next(const sim *m, int s, int i) {
+  const ot_prog_storage *ps = &m->src->st[s];
+  const int u = src_use_at(ps, i + 1);
+  if (u >= ps->n_uses) return 0;
+  const int j = ps->uses[u];
+  return m->host[j] && (access_of(&m->src->ops[j], s) & 1);
+}
+
+/* Was storage s last written, before op i, by a host op? Then its home is
+ * newer than any copy, and the upload that brings it back crosses. */
+static int host_wrote_last(const sim *m, int s, int i) {
+  const ot_prog_storage *ps = &m->src->st[s];
+  if (!m->host || !(ps->role & OT_ROLE_WRITTEN)) return 0;
+  for (int u = src_use_at(ps, i) - 1; u >= 0; u--) {
+    const int j = ps->uses[u];
+    if (access_of(&m->src->ops[j], s) & 2) return m->host[j];
+  }
+  return 0;
+}
+
+/* Does a host op in [i, j) write storage s? (an upload for op j must not be
+ * issued before it: it would copy the stale home) */
+static int host_writes_between(const sim *m, int s, int i, int j) {
+  for (int q = i; m->host && q < j; q++)
+    if (m->host[q] && (access_of(&m->src->ops[q], s) & 2)) return 1;
+  return 0;
 }
 
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
@@ -342,19 +396,44 @@ static ot_status prefetch_ahead(sim *m, int i) {
     for (int k = 0; k < o->n_acc; k++) {
       int s = o->acc[k].st;
       if (!o->acc[k].read || m->res[s] || !p->st[s].block) continue;
+      if (host_writes_between(m, s, i, j)) continue; /* its home is not ready yet */
       int found = 1;
       while (found && ot_arena_alloc_tag(m->arena, p->st[s].block, s, &m->off[s]) != OT_OK)
         OT_TRY(evict_window(m, i, j, p->st[s].block, s, &found));
       if (!found) return OT_OK;
       m->res[s] = 1;
-      OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, OT_TRACE_PREFETCH, s));
+      const unsigned cross = host_wrote_last(m, s, j) ? OT_TRACE_CROSS : 0;
+      OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, OT_TRACE_PREFETCH | cross, s));
       m->out->ev[m->out->n_ev - 1].op = j;
     }
   }
   return OT_OK;
 }
 
+/* A host op (hybrid compute): it places nothing; a dirty copy of what it
+ * touches goes home first (a crossing activation; normally already sent
+ * right after the device op that wrote it), and a copy of what it writes is
+ * dropped, stale from then on. The uploads for the next op overlap it. */
+static ot_status sim_host_op(sim *m, int i) {
+  const ot_op *o = &m->src->ops[i];
+  for (int k = 0; k < o->n_acc; k++) {
+    const int s = o->acc[k].st;
+    if (!m->p->st[s].block || !m->res[s]) continue;
+    if (m->dirty[s] && o->acc[k].read) { /* (an output it writes whole needs no copy home) */
+      OT_TRY(emit(m, i, OT_EV_DOWNLOAD, OT_WHY_CROSS, OT_TRACE_CROSS, s));
+      m->dirty[s] = 0;
+    }
+    if (!o->acc[k].write) continue;
+    OT_TRY(emit(m, i, OT_EV_FREE, OT_WHY_HOST_WRITE, 0, s));
+    OT_TRY(ot_arena_free(m->arena, m->off[s]));
+    m->res[s] = 0;
+    m->evicted[s] = 1;
+  }
+  return prefetch_ahead(m, i);
+}
+
 static ot_status sim_op(sim *m, int i, int *missing) {
+  if (m->host && m->host[i]) return sim_host_op(m, i);
   const ot_program *p = m->p;
   const ot_op *o = &p->ops[i];
   int nm;
@@ -363,7 +442,8 @@ static ot_status sim_op(sim *m, int i, int *missing) {
     int s = missing[k], read = 0;
     for (int q = 0; q < o->n_acc; q++)
       if (o->acc[q].st == s) read = o->acc[q].read;
-    if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, 0, s));
+    const unsigned cross = read && host_wrote_last(m, s, i) ? OT_TRACE_CROSS : 0;
+    if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, cross, s));
     else OT_TRY(emit(m, i, OT_EV_ALLOC, OT_WHY_OUTPUT, 0, s));
   }
   OT_TRY(prefetch_ahead(m, i));
@@ -373,6 +453,10 @@ static ot_status sim_op(sim *m, int i, int *missing) {
     const ot_prog_storage *ps = &p->st[s];
     if (!ps->block) continue;
     if (o->acc[k].write && !(ps->role & OT_ROLE_CACHE)) m->dirty[s] = 1; /* a cache is dropped, never written home */
+    if (m->host && m->dirty[s] && host_reads_next(m, s, i)) { /* hybrid: the host op needs it at home */
+      OT_TRY(emit(m, i + 1, OT_EV_DOWNLOAD, OT_WHY_CROSS, OT_TRACE_CROSS, s));
+      m->dirty[s] = 0;
+    }
     /* defer_writeback: a persistent copy stays dirty; it is written home if
      * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync */
     const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP);
@@ -393,10 +477,13 @@ static ot_status sim_op(sim *m, int i, int *missing) {
 
 /* Simulates one run from `start` into `out` (events in decision order, not
  * yet timed); returns the kept copies resident at the end in *end. */
-static ot_status simulate(const ot_program *p, size_t cap, int lookahead, int defer, const ot_resident *start,
+static ot_status simulate(const ot_plan *plan, size_t cap, int lookahead, int defer, const ot_resident *start,
                           int n_start, ot_schedule *out, ot_resident *end, int *n_end) {
+  const ot_program *p = plan->prog;
   sim m;
   OT_TRY(sim_init(&m, p, cap, out));
+  m.host = plan->host_op;
+  m.src = plan->src;
   m.lookahead = lookahead;
   m.defer = defer;
   ot_status s = OT_OK;
@@ -537,7 +624,7 @@ static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start
   ot_status s = end && keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   int n_end = 0, n_keep = 0;
   const int look = lookahead(plan);
-  if (s == OT_OK) s = simulate(p, plan->capacity, look, plan->defer, start, n_start, first, keep, &n_keep);
+  if (s == OT_OK) s = simulate(plan, plan->capacity, look, plan->defer, start, n_start, first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
   if (s == OT_OK) {
@@ -548,7 +635,7 @@ static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start
   /* Shrink the kept set until a run started from it ends with it. */
   while (s == OT_OK) {
     ot_schedule_free(steady);
-    s = simulate(p, plan->capacity, look, plan->defer, keep, n_keep, steady, end, &n_end);
+    s = simulate(plan, plan->capacity, look, plan->defer, keep, n_keep, steady, end, &n_end);
     if (s != OT_OK) break;
     int m = 0, same = 1;
     for (int k = 0; k < n_keep; k++)
@@ -595,7 +682,7 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
   ot_status s = end ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   const int look = lookahead(plan);
   if (s == OT_OK)
-    s = simulate(p, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
+    s = simulate(plan, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
   if (s == OT_OK) s = drop_to(first, p, end, n_end, keep, n_keep);
   size_t *end_at = s == OT_OK ? calloc(n, sizeof *end_at) : NULL; /* offset + 1 of what the run ends with */
   if (s == OT_OK && !end_at) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");

@@ -9,7 +9,8 @@
  *   - an upload moves to the slot where the last earlier copy overlapping its
  *     range was freed (and after its own previous eviction): `aggressive`
  *     goes there, `balanced` goes at most one op ahead of its use, `minimal`
- *     stays put.
+ *     stays put. An upload of what a host op wrote (OT_TRACE_CROSS, hybrid
+ *     compute) stays where the planner put it, after that op.
  * The result is checked by replaying it on an arena with exact offsets. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -64,7 +65,7 @@ static ot_status move_evictions(ot_schedule *s, const ot_program *p) {
 static void move_uploads_scan(ot_schedule *s, ot_strategy strat) {
   for (int x = 0; x < s->n_ev; x++) {
     ot_plan_event *u = &s->ev[x];
-    if (u->kind != OT_EV_UPLOAD) continue;
+    if (u->kind != OT_EV_UPLOAD || (u->flags & OT_TRACE_CROSS)) continue; /* a crossing: after its host op */
     int earliest = 0;
     for (int f = 0; f < x; f++) {
       const ot_plan_event *fr = &s->ev[f];
@@ -157,7 +158,7 @@ static ot_status move_uploads(ot_schedule *s, const ot_program *p, ot_strategy s
         if (e->slot > freed[e->st]) freed[e->st] = e->slot;
         continue;
       }
-      if (e->kind != OT_EV_UPLOAD) continue;
+      if (e->kind != OT_EV_UPLOAD || (e->flags & OT_TRACE_CROSS)) continue; /* a crossing: after its host op */
       int earliest = tree_max(&t, 1, 0, t.n, lo, hi);
       if (freed[e->st] > earliest) earliest = freed[e->st];
       int to = strat == OT_STRATEGY_BALANCED ? (earliest > e->op - 1 ? earliest : e->op - 1) : earliest;

@@ -13,14 +13,14 @@
 #include "core/file.h"
 #include "sched/trace_impl.h"
 
-enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3 };
+enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3, LANE_HOST = 4 };
 
 static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run",  "kernel", "upload", "download",
                                                            "alloc", "free",   "remote", "mark"};
 
-static int lane_of(ot_trace_kind k) {
+static int lane_of(ot_trace_kind k, unsigned flags) {
   switch (k) {
-  case OT_TRACE_KERNEL:
+  case OT_TRACE_KERNEL: return flags & OT_TRACE_HOST ? LANE_HOST : LANE_COMPUTE;
   case OT_TRACE_RUN: return LANE_COMPUTE;
   case OT_TRACE_UPLOAD:
   case OT_TRACE_DOWNLOAD:
@@ -42,7 +42,8 @@ static int add_device_meta(json_t *arr, int dev) {
   snprintf(nm, sizeof nm, "device %d", dev);
   return push(arr, meta("process_name", dev, 0, nm)) && push(arr, meta("thread_name", dev, LANE_COMPUTE, "compute")) &&
          push(arr, meta("thread_name", dev, LANE_TRANSFER, "transfers")) &&
-         push(arr, meta("thread_name", dev, LANE_MEMORY, "memory"));
+         push(arr, meta("thread_name", dev, LANE_MEMORY, "memory")) &&
+         push(arr, meta("thread_name", dev, LANE_HOST, "host compute"));
 }
 
 /* A mark: a global instant event (Perfetto draws a line across every
@@ -63,7 +64,7 @@ static json_t *event_json(const ot_trace_event *e) {
   else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
   return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", nm,
                    "cat", kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
-                   (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind), "args",
+                   (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind, e->flags), "args",
                    "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run", e->run, "device_bytes",
                    (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta, "flags", (int)e->flags,
                    "issued", (double)e->issued_ns / 1000.0);
