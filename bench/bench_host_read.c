@@ -18,6 +18,7 @@
 #include <string.h>
 
 #include "bench_common.h"
+#include "kernels/gemv_host.h"
 #include "kernels/kernels.h"
 
 #define HR_N 11008
@@ -98,14 +99,14 @@ int main(int argc, char **argv) {
     fprintf(stderr, "bench_host_read: %s\n", ot_last_error());
     return 1;
   }
-  fprintf(stderr, "host weight reads: %.2f GB of %s in %d matrices [%d, %d], %d threads\n", bytes * 1e-9,
-          ot_dtype_name(dt), h.n_mat, HR_N, HR_K, omp_get_max_threads());
+  fprintf(stderr, "host weight reads: %.2f GB of %s in %d matrices [%d, %d], %d threads, %s\n", bytes * 1e-9,
+          ot_dtype_name(dt), h.n_mat, HR_N, HR_K, omp_get_max_threads(), ot_kgemv_host_isa());
   fprintf(stderr, "  read (64-bit sum)   %8.2f GB/s  (%d passes)\n", bytes / t_read * 1e-9, n_read);
   fprintf(stderr, "  gemv (%2d rows)      %8.2f GB/s  (%d passes)  %.0f%% of read\n", rows, bytes / t_gemv * 1e-9,
           n_gemv, 100.0 * t_read / t_gemv);
   printf("{\"bench\": \"host_read\", \"bytes\": %.0f, \"dtype\": \"%s\", \"rows\": %d, \"threads\": %d, "
-         "\"read_gbs\": %.3f, \"gemv_gbs\": %.3f, \"gemv_over_read\": %.4f}\n",
-         bytes, ot_dtype_name(dt), rows, omp_get_max_threads(), bytes / t_read * 1e-9, bytes / t_gemv * 1e-9,
+         "\"isa\": \"%s\", \"read_gbs\": %.3f, \"gemv_gbs\": %.3f, \"gemv_over_read\": %.4f}\n",
+         bytes, ot_dtype_name(dt), rows, omp_get_max_threads(), ot_kgemv_host_isa(), bytes / t_read * 1e-9, bytes / t_gemv * 1e-9,
          t_read / t_gemv);
   for (int m = 0; m < h.n_mat; m++) free(h.w[m]);
   free(h.w);

@@ -118,6 +118,11 @@
  * starting the threads costs more than the loop). */
 #define OT_HOST_PARFOR OT_PRAGMA(omp parallel for schedule(static))
 #define OT_HOST_PARFOR_IF(cond) OT_PRAGMA(omp parallel for schedule(static) if (cond))
+/* Host threads taking chunks of `chunk` iterations as they come free: for
+ * loops that run beside a busy thread of ours (the transfer thread waiting
+ * for a copy can hold a core), where a static split waits for the thread
+ * that shares a core. */
+#define OT_HOST_PARFOR_DYNAMIC_IF(chunk, cond) OT_PRAGMA(omp parallel for schedule(dynamic, chunk) if (cond))
 /* The same with a sum into the named variables. */
 #define OT_HOST_PARFOR_REDUCE(...) OT_PRAGMA(omp parallel for schedule(static) reduction(+ : __VA_ARGS__))
 

@@ -11,10 +11,12 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
 
+#include "kernels/gemv_host.h"
 #include "ktest.h"
 
 typedef struct mm_case {
@@ -125,6 +127,36 @@ static void test_q8b(void **st) {
   run_case((mm_case){1, 1, 64, 33, OT_F32, OT_Q8B, OT_F32, 0, 0, 0, 1, 0}, seed++);
 }
 
+/* The host GEMV (gemv_host.h) gives the same bits with every instruction
+ * set the CPU has (baseline, avx2+fma, avx512), for every weight dtype and
+ * row count, K with and without a tail. */
+static void test_host_isas(void **st) {
+  (void)st;
+  static const ot_dtype dts[4] = {OT_F32, OT_BF16, OT_F16, OT_Q8B};
+  const int64_t N = 37;
+  for (int d = 0; d < 4; d++)
+    for (int64_t M = 1; M <= 6; M += 5)
+      for (int64_t K = 64; K <= 83; K += 19) {
+        if (dts[d] == OT_Q8B && K % 32) continue;
+        ot_tbuf A = ot_tbuf_rand(OT_F32, M * K, 77 + (uint64_t)K, -1, 1);
+        ot_tbuf B = ot_tbuf_rand(dts[d], N * K, 78 + (uint64_t)d, -1, 1);
+        float *out[3] = {NULL, NULL, NULL};
+        for (int isa = 0; isa < 3; isa++) {
+          if (ot_kgemv_host_use_isa(isa) != 0) continue;
+          out[isa] = calloc((size_t)(M * N), sizeof(float));
+          assert_non_null(out[isa]);
+          ot_kgemv_host(out[isa], N, A.h, K, B.h, dts[d], K, M, N, K, 0);
+          if (isa && out[0] && memcmp(out[isa], out[0], (size_t)(M * N) * sizeof(float)))
+            fail_msg("host GEMV %s M=%lld K=%lld: instruction set %d differs from the baseline",
+                     ot_dtype_name(dts[d]), (long long)M, (long long)K, isa);
+        }
+        ot_kgemv_host_use_isa(-1);
+        for (int isa = 0; isa < 3; isa++) free(out[isa]);
+        ot_tbuf_free(&A);
+        ot_tbuf_free(&B);
+      }
+}
+
 static void test_batched_strided(void **st) {
   (void)st;
   uint64_t seed = 1200;
@@ -159,7 +191,7 @@ static void test_errors(void **st) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_f32_shapes), cmocka_unit_test(test_dtypes), cmocka_unit_test(test_q8b),
+      cmocka_unit_test(test_f32_shapes), cmocka_unit_test(test_dtypes), cmocka_unit_test(test_q8b), cmocka_unit_test(test_host_isas),
       cmocka_unit_test(test_long_rows),
       cmocka_unit_test(test_batched_strided), cmocka_unit_test(test_errors),
   };

@@ -444,8 +444,10 @@ static int host_kernels(const ot_trace *tr) {
 /* Hybrid compute (issue 20) on the moving backend: with ops of the prompt
  * and decode plans on the host's cores (rates that make every streamed op
  * worth moving: the split then depends on the plan alone), a batch job and
- * each sequence alone give bitwise the all-device runs' tokens and logits
- * (the host ops are the same kernels on host threads), within the budget;
+ * each sequence alone give the all-device runs' tokens and logits, bitwise
+ * where the device runs on host threads (the host ops are the same kernels
+ * there), on a GPU within 1e-4 of the row (other kernels: the GPU GEMV, its
+ * contracted multiply-adds), within the budget;
  * mixtral_tiny's experts are then read from their homes by the host op. */
 static void hybrid_matches_device(void **state) {
   (void)state;
@@ -475,8 +477,9 @@ static void hybrid_matches_device(void **state) {
     run_single(m, &g, &j, &hyb1);
     char what[128];
     snprintf(what, sizeof what, "%s hybrid at %llu bytes", sets[s], (unsigned long long)floor_b);
-    compare(what, &hyb, &dev, j.n, 0);
-    compare(what, &hyb1, &dev1, j.n, 0);
+    const double tol = ot_kruns_on_host(ot_ctx_device(ctx, 0)) ? 0 : 1e-4;
+    compare(what, &hyb, &dev, j.n, tol);
+    compare(what, &hyb1, &dev1, j.n, tol);
     OT_ASSERT_OK(ot_trace_check_budget(tr, floor_b));
     if (host_kernels(tr) < j.n) fail_msg("%s: %d ops ran on the host", what, host_kernels(tr));
     ot_trace_destroy(tr);

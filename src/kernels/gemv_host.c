@@ -1,13 +1,15 @@
 /* gemv_host.c — the decode matmul on host threads (gemv_host.h says why it
  * is plain host C and how each output is summed).
  *
- * Threads split the weight rows in contiguous blocks, so each streams its
- * part of W once; every row meets the activations in chunks of GH_MC rows
+ * Threads take blocks of weight rows as they come free, each streaming its
+ * blocks of W once; every row meets the activations in chunks of GH_MC rows
  * (their 16-lane partial sums in registers, the converted weight vector
- * shared). The loops are compiled once per instruction set (target_clones:
- * AVX-512, AVX2, baseline) and the loader picks one; the arithmetic is the
+ * shared). The loops are compiled once per instruction set (AVX-512,
+ * AVX2 + FMA, baseline) and picked by the CPU's features; the arithmetic is the
  * same in each (explicit fused multiply-adds: instructions on the first two,
  * fmaf on the baseline, slow but the same bits), only the code differs. */
+#include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "kernels/gemv_host.h"
@@ -81,15 +83,10 @@ typedef struct gh_job {
     }                                                                                            \
   } while (0)
 
-#if defined(__x86_64__) && !defined(__NVPTX__) && !defined(__AMDGCN__)
-#define GH_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define GH_CLONES
-#endif
-
-/* Weight rows [n0, n1) of the job, for one weight dtype. */
-#define GH_WORKER(NAME, LD16, LD1)                                                               \
-  GH_CLONES static void NAME(const gh_job *j, int64_t n0, int64_t n1) {                          \
+/* Weight rows [n0, n1) of the job, for one weight dtype, compiled for one
+ * instruction set (ATTR: a target attribute, or nothing). */
+#define GH_WORKER(NAME, ATTR, LD16, LD1)                                                         \
+  ATTR static void NAME(const gh_job *j, int64_t n0, int64_t n1) {                               \
     const int64_t K16 = j->K & ~(int64_t)(GH_LANES - 1);                                         \
     for (int64_t n = n0; n < n1; n++) {                                                          \
       const void *wr = j->w + n * j->wrow;                                                       \
@@ -100,11 +97,59 @@ typedef struct gh_job {
     }                                                                                            \
   }
 
-GH_WORKER(work_f32, LD16_F32, ot_ld_f32)
-GH_WORKER(work_bf16, LD16_BF16, ot_ld_bf16)
-GH_WORKER(work_f16, LD16_F16, ot_ld_f16)
-GH_WORKER(work_q8b, LD16_Q8B, ot_ld_q8b)
+typedef void (*gh_work)(const gh_job *, int64_t, int64_t);
 
+/* The four dtypes for one instruction set: work_<isa>[dtype index]. */
+#define GH_ISA(ISA, ATTR)                                                                        \
+  GH_WORKER(work_f32_##ISA, ATTR, LD16_F32, ot_ld_f32)                                           \
+  GH_WORKER(work_bf16_##ISA, ATTR, LD16_BF16, ot_ld_bf16)                                        \
+  GH_WORKER(work_f16_##ISA, ATTR, LD16_F16, ot_ld_f16)                                           \
+  GH_WORKER(work_q8b_##ISA, ATTR, LD16_Q8B, ot_ld_q8b)                                           \
+  static const gh_work work_##ISA[4] = {work_f32_##ISA, work_bf16_##ISA, work_f16_##ISA, work_q8b_##ISA};
+
+/* Chosen at run time from what the CPU has, by feature rather than by
+ * x86-64-v3/v4 level: a virtual machine may hide one feature of a level
+ * (the H200 machine's "Intel Xeon Processor" came out at 31 % of its read
+ * bandwidth with levels), which then dropped the loop to the baseline. */
+#if defined(__x86_64__) && !defined(__NVPTX__) && !defined(__AMDGCN__)
+#define GH_X86 1
+GH_ISA(avx512, __attribute__((target("avx512f,avx512bw,avx512vl,fma,f16c"))))
+GH_ISA(avx2, __attribute__((target("avx2,fma,f16c"))))
+#endif
+GH_ISA(base, )
+
+static int gh_forced = -1; /* ot_kgemv_host_use_isa (tests) */
+
+static int gh_isa(void) { /* 2 avx512, 1 avx2, 0 baseline */
+#ifdef GH_X86
+  static int isa = -1;
+  if (gh_forced >= 0) return gh_forced;
+  if (isa < 0) {
+    __builtin_cpu_init();
+    isa = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                  __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("fma")
+              ? 2
+          : __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c") ? 1
+                                                                                                              : 0;
+  }
+  return isa;
+#else
+  return 0;
+#endif
+}
+
+int ot_kgemv_host_use_isa(int level) {
+  gh_forced = -1;
+  const int have = gh_isa();
+  if (level > have) return -1;
+  gh_forced = level;
+  return 0;
+}
+
+const char *ot_kgemv_host_isa(void) {
+  static const char *const names[3] = {"baseline", "avx2+fma", "avx512"};
+  return names[gh_isa()];
+}
 
 int ot_kgemv_host_ok(ot_dtype wdt, int64_t K, int64_t ldw, int64_t M) {
   if (M < 1 || M > OT_GEMV_HOST_MAX_M || K < 1 || ldw < K) return 0;
@@ -116,15 +161,55 @@ void ot_kgemv_host(float *c, int64_t ldc, const float *a, int64_t lda, const voi
                    int64_t M, int64_t N, int64_t K, int accumulate) {
   const int64_t wrow = (int64_t)ot_dtype_bytes(wdt, ldw);
   const gh_job j = {c, a, (const char *)w, ldc, lda, wrow, M, N, K, accumulate != 0};
-  void (*work)(const gh_job *, int64_t, int64_t) = wdt == OT_F32    ? work_f32
-                                                   : wdt == OT_BF16 ? work_bf16
-                                                   : wdt == OT_F16  ? work_f16
-                                                                    : work_q8b;
+  const int d = wdt == OT_F32 ? 0 : wdt == OT_BF16 ? 1 : wdt == OT_F16 ? 2 : 3;
+#ifdef GH_X86
+  const int isa = gh_isa();
+  const gh_work work = isa == 2 ? work_avx512[d] : isa == 1 ? work_avx2[d] : work_base[d];
+#else
+  const gh_work work = work_base[d];
+#endif
   const int64_t blocks = (N + GH_BLOCK - 1) / GH_BLOCK;
-  /* threads only where the matrix is worth starting them for */
-  OT_HOST_PARFOR_IF(N * K * M >= (int64_t)1 << 16)
+  /* threads only where the matrix is worth starting them for; blocks handed
+   * out as threads come free (hybrid compute runs this while the transfer
+   * thread may hold a core: a static split would wait for the thread that
+   * shares it) */
+  OT_HOST_PARFOR_DYNAMIC_IF(4, N * K * M >= (int64_t)1 << 16)
   for (int64_t b = 0; b < blocks; b++) {
     const int64_t n0 = b * GH_BLOCK, n1 = n0 + GH_BLOCK < N ? n0 + GH_BLOCK : N;
     work(&j, n0, n1);
   }
+}
+
+double ot_k_host_matvec_rate(void) {
+  static double cached = -1.0;
+  double r;
+  OT_CRITICAL(ot_host_matvec_rate)
+  r = cached;
+  if (r >= 0) return r;
+  /* 256 MiB of bf16 weights [32768, 4096]: past the last-level caches of
+   * today's servers, a few hundred ms with the first touch */
+  enum { K = 4096, N = 32768 };
+  uint16_t *w = aligned_alloc(64, (size_t)N * K * sizeof *w);
+  float *a = malloc(K * sizeof *a), *c = malloc(N * sizeof *c);
+  r = 0;
+  if (w && a && c) {
+    for (int k = 0; k < K; k++) a[k] = (float)(k % 7) * 0.25f;
+    OT_HOST_PARFOR_DYNAMIC_IF(64, 1) /* touched by the threads (and as the kernel splits it) */
+    for (int64_t i = 0; i < (int64_t)N; i++)
+      for (int k = 0; k < K; k++) w[i * K + k] = (uint16_t)(0x3f80u + (uint16_t)((i + k) & 63));
+    double best = 0;
+    for (int pass = 0; pass < 3; pass++) {
+      const double t0 = omp_get_wtime();
+      ot_kgemv_host(c, N, a, K, w, OT_BF16, K, 1, N, K, 0);
+      const double dt = omp_get_wtime() - t0;
+      if (dt > 0 && (double)N * K * 2 / dt > best) best = (double)N * K * 2 / dt;
+    }
+    r = best;
+  }
+  free(w);
+  free(a);
+  free(c);
+  OT_CRITICAL(ot_host_matvec_rate)
+  cached = r;
+  return r;
 }

@@ -31,6 +31,15 @@ int ot_kgemv_host_ok(ot_dtype wdt, int64_t K, int64_t ldw, int64_t M);
  * with its add (fma).
  * So a sequence gives the same bits alone or in a batch, and two machines
  * agree. */
+/* The instruction set the host path runs with here: "avx512", "avx2+fma"
+ * or "baseline" (fmaf calls: correct, slow). */
+const char *ot_kgemv_host_isa(void);
+
+/* Tests: run with instruction set `level` (0 baseline, 1 avx2+fma, 2
+ * avx512; -1: back to the CPU's best). -1 if the CPU lacks it. Not
+ * thread-safe; never in the product's paths. */
+int ot_kgemv_host_use_isa(int level);
+
 void ot_kgemv_host(float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt, int64_t ldw,
                    int64_t M, int64_t N, int64_t K, int accumulate);
 

@@ -79,6 +79,12 @@ int ot_k_gemm_vendor(int dev);
  * once, coalesced. Otherwise a 64x64 tiled GEMM with team-shared tiles.
  * (A vendor-BLAS path would plug in at the top of ot_k_matmul, see matmul.c.) */
 ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
+
+/* Bytes/s the host's threads read bf16 weights at in the decode matmul
+ * (ot_k_matmul on a host device, M = 1), measured once per process over
+ * 256 MiB of its own; 0 if that memory is not there. Hybrid compute splits
+ * a step by it (sched.h, ot_sched_opts.host_read_rate). */
+double ot_k_host_matvec_rate(void);
 ot_status ot_ref_matmul(ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
 
 /* ---- elementwise -----------------------------------------------------------

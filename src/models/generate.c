@@ -163,6 +163,14 @@ uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o) {
   return o->sched.budget_bytes ? o->sched.budget_bytes : ot_ctx_budget(m->ctx, o->sched.device_index);
 }
 
+ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o) {
+  ot_sched_opts so = o->sched;
+  const int dev = ot_ctx_device(m->ctx, so.device_index >= 0 ? so.device_index : 0);
+  const int may = so.compute == OT_COMPUTE_HYBRID || (so.compute == OT_COMPUTE_AUTO && ot_dev_is_gpu(dev));
+  if (may && so.host_read_rate <= 0 && ot_ctx_backend(m->ctx) == OT_BACKEND_MAP) so.host_read_rate = ot_k_host_matvec_rate();
+  return so;
+}
+
 static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const ot_gen_opts *o, uint64_t stream,
                           ot_text_stream *ts, ot_gen_result *r) {
   OT_TRY(ot_gen_begin(m, o));
@@ -187,9 +195,10 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   ot_lm_step held_step = m->held_step;
   m->held_plan = NULL;
   m->held_step = (ot_lm_step){0};
+  const ot_sched_opts so = ot_gen_sched(m, o);
   ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);
   if (s == OT_OK)
-    s = held ? ot_sched_plan_after(held, st.prog, &o->sched, &plan) : ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+    s = held ? ot_sched_plan_after(held, st.prog, &so, &plan) : ot_sched_plan(m->ctx, st.prog, &so, &plan);
   ot_plan_destroy(held);
   ot_lm_step_destroy(&held_step);
   if (s == OT_OK) r->prefill_handed_over_bytes = ot_plan_get_stats(plan, 0).inherited_bytes;
@@ -229,7 +238,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   ot_lm_step dst = {0};
   ot_plan *dplan = NULL;
   s = m->vt->build(m, 1, 0, &dst);
-  if (s == OT_OK) s = ot_sched_plan_after(plan, dst.prog, &o->sched, &dplan);
+  if (s == OT_OK) s = ot_sched_plan_after(plan, dst.prog, &so, &dplan);
   ot_plan_destroy(plan);
   ot_lm_step_destroy(&st);
   st = dst;
@@ -303,7 +312,8 @@ ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
     ot_lm_step st = {0};
     ot_plan *plan = NULL;
     ot_status s = m->vt->build(m, T[i], all[i], &st);
-    if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &o->sched, &plan);
+    const ot_sched_opts so = ot_gen_sched(m, o);
+    if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &so, &plan);
     ot_plan_destroy(plan);
     ot_lm_step_destroy(&st);
     if (s != OT_OK) return s;

@@ -11,12 +11,13 @@
 #define OT_RATE_PREFETCH_OUT 14e9 /* cudaMemPrefetchAsync device -> host, any size */
 #define OT_RATE_REMOTE 51e9       /* a kernel reading CPU-preferred, accessed-by managed memory in place */
 
-/* Hybrid compute (hybrid.c). The host's weight-read rate is measured per
- * process (a parallel read of the program's weights); these are the rest. */
-#define OT_RATE_HOST_READ 40e9            /* bytes/s when there is too little to measure */
-#define OT_HOST_GEMV_EFFICIENCY 0.84      /* host matvec / plain parallel read (bench_host_read, bf16, 2 cores) */
+/* Hybrid compute (hybrid.c). The host's weight-read rate comes from the
+ * caller (ot_sched_opts.host_read_rate: the models measure their host
+ * matvec, ot_k_host_matvec_rate); these are the rest. */
+#define OT_RATE_HOST_READ 40e9            /* bytes/s when the caller gives none */
 #define OT_RATE_HOST_FLOPS_PER_THREAD 30e9 /* host matvec flops/s per thread at batch 32 (37 measured, 2 cores) */
 #define OT_CROSS_LATENCY_S 20e-6          /* one small synchronous copy between host and device */
 #define OT_HYBRID_MIN_GAIN 0.9            /* auto takes hybrid only below 0.9x the all-device time */
+#define OT_HYBRID_MIN_WEIGHT_SHARE 0.8    /* a host candidate's streamed bytes: at least this much weights */
 
 #endif

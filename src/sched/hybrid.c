@@ -128,46 +128,6 @@ static double read_bytes(const ot_program *p, int i) {
   return b;
 }
 
-/* The host's weight-read rate, measured once per process: a parallel sum
- * over the largest read-only homes of the program (up to 512 MiB, twice,
- * the faster pass), times what the host matvec reaches of a plain read
- * (OT_HOST_GEMV_EFFICIENCY, bench/bench_host_read). 0 if there is too
- * little to measure (then OT_RATE_HOST_READ). */
-static double measure_host_rate(const ot_program *p) {
-  static double cached = -1.0;
-  double r;
-  OT_CRITICAL(ot_host_rate)
-  r = cached;
-  if (r >= 0) return r > 0 ? r : OT_RATE_HOST_READ;
-  int *idx = malloc((size_t)(p->n_st ? p->n_st : 1) * sizeof *idx);
-  int n = 0;
-  for (int i = 0; idx && i < p->n_st; i++)
-    if (p->st[i].st->home && p->st[i].bytes >= (1u << 20) && !(p->st[i].role & OT_ROLE_WRITTEN)) idx[n++] = i;
-  if (idx) ot_sort_by_block_desc(idx, n, p);
-  double best = 0, total = 0;
-  for (int pass = 0; idx && pass < 2; pass++) {
-    uint64_t sum = 0;
-    double bytes = 0;
-    const double t0 = omp_get_wtime();
-    for (int k = 0; k < n && bytes < (double)(512u << 20); k++) {
-      const uint64_t *w = p->st[idx[k]].st->home;
-      const int64_t words = (int64_t)(p->st[idx[k]].bytes / 8);
-      OT_HOST_PARFOR_REDUCE(sum)
-      for (int64_t q = 0; q < words; q++) sum += w[q];
-      bytes += (double)words * 8;
-    }
-    const double dt = omp_get_wtime() - t0;
-    if (sum == 42) bytes += 1; /* keeps the sum */
-    if (dt > 0 && bytes > 0 && bytes / dt > best) best = bytes / dt;
-    total = bytes;
-  }
-  free(idx);
-  r = total >= (double)(64u << 20) ? best * OT_HOST_GEMV_EFFICIENCY : 0;
-  OT_CRITICAL(ot_host_rate)
-  cached = r;
-  return r > 0 ? r : OT_RATE_HOST_READ;
-}
-
 /* Seconds a small synchronous copy between the host and device `dev`
  * takes (the cost of an activation crossing), measured once per process:
  * the fastest of 8 round trips of 4 KiB, halved. */
@@ -201,8 +161,10 @@ static double measure_cross_latency(int dev) {
 
 /* Why hybrid cannot run for this plan (NULL: it can). */
 static const char *not_possible(const ot_plan *plan) {
+  if (plan->ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(plan->dev))
+    return "there is no device apart from the host to split ops with (backend host); it needs a GPU, or the "
+           "host-offload plugin, and backend map";
   if (plan->ctx->backend != OT_BACKEND_MAP) return "it needs backend map";
-  if (ot_dev_is_host(plan->dev)) return "the plan's device is the host itself";
   if (plan->strategy == OT_STRATEGY_NONE) return "strategy none keeps everything on the device";
   if (plan->defer) return "it does not combine with defer_writeback (the trainers)";
   return NULL;
@@ -216,15 +178,18 @@ typedef struct split {
 } split;
 
 /* Bytes the steady replay uploads per op (inputs excluded: the caller
- * rewrites them every run, wherever the op runs). */
-static double steady_uploads(const ot_plan *plan, double *per_op) {
+ * rewrites them every run, wherever the op runs); ro_op: of those, the
+ * bytes of storages no op writes (weights). */
+static double steady_uploads(const ot_plan *plan, double *per_op, double *ro_op) {
   const ot_schedule *sc = &plan->steady;
   double t = 0;
   for (int k = 0; k < sc->n_ev; k++) {
     const ot_plan_event *e = &sc->ev[k];
-    if (e->kind != OT_EV_UPLOAD || (plan->src->st[e->st].role & OT_ROLE_INPUT)) continue;
+    const unsigned role = plan->src->st[e->st].role;
+    if (e->kind != OT_EV_UPLOAD || (role & OT_ROLE_INPUT)) continue;
     const double b = (double)plan->src->st[e->st].bytes;
     if (per_op && e->op >= 0 && e->op < plan->src->n_ops) per_op[e->op] += b;
+    if (ro_op && e->op >= 0 && e->op < plan->src->n_ops && !(role & OT_ROLE_WRITTEN)) ro_op[e->op] += b;
     t += b;
   }
   return t;
@@ -256,7 +221,7 @@ static ot_status try_split(ot_plan *plan, const split *sp, const unsigned char *
   double th = 0;
   for (int i = 0; host && i < sp->p->n_ops; i++)
     if (host[i]) th += sp->host_s[i];
-  *t_pcie = steady_uploads(plan, NULL) / sp->r_pcie;
+  *t_pcie = steady_uploads(plan, NULL, NULL) / sp->r_pcie;
   *t_host = th;
   *t = *t_pcie > th ? *t_pcie : th;
   return OT_OK;
@@ -298,19 +263,25 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
   if (o->compute == OT_COMPUTE_AUTO && !ot_dev_is_gpu(plan->dev)) return OT_OK; /* an emulated device: asked only */
   const int n = src->n_ops;
   split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)), OT_RATE_PINNED};
+  double *ro = calloc((size_t)n, sizeof(double));
   unsigned char *host = calloc((size_t)n, 1), *best_host = calloc((size_t)n, 1);
-  ot_status s = sp.up && sp.host_s && host && best_host ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "hybrid compute: no host memory");
+  ot_status s = sp.up && sp.host_s && ro && host && best_host ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "hybrid compute: no host memory");
   if (s != OT_OK) goto done;
-  const double total = steady_uploads(plan, sp.up);
+  const double total = steady_uploads(plan, sp.up, ro);
   const double t_gpu = total / sp.r_pcie;
   if (total <= 0) goto done; /* everything stays resident: nothing to gain */
-  plan->host_rate = o->host_read_rate > 0 ? o->host_read_rate : measure_host_rate(src);
+  /* the caller's measured rate (the models measure their host kernel:
+   * ot_k_host_matvec_rate), else a default */
+  plan->host_rate = o->host_read_rate > 0 ? o->host_read_rate : OT_RATE_HOST_READ;
   const double flops_rate = OT_RATE_HOST_FLOPS_PER_THREAD * (double)omp_get_max_threads();
   const double cross = o->cross_latency_s > 0 ? o->cross_latency_s : measure_cross_latency(plan->dev);
   double cand_bytes = 0, cand_s = 0;
   for (int i = 0; i < n; i++) {
     sp.host_s[i] = -1;
-    if (sp.up[i] <= 0) continue;
+    /* candidates: ops whose streamed bytes are weights (a matvec), not
+     * state they write (an optimizer's parameters, a KV cache): moved to
+     * the host, written state would only cross back every run */
+    if (sp.up[i] <= 0 || ro[i] < OT_HYBRID_MIN_WEIGHT_SHARE * sp.up[i]) continue;
     const double rb = read_bytes(src, i), fl = src->ops[i].flops;
     const double h = (rb / plan->host_rate > fl / flops_rate ? rb / plan->host_rate : fl / flops_rate) +
                      2 * cross;
@@ -353,6 +324,7 @@ done:
   if (s == OT_OK) fill_stats(plan);
   free(sp.up);
   free(sp.host_s);
+  free(ro);
   free(host);
   free(best_host);
   return s;
