@@ -73,6 +73,8 @@ def parse_args():
     p.add_argument("--budgets", default="25,10", help="percent of the weight bytes")
     p.add_argument("--computes", default=",".join(COMPUTES))
     p.add_argument("--offload", default="balanced")
+    p.add_argument("--hybrid-offloads", default="aggressive",
+                   help="also run compute hybrid with these --offload strategies")
     p.add_argument("--omp-threads", default="", help="also run hybrid with OMP_NUM_THREADS=N,N,...")
     p.add_argument("--skip", default="")
     p.add_argument("--time-limit", type=float, default=420)
@@ -185,12 +187,13 @@ def omptensor_cases(b, cmd, model_dir, prompt_file):
     threads = [t for t in a.omp_threads.split(",") if t]
     for pct in [float(x) for x in a.budgets.split(",") if x]:
         budget = int(pct / 100 * w)
-        runs = [(c, None) for c in computes] + [("hybrid", t) for t in threads]
-        for compute, nt in runs:
-            name = f"omptensor-{pct:g}%-{a.offload}-{compute}" + (f"-t{nt}" if nt else "")
+        runs = [(c, None, a.offload) for c in computes] + [("hybrid", t, a.offload) for t in threads]
+        runs += [("hybrid", None, o) for o in a.hybrid_offloads.split(",") if o and o != a.offload]
+        for compute, nt, offload in runs:
+            name = f"omptensor-{pct:g}%-{offload}-{compute}" + (f"-t{nt}" if nt else "")
             if not b.wanted(name, "omptensor", budget):
                 continue
-            spec = dict(name=name, fraction=pct / 100, offload=a.offload, backend="map", dtype=None,
+            spec = dict(name=name, fraction=pct / 100, offload=offload, backend="map", dtype=None,
                         tag=name.replace("%", "pct"))
             extra = ["--compute", compute] if compute != "auto" else []
             old = os.environ.get("OMP_NUM_THREADS")
@@ -212,7 +215,7 @@ def omptensor_cases(b, cmd, model_dir, prompt_file):
             summ = res.get("omptensor") or {}
             res.update(compute=(summ.get("compute") or {}).get("used", compute), requested_compute=compute,
                        compute_detail=summ.get("compute"), omp_num_threads=nt)
-            b.add(dict(res, case=name, backend="map", offload=a.offload, dtype="bf16", budget_fraction=pct / 100))
+            b.add(dict(res, case=name, backend="map", offload=offload, dtype="bf16", budget_fraction=pct / 100))
 
 
 def fmt(x, f="{:.2f}"):

@@ -167,7 +167,8 @@ ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o) {
   ot_sched_opts so = o->sched;
   const int dev = ot_ctx_device(m->ctx, so.device_index >= 0 ? so.device_index : 0);
   const int may = so.compute == OT_COMPUTE_HYBRID || (so.compute == OT_COMPUTE_AUTO && ot_dev_is_gpu(dev));
-  if (may && so.host_read_rate <= 0 && ot_ctx_backend(m->ctx) == OT_BACKEND_MAP) so.host_read_rate = ot_k_host_matvec_rate();
+  if (may && so.host_read_rate <= 0 && ot_ctx_backend(m->ctx) == OT_BACKEND_MAP)
+    ot_k_host_rates(dev, &so.host_read_rate, NULL);
   return so;
 }
 

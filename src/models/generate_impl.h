@@ -24,7 +24,7 @@ ot_status ot_gen_begin(ot_lm *m, const ot_gen_opts *o);
 /* The budget steps are planned under on their (first) device. */
 uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o);
 /* The options' plan options; where hybrid compute may be chosen and no host
- * rate is given, with the host kernel's measured one (ot_k_host_matvec_rate,
+ * rate is given, with the host kernel's measured one (ot_k_host_rates,
  * once per process). */
 ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o);
 /* The stream's held-back end (to on_text), then the whole text into r. */

@@ -271,7 +271,7 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
   const double t_gpu = total / sp.r_pcie;
   if (total <= 0) goto done; /* everything stays resident: nothing to gain */
   /* the caller's measured rate (the models measure their host kernel:
-   * ot_k_host_matvec_rate), else a default */
+   * ot_k_host_rates), else a default */
   plan->host_rate = o->host_read_rate > 0 ? o->host_read_rate : OT_RATE_HOST_READ;
   const double flops_rate = OT_RATE_HOST_FLOPS_PER_THREAD * (double)omp_get_max_threads();
   const double cross = o->cross_latency_s > 0 ? o->cross_latency_s : measure_cross_latency(plan->dev);

@@ -115,8 +115,8 @@ ot_status ot_plan_schedules(ot_plan *plan) {
   ot_schedule_free(&plan->steady);
   ot_status s = plan->strategy == OT_STRATEGY_NONE ? OT_OK : check_feasible(plan);
   if (s == OT_OK) s = ot_plan_build(plan);
-  if (s == OT_OK) s = ot_schedule_finish(&plan->first, plan->prog, plan->strategy, plan->capacity);
-  if (s == OT_OK) s = ot_schedule_finish(&plan->steady, plan->prog, plan->strategy, plan->capacity);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->first, plan->prog, plan->strategy, plan->capacity, plan->host_op);
+  if (s == OT_OK) s = ot_schedule_finish(&plan->steady, plan->prog, plan->strategy, plan->capacity, plan->host_op);
   if (s != OT_OK) return s;
   size_t e1 = extent_of(&plan->first, plan->prog), e2 = extent_of(&plan->steady, plan->prog);
   plan->extent = e1 > e2 ? e1 : e2;

@@ -179,7 +179,10 @@ void ot_sort_by_block_desc(int *v, int n, const ot_program *p);
 /* Builds the two schedules (planner.c). */
 ot_status ot_plan_build(ot_plan *plan);
 /* Moves uploads (and victims' frees) earlier per strategy, then sorts (prefetch.c). */
-ot_status ot_schedule_finish(ot_schedule *s, const ot_program *p, ot_strategy strat, size_t capacity);
+/* host: the plan's host ops (hybrid compute; NULL: none): balanced moves an
+ * upload to the previous device op, past the host ops in between. */
+ot_status ot_schedule_finish(ot_schedule *s, const ot_program *p, ot_strategy strat, size_t capacity,
+                             const unsigned char *host);
 ot_status ot_schedule_push(ot_schedule *s, ot_plan_event e);
 void ot_schedule_free(ot_schedule *s);
 

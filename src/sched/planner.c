@@ -384,14 +384,18 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
   return OT_OK;
 }
 
-/* Prefetch on paper: before op i runs, places the copies ops i+1 ..
- * i+lookahead read, in order, while that needs no eviction of anything used
+/* Prefetch on paper: before op i runs, places the copies the next
+ * `lookahead` device ops read (ops i+1 .. i+lookahead without host ops), in order, while that needs no eviction of anything used
  * before them (victims must be next used after the op being served, Belady's
  * order); stops at the first copy that does not fit. The uploads are issued
  * in slot i, so they overlap op i. */
 static ot_status prefetch_ahead(sim *m, int i) {
   const ot_program *p = m->p;
-  for (int j = i + 1; j <= i + m->lookahead && j < p->n_ops; j++) {
+  /* ahead = device ops ahead: host ops (hybrid compute) place nothing, and
+   * while they run PCIe is free for the next device op's copies */
+  for (int j = i + 1, seen = 0; seen < m->lookahead && j < p->n_ops; j++) {
+    if (m->host && m->host[j]) continue;
+    seen++;
     const ot_op *o = &p->ops[j];
     for (int k = 0; k < o->n_acc; k++) {
       int s = o->acc[k].st;
