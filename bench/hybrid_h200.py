@@ -109,10 +109,15 @@ def omptensor_host_read(args, dev):
     if args.omptensor_prologue:
         cmd = ["bash", "-c", '. "$0" >&2 && exec "$@"', os.path.abspath(args.omptensor_prologue)] + cmd
     p = subprocess.run(cmd, capture_output=True, text=True, timeout=120, env=O._env(dev))
-    lines = [ln for ln in p.stdout.splitlines() if ln.startswith("{")]
-    if p.returncode or not lines:
+    recs = [json.loads(ln) for ln in p.stdout.splitlines() if ln.startswith("{")]
+    read = [r for r in recs if r.get("bench") == "host_read"]
+    if p.returncode or not read:
         raise RuntimeError(f"bench_host_read failed (rc {p.returncode}): {p.stderr[-500:]}")
-    return json.loads(lines[-1])
+    out = dict(read[0])
+    for r in recs:                     # the library's own: its kernel beside a PCIe stream
+        if r.get("bench") == "host_rates":
+            out.update(host_gbs_beside_pcie=r["host_gbs_beside_pcie"], pcie_gbs_beside_host=r["pcie_gbs_beside_host"])
+    return out
 
 
 def measure_host(b, args):
@@ -131,10 +136,12 @@ def measure_host(b, args):
         try:
             r = omptensor_host_read(args, b.dev)
             h.update(omptensor_host_read=r, omptensor_host_gemv_gbs=r["gemv_gbs"],
-                     host_read_gbs=r["read_gbs"])
+                     host_read_gbs=r["read_gbs"], host_gbs_beside_pcie=r.get("host_gbs_beside_pcie"),
+                     pcie_gbs_beside_host=r.get("pcie_gbs_beside_host"))
             log(f"host (omptensor bench_host_read, {r['threads']} threads, {r['bytes'] / 1e9:.2f} GB bf16): "
                 f"plain read {r['read_gbs']:.1f} GB/s, matvec {r['gemv_gbs']:.1f} GB/s "
-                f"({100 * r['gemv_over_read']:.0f} % of the read)")
+                f"({100 * r['gemv_over_read']:.0f} % of the read); beside a PCIe stream the matvec "
+                f"{r.get('host_gbs_beside_pcie') or 0:.1f} GB/s and the stream {r.get('pcie_gbs_beside_host') or 0:.1f} GB/s")
         except Exception as e:  # noqa: BLE001
             log(f"bench_host_read FAILED: {e}")
     best = max([h.get(k) or 0 for k in ("torch_host_bf16_gbs", "omptensor_host_gemv_gbs")])
@@ -148,11 +155,15 @@ def make_bound(b):
         pcie, host = h.get("h2d_bytes_per_s"), h.get("host_matvec_bytes_per_s")
         out = dict(bound_tokens_per_second=M.bound_tokens_per_second(w, budget, kv, pcie, b.args.hbm_bw))
         n = None if budget is None else max(0, w - max(0, budget - kv))
-        out.update(non_resident_bytes=n, pcie_bound_tokens_per_second=None, hybrid_bound_tokens_per_second=None)
+        out.update(non_resident_bytes=n, pcie_bound_tokens_per_second=None, hybrid_bound_tokens_per_second=None,
+                   shared_bound_tokens_per_second=None)
         if n and pcie:
             out["pcie_bound_tokens_per_second"] = pcie / n
             if host:
                 out["hybrid_bound_tokens_per_second"] = (pcie + host) / n
+            both = (h.get("host_gbs_beside_pcie") or 0) + (h.get("pcie_gbs_beside_host") or 0)
+            if both:   # both streams at once, as measured: what host memory gives them together
+                out["shared_bound_tokens_per_second"] = both * 1e9 / n
         return out
     return bound
 
@@ -166,7 +177,7 @@ def finalize(b):
             if c["status"] != "ok" or not c.get("tokens_per_second"):
                 continue
             tps = c["tokens_per_second"]
-            for k in ("hybrid_bound", "pcie_bound"):
+            for k in ("hybrid_bound", "pcie_bound", "shared_bound"):
                 bd = c.get(k + "_tokens_per_second")
                 c["ratio_to_" + k] = tps / bd if bd else None
             c["ratio_to_streamer"] = tps / peer["tokens_per_second"] if peer else None
@@ -232,14 +243,17 @@ def markdown(b, cmdline):
              f"GB/s; host matvec over bf16 weights: torch {fmt(h.get('torch_host_bf16_gbs'), '{:.1f}')} GB/s "
              f"({h.get('torch_host_threads')} threads; f32 {fmt(h.get('torch_host_f32_gbs'), '{:.1f}')}), omptensor "
              f"{fmt(h.get('omptensor_host_gemv_gbs'), '{:.1f}')} GB/s (a plain read {fmt(h.get('host_read_gbs'), '{:.1f}')}); "
-             f"the bound takes {fmt((h.get('host_matvec_bytes_per_s') or 0) / 1e9, '{:.1f}')} GB/s.",
+             f"the bound takes {fmt((h.get('host_matvec_bytes_per_s') or 0) / 1e9, '{:.1f}')} GB/s. Both at once "
+             f"(omptensor's measurement, host memory shared): the matvec {fmt(h.get('host_gbs_beside_pcie'), '{:.1f}')} "
+             f"GB/s beside a PCIe stream of {fmt(h.get('pcie_gbs_beside_host'), '{:.1f}')} GB/s (their sum: the "
+             f"shared bound).",
              "", "    " + cmdline, "",
-             "| case | compute | budget | tokens/s | × hybrid bound | × PCIe bound | × streamer | host ops | host GB/token "
-             "| PCIe GB/token | prefill ms | peak device | probe | tokens |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| case | compute | budget | tokens/s | × hybrid bound | × shared bound | × PCIe bound | × streamer | host ops "
+             "| host GB/token | PCIe GB/token | prefill ms | peak device | probe | tokens |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in b.cases:
         if c["status"] != "ok":
-            lines.append(f"| {c['case']} | — | — | {c['status'].upper()} | | | | | | | | | | {c.get('note') or ''} |")
+            lines.append(f"| {c['case']} | — | — | {c['status'].upper()} | | | | | | | | | | | {c.get('note') or ''} |")
             continue
         d = c.get("compute_detail") or {}
         bud = c.get("budget_bytes")
@@ -247,7 +261,8 @@ def markdown(b, cmdline):
             c["case"], str(c.get("compute") or "torch"),
             "—" if bud is None else f"{100 * (c.get('budget_fraction') or bud / h['weight_bytes']):.0f}% ({bud / 1e9:.2f} GB)",
             fmt(c.get("tokens_per_second")),
-            fmt(c.get("ratio_to_hybrid_bound"), "{:.0%}"), fmt(c.get("ratio_to_pcie_bound"), "{:.2f}×"),
+            fmt(c.get("ratio_to_hybrid_bound"), "{:.0%}"), fmt(c.get("ratio_to_shared_bound"), "{:.0%}"),
+            fmt(c.get("ratio_to_pcie_bound"), "{:.2f}×"),
             fmt(c.get("ratio_to_streamer"), "{:.2f}×"),
             str(d.get("host_ops", "—")),
             fmt((d.get("host_read_bytes_per_token") or 0) / 1e9 if d else None, "{:.2f}"),
@@ -260,7 +275,8 @@ def markdown(b, cmdline):
         ]) + " |")
     lines += ["", "Bounds: N = max(0, W - (budget - KV)) bytes cannot stay resident (W the weights, KV the bf16 "
               "cache of prompt + new tokens); PCIe bound = B_pcie / N, hybrid bound = (B_pcie + B_host) / N "
-              "tokens/s, B_host the faster host matvec above. tokens: against the streamer's (the model is "
+              "tokens/s, B_host the faster host matvec above; shared bound = (the matvec beside a PCIe stream + "
+              "that stream) / N, both measured at once (host memory serves both). tokens: against the streamer's (the model is "
               "random: nearly tied logits, so kernels that sum differently part after a few tokens)."]
     return "\n".join(lines)
 

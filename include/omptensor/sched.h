@@ -189,6 +189,8 @@ typedef struct ot_sched_opts {
   ot_compute compute;    /* where ops run (above; default auto). One device, strategies other than none */
   double host_read_rate; /* hybrid: bytes/s the host's cores read weights at in a matvec; 0: 40e9
                             (ot_generate measures its host kernel once per process and passes it) */
+  double pcie_rate;      /* hybrid: bytes/s the device's weight stream gets beside the host ops; 0: 54e9
+                            (ot_generate passes what it measured beside its host kernel) */
   double cross_latency_s; /* hybrid: seconds one small copy between host and device takes; 0: measured
                             once per process (a few 4 KiB copies each way) */
   const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and

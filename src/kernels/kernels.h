@@ -83,8 +83,9 @@ ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, 
 /* Bytes/s the host's threads read bf16 weights at in the decode matmul
  * (ot_k_matmul on a host device, M = 1) into *host_rate, measured once per
  * process and device over 256 MiB of its own; with `dev` a device (not
- * OT_DEVICE_HOST), while a thread streams pinned memory to it, as in a
- * hybrid step, and *pcie_rate (may be NULL) gets that stream's bytes/s.
+ * OT_DEVICE_HOST), while a thread streams 512 MiB of pinned memory to it
+ * (both read host memory, as in a hybrid step), and *pcie_rate (may be
+ * NULL) gets that stream's bytes/s.
  * 0 where the memory is not there. Hybrid compute splits a step by them
  * (sched.h, ot_sched_opts.host_read_rate). */
 void ot_k_host_rates(int dev, double *host_rate, double *pcie_rate);

@@ -168,7 +168,7 @@ ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o) {
   const int dev = ot_ctx_device(m->ctx, so.device_index >= 0 ? so.device_index : 0);
   const int may = so.compute == OT_COMPUTE_HYBRID || (so.compute == OT_COMPUTE_AUTO && ot_dev_is_gpu(dev));
   if (may && so.host_read_rate <= 0 && ot_ctx_backend(m->ctx) == OT_BACKEND_MAP)
-    ot_k_host_rates(dev, &so.host_read_rate, NULL);
+    ot_k_host_rates(dev, &so.host_read_rate, so.pcie_rate > 0 ? NULL : &so.pcie_rate);
   return so;
 }
 

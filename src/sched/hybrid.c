@@ -262,7 +262,8 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
   if (o->compute == OT_COMPUTE_GPU || why || src->n_ops < 2) return OT_OK;
   if (o->compute == OT_COMPUTE_AUTO && !ot_dev_is_gpu(plan->dev)) return OT_OK; /* an emulated device: asked only */
   const int n = src->n_ops;
-  split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)), OT_RATE_PINNED};
+  split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)),
+              o->pcie_rate > 0 ? o->pcie_rate : OT_RATE_PINNED};
   double *ro = calloc((size_t)n, sizeof(double));
   unsigned char *host = calloc((size_t)n, 1), *best_host = calloc((size_t)n, 1);
   ot_status s = sp.up && sp.host_s && ro && host && best_host ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "hybrid compute: no host memory");

@@ -58,6 +58,18 @@ typedef struct ot_schedule {
   ot_plan_stats stats;
 } ot_schedule;
 
+/* Index in ps->uses (increasing) of its first use >= op i (n_uses: none):
+ * a binary search, as a weight of a long program has many uses. */
+static inline int ot_uses_from(const ot_prog_storage *ps, int i) {
+  int lo = 0, hi = ps->n_uses;
+  while (lo < hi) {
+    const int mid = (lo + hi) / 2;
+    if (ps->uses[mid] < i) lo = mid + 1;
+    else hi = mid;
+  }
+  return lo;
+}
+
 struct ot_movement;
 
 /* One stage of a pipeline plan (pipeline.c): ops [first_op, first_op + n_ops)

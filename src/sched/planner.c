@@ -114,12 +114,7 @@ static ot_status emit(sim *m, int slot, ot_ev_kind k, ot_ev_reason why, unsigned
 /* First use of storage s at op >= i; wraps to the next run for kept copies. */
 static int next_use(const ot_program *p, int s, int i) {
   const ot_prog_storage *ps = &p->st[s];
-  int lo = 0, hi = ps->n_uses;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (ps->uses[mid] < i) lo = mid + 1;
-    else hi = mid;
-  }
+  const int lo = ot_uses_from(ps, i);
   if (lo < ps->n_uses) return ps->uses[lo];
   if ((ps->role & OT_ROLE_KEEP) && ps->n_uses) return p->n_ops + ps->first_use;
   return INT_MAX;
@@ -139,17 +134,6 @@ static int sim_next_use(sim *m, int s, int i) {
 
 /* ---- hybrid compute: host ops use homes (plan_impl.h) ---------------------- */
 
-/* Index in src's uses of storage s of the first use >= i (n_uses: none). */
-static int src_use_at(const ot_prog_storage *ps, int i) {
-  int lo = 0, hi = ps->n_uses;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (ps->uses[mid] < i) lo = mid + 1;
-    else hi = mid;
-  }
-  return lo;
-}
-
 /* How op i accesses storage s: bit 1 read, bit 2 write (0: not at all). */
 static int access_of(const ot_op *o, int s) {
   for (int k = 0; k < o->n_acc; k++)
@@ -161,7 +145,7 @@ static int access_of(const ot_op *o, int s) {
  * dirty device copy must go home before it (a crossing activation). */
 static int host_reads_next(const sim *m, int s, int i) {
   const ot_prog_storage *ps = &m->src->st[s];
-  const int u = src_use_at(ps, i + 1);
+  const int u = ot_uses_from(ps, i + 1);
   if (u >= ps->n_uses) return 0;
   const int j = ps->uses[u];
   return m->host[j] && (access_of(&m->src->ops[j], s) & 1);
@@ -172,7 +156,7 @@ static int host_reads_next(const sim *m, int s, int i) {
 static int host_wrote_last(const sim *m, int s, int i) {
   const ot_prog_storage *ps = &m->src->st[s];
   if (!m->host || !(ps->role & OT_ROLE_WRITTEN)) return 0;
-  for (int u = src_use_at(ps, i) - 1; u >= 0; u--) {
+  for (int u = ot_uses_from(ps, i) - 1; u >= 0; u--) {
     const int j = ps->uses[u];
     if (access_of(&m->src->ops[j], s) & 2) return m->host[j];
   }

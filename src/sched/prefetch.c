@@ -26,12 +26,7 @@ static int overlaps(const ot_plan_event *a, const ot_plan_event *b) {
 /* Last use of storage s before op e, or -1 (uses are increasing: a binary
  * search, as a weight of a long program has many). */
 static int last_use_before(const ot_prog_storage *ps, int e) {
-  int lo = 0, hi = ps->n_uses;
-  while (lo < hi) {
-    int mid = (lo + hi) / 2;
-    if (ps->uses[mid] < e) lo = mid + 1;
-    else hi = mid;
-  }
+  const int lo = ot_uses_from(ps, e);
   return lo ? ps->uses[lo - 1] : -1;
 }
 
