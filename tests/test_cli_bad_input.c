@@ -403,8 +403,8 @@ typedef struct bad_case {
 
 static const bad_case cases[] = {
     /* the weight dtype: only the storage types */
-    {{"run", "@M", "--prompt-ids", "1", "--dtype", "i32"}, {"--dtype", "'i32'", "f32, f16, bf16 or int8"}},
-    {{"run", "@M", "--prompt-ids", "1", "--dtype", "f64"}, {"--dtype", "'f64'", "f32, f16, bf16 or int8"}},
+    {{"run", "@M", "--prompt-ids", "1", "--dtype", "i32"}, {"--dtype", "'i32'", "f32, f16, bf16, int8", "int4"}},
+    {{"run", "@M", "--prompt-ids", "1", "--dtype", "f64"}, {"--dtype", "'f64'", "f32, f16, bf16, int8", "int4"}},
     {{"demo", "--dtype", "int32"}, {"--dtype", "'int32'"}},
     {{"train", "@G", "--data", "@D", "--dtype", "i32"}, {"--dtype", "'i32'"}},
     /* integers: decimal, whole, in range, all of the value */

@@ -110,6 +110,61 @@ static void q8b_roundtrip(void **state) {
   OT_ASSERT_FAILS(ot_convert(OT_Q8B, q, OT_F32, x, 33), OT_ERR_DTYPE, "q8b");
 }
 
+/* q4b is GGUF's Q4_0: d (f16) then 16 bytes, value j = (q_j - 8) * d,
+ * q_j the low nibble of byte j (j < 16) or the high nibble of byte j - 16;
+ * d = (the value of largest magnitude, signed) / -8. Values made exactly
+ * representable give exactly those bytes back. */
+static void q4b_layout_and_roundtrip(void **state) {
+  (void)state;
+  float x[32];
+  uint8_t want_q[32];
+  for (int j = 0; j < 32; j++) {
+    want_q[j] = (uint8_t)((j * 5 + 3) % 16);
+    x[j] = ((float)want_q[j] - 8.0f) * 0.5f;
+  }
+  want_q[0] = 0; /* -4: the largest magnitude, negative, so d = -4 / -8 = 0.5 */
+  x[0] = -4.0f;
+  ot_q4b_block b;
+  OT_ASSERT_OK(ot_convert(OT_Q4B, &b, OT_F32, x, 32));
+  assert_int_equal(sizeof b, 18);
+  assert_int_equal(b.d, 0x3800); /* 0.5 in f16 */
+  for (int j = 0; j < 16; j++) assert_int_equal(b.qs[j], want_q[j] | want_q[j + 16] << 4);
+  float y[32];
+  OT_ASSERT_OK(ot_convert(OT_F32, y, OT_Q4B, &b, 32));
+  for (int j = 0; j < 32; j++) assert_true(y[j] == x[j]);
+  /* random blocks: within one step (the top end clamps at q = 15, a whole
+   * step off), half a step for all but the clamped ones */
+  enum { N = 8 * 32 };
+  float r[N], s[N];
+  ot_q4b_block q[N / 32];
+  ot_test_fill_uniform(r, N, 11, -3.0f, 3.0f);
+  r[7] = 0.0f;
+  OT_ASSERT_OK(ot_convert(OT_Q4B, q, OT_F32, r, N));
+  OT_ASSERT_OK(ot_convert(OT_F32, s, OT_Q4B, q, N));
+  int far = 0;
+  for (int k = 0; k < N / 32; k++) {
+    const float d = fabsf(ot_f16_to_f32(q[k].d));
+    assert_true(d > 0);
+    for (int j = 0; j < 32; j++) {
+      const float e = fabsf(s[k * 32 + j] - r[k * 32 + j]);
+      assert_true(e <= 1.01f * d + 1e-6f);
+      far += e > 0.505f * d + 1e-6f;
+    }
+  }
+  assert_true(far <= N / 32); /* at most the clamped value of each block */
+  assert_int_equal(ot_dtype_bytes(OT_Q4B, N), sizeof q);
+  assert_int_equal(ot_dtype_bytes(OT_Q4B, 48), 0);
+  assert_int_equal(ot_dtype_block(OT_Q4B), 32);
+  assert_int_equal(ot_dtype_block(OT_BF16), 0);
+  OT_ASSERT_FAILS(ot_convert(OT_Q4B, q, OT_F32, r, 40), OT_ERR_DTYPE, "q4b");
+  ot_dtype t;
+  OT_ASSERT_OK(ot_dtype_parse("int4", &t));
+  assert_int_equal(t, OT_Q4B);
+  OT_ASSERT_OK(ot_dtype_parse("Q4_0", &t));
+  assert_int_equal(t, OT_Q4B);
+  assert_string_equal(ot_dtype_name(OT_Q4B), "q4b");
+}
+
 static void names(void **state) {
   (void)state;
   ot_dtype t;
@@ -126,7 +181,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(f16_decode_all),  cmocka_unit_test(f16_roundtrip_all),
       cmocka_unit_test(f16_rounding_all_midpoints), cmocka_unit_test(bf16_all),
-      cmocka_unit_test(q8b_roundtrip),   cmocka_unit_test(names),
+      cmocka_unit_test(q8b_roundtrip),   cmocka_unit_test(q4b_layout_and_roundtrip), cmocka_unit_test(names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -57,6 +57,7 @@ static void test_embedding(void **st) {
   run_embed(OT_BF16, OT_F32, 257, 33, 5, 3);
   run_embed(OT_F16, OT_BF16, 10, 8, 3, 4);
   run_embed(OT_Q8B, OT_F32, 20, 64, 7, 5);
+  run_embed(OT_Q4B, OT_F32, 20, 64, 7, 6);
   /* the fast path's pairs (d % 8 == 0, aligned rows), then layouts it refuses */
   static const ot_dtype pairs[][2] = {{OT_F32, OT_F32}, {OT_BF16, OT_F32}, {OT_F16, OT_F32}, {OT_BF16, OT_BF16},
                                       {OT_F16, OT_F16}, {OT_F32, OT_BF16}};

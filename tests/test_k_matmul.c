@@ -125,6 +125,11 @@ static void test_q8b(void **st) {
   run_case((mm_case){1, 9, 33, 64, OT_F32, OT_Q8B, OT_F32, 1, 0, 0, 1, 0}, seed++);
   run_case((mm_case){1, 9, 64, 33, OT_F32, OT_Q8B, OT_F32, 0, 0, 0, 1, 0}, seed++);
   run_case((mm_case){1, 1, 64, 33, OT_F32, OT_Q8B, OT_F32, 0, 0, 0, 1, 0}, seed++);
+  /* the same with q4b (GGUF Q4_0 blocks): decode rows, and the GEMM both ways */
+  for (int64_t n = 1; n <= 33; n += 16) run_case((mm_case){1, 1, n, 96, OT_F32, OT_Q4B, OT_F32, 1, 0, 0, 1, 0}, seed++);
+  run_case((mm_case){1, 5, 17, 64, OT_F32, OT_Q4B, OT_F32, 1, 0, 0, 1, 0}, seed++);
+  run_case((mm_case){1, 9, 33, 64, OT_F32, OT_Q4B, OT_F32, 1, 0, 0, 1, 0}, seed++);
+  run_case((mm_case){1, 9, 64, 33, OT_F32, OT_Q4B, OT_F32, 0, 0, 0, 1, 0}, seed++);
 }
 
 /* The host GEMV (gemv_host.h) gives the same bits with every instruction
@@ -132,12 +137,12 @@ static void test_q8b(void **st) {
  * row count, K with and without a tail. */
 static void test_host_isas(void **st) {
   (void)st;
-  static const ot_dtype dts[4] = {OT_F32, OT_BF16, OT_F16, OT_Q8B};
+  static const ot_dtype dts[5] = {OT_F32, OT_BF16, OT_F16, OT_Q8B, OT_Q4B};
   const int64_t N = 37;
-  for (int d = 0; d < 4; d++)
+  for (int d = 0; d < 5; d++)
     for (int64_t M = 1; M <= 6; M += 5)
       for (int64_t K = 64; K <= 83; K += 19) {
-        if (dts[d] == OT_Q8B && K % 32) continue;
+        if (ot_dtype_block(dts[d]) && K % 32) continue;
         ot_tbuf A = ot_tbuf_rand(OT_F32, M * K, 77 + (uint64_t)K, -1, 1);
         ot_tbuf B = ot_tbuf_rand(dts[d], N * K, 78 + (uint64_t)d, -1, 1);
         float *out[3] = {NULL, NULL, NULL};

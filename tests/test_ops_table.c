@@ -38,10 +38,13 @@ static const oc_row rows[] = {
     ROW("matmul_bf16_nt", matmul, 5e-5, 5e-5, OT_BF16, 0, 0, 67, 0),
     ROW("matmul_q8b", matmul, 5e-5, 5e-5, OT_Q8B, 1, 0, 67, 0),
     ROW("matmul_q8b_gemv", matmul, 5e-5, 5e-5, OT_Q8B, 1, 0, 1, 0),
+    ROW("matmul_q4b", matmul, 5e-5, 5e-5, OT_Q4B, 1, 0, 67, 0),
+    ROW("matmul_q4b_gemv", matmul, 5e-5, 5e-5, OT_Q4B, 1, 0, 1, 0),
     /* fused: {w dtype, M} */
     ROW("matmul_multi", matmul_multi, 5e-5, 5e-5, OT_F32, 5),
     ROW("matmul_multi_bf16", matmul_multi, 5e-5, 5e-5, OT_BF16, 5),
     ROW("matmul_multi_q8b_gemv", matmul_multi, 5e-5, 5e-5, OT_Q8B, 1),
+    ROW("matmul_multi_q4b_gemv", matmul_multi, 5e-5, 5e-5, OT_Q4B, 1),
     ROW("matmul_swiglu", matmul_swiglu, 5e-5, 5e-5, OT_F32, 5),
     ROW("matmul_swiglu_bf16_gemv", matmul_swiglu, 5e-5, 5e-5, OT_BF16, 1),
     /* elementwise: {kind, b broadcast over rows, in place} */
@@ -77,6 +80,7 @@ static const oc_row rows[] = {
     ROW("embedding", embedding, 0, 0, OT_F32),
     ROW("embedding_bf16", embedding, 0, 0, OT_BF16),
     ROW("embedding_q8b", embedding, 0, 0, OT_Q8B),
+    ROW("embedding_q4b", embedding, 0, 0, OT_Q4B),
     ROW("add_positions", add_positions, 1e-6, 1e-6, 0),
     ROW("argmax", argmax, 0, 0, OT_F32),
     ROW("argmax_bf16", argmax, 0, 0, OT_BF16),

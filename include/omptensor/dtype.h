@@ -8,6 +8,14 @@
  * values along the last dimension share one f32 scale, value = scale * q.
  * A block is stored as {float scale; int8_t q[32]} (36 bytes), so the bytes
  * that cross PCIe are ~1.125 per weight.
+ *
+ * OT_Q4B is the block-quantized 4-bit type, in GGUF's Q4_0 layout (so a
+ * GGUF file's Q4_0 tensors are read as they are): blocks of 32 values along
+ * the last dimension, {uint16_t d (f16 scale); uint8_t qs[16]} (18 bytes,
+ * 0.5625 per weight); value j is (q_j - 8) * d with q_j the low nibble of
+ * qs[j] for j < 16 and the high nibble of qs[j - 16] for j >= 16.
+ * Quantized as llama.cpp's reference does: d = (the value of largest
+ * magnitude, with its sign) / -8, q = min(15, trunc(x / d + 8.5)).
  */
 #ifndef OMPTENSOR_DTYPE_H
 #define OMPTENSOR_DTYPE_H
@@ -28,25 +36,36 @@ typedef enum ot_dtype {
   OT_I32,
   OT_I8,
   OT_Q8B,
+  OT_Q4B,
   OT_DTYPE_COUNT
 } ot_dtype;
 
 #define OT_Q8B_BLOCK 32
+#define OT_Q4B_BLOCK 32
 
 typedef struct ot_q8b_block {
   float scale;
   int8_t q[OT_Q8B_BLOCK];
 } ot_q8b_block;
 
-/* "f32", "f16", "bf16", "i32", "i8", "q8b"; "?" for an invalid value. */
+typedef struct ot_q4b_block {
+  uint16_t d; /* f16 */
+  uint8_t qs[OT_Q4B_BLOCK / 2];
+} ot_q4b_block;
+
+/* The values per block of a block-quantized dtype (q8b, q4b: 32), else 0:
+ * such a tensor's last dimension is whole blocks, contiguous. */
+int ot_dtype_block(ot_dtype t);
+
+/* "f32", "f16", "bf16", "i32", "i8", "q8b", "q4b"; "?" for an invalid value. */
 const char *ot_dtype_name(ot_dtype t);
 
 /* Parses a name above (also "float32", "float16", "bfloat16", "F32", "BF16"
  * ...). Returns OT_ERR_DTYPE for anything else. */
 ot_status ot_dtype_parse(const char *name, ot_dtype *out);
 
-/* Bytes needed for n elements (for OT_Q8B, n must be a multiple of the
- * block; returns 0 otherwise). */
+/* Bytes needed for n elements (for a block dtype, n must be a multiple of
+ * the block; returns 0 otherwise). */
 size_t ot_dtype_bytes(ot_dtype t, int64_t n);
 
 uint16_t ot_f32_to_f16(float f);
@@ -54,8 +73,9 @@ float ot_f16_to_f32(uint16_t h);
 uint16_t ot_f32_to_bf16(float f);
 float ot_bf16_to_f32(uint16_t h);
 
-/* Converts n elements between any two of f32, f16, bf16 (and q8b to/from
- * f32, quantizing with scale = max|x| / 127 per block). */
+/* Converts n elements between any two of f32, f16, bf16, and between those
+ * and q8b (quantizing with scale = max|x| / 127 per block) or q4b (as above;
+ * n a multiple of 32). */
 ot_status ot_convert(ot_dtype dst_t, void *dst, ot_dtype src_t, const void *src, int64_t n);
 
 #ifdef __cplusplus

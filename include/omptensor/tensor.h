@@ -10,7 +10,8 @@
  * Shapes are listed outermost first, like NumPy/PyTorch: a [rows, cols]
  * row-major matrix has strides {cols, 1}.
  *
- * OT_Q8B tensors: the last dim must be contiguous and a multiple of 32, and
+ * Block-quantized tensors (OT_Q8B, OT_Q4B): the last dim must be contiguous
+ * and a multiple of 32, and
  * views may not split a block.
  */
 #ifndef OMPTENSOR_TENSOR_H

@@ -11,7 +11,9 @@
 #include "omptensor/dtype.h"
 #include "ot_pragmas.h"
 
-static const char *const names[OT_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i8", "q8b"};
+static const char *const names[OT_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i8", "q8b", "q4b"};
+
+int ot_dtype_block(ot_dtype t) { return t == OT_Q8B ? OT_Q8B_BLOCK : t == OT_Q4B ? OT_Q4B_BLOCK : 0; }
 
 const char *ot_dtype_name(ot_dtype t) {
   return (unsigned)t < OT_DTYPE_COUNT ? names[t] : "?";
@@ -23,7 +25,7 @@ ot_status ot_dtype_parse(const char *name, ot_dtype *out) {
       {"f16", OT_F16},   {"float16", OT_F16},  {"half", OT_F16},   {"fp16", OT_F16},
       {"bf16", OT_BF16}, {"bfloat16", OT_BF16}, {"i32", OT_I32},   {"int32", OT_I32},
       {"i8", OT_I8},     {"int8", OT_I8},      {"q8b", OT_Q8B},    {"int8-block", OT_Q8B},
-      {"q8_0", OT_Q8B},
+      {"q8_0", OT_Q8B},  {"q4b", OT_Q4B},      {"q4_0", OT_Q4B},   {"int4", OT_Q4B},
   };
   if (!name || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_dtype_parse: NULL argument");
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
@@ -31,7 +33,7 @@ ot_status ot_dtype_parse(const char *name, ot_dtype *out) {
       *out = aliases[i].t;
       return OT_OK;
     }
-  return ot_fail(OT_ERR_DTYPE, "unknown dtype '%s' (use f32, f16, bf16, i32, i8 or q8b)", name);
+  return ot_fail(OT_ERR_DTYPE, "unknown dtype '%s' (use f32, f16, bf16, i32, i8, q8b or q4b)", name);
 }
 
 size_t ot_dtype_bytes(ot_dtype t, int64_t n) {
@@ -41,6 +43,7 @@ size_t ot_dtype_bytes(ot_dtype t, int64_t n) {
   case OT_F16: case OT_BF16: return (size_t)n * 2;
   case OT_I8: return (size_t)n;
   case OT_Q8B: return n % OT_Q8B_BLOCK ? 0 : (size_t)(n / OT_Q8B_BLOCK) * sizeof(ot_q8b_block);
+  case OT_Q4B: return n % OT_Q4B_BLOCK ? 0 : (size_t)(n / OT_Q4B_BLOCK) * sizeof(ot_q4b_block);
   default: return 0;
   }
 }
@@ -139,6 +142,40 @@ ot_status ot_convert(ot_dtype dst_t, void *dst, ot_dtype src_t, const void *src,
     for (int64_t k = 0; k < n / OT_Q8B_BLOCK; k++)
       for (int j = 0; j < OT_Q8B_BLOCK; j++)
         store_f32(dst_t, dst, k * OT_Q8B_BLOCK + j, b[k].scale * (float)b[k].q[j]);
+    return OT_OK;
+  }
+  if (n % OT_Q4B_BLOCK == 0 && dst_t == OT_Q4B && is_float(src_t)) {
+    ot_q4b_block *b = dst;
+    OT_PRAGMA(omp parallel for schedule(static) if (n > (1 << 16)))
+    for (int64_t k = 0; k < n / OT_Q4B_BLOCK; k++) {
+      /* llama.cpp's quantize_row_q4_0_ref: the signed value of largest
+       * magnitude maps to -8, so the other end keeps its 7 steps */
+      float amax = 0.0f, max = 0.0f;
+      for (int j = 0; j < OT_Q4B_BLOCK; j++) {
+        const float v = load_f32(src_t, src, k * OT_Q4B_BLOCK + j);
+        if (fabsf(v) > amax) amax = fabsf(v), max = v;
+      }
+      const float d = max / -8.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      b[k].d = ot_f32_to_f16(d);
+      for (int j = 0; j < OT_Q4B_BLOCK / 2; j++) {
+        const float x0 = load_f32(src_t, src, k * OT_Q4B_BLOCK + j) * id;
+        const float x1 = load_f32(src_t, src, k * OT_Q4B_BLOCK + j + OT_Q4B_BLOCK / 2) * id;
+        const int q0 = (int)(x0 + 8.5f) < 15 ? (int)(x0 + 8.5f) : 15, q1 = (int)(x1 + 8.5f) < 15 ? (int)(x1 + 8.5f) : 15;
+        b[k].qs[j] = (uint8_t)(q0 | q1 << 4);
+      }
+    }
+    return OT_OK;
+  }
+  if (n % OT_Q4B_BLOCK == 0 && src_t == OT_Q4B && is_float(dst_t)) {
+    const ot_q4b_block *b = src;
+    OT_PRAGMA(omp parallel for schedule(static) if (n > (1 << 16)))
+    for (int64_t k = 0; k < n / OT_Q4B_BLOCK; k++) {
+      const float d = ot_f16_to_f32(b[k].d);
+      for (int j = 0; j < OT_Q4B_BLOCK / 2; j++) {
+        store_f32(dst_t, dst, k * OT_Q4B_BLOCK + j, (float)((b[k].qs[j] & 15) - 8) * d);
+        store_f32(dst_t, dst, k * OT_Q4B_BLOCK + j + OT_Q4B_BLOCK / 2, (float)((b[k].qs[j] >> 4) - 8) * d);
+      }
+    }
     return OT_OK;
   }
   return ot_fail(OT_ERR_DTYPE, "cannot convert %s to %s (%lld elements)", ot_dtype_name(src_t),

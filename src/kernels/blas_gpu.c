@@ -82,7 +82,7 @@ ot_status ot_kblas_gemm(int dev, ot_kview c, ot_kview a, ot_kview b, int64_t bat
     return OT_OK;
   }
 #ifdef OT_HAVE_CUBLAS
-  const int types_ok = a.dt == b.dt && a.dt != OT_Q8B && (c.dt == OT_F32 || c.dt == a.dt);
+  const int types_ok = a.dt == b.dt && !ot_dtype_block((ot_dtype)a.dt) && (c.dt == OT_F32 || c.dt == a.dt);
   cublasOperation_t opx, opy;
   int64_t ldx, ldy;
   if (!types_ok || cs[2] != 1 || cs[1] < N || operand(K, N, bs[1], bs[2], &opx, &ldx) ||

@@ -8,7 +8,7 @@
 
 static ot_status emb_check(ot_kview out, ot_kview table, ot_kview ids) {
   OT_TRY(ot_kcheck("embedding", "out", out, 2, 2, OT_KM_FLOAT));
-  OT_TRY(ot_kcheck("embedding", "table", table, 2, 2, OT_KM_FLOAT | OT_KM(OT_Q8B)));
+  OT_TRY(ot_kcheck("embedding", "table", table, 2, 2, OT_KM_FLOAT | OT_KM_BLOCK));
   OT_TRY(ot_kcheck("embedding", "ids", ids, 1, 1, OT_KM(OT_I32)));
   OT_TRY(ot_kcheck_dim("embedding", "out", out, 0, "ids", ids, 0));
   OT_TRY(ot_kcheck_dim("embedding", "out", out, 1, "table", table, 1));

@@ -30,6 +30,8 @@ typedef uint16_t gh_v16h __attribute__((vector_size(32)));
 typedef uint32_t gh_v16u __attribute__((vector_size(64)));
 typedef int8_t gh_v16b __attribute__((vector_size(16)));
 typedef _Float16 gh_v16hf __attribute__((vector_size(32)));
+typedef uint8_t gh_v16ub __attribute__((vector_size(16)));
+typedef int32_t gh_v16i __attribute__((vector_size(64)));
 
 /* wv = the 16 weights k .. k+15 of row w as f32, each exactly ot_ld_<dt>'s
  * value (macros: a vector returned by value changes the ABI of the clones
@@ -53,6 +55,18 @@ typedef _Float16 gh_v16hf __attribute__((vector_size(32)));
     gh_v16b q_;                                                                                  \
     memcpy(&q_, b_->q + ((k)&31), sizeof q_);                                                    \
     (wv) = b_->scale * __builtin_convertvector(q_, gh_v16f);                                     \
+  } while (0)
+
+/* q4b (dtype.h): k is a multiple of 16, so the 16 values are the low or the
+ * high nibbles of one block's 16 bytes */
+#define LD16_Q4B(wv, w, k)                                                                       \
+  do {                                                                                           \
+    const ot_q4b_block *b_ = (const ot_q4b_block *)(w) + ((k) >> 5);                             \
+    gh_v16ub q_;                                                                                 \
+    memcpy(&q_, b_->qs, sizeof q_);                                                              \
+    q_ = ((k)&16) ? q_ >> 4 : q_ & 15;                                                           \
+    (wv) = __builtin_convertvector(__builtin_convertvector(q_, gh_v16i) - 8, gh_v16f) *          \
+           ot_kf16_f32(b_->d);                                                                   \
   } while (0)
 
 typedef struct gh_job {
@@ -105,13 +119,15 @@ typedef struct gh_job {
 
 typedef void (*gh_work)(const gh_job *, int64_t, int64_t);
 
-/* The four dtypes for one instruction set: work_<isa>[dtype index]. */
+/* The five dtypes for one instruction set: work_<isa>[dtype index]. */
 #define GH_ISA(ISA, ATTR)                                                                        \
   GH_WORKER(work_f32_##ISA, ATTR, LD16_F32, ot_ld_f32)                                           \
   GH_WORKER(work_bf16_##ISA, ATTR, LD16_BF16, ot_ld_bf16)                                        \
   GH_WORKER(work_f16_##ISA, ATTR, LD16_F16, ot_ld_f16)                                           \
   GH_WORKER(work_q8b_##ISA, ATTR, LD16_Q8B, ot_ld_q8b)                                           \
-  static const gh_work work_##ISA[4] = {work_f32_##ISA, work_bf16_##ISA, work_f16_##ISA, work_q8b_##ISA};
+  GH_WORKER(work_q4b_##ISA, ATTR, LD16_Q4B, ot_ld_q4b)                                           \
+  static const gh_work work_##ISA[5] = {work_f32_##ISA, work_bf16_##ISA, work_f16_##ISA, work_q8b_##ISA,    \
+                                        work_q4b_##ISA};
 
 /* Chosen at run time from what the CPU has, by feature rather than by
  * x86-64-v3/v4 level: a virtual machine may hide one feature of a level
@@ -159,7 +175,7 @@ const char *ot_kgemv_host_isa(void) {
 
 int ot_kgemv_host_ok(ot_dtype wdt, int64_t K, int64_t ldw, int64_t M) {
   if (M < 1 || M > OT_GEMV_HOST_MAX_M || K < 1 || ldw < K) return 0;
-  if (wdt == OT_Q8B) return K % OT_Q8B_BLOCK == 0 && ldw % OT_Q8B_BLOCK == 0;
+  if (wdt == OT_Q8B || wdt == OT_Q4B) return K % 32 == 0 && ldw % 32 == 0;
   return wdt == OT_F32 || wdt == OT_F16 || wdt == OT_BF16;
 }
 
@@ -167,7 +183,7 @@ void ot_kgemv_host(float *c, int64_t ldc, const float *a, int64_t lda, const voi
                    int64_t M, int64_t N, int64_t K, int accumulate) {
   const int64_t wrow = (int64_t)ot_dtype_bytes(wdt, ldw);
   const gh_job j = {c, a, (const char *)w, ldc, lda, wrow, M, N, K, accumulate != 0};
-  const int d = wdt == OT_F32 ? 0 : wdt == OT_BF16 ? 1 : wdt == OT_F16 ? 2 : 3;
+  const int d = wdt == OT_F32 ? 0 : wdt == OT_BF16 ? 1 : wdt == OT_F16 ? 2 : wdt == OT_Q8B ? 3 : 4;
 #ifdef GH_X86
   const int isa = gh_isa();
   const gh_work work = isa == 2 ? work_avx512[d] : isa == 1 ? work_avx2[d] : work_base[d];

@@ -80,6 +80,12 @@ static inline float ot_ld_q8b(const void *p, int64_t i) {
   const ot_q8b_block *b = (const ot_q8b_block *)p + (i >> 5);
   return b->scale * (float)b->q[i & 31];
 }
+static inline float ot_ld_q4b(const void *p, int64_t i) { /* dtype.h: GGUF Q4_0's layout */
+  const ot_q4b_block *b = (const ot_q4b_block *)p + (i >> 5);
+  const int j = (int)(i & 31);
+  const int q = j < 16 ? (b->qs[j] & 15) : (b->qs[j - 16] >> 4);
+  return (float)(q - 8) * ot_kf16_f32(b->d);
+}
 
 /* Any-dtype load/store (a uniform branch on the GPU). Integer dtypes load as
  * their value. */
@@ -89,6 +95,7 @@ static inline float ot_kld(int dt, const void *p, int64_t i) {
   case OT_F16: return ot_ld_f16(p, i);
   case OT_BF16: return ot_ld_bf16(p, i);
   case OT_Q8B: return ot_ld_q8b(p, i);
+  case OT_Q4B: return ot_ld_q4b(p, i);
   case OT_I32: return (float)((const int32_t *)p)[i];
   default: return 0.0f;
   }
@@ -197,12 +204,14 @@ static inline int64_t ot_kfloat_bytes(int dt) { return dt == OT_F32 ? 4 : dt == 
   case OT_F16: STMT(ot_ld_f16); break;            \
   case OT_BF16: STMT(ot_ld_bf16); break;          \
   case OT_Q8B: STMT(ot_ld_q8b); break;            \
+  case OT_Q4B: STMT(ot_ld_q4b); break;            \
   default: STMT(ot_ld_f32); break;                \
   }
 
 /* dtype masks for validation */
 #define OT_KM(t) (1u << (t))
 #define OT_KM_FLOAT (OT_KM(OT_F32) | OT_KM(OT_F16) | OT_KM(OT_BF16))
+#define OT_KM_BLOCK (OT_KM(OT_Q8B) | OT_KM(OT_Q4B)) /* block-quantized weights */
 
 /* Checks one view argument of `op`: ndim in [nmin, nmax], dtype in `mask`,
  * non-negative dims/strides, p set unless empty, q8b layout. `name` is the

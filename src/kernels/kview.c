@@ -89,15 +89,16 @@ ot_status ot_kcheck(const char *op, const char *name, ot_kview v, int nmin, int 
       return ot_fail(OT_ERR_SHAPE, "%s: %s has a negative dim or stride (shape %s)", op, name, ot_kshape_str(v));
   if (!v.p && ot_kview_numel(v) > 0)
     return ot_fail(OT_ERR_INVALID_ARG, "%s: %s has no data pointer (shape %s)", op, name, ot_kshape_str(v));
-  if (v.dt == OT_Q8B && v.ndim > 0) {
+  const int blk = ot_dtype_block((ot_dtype)v.dt);
+  if (blk && v.ndim > 0) {
     int last = v.ndim - 1;
-    int ok = v.nb[last] == 1 && v.ne[last] % OT_Q8B_BLOCK == 0;
-    for (int d = 0; d < last; d++) ok = ok && v.nb[d] % OT_Q8B_BLOCK == 0;
+    int ok = v.nb[last] == 1 && v.ne[last] % blk == 0;
+    for (int d = 0; d < last; d++) ok = ok && v.nb[d] % blk == 0;
     if (!ok)
       return ot_fail(OT_ERR_SHAPE,
-                     "%s: %s is q8b %s but its last dim is not contiguous whole blocks of %d "
+                     "%s: %s is %s %s but its last dim is not contiguous whole blocks of %d "
                      "(quantize along the contiguous input dim; pass trans_b instead of a transposed view)",
-                     op, name, ot_kshape_str(v), OT_Q8B_BLOCK);
+                     op, name, ot_dtype_name((ot_dtype)v.dt), ot_kshape_str(v), blk);
   }
   return OT_OK;
 }

@@ -28,7 +28,7 @@ static void mm_strides(ot_kview v, int64_t s[3]) {
 static ot_status mm_check(ot_kview c, ot_kview a, ot_kview b, int trans_b, mm_prob *pr) {
   static const char *op = "matmul";
   OT_TRY(ot_kcheck(op, "a", a, 2, 3, OT_KM_FLOAT));
-  OT_TRY(ot_kcheck(op, "b", b, 2, 3, OT_KM_FLOAT | OT_KM(OT_Q8B)));
+  OT_TRY(ot_kcheck(op, "b", b, 2, 3, OT_KM_FLOAT | OT_KM_BLOCK));
   OT_TRY(ot_kcheck(op, "c", c, 2, 3, OT_KM_FLOAT));
   if (trans_b) b = ot_kview_t(b);
   int64_t batch = c.ndim == 3 ? c.ne[0] : 1;

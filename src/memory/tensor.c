@@ -30,9 +30,10 @@ static ot_status check_shape(const char *name, ot_dtype dt, int ndim, const int6
       return ot_fail(OT_ERR_SHAPE, "tensor '%s': element count overflows", name);
     n *= shape[i];
   }
-  if (dt == OT_Q8B && shape[ndim - 1] % OT_Q8B_BLOCK)
-    return ot_fail(OT_ERR_SHAPE, "tensor '%s': q8b needs the last dim (%lld) to be a multiple of %d", name,
-                   (long long)shape[ndim - 1], OT_Q8B_BLOCK);
+  const int blk = ot_dtype_block(dt);
+  if (blk && (ndim < 1 || shape[ndim - 1] % blk))
+    return ot_fail(OT_ERR_SHAPE, "tensor '%s': %s needs the last dim (%lld) to be a multiple of %d", name,
+                   ot_dtype_name(dt), ndim ? (long long)shape[ndim - 1] : 0LL, blk);
   *numel = n;
   return OT_OK;
 }
@@ -152,8 +153,9 @@ ot_status ot_tensor_slice(const ot_tensor *t, int dim, int64_t start, int64_t le
   if (start < 0 || len < 0 || start > t->ne[dim] - len)
     return ot_fail(OT_ERR_SHAPE, "slice of '%s': [%lld, %lld) outside dim %d of size %lld", t->name,
                    (long long)start, (long long)(start + len), dim, (long long)t->ne[dim]);
-  if (t->dt == OT_Q8B && dim == t->ndim - 1 && (start % OT_Q8B_BLOCK || len % OT_Q8B_BLOCK))
-    return ot_fail(OT_ERR_SHAPE, "slice of q8b '%s' would split a block of %d", t->name, OT_Q8B_BLOCK);
+  const int blk = ot_dtype_block(t->dt);
+  if (blk && dim == t->ndim - 1 && (start % blk || len % blk))
+    return ot_fail(OT_ERR_SHAPE, "slice of %s '%s' would split a block of %d", ot_dtype_name(t->dt), t->name, blk);
   OT_TRY(clone_view(t, "[slice]", out));
   (*out)->ne[dim] = len;
   (*out)->off += start * t->nb[dim];
@@ -182,8 +184,9 @@ ot_status ot_tensor_transpose(const ot_tensor *t, int d0, int d1, ot_tensor **ou
   if (!t) return ot_fail(OT_ERR_INVALID_ARG, "transpose of a NULL tensor");
   if (d0 < 0 || d1 < 0 || d0 >= t->ndim || d1 >= t->ndim)
     return ot_fail(OT_ERR_SHAPE, "transpose of '%s': dims %d,%d out of range (ndim %d)", t->name, d0, d1, t->ndim);
-  if (t->dt == OT_Q8B && d0 != d1)
-    return ot_fail(OT_ERR_SHAPE, "transpose of q8b '%s': blocks must stay along the last dim", t->name);
+  if (ot_dtype_block(t->dt) && d0 != d1)
+    return ot_fail(OT_ERR_SHAPE, "transpose of %s '%s': blocks must stay along the last dim", ot_dtype_name(t->dt),
+                   t->name);
   OT_TRY(clone_view(t, "[T]", out));
   int64_t e = (*out)->ne[d0], s = (*out)->nb[d0];
   (*out)->ne[d0] = (*out)->ne[d1];
@@ -239,7 +242,8 @@ int ot_tensor_is_contiguous(const ot_tensor *t) {
 size_t ot_tensor_nbytes(const ot_tensor *t) { return ot_dtype_bytes(t->dt, ot_tensor_numel(t)); }
 
 size_t ot_tensor_byte_offset(const ot_tensor *t) {
-  if (t->dt == OT_Q8B) return (size_t)(t->off / OT_Q8B_BLOCK) * sizeof(ot_q8b_block);
+  const int blk = ot_dtype_block(t->dt);
+  if (blk) return (size_t)(t->off / blk) * ot_dtype_bytes(t->dt, blk);
   return ot_dtype_bytes(t->dt, t->off);
 }
 
@@ -251,7 +255,8 @@ void ot_tensor_byte_span(const ot_tensor *t, size_t *first, size_t *end) {
     *end = *first;
     return;
   }
-  if (t->dt == OT_Q8B) *end = (size_t)(last / OT_Q8B_BLOCK + 1) * sizeof(ot_q8b_block);
+  const int blk = ot_dtype_block(t->dt);
+  if (blk) *end = (size_t)(last / blk + 1) * ot_dtype_bytes(t->dt, blk);
   else *end = ot_dtype_bytes(t->dt, last + 1);
 }
 
@@ -265,9 +270,10 @@ static ot_status strided_copy(const ot_tensor *t, float *buf, int64_t n, int to_
   int64_t numel = ot_tensor_numel(t);
   if (n != numel)
     return ot_fail(OT_ERR_SHAPE, "tensor '%s' has %lld elements, buffer %lld", t->name, (long long)numel, (long long)n);
-  if (t->dt != OT_F32 && t->dt != OT_F16 && t->dt != OT_BF16 && t->dt != OT_Q8B)
+  const int blk = ot_dtype_block(t->dt);
+  if (t->dt != OT_F32 && t->dt != OT_F16 && t->dt != OT_BF16 && !blk)
     return ot_fail(OT_ERR_DTYPE, "tensor '%s': f32 copy of a %s tensor", t->name, ot_dtype_name(t->dt));
-  if (t->dt == OT_Q8B) {
+  if (blk) {
     /* Blocks run along the contiguous last dim: convert row by row. */
     int64_t rows = numel / t->ne[t->ndim - 1], cols = t->ne[t->ndim - 1];
     for (int64_t r = 0; r < rows; r++) {
@@ -276,9 +282,9 @@ static ot_status strided_copy(const ot_tensor *t, float *buf, int64_t n, int to_
         e += (rem % t->ne[i]) * t->nb[i];
         rem /= t->ne[i];
       }
-      void *p = (char *)t->st->home + (size_t)(e / OT_Q8B_BLOCK) * sizeof(ot_q8b_block);
-      OT_TRY(to_tensor ? ot_convert(OT_Q8B, p, OT_F32, buf + r * cols, cols)
-                       : ot_convert(OT_F32, buf + r * cols, OT_Q8B, p, cols));
+      void *p = (char *)t->st->home + (size_t)(e / blk) * ot_dtype_bytes(t->dt, blk);
+      OT_TRY(to_tensor ? ot_convert(t->dt, p, OT_F32, buf + r * cols, cols)
+                       : ot_convert(OT_F32, buf + r * cols, t->dt, p, cols));
     }
     return OT_OK;
   }

@@ -129,15 +129,15 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   int64_t D = cfg->hidden_size, F = cfg->intermediate_size, V = cfg->vocab_size, P = cfg->max_position_embeddings;
   ot_dtype wt = ot_wset_matmul_dtype(w, wdtype, "transformer.h.0.mlp.c_fc.weight");
   /* wte is both the embedding table (rows) and the tied head: no q8b */
-  ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
+  ot_dtype et = ot_dtype_block(wt) ? OT_BF16 : wt;
   /* c_attn is sliced by columns: q8b blocks run along rows of [D, 3D], and a
    * column slice of D would cut them only if D % 32 != 0 */
-  ot_dtype at = wt == OT_Q8B && D % OT_Q8B_BLOCK ? OT_BF16 : wt;
-  /* bytes of the model (every matrix in wt, about a byte per q8b element),
+  ot_dtype at = ot_dtype_block(wt) && D % 32 ? OT_BF16 : wt;
+  /* bytes of the model (every matrix in wt, about a byte per q8b element, an upper bound for q4b),
    * for progress and for the host-memory check before anything is made */
   int ovf = 0;
-  const int64_t NL = cfg->num_layers, wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1);
-  const int64_t ab = at == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(at, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  const int64_t NL = cfg->num_layers, wb = ot_dtype_block(wt) ? 1 : (int64_t)ot_dtype_bytes(wt, 1);
+  const int64_t ab = ot_dtype_block(at) ? 1 : (int64_t)ot_dtype_bytes(at, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
   int64_t mats = ot_sz_mul(&ovf, NL, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, ot_sz_add(&ovf, ot_sz_mul(&ovf, D, D),
                                                                                     ot_sz_mul3(&ovf, 2, D, F))),
                                                 ot_sz_mul3(&ovf, ab, 3 * D, D)));

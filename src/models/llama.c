@@ -249,7 +249,7 @@ static void plus_one(ot_tensor *t, int64_t n) {
 static ot_status make_experts(ot_lm *m, llama *l, ot_dtype wt) {
   const ot_hf_config *c = &l->cfg;
   ot_dtype xt = wt;
-  if (wt == OT_Q8B && (c->hidden_size % OT_Q8B_BLOCK || c->moe_intermediate % OT_Q8B_BLOCK)) xt = OT_F32;
+  if (ot_dtype_block(wt) && (c->hidden_size % 32 || c->moe_intermediate % 32)) xt = OT_F32;
   const ot_experts_shape sh = {.n_layers = (int)c->num_layers, .n_experts = (int)c->n_experts, .top_k = (int)c->top_k,
                                .normalize = c->norm_topk, .hidden = c->hidden_size,
                                .intermediate = c->moe_intermediate, .dtype = xt};
@@ -272,7 +272,7 @@ static ot_status add_experts(llama *l, layer *y, int i) {
   const int64_t sED[2] = {c->n_experts, D}, sFD[2] = {Fm, D}, sDF[2] = {D, Fm};
   const float s_in = 1.0f / sqrtf((float)D), s_ff = 1.0f / sqrtf((float)Fm);
   /* the router in the experts' dtype unless q8b (its rows are few and read once) */
-  ot_status s = ot_wset_add(w, xt == OT_Q8B ? OT_BF16 : xt, 2, sED, s_in, &y->router, "model.layers.%d.%s.gate.weight",
+  ot_status s = ot_wset_add(w, ot_dtype_block(xt) ? OT_BF16 : xt, 2, sED, s_in, &y->router, "model.layers.%d.%s.gate.weight",
                             i, mlp);
   static const char *const mx[3] = {"w1", "w3", "w2"}, *const qw[3] = {"gate_proj", "up_proj", "down_proj"};
   for (int e = 0; s == OT_OK && e < c->n_experts; e++) {
@@ -290,7 +290,7 @@ static ot_status add_experts(llama *l, layer *y, int i) {
   if (s == OT_OK)
     s = ot_wset_add(w, wt, 2, sDS, 1.0f / sqrtf((float)Fs), &y->wd, "model.layers.%d.mlp.shared_expert.down_proj.weight", i);
   if (s == OT_OK)
-    s = ot_wset_add(w, wt == OT_Q8B ? OT_BF16 : wt, 2, s1D, s_in, &y->wsg, "model.layers.%d.mlp.shared_expert_gate.weight", i);
+    s = ot_wset_add(w, ot_dtype_block(wt) ? OT_BF16 : wt, 2, s1D, s_in, &y->wsg, "model.layers.%d.mlp.shared_expert_gate.weight", i);
   return s;
 }
 
@@ -321,11 +321,11 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
                                                                   : "model.layers.0.self_attn.q_proj.weight");
   /* The embedding table is read by rows: q8b would need a dequantising
    * lookup; keep it in bf16 then (or f32 when that is what was asked). */
-  ot_dtype et = wt == OT_Q8B ? OT_BF16 : wt;
-  /* bytes of the model (every matrix in wt, about a byte per q8b element),
+  ot_dtype et = ot_dtype_block(wt) ? OT_BF16 : wt;
+  /* bytes of the model (every matrix in wt, about a byte per q8b element, an upper bound for q4b),
    * for progress and for the host-memory check before anything is made */
   int ovf = 0;
-  const int64_t wb = wt == OT_Q8B ? 1 : (int64_t)ot_dtype_bytes(wt, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
+  const int64_t wb = ot_dtype_block(wt) ? 1 : (int64_t)ot_dtype_bytes(wt, 1), eb = (int64_t)ot_dtype_bytes(et, 1);
   int64_t mlp = ot_sz_mul3(&ovf, 3, F, D);
   if (cfg->n_experts) /* the experts and the router; qwen2_moe: the shared expert and its gate */
     mlp = ot_sz_add(&ovf, ot_sz_mul(&ovf, cfg->n_experts, ot_sz_add(&ovf, ot_sz_mul3(&ovf, 3, cfg->moe_intermediate, D), D)),

@@ -40,7 +40,7 @@ ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot
   OT_TRY(ot_lm_check_weight(ck, name, ndim, shape, &info));
   ot_status s;
   /* q8b needs whole blocks along rows; vectors (norms, biases) stay f32. */
-  if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
+  if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
   ot_tensor *t;
   OT_TRY(ot_tensor_create(ctx, name, dt, ndim, shape, &t));
   if (info->dtype == dt) {

@@ -53,13 +53,13 @@ ot_status ot_wset_add(ot_wset *w, ot_dtype dt, int ndim, const int64_t *shape, f
      * at once, not after gigabytes of earlier layers. The tensor wraps one
      * byte it never reads, so the model's views can still be made. */
     static unsigned char nothing;
-    if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
+    if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
     s = w->ck ? ot_lm_check_weight(w->ck, name, ndim, shape, NULL) : OT_OK;
     if (s == OT_OK) s = ot_tensor_wrap(w->ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t);
   } else if (w->ck) {
     s = ot_lm_load_weight(w->ctx, w->ck, name, dt, ndim, shape, &t);
   } else {
-    if (dt == OT_Q8B && (ndim < 2 || shape[ndim - 1] % OT_Q8B_BLOCK)) dt = OT_F32;
+    if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
     s = ot_tensor_create(w->ctx, name, dt, ndim, shape, &t);
     if (s == OT_OK) {
       int64_t n = ot_tensor_numel(t);

@@ -39,8 +39,8 @@ static ot_status run_add_positions(const ot_op_exec *e) {
 ot_status ot_op_add_positions(ot_program *p, ot_tensor *out, ot_tensor *table, int pos_slot) {
   if (!p || !out || !table) return ot_fail(OT_ERR_INVALID_ARG, "add_positions: NULL argument");
   if (ot_tensor_ndim(table) != 2 || ot_tensor_ndim(out) != 2 || ot_tensor_dim(out, 1) != ot_tensor_dim(table, 1) ||
-      ot_tensor_dtype(table) == OT_Q8B)
-    return ot_fail(OT_ERR_SHAPE, "add_positions: table '%s' must be [positions, d] (not q8b) and out '%s' [T, d]",
+      ot_dtype_block(ot_tensor_dtype(table)))
+    return ot_fail(OT_ERR_SHAPE, "add_positions: table '%s' must be [positions, d] (not block-quantized) and out '%s' [T, d]",
                    ot_tensor_name(table), ot_tensor_name(out));
   posadd_params prm = {pos_slot};
   ot_ops_args a = {.in = {out, table}, .n_in = 2, .out = {out}, .n_out = 1};

@@ -49,7 +49,7 @@ uint64_t ot_trand_u64(uint64_t *s) { return ot_test_rand_u64(s); }
 
 float ot_trand_f(uint64_t *s, float lo, float hi) { return ot_test_rand_uniform(s, lo, hi); }
 
-static size_t elem_bytes(ot_dtype dt) { return dt == OT_Q8B ? 0 : ot_dtype_bytes(dt, 1); }
+static size_t elem_bytes(ot_dtype dt) { return ot_dtype_block(dt) ? 0 : ot_dtype_bytes(dt, 1); }
 
 ot_tbuf ot_tbuf_rand(ot_dtype dt, int64_t n, uint64_t seed, float lo, float hi) {
   ot_tbuf b = {dt, n, ot_dtype_bytes(dt, n), NULL, NULL, NULL, NULL};

@@ -21,10 +21,16 @@ char *ot_test_model_path(const char *set, const char *file) {
 
 void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n_prompt, int n_gen,
                       ot_strategy strategy, ot_trace *tr, ot_test_gen *out) {
+  ot_test_generate_as(ctx, set, OT_DTYPE_KEEP, prompt, n_prompt, n_gen, strategy, 0, tr, out);
+}
+
+void ot_test_generate_as(ot_ctx *ctx, const char *set, ot_dtype dtype, const int32_t *prompt, int n_prompt, int n_gen,
+                         ot_strategy strategy, uint64_t budget, ot_trace *tr, ot_test_gen *out) {
   assert_true(n_gen <= (int)(sizeof out->tokens / sizeof out->tokens[0]));
   char *dir = ot_test_model_path(set, "");
   ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  OT_ASSERT_OK(ot_model_load(ctx, dir, dtype, NULL, NULL, &m));
+  out->weight_bytes = m->weight_bytes;
   char npy[] = "/tmp/ot_model_test_XXXXXX";
   int fd = mkstemp(npy);
   assert_true(fd >= 0);
@@ -33,6 +39,7 @@ void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n
   g.max_new_tokens = n_gen;
   g.logits_out = npy;
   g.sched.strategy = strategy;
+  g.sched.budget_bytes = budget;
   g.trace = tr;
   ot_gen_result r;
   OT_ASSERT_OK(ot_generate(m, prompt, n_prompt, &g, &r));

@@ -14,6 +14,7 @@ typedef struct ot_test_gen {
   ot_npy_array logits; /* f32 [n_prompt, vocab] of the prompt; ot_npy_free it */
   int32_t tokens[64];
   int n_tokens;
+  uint64_t weight_bytes; /* the loaded model's */
 } ot_test_gen;
 
 /* Loads reference set `set` into ctx and generates n_gen (<= 64) greedy tokens
@@ -21,6 +22,11 @@ typedef struct ot_test_gen {
  * trace against its budgets); fails the test on any error. */
 void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n_prompt, int n_gen,
                       ot_strategy strategy, ot_trace *tr, ot_test_gen *out);
+
+/* The same with the weights stored as `dtype` (OT_DTYPE_KEEP: as in the
+ * checkpoint) under a device budget (0: the context's). */
+void ot_test_generate_as(ot_ctx *ctx, const char *set, ot_dtype dtype, const int32_t *prompt, int n_prompt, int n_gen,
+                         ot_strategy strategy, uint64_t budget, ot_trace *tr, ot_test_gen *out);
 
 /* A reference set's manifest.json: its prompt and transformers' greedy tokens. */
 typedef struct ot_test_manifest {

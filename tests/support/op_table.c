@@ -58,7 +58,7 @@ static ot_tensor *make(oc_case *c, oc_role r, const char *name, ot_dtype dt, oc_
   if (c->n == OC_MAX_T) fail_msg("op table: more than %d tensors in one row", OC_MAX_T);
   int k = c->n++;
   ot_tensor *t;
-  if (c->guard && (r == OC_OUT || r == OC_ACC) && dt != OT_Q8B) {
+  if (c->guard && (r == OC_OUT || r == OC_ACC) && !ot_dtype_block(dt)) {
     /* a view of rows 1..d0 of a storage with one guard row before and after */
     oc_shape ps = s;
     ps.d[0] += 2;
