@@ -635,6 +635,24 @@ static void test_inspect(void **state) {
   assert_non_null(strstr(r.out, "30 tensors in 1 file(s)"));
   assert_null(strstr(r.out, "config:"));
   cli_free(&r);
+  /* a GGUF file: its metadata and tensors; run says it cannot build a model
+   * from one yet, and a broken one is refused for what is wrong in it */
+  char g[4096];
+  snprintf(g, sizeof g, "%s/../../gguf/tiny.gguf", gqa);
+  r = cli("inspect", g);
+  expect_ok(&r, "inspect FILE.gguf");
+  const char *gwant[] = {"GGUF version 3, architecture llama", "blk.0.attn_q.weight", "Q4_0", "[4, 64]",
+                         "tokenizer.ggml.tokens", "array of 5 string", "5 tensors"};
+  for (size_t i = 0; i < sizeof gwant / sizeof gwant[0]; i++)
+    if (!strstr(r.out, gwant[i])) {
+      show(&r);
+      fail_msg("inspect FILE.gguf: no '%s'", gwant[i]);
+    }
+  cli_free(&r);
+  expect_bad(cli("run", g, "--prompt-ids", "1"), "run FILE.gguf", "tiny.gguf", "a GGUF file", "not build a model");
+  snprintf(g, sizeof g, "%s/../../gguf/bad-type.gguf", gqa);
+  expect_bad(cli("inspect", g), "inspect a bad GGUF", "bad-type.gguf", "tensor 'w'", "ggml type 99");
+  expect_bad(cli("run", g, "--prompt-ids", "1"), "run a bad GGUF", "bad-type.gguf", "ggml type 99");
 }
 
 /* A small demo: the default budget is a quarter of --size, the model is

@@ -1,9 +1,11 @@
 /* cmd_inspect.c — `omptensor inspect FILE|DIR`: what a checkpoint holds. */
+#include <stdio.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "cli.h"
 #include "common.h"
+#include "omptensor/gguf.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
 
@@ -19,14 +21,64 @@ static void print_info(const ot_st_info *t, int shards) {
   else printf("%-60s %-5s %-22s %12s\n", t->name, ot_dtype_name(t->dtype), shape, b);
 }
 
+/* A GGUF file: its version, metadata (arrays by type and length) and tensors. */
+static int inspect_gguf(const char *prog, const char *path) {
+  ot_gguf *g;
+  ot_status st = ot_gguf_open(path, &g);
+  if (st != OT_OK) return ot_cli_fail(prog, st);
+  const char *arch = ot_gguf_get_string(g, "general.architecture");
+  printf("GGUF version %u, architecture %s, %d metadata keys, %d tensors, alignment %llu\n", ot_gguf_version(g),
+         arch ? arch : "(none)", ot_gguf_num_kv(g), ot_gguf_num_tensors(g), (unsigned long long)ot_gguf_alignment(g));
+  for (int i = 0; i < ot_gguf_num_kv(g); i++) {
+    ot_gguf_vtype t, e;
+    uint64_t count;
+    const char *key = ot_gguf_key_at(g, i, &t, &e, &count);
+    int64_t iv;
+    double fv;
+    if (t == OT_GGUF_V_STRING) printf("  %-44s string  %.60s\n", key, ot_gguf_get_string(g, key));
+    else if (t == OT_GGUF_V_ARRAY) printf("  %-44s array of %llu %s\n", key, (unsigned long long)count, ot_gguf_vtype_name(e));
+    else if (ot_gguf_get_int(g, key, &iv)) printf("  %-44s %-7s %lld\n", key, ot_gguf_vtype_name(t), (long long)iv);
+    else if (ot_gguf_get_float(g, key, &fv)) printf("  %-44s %-7s %g\n", key, ot_gguf_vtype_name(t), fv);
+    else printf("  %-44s %s\n", key, ot_gguf_vtype_name(t));
+  }
+  uint64_t total = 0;
+  for (int i = 0; i < ot_gguf_num_tensors(g); i++) {
+    const ot_gguf_tensor *t = ot_gguf_tensor_at(g, i);
+    char shape[96], b[32];
+    int k = snprintf(shape, sizeof shape, "[");
+    for (int d = 0; d < t->ndim && k < (int)sizeof shape; d++)
+      k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
+    if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
+    ot_size_format(t->bytes, b, sizeof b);
+    printf("%-60s %-5s %-22s %12s\n", t->name, ot_gguf_type_name(t->type), shape, b);
+    total += t->bytes;
+  }
+  char b[32];
+  ot_size_format(total, b, sizeof b);
+  printf("%d tensors, %s (%llu bytes)\n", ot_gguf_num_tensors(g), b, (unsigned long long)total);
+  ot_gguf_close(g);
+  return 0;
+}
+
+/* Whether `path` is a GGUF file (by its first 4 bytes). */
+static int is_gguf(const char *path) {
+  FILE *f = fopen(path, "rb");
+  if (!f) return 0;
+  char m[4] = {0};
+  const int yes = fread(m, 1, 4, f) == 4 && memcmp(m, "GGUF", 4) == 0;
+  fclose(f);
+  return yes;
+}
+
 int ot_cli_inspect(int argc, char **argv) {
   const char *prog = "omptensor inspect";
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
-      printf("usage: omptensor inspect FILE.safetensors | MODEL_DIR\n\n"
+      printf("usage: omptensor inspect FILE.safetensors | FILE.gguf | MODEL_DIR\n\n"
              "Lists the tensors of a safetensors file or a Hugging Face model directory (one\n"
              "model.safetensors or shards with model.safetensors.index.json): name, dtype,\n"
-             "shape, bytes; and the model's config.json when there is one.\n");
+             "shape, bytes; and the model's config.json when there is one. A GGUF file\n"
+             "(llama.cpp's format): its metadata and tensors with their ggml types.\n");
       return 0;
     }
     if (argv[i][0] == '-') {
@@ -40,6 +92,8 @@ int ot_cli_inspect(int argc, char **argv) {
     return 2;
   }
   const char *path = argv[1];
+  struct stat gs;
+  if (stat(path, &gs) == 0 && S_ISREG(gs.st_mode) && is_gguf(path)) return inspect_gguf(prog, path);
   ot_ckpt *ck;
   ot_status st = ot_ckpt_open(path, &ck);
   if (st != OT_OK) return ot_cli_fail(prog, st);

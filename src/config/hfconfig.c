@@ -19,10 +19,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "core/checked.h"
 #include "core/error.h"
 #include "io/fileio.h"
+#include "omptensor/gguf.h"
 #include "io/json_util.h"
 #include "omptensor/hfconfig.h"
 #include "config/hf_internal.h"
@@ -855,10 +857,39 @@ static ot_status not_a_model_dir(const char *path) {
                  path);
 }
 
+/* Whether `path` is a file that starts with GGUF's magic. */
+static int is_gguf(const char *path) {
+  int fd;
+  uint64_t size;
+  char m[4];
+  if (ot_io_open_read(path, &fd, &size) != OT_OK) {
+    ot_clear_error();
+    return 0;
+  }
+  const int yes = size >= 4 && ot_io_pread_full(fd, m, 4, 0, path) == OT_OK && memcmp(m, "GGUF", 4) == 0;
+  close(fd);
+  ot_clear_error();
+  return yes;
+}
+
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
   int dir = ot_io_is_dir(path) == 1;
   if (!dir && is_safetensors(path, NULL, 0)) return not_a_model_dir(path);
+  /* a GGUF file: say so, not "invalid JSON" (its tensors are readable, a
+   * model from them is not yet built) */
+  ot_gguf *gg;
+  if (!dir && is_gguf(path)) {
+    OT_TRY(ot_gguf_open(path, &gg)); /* a broken one: what is wrong in it */
+    const char *arch = ot_gguf_get_string(gg, "general.architecture");
+    ot_status u = ot_fail(OT_ERR_UNSUPPORTED,
+                          "%s: a GGUF file (architecture %s, %d tensors); omptensor reads its header and tensors "
+                          "(omptensor inspect) but does not build a model from GGUF yet: give a Hugging Face model "
+                          "directory (config.json + safetensors), with --dtype int4 for 4-bit weights",
+                          path, arch ? arch : "none", ot_gguf_num_tensors(gg));
+    ot_gguf_close(gg);
+    return u;
+  }
   char *file = dir ? ot_io_join(path, "config.json") : NULL;
   const char *p = file ? file : path;
   char *text;

@@ -1,0 +1,198 @@
+/* test_io_gguf.c — the GGUF reader (gguf.h) against files written by the
+ * `gguf` package (scripts/gen_gguf_ref.py, tests/data/gguf):
+ *   - tiny.gguf (gguf.GGUFWriter): every metadata type read back as written,
+ *     the tensors' names, shapes (outermost first), types, sizes and
+ *     offsets (aligned to its general.alignment of 64); the values of the
+ *     F32, F16, BF16 and Q4_0 tensors equal to gguf.quants.dequantize's, bit
+ *     for bit (Q4_0 read as omptensor's q4b: the same layout);
+ *   - every prefix of it short of its last tensor byte is refused, and each
+ *     bad-*.gguf for its one defect, naming the file and what is wrong. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <jansson.h>
+
+#include "omptensor/dtype.h"
+#include "omptensor/gguf.h"
+#include "ot_test.h"
+
+static char *path_of(const char *name) {
+  const char *d = getenv("OT_TEST_DATA");
+  assert_non_null(d);
+  char *p = malloc(strlen(d) + strlen(name) + 8);
+  assert_non_null(p);
+  sprintf(p, "%s/gguf/%s", d, name);
+  return p;
+}
+
+static unsigned char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  unsigned char *b = malloc(*len + 1);
+  assert_non_null(b);
+  assert_int_equal(fread(b, 1, *len, f), *len);
+  fclose(f);
+  return b;
+}
+
+static void tiny_file(void **state) {
+  (void)state;
+  char *gp = path_of("tiny.gguf"), *jp = path_of("tiny.json");
+  json_error_t jerr;
+  json_t *ex = json_load_file(jp, 0, &jerr);
+  if (!ex) fail_msg("%s: %s", jp, jerr.text);
+  ot_gguf *g;
+  OT_ASSERT_OK(ot_gguf_open(gp, &g));
+  assert_int_equal(ot_gguf_version(g), 3);
+  assert_int_equal(ot_gguf_alignment(g), 64);
+  assert_int_equal(ot_gguf_data_offset(g) % 64, 0);
+  /* metadata */
+  json_t *md = json_object_get(ex, "metadata");
+  const char *key;
+  json_t *v;
+  json_object_foreach(md, key, v) {
+    if (!ot_gguf_has(g, key)) fail_msg("metadata '%s' missing", key);
+    int64_t i;
+    double f;
+    if (json_is_string(v)) {
+      assert_non_null(ot_gguf_get_string(g, key));
+      assert_string_equal(ot_gguf_get_string(g, key), json_string_value(v));
+    } else if (json_is_integer(v)) {
+      assert_true(ot_gguf_get_int(g, key, &i));
+      assert_true(i == (int64_t)json_integer_value(v));
+    } else if (json_is_real(v)) {
+      assert_true(ot_gguf_get_float(g, key, &f));
+      assert_true(f == json_real_value(v) || (float)f == (float)json_real_value(v)); /* f32 keys hold floats */
+    } else if (json_is_array(v)) {
+      for (size_t j = 0; j < json_array_size(v); j++)
+        assert_string_equal(ot_gguf_get_array_string(g, key, j), json_string_value(json_array_get(v, j)));
+      assert_null(ot_gguf_get_array_string(g, key, json_array_size(v)));
+    }
+  }
+  ot_gguf_vtype t, e;
+  uint64_t count = 0;
+  int found = 0;
+  for (int k = 0; k < ot_gguf_num_kv(g); k++)
+    if (strcmp(ot_gguf_key_at(g, k, &t, &e, &count), "t.ints") == 0) {
+      found = 1;
+      assert_int_equal(t, OT_GGUF_V_ARRAY);
+      assert_int_equal(e, OT_GGUF_V_I32);
+      assert_int_equal(count, 5);
+    }
+  assert_true(found);
+  assert_null(ot_gguf_get_string(g, "t.u8")); /* the wrong type is no value */
+  /* tensors */
+  size_t flen;
+  unsigned char *file = slurp(gp, &flen);
+  json_t *ts = json_object_get(ex, "tensors");
+  assert_int_equal(ot_gguf_num_tensors(g), (int)json_array_size(ts));
+  for (size_t k = 0; k < json_array_size(ts); k++) {
+    json_t *jt = json_array_get(ts, k);
+    const char *name = json_string_value(json_object_get(jt, "name"));
+    const ot_gguf_tensor *gt = ot_gguf_find_tensor(g, name);
+    if (!gt) fail_msg("tensor '%s' missing", name);
+    json_t *shape = json_object_get(jt, "shape");
+    assert_int_equal(gt->ndim, (int)json_array_size(shape));
+    int64_t n = 1;
+    for (int d = 0; d < gt->ndim; d++) {
+      assert_int_equal(gt->shape[d], json_integer_value(json_array_get(shape, (size_t)d)));
+      n *= gt->shape[d];
+    }
+    const char *type = json_string_value(json_object_get(jt, "type"));
+    assert_string_equal(ot_gguf_type_name(gt->type), type);
+    assert_int_equal((gt->offset - ot_gguf_data_offset(g)) % 64, 0);
+    assert_true(gt->offset + gt->bytes <= flen);
+    json_t *vals = json_object_get(jt, "values");
+    assert_int_equal(json_array_size(vals), (size_t)n);
+    float *got = malloc((size_t)n * sizeof *got);
+    assert_non_null(got);
+    const void *src = file + gt->offset;
+    ot_dtype dt = gt->type == OT_GGUF_F32    ? OT_F32
+                  : gt->type == OT_GGUF_F16  ? OT_F16
+                  : gt->type == OT_GGUF_BF16 ? OT_BF16
+                  : gt->type == OT_GGUF_Q4_0 ? OT_Q4B
+                                             : OT_DTYPE_COUNT;
+    if (dt == OT_DTYPE_COUNT) { /* Q8_0: its size only, for now */
+      assert_int_equal(gt->bytes, (uint64_t)(n / 32 * 34));
+      free(got);
+      continue;
+    }
+    assert_int_equal(gt->bytes, ot_dtype_bytes(dt, n));
+    OT_ASSERT_OK(ot_convert(OT_F32, got, dt, src, n));
+    for (int64_t i = 0; i < n; i++)
+      if (got[i] != (float)json_real_value(json_array_get(vals, (size_t)i)))
+        fail_msg("%s (%s) value %lld: %.9g, gguf.quants.dequantize %.9g", name, type, (long long)i, got[i],
+                 json_real_value(json_array_get(vals, (size_t)i)));
+    free(got);
+  }
+  assert_null(ot_gguf_find_tensor(g, "nope"));
+  uint64_t end = 0; /* past it the writer only pads */
+  for (int k = 0; k < ot_gguf_num_tensors(g); k++)
+    if (ot_gguf_tensor_at(g, k)->offset + ot_gguf_tensor_at(g, k)->bytes > end)
+      end = ot_gguf_tensor_at(g, k)->offset + ot_gguf_tensor_at(g, k)->bytes;
+  ot_gguf_close(g);
+  /* every prefix that cuts into the header or a tensor is refused */
+  for (size_t cut = 0; cut < end; cut++) {
+    ot_gguf *p = NULL;
+    ot_status s = ot_gguf_open_mem(file, cut, "tiny-prefix", &p);
+    if (s == OT_OK) fail_msg("a prefix of %zu of %zu bytes was accepted", cut, flen);
+    assert_int_equal(s, OT_ERR_FORMAT);
+    assert_null(p);
+    assert_non_null(strstr(ot_last_error(), "tiny-prefix"));
+  }
+  ot_gguf *whole = NULL;
+  OT_ASSERT_OK(ot_gguf_open_mem(file, flen, "tiny", &whole));
+  assert_int_equal(ot_gguf_num_tensors(whole), (int)json_array_size(ts));
+  ot_gguf_close(whole);
+  free(file);
+  json_decref(ex);
+  free(gp);
+  free(jp);
+}
+
+static void bad_files(void **state) {
+  (void)state;
+  static const struct {
+    const char *file, *says;
+  } cases[] = {
+      {"bad-magic.gguf", "not a GGUF file"},
+      {"bad-version.gguf", "GGUF version 7"},
+      {"bad-alignment.gguf", "general.alignment"},
+      {"bad-offset.gguf", "tensor 'w'"},
+      {"bad-unaligned.gguf", "not a multiple of the alignment"},
+      {"bad-type.gguf", "ggml type 99"},
+      {"bad-blocks.gguf", "whole blocks of 32"},
+      {"bad-dup.gguf", "two tensors are named 'w'"},
+      {"bad-truncated.gguf", "bad-truncated.gguf"},
+      {"bad-dims.gguf", "dim 1 is 0"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    char *p = path_of(cases[k].file);
+    ot_gguf *g = NULL;
+    ot_status s = ot_gguf_open(p, &g);
+    if (s == OT_OK) fail_msg("%s was accepted", cases[k].file);
+    assert_int_equal(s, OT_ERR_FORMAT);
+    assert_null(g);
+    if (!strstr(ot_last_error(), cases[k].says) || !strstr(ot_last_error(), cases[k].file))
+      fail_msg("%s: the message does not say '%s' and name the file: %s", cases[k].file, cases[k].says,
+               ot_last_error());
+    free(p);
+  }
+  ot_gguf *g = NULL;
+  assert_int_equal(ot_gguf_open("/nonexistent/x.gguf", &g), OT_ERR_NOT_FOUND);
+  assert_int_equal(ot_gguf_open_mem(NULL, 4, "x", &g), OT_ERR_INVALID_ARG);
+  ot_gguf_close(NULL);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(tiny_file), cmocka_unit_test(bad_files)};
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
