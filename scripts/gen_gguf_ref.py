@@ -122,3 +122,24 @@ BAD = {
 for n, a in BAD.items():
     write(n, **a)
 print(f"wrote {out}: tiny.gguf, tiny.json, " + ", ".join(BAD))
+
+
+# ---- random blocks of each type, dequantized by gguf.quants (blocks.json) ----------
+def f16_bytes(vals):
+    return np.asarray(vals, dtype=np.float16).view(np.uint8)
+
+
+BLOCKS = [(T.Q8_0, 34, 32, [(0, 2)]), (T.Q4_0, 18, 32, [(0, 2)]),
+          (T.Q4_K, 144, 256, [(0, 2), (2, 4)]), (T.Q6_K, 210, 256, [(208, 210)])]
+blocks = []
+for t, size, per, f16_at in BLOCKS:
+    nb = 6
+    raw = rng.integers(0, 256, size=(nb, size), dtype=np.uint8)
+    for a, b in f16_at:        # scales: finite f16 values of either sign
+        raw[:, a:b] = f16_bytes(rng.standard_normal(nb) * 0.05).reshape(nb, 2)
+    deq = quants.dequantize(raw, t).astype(np.float32).reshape(-1)
+    blocks.append({"type": t.name, "ggml_type": int(t), "n": nb * per, "hex": raw.tobytes().hex(),
+                   "values": [float(v) for v in deq]})
+with open(os.path.join(out, "blocks.json"), "w") as f:
+    json.dump(blocks, f)
+print("wrote blocks.json:", ", ".join(b["type"] for b in blocks))

@@ -3,8 +3,10 @@
  *   - tiny.gguf (gguf.GGUFWriter): every metadata type read back as written,
  *     the tensors' names, shapes (outermost first), types, sizes and
  *     offsets (aligned to its general.alignment of 64); the values of the
- *     F32, F16, BF16 and Q4_0 tensors equal to gguf.quants.dequantize's, bit
- *     for bit (Q4_0 read as omptensor's q4b: the same layout);
+ *     F32, F16, BF16, Q8_0 and Q4_0 tensors equal to gguf.quants.dequantize's,
+ *     bit for bit (Q4_0 read as omptensor's q4b: the same layout);
+ *   - random blocks of Q8_0, Q4_0, Q4_K and Q6_K dequantized bit for bit as
+ *     gguf.quants does (blocks.json);
  *   - every prefix of it short of its last tensor byte is refused, and each
  *     bad-*.gguf for its one defect, naming the file and what is wrong. */
 #include <setjmp.h>
@@ -120,13 +122,13 @@ static void tiny_file(void **state) {
                   : gt->type == OT_GGUF_BF16 ? OT_BF16
                   : gt->type == OT_GGUF_Q4_0 ? OT_Q4B
                                              : OT_DTYPE_COUNT;
-    if (dt == OT_DTYPE_COUNT) { /* Q8_0: its size only, for now */
+    if (dt == OT_DTYPE_COUNT) { /* Q8_0: through ot_gguf_dequantize */
       assert_int_equal(gt->bytes, (uint64_t)(n / 32 * 34));
-      free(got);
-      continue;
+      OT_ASSERT_OK(ot_gguf_dequantize(gt->type, src, n, got));
+    } else {
+      assert_int_equal(gt->bytes, ot_dtype_bytes(dt, n));
+      OT_ASSERT_OK(ot_convert(OT_F32, got, dt, src, n));
     }
-    assert_int_equal(gt->bytes, ot_dtype_bytes(dt, n));
-    OT_ASSERT_OK(ot_convert(OT_F32, got, dt, src, n));
     for (int64_t i = 0; i < n; i++)
       if (got[i] != (float)json_real_value(json_array_get(vals, (size_t)i)))
         fail_msg("%s (%s) value %lld: %.9g, gguf.quants.dequantize %.9g", name, type, (long long)i, got[i],
@@ -155,6 +157,49 @@ static void tiny_file(void **state) {
   free(file);
   json_decref(ex);
   free(gp);
+  free(jp);
+}
+
+/* Random blocks of Q8_0, Q4_0, Q4_K and Q6_K (random quants and scales):
+ * ot_gguf_dequantize gives gguf.quants.dequantize's values, bit for bit. */
+static void dequantize_blocks(void **state) {
+  (void)state;
+  char *jp = path_of("blocks.json");
+  json_error_t jerr;
+  json_t *all = json_load_file(jp, 0, &jerr);
+  if (!all) fail_msg("%s: %s", jp, jerr.text);
+  assert_int_equal(json_array_size(all), 4);
+  for (size_t k = 0; k < json_array_size(all); k++) {
+    json_t *b = json_array_get(all, k);
+    const char *type = json_string_value(json_object_get(b, "type")), *hex = json_string_value(json_object_get(b, "hex"));
+    const uint32_t gt = (uint32_t)json_integer_value(json_object_get(b, "ggml_type"));
+    const int64_t n = json_integer_value(json_object_get(b, "n"));
+    assert_string_equal(ot_gguf_type_name(gt), type);
+    const size_t nb = strlen(hex) / 2;
+    unsigned char *raw = malloc(nb);
+    float *got = malloc((size_t)n * sizeof *got);
+    assert_non_null(raw);
+    assert_non_null(got);
+    for (size_t i = 0; i < nb; i++) {
+      unsigned v;
+      assert_int_equal(sscanf(hex + 2 * i, "%2x", &v), 1);
+      raw[i] = (unsigned char)v;
+    }
+    OT_ASSERT_OK(ot_gguf_dequantize(gt, raw, n, got));
+    json_t *vals = json_object_get(b, "values");
+    assert_int_equal(json_array_size(vals), (size_t)n);
+    for (int64_t i = 0; i < n; i++)
+      if (got[i] != (float)json_real_value(json_array_get(vals, (size_t)i)))
+        fail_msg("%s value %lld: %.9g, gguf.quants.dequantize %.9g", type, (long long)i, got[i],
+                 json_real_value(json_array_get(vals, (size_t)i)));
+    OT_ASSERT_FAILS(ot_gguf_dequantize(gt, raw, n - 1, got), OT_ERR_SHAPE, "whole blocks");
+    free(raw);
+    free(got);
+  }
+  float y[256];
+  unsigned char z[256] = {0};
+  OT_ASSERT_FAILS(ot_gguf_dequantize(OT_GGUF_Q5_K, z, 256, y), OT_ERR_UNSUPPORTED, "Q5_K");
+  json_decref(all);
   free(jp);
 }
 
@@ -193,6 +238,7 @@ static void bad_files(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(tiny_file), cmocka_unit_test(bad_files)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(tiny_file), cmocka_unit_test(dequantize_blocks),
+                                     cmocka_unit_test(bad_files)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -103,6 +103,12 @@ int ot_gguf_get_float(const ot_gguf *g, const char *key, double *out); /* f32 or
 /* An array of strings (tokenizer.ggml.tokens, .merges): element j, or NULL. */
 const char *ot_gguf_get_array_string(const ot_gguf *g, const char *key, uint64_t j);
 
+/* n values of ggml type `type` at src (a tensor's bytes) as f32 into dst:
+ * F32, F16, BF16, Q4_0, Q8_0, Q4_K and Q6_K, bit for bit what the gguf
+ * package's dequantize gives; n whole blocks (32, or 256 for the K types).
+ * Another type: OT_ERR_UNSUPPORTED naming it. */
+ot_status ot_gguf_dequantize(uint32_t type, const void *src, int64_t n, float *dst);
+
 #ifdef __cplusplus
 }
 #endif

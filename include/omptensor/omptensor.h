@@ -26,6 +26,7 @@
 #include "omptensor/file.h"
 #include "omptensor/safetensors.h"
 #include "omptensor/npy.h"
+#include "omptensor/gguf.h"
 #include "omptensor/tokens.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/settings.h"
