@@ -9,12 +9,16 @@
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
 
+/* "[d0, d1, ...]" into shape[96]. */
+static void format_shape(const int64_t *dims, int ndim, char shape[96]) {
+  int k = snprintf(shape, 96, "[");
+  for (int d = 0; d < ndim && k < 96; d++) k += snprintf(shape + k, 96 - (size_t)k, "%s%lld", d ? ", " : "", (long long)dims[d]);
+  if (k < 96) snprintf(shape + k, 96 - (size_t)k, "]");
+}
+
 static void print_info(const ot_st_info *t, int shards) {
   char shape[96];
-  int k = snprintf(shape, sizeof shape, "[");
-  for (int d = 0; d < t->ndim && k < (int)sizeof shape; d++)
-    k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-  if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
+  format_shape(t->shape, t->ndim, shape);
   char b[32];
   ot_size_format(t->bytes, b, sizeof b);
   if (shards > 1) printf("%-60s %-5s %-22s %12s  shard %d\n", t->name, ot_dtype_name(t->dtype), shape, b, t->shard);
@@ -45,10 +49,7 @@ static int inspect_gguf(const char *prog, const char *path) {
   for (int i = 0; i < ot_gguf_num_tensors(g); i++) {
     const ot_gguf_tensor *t = ot_gguf_tensor_at(g, i);
     char shape[96], b[32];
-    int k = snprintf(shape, sizeof shape, "[");
-    for (int d = 0; d < t->ndim && k < (int)sizeof shape; d++)
-      k += snprintf(shape + k, sizeof shape - (size_t)k, "%s%lld", d ? ", " : "", (long long)t->shape[d]);
-    if (k < (int)sizeof shape) snprintf(shape + k, sizeof shape - (size_t)k, "]");
+    format_shape(t->shape, t->ndim, shape);
     ot_size_format(t->bytes, b, sizeof b);
     printf("%-60s %-5s %-22s %12s\n", t->name, ot_gguf_type_name(t->type), shape, b);
     total += t->bytes;
