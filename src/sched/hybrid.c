@@ -32,7 +32,6 @@
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "core/error.h"
 #include "memory/context_impl.h"
@@ -46,11 +45,11 @@ static const char *const compute_names[OT_COMPUTE_COUNT] = {"auto", "gpu", "hybr
 const char *ot_compute_name(ot_compute c) { return (unsigned)c < OT_COMPUTE_COUNT ? compute_names[c] : "?"; }
 
 ot_status ot_compute_parse(const char *s, ot_compute *out) {
-  for (int i = 0; s && i < OT_COMPUTE_COUNT; i++)
-    if (strcasecmp(s, compute_names[i]) == 0) {
-      *out = (ot_compute)i;
-      return OT_OK;
-    }
+  const int i = ot_name_index(compute_names, OT_COMPUTE_COUNT, s);
+  if (i >= 0) {
+    *out = (ot_compute)i;
+    return OT_OK;
+  }
   return ot_fail(OT_ERR_INVALID_ARG, "unknown compute placement '%s' (use auto, gpu or hybrid)", s ? s : "(null)");
 }
 
@@ -62,12 +61,6 @@ void ot_hybrid_free(ot_plan *plan) {
   plan->view_ops = NULL;
   plan->view_uses = NULL;
   plan->n_host_ops = 0;
-}
-
-static int writes(const ot_op *o, int s) {
-  for (int k = 0; k < o->n_acc; k++)
-    if (o->acc[k].st == s) return o->acc[k].write;
-  return 0;
 }
 
 /* The view for host ops `host` (NULL or none set: the caller's program). */
@@ -109,7 +102,8 @@ static ot_status make_view(ot_plan *plan, const unsigned char *host) {
       u[vs->n_uses++] = i;
       if (vs->first_use < 0) vs->first_use = i;
       vs->last_use = i;
-      if (writes(&src->ops[i], s)) vs->last_write = i;
+      const ot_access *a = ot_op_access(&src->ops[i], s);
+      if (a && a->write) vs->last_write = i;
     }
     u += vs->n_uses;
   }

@@ -1,7 +1,6 @@
 /* plan.c — ot_sched_plan: checks, feasibility, the two schedules. */
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "memory/context_impl.h"
 #include "core/error.h"
@@ -14,11 +13,11 @@ static const char *const strategy_names[OT_STRATEGY_COUNT] = {"none", "minimal",
 const char *ot_strategy_name(ot_strategy s) { return (unsigned)s < OT_STRATEGY_COUNT ? strategy_names[s] : "?"; }
 
 ot_status ot_strategy_parse(const char *s, ot_strategy *out) {
-  for (int i = 0; s && i < OT_STRATEGY_COUNT; i++)
-    if (strcasecmp(s, strategy_names[i]) == 0) {
-      *out = (ot_strategy)i;
-      return OT_OK;
-    }
+  const int i = ot_name_index(strategy_names, OT_STRATEGY_COUNT, s);
+  if (i >= 0) {
+    *out = (ot_strategy)i;
+    return OT_OK;
+  }
   return ot_fail(OT_ERR_INVALID_ARG, "unknown offload strategy '%s' (use none, minimal, balanced or aggressive)",
                  s ? s : "(null)");
 }
@@ -30,11 +29,11 @@ const char *ot_usm_placement_name(ot_usm_placement p) {
 }
 
 ot_status ot_usm_placement_parse(const char *s, ot_usm_placement *out) {
-  for (int i = 0; s && i < OT_USM_PLACEMENT_COUNT; i++)
-    if (strcasecmp(s, placement_names[i]) == 0) {
-      *out = (ot_usm_placement)i;
-      return OT_OK;
-    }
+  const int i = ot_name_index(placement_names, OT_USM_PLACEMENT_COUNT, s);
+  if (i >= 0) {
+    *out = (ot_usm_placement)i;
+    return OT_OK;
+  }
   return ot_fail(OT_ERR_INVALID_ARG, "unknown usm placement '%s' (use auto, resident, streamed or remote)",
                  s ? s : "(null)");
 }

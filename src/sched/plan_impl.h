@@ -10,6 +10,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <strings.h>
 
 #include "omptensor/sched.h"
 #include "sched/program_impl.h"
@@ -57,6 +58,14 @@ typedef struct ot_schedule {
   ot_resident *start; /* copies resident when the run starts (dirty only with defer_writeback) */
   ot_plan_stats stats;
 } ot_schedule;
+
+/* Index of `s` among names[0 .. n) by case-insensitive match, -1 if none
+ * (s may be NULL): the option parsers (strategy, usm placement, compute). */
+static inline int ot_name_index(const char *const *names, int n, const char *s) {
+  for (int i = 0; s && i < n; i++)
+    if (strcasecmp(s, names[i]) == 0) return i;
+  return -1;
+}
 
 /* Index in ps->uses (increasing) of its first use >= op i (n_uses: none):
  * a binary search, as a weight of a long program has many uses. */

@@ -134,11 +134,15 @@ static int sim_next_use(sim *m, int s, int i) {
 
 /* ---- hybrid compute: host ops use homes (plan_impl.h) ---------------------- */
 
-/* How op i accesses storage s: bit 1 read, bit 2 write (0: not at all). */
-static int access_of(const ot_op *o, int s) {
-  for (int k = 0; k < o->n_acc; k++)
-    if (o->acc[k].st == s) return (o->acc[k].read ? 1 : 0) | (o->acc[k].write ? 2 : 0);
-  return 0;
+/* Does op o read (write) storage s? */
+static int op_reads(const ot_op *o, int s) {
+  const ot_access *a = ot_op_access(o, s);
+  return a && a->read;
+}
+
+static int op_writes(const ot_op *o, int s) {
+  const ot_access *a = ot_op_access(o, s);
+  return a && a->write;
 }
 
 /* Does the next op after i that uses s run on the host and read it? Then a
@@ -148,7 +152,7 @@ static int host_reads_next(const sim *m, int s, int i) {
   const int u = ot_uses_from(ps, i + 1);
   if (u >= ps->n_uses) return 0;
   const int j = ps->uses[u];
-  return m->host[j] && (access_of(&m->src->ops[j], s) & 1);
+  return m->host[j] && op_reads(&m->src->ops[j], s);
 }
 
 /* Was storage s last written, before op i, by a host op? Then its home is
@@ -158,7 +162,7 @@ static int host_wrote_last(const sim *m, int s, int i) {
   if (!m->host || !(ps->role & OT_ROLE_WRITTEN)) return 0;
   for (int u = ot_uses_from(ps, i) - 1; u >= 0; u--) {
     const int j = ps->uses[u];
-    if (access_of(&m->src->ops[j], s) & 2) return m->host[j];
+    if (op_writes(&m->src->ops[j], s)) return m->host[j];
   }
   return 0;
 }
@@ -167,7 +171,7 @@ static int host_wrote_last(const sim *m, int s, int i) {
  * issued before it: it would copy the stale home) */
 static int host_writes_between(const sim *m, int s, int i, int j) {
   for (int q = i; m->host && q < j; q++)
-    if (m->host[q] && (access_of(&m->src->ops[q], s) & 2)) return 1;
+    if (m->host[q] && op_writes(&m->src->ops[q], s)) return 1;
   return 0;
 }
 
@@ -427,9 +431,7 @@ static ot_status sim_op(sim *m, int i, int *missing) {
   int nm;
   OT_TRY(place_op(m, i, missing, &nm));
   for (int k = 0; k < nm; k++) {
-    int s = missing[k], read = 0;
-    for (int q = 0; q < o->n_acc; q++)
-      if (o->acc[q].st == s) read = o->acc[q].read;
+    const int s = missing[k], read = op_reads(o, s);
     const unsigned cross = read && host_wrote_last(m, s, i) ? OT_TRACE_CROSS : 0;
     if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, cross, s));
     else OT_TRY(emit(m, i, OT_EV_ALLOC, OT_WHY_OUTPUT, 0, s));

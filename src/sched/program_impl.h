@@ -39,6 +39,13 @@ typedef struct ot_op {
   ot_access *acc; /* distinct storages */
 } ot_op;
 
+/* How op o accesses storage st (its entry in o->acc), or NULL if it does not. */
+static inline const ot_access *ot_op_access(const ot_op *o, int st) {
+  for (int k = 0; k < o->n_acc; k++)
+    if (o->acc[k].st == st) return &o->acc[k];
+  return NULL;
+}
+
 typedef struct ot_prog_storage {
   ot_storage *st;
   uint64_t id;       /* st->id: matches storages across programs without touching st, which may be
