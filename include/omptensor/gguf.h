@@ -82,6 +82,9 @@ ot_status ot_gguf_open(const char *path, ot_gguf **out);
  * `name` stands for the file in messages (the fuzzer, the tests). */
 ot_status ot_gguf_open_mem(const void *data, size_t len, const char *name, ot_gguf **out);
 void ot_gguf_close(ot_gguf *g); /* NULL is fine */
+/* Whether `path` is a regular file that starts with GGUF's magic (nothing
+ * else is checked; errors are not recorded). */
+int ot_gguf_is_file(const char *path);
 
 uint32_t ot_gguf_version(const ot_gguf *g);
 uint64_t ot_gguf_alignment(const ot_gguf *g);

@@ -61,16 +61,6 @@ static int inspect_gguf(const char *prog, const char *path) {
   return 0;
 }
 
-/* Whether `path` is a GGUF file (by its first 4 bytes). */
-static int is_gguf(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) return 0;
-  char m[4] = {0};
-  const int yes = fread(m, 1, 4, f) == 4 && memcmp(m, "GGUF", 4) == 0;
-  fclose(f);
-  return yes;
-}
-
 int ot_cli_inspect(int argc, char **argv) {
   const char *prog = "omptensor inspect";
   for (int i = 1; i < argc; i++) {
@@ -93,8 +83,7 @@ int ot_cli_inspect(int argc, char **argv) {
     return 2;
   }
   const char *path = argv[1];
-  struct stat gs;
-  if (stat(path, &gs) == 0 && S_ISREG(gs.st_mode) && is_gguf(path)) return inspect_gguf(prog, path);
+  if (ot_gguf_is_file(path)) return inspect_gguf(prog, path);
   ot_ckpt *ck;
   ot_status st = ot_ckpt_open(path, &ck);
   if (st != OT_OK) return ot_cli_fail(prog, st);

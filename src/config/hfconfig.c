@@ -19,7 +19,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
 
 #include "core/checked.h"
 #include "core/error.h"
@@ -857,21 +856,6 @@ static ot_status not_a_model_dir(const char *path) {
                  path);
 }
 
-/* Whether `path` is a file that starts with GGUF's magic. */
-static int is_gguf(const char *path) {
-  int fd;
-  uint64_t size;
-  char m[4];
-  if (ot_io_open_read(path, &fd, &size) != OT_OK) {
-    ot_clear_error();
-    return 0;
-  }
-  const int yes = size >= 4 && ot_io_pread_full(fd, m, 4, 0, path) == OT_OK && memcmp(m, "GGUF", 4) == 0;
-  close(fd);
-  ot_clear_error();
-  return yes;
-}
-
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
   int dir = ot_io_is_dir(path) == 1;
@@ -879,7 +863,7 @@ ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   /* a GGUF file: say so, not "invalid JSON" (its tensors are readable, a
    * model from them is not yet built) */
   ot_gguf *gg;
-  if (!dir && is_gguf(path)) {
+  if (!dir && ot_gguf_is_file(path)) {
     OT_TRY(ot_gguf_open(path, &gg)); /* a broken one: what is wrong in it */
     const char *arch = ot_gguf_get_string(gg, "general.architecture");
     ot_status u = ot_fail(OT_ERR_UNSUPPORTED,

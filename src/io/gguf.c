@@ -417,6 +417,20 @@ ot_status ot_gguf_open(const char *path, ot_gguf **out) {
   return s;
 }
 
+int ot_gguf_is_file(const char *path) {
+  int fd;
+  uint64_t size;
+  char m[4];
+  if (!path || ot_io_open_read(path, &fd, &size) != OT_OK) {
+    ot_clear_error();
+    return 0;
+  }
+  const int yes = size >= 4 && ot_io_pread_full(fd, m, 4, 0, path) == OT_OK && memcmp(m, "GGUF", 4) == 0;
+  close(fd);
+  ot_clear_error();
+  return yes;
+}
+
 /* ---- queries ---------------------------------------------------------------- */
 
 uint32_t ot_gguf_version(const ot_gguf *g) { return g ? g->version : 0; }

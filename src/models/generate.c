@@ -163,12 +163,9 @@ uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o) {
   return o->sched.budget_bytes ? o->sched.budget_bytes : ot_ctx_budget(m->ctx, o->sched.device_index);
 }
 
-ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o) {
+ot_sched_opts ot_gen_sched(const ot_gen_opts *o) {
   ot_sched_opts so = o->sched;
-  const int dev = ot_ctx_device(m->ctx, so.device_index >= 0 ? so.device_index : 0);
-  const int may = so.compute == OT_COMPUTE_HYBRID || (so.compute == OT_COMPUTE_AUTO && ot_dev_is_gpu(dev));
-  if (may && so.host_read_rate <= 0 && ot_ctx_backend(m->ctx) == OT_BACKEND_MAP)
-    ot_k_host_rates(dev, &so.host_read_rate, so.pcie_rate > 0 ? NULL : &so.pcie_rate);
+  if (!so.measure_rates) so.measure_rates = ot_k_host_rates;
   return so;
 }
 
@@ -196,7 +193,7 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   ot_lm_step held_step = m->held_step;
   m->held_plan = NULL;
   m->held_step = (ot_lm_step){0};
-  const ot_sched_opts so = ot_gen_sched(m, o);
+  const ot_sched_opts so = ot_gen_sched(o);
   ot_status s = m->vt->build(m, n_prompt, o->logits_out != NULL, &st);
   if (s == OT_OK)
     s = held ? ot_sched_plan_after(held, st.prog, &so, &plan) : ot_sched_plan(m->ctx, st.prog, &so, &plan);
@@ -313,7 +310,7 @@ ot_status ot_generate_check(ot_lm *m, int n_prompt, const ot_gen_opts *o) {
     ot_lm_step st = {0};
     ot_plan *plan = NULL;
     ot_status s = m->vt->build(m, T[i], all[i], &st);
-    const ot_sched_opts so = ot_gen_sched(m, o);
+    const ot_sched_opts so = ot_gen_sched(o);
     if (s == OT_OK) s = ot_sched_plan(m->ctx, st.prog, &so, &plan);
     ot_plan_destroy(plan);
     ot_lm_step_destroy(&st);

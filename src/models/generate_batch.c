@@ -163,7 +163,7 @@ static ot_status took_row(run *R, int k, const float *row, int64_t pos, const ch
  * with the prompt step it belonged to. */
 static ot_status plan_next(run *R, ot_lm_step *st, ot_plan **out) {
   *out = NULL;
-  const ot_sched_opts so = ot_gen_sched(R->m, R->o);
+  const ot_sched_opts so = ot_gen_sched(R->o);
   ot_status s = R->plan ? ot_sched_plan_after(R->plan, st->prog, &so, out)
                         : ot_sched_plan(R->m->ctx, st->prog, &so, out);
   ot_plan_destroy(R->plan); /* after the handoff: it reads this plan's program */

@@ -23,10 +23,9 @@ int ot_gen_is_eos(const ot_gen_opts *o, int32_t id);
 ot_status ot_gen_begin(ot_lm *m, const ot_gen_opts *o);
 /* The budget steps are planned under on their (first) device. */
 uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o);
-/* The options' plan options; where hybrid compute may be chosen and no host
- * rate is given, with the host kernel's measured one (ot_k_host_rates,
- * once per process). */
-ot_sched_opts ot_gen_sched(const ot_lm *m, const ot_gen_opts *o);
+/* The options' plan options, measuring the host kernel's rates
+ * (ot_k_host_rates, once per process) if a plan weighs hybrid compute. */
+ot_sched_opts ot_gen_sched(const ot_gen_opts *o);
 /* The stream's held-back end (to on_text), then the whole text into r. */
 ot_status ot_gen_finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r);
 /* ot_generate drawing as `stream`. */

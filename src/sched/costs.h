@@ -12,8 +12,8 @@
 #define OT_RATE_REMOTE 51e9       /* a kernel reading CPU-preferred, accessed-by managed memory in place */
 
 /* Hybrid compute (hybrid.c). The host's weight-read rate comes from the
- * caller (ot_sched_opts.host_read_rate: the models measure their host
- * matvec, ot_k_host_rates); these are the rest. */
+ * caller (ot_sched_opts.host_read_rate, or its measure_rates callback: the
+ * models pass ot_k_host_rates); these are the rest. */
 #define OT_RATE_HOST_READ 40e9            /* bytes/s when the caller gives none */
 #define OT_RATE_HOST_FLOPS_PER_THREAD 30e9 /* host matvec flops/s per thread at batch 32 (37 measured, 2 cores) */
 #define OT_CROSS_LATENCY_S 20e-6          /* one small synchronous copy between host and device */

@@ -256,18 +256,21 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
   if (o->compute == OT_COMPUTE_GPU || why || src->n_ops < 2) return OT_OK;
   if (o->compute == OT_COMPUTE_AUTO && !ot_dev_is_gpu(plan->dev)) return OT_OK; /* an emulated device: asked only */
   const int n = src->n_ops;
-  split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)),
-              o->pcie_rate > 0 ? o->pcie_rate : OT_RATE_PINNED};
+  split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)), 0};
   double *ro = calloc((size_t)n, sizeof(double));
   unsigned char *host = calloc((size_t)n, 1), *best_host = calloc((size_t)n, 1);
   ot_status s = sp.up && sp.host_s && ro && host && best_host ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "hybrid compute: no host memory");
   if (s != OT_OK) goto done;
   const double total = steady_uploads(plan, sp.up, ro);
-  const double t_gpu = total / sp.r_pcie;
   if (total <= 0) goto done; /* everything stays resident: nothing to gain */
-  /* the caller's measured rate (the models measure their host kernel:
-   * ot_k_host_rates), else a default */
-  plan->host_rate = o->host_read_rate > 0 ? o->host_read_rate : OT_RATE_HOST_READ;
+  /* the rates: the caller's, else measured now by its callback (only a plan
+   * that streams pays for the measurement), else defaults */
+  double host_rate = o->host_read_rate, pcie_rate = o->pcie_rate;
+  if (host_rate <= 0 && o->measure_rates)
+    o->measure_rates(plan->dev, &host_rate, pcie_rate > 0 ? NULL : &pcie_rate);
+  plan->host_rate = host_rate > 0 ? host_rate : OT_RATE_HOST_READ;
+  sp.r_pcie = pcie_rate > 0 ? pcie_rate : OT_RATE_PINNED;
+  const double t_gpu = total / sp.r_pcie;
   const double flops_rate = OT_RATE_HOST_FLOPS_PER_THREAD * (double)omp_get_max_threads();
   const double cross = o->cross_latency_s > 0 ? o->cross_latency_s : measure_cross_latency(plan->dev);
   double cand_bytes = 0, cand_s = 0;
