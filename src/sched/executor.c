@@ -200,6 +200,17 @@ static uint64_t new_epoch(void) {
   return atomic_fetch_add(&next, 1);
 }
 
+/* Waits for the write-backs still reading arena range [off, off + block). */
+static ot_status wait_pending(run_state *r, size_t off, size_t block) {
+  for (int q = 0; q < r->n_pend; q++)
+    if (r->pend[q].off < off + block && off < r->pend[q].off + r->pend[q].block)
+      OT_TRY(ot_movement_wait(r->plan->mv, r->pend[q].ticket));
+  return OT_OK;
+}
+
+/* Whether op i of the plan runs on the host's cores (hybrid compute). */
+static int host_op(const ot_plan *plan, int i) { return plan->host_op && plan->host_op[i]; }
+
 /* Hybrid compute: an activation crossing between a host op and a device
  * op is copied here, on the compute thread, synchronously: queued on the
  * transfer thread it would wait behind the weight uploads in its FIFO, and
@@ -208,10 +219,8 @@ static uint64_t new_epoch(void) {
 static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_storage *ps, ot_exec_storage *x,
                             int up) {
   ot_plan *plan = r->plan;
-  for (int q = 0; up && q < r->n_pend; q++)
-    if (r->pend[q].off < e->off + e->block && e->off < r->pend[q].off + r->pend[q].block)
-      OT_TRY(ot_movement_wait(plan->mv, r->pend[q].ticket));
-  if (!up) OT_TRY(ot_movement_wait(plan->mv, x->ready));
+  if (up) OT_TRY(wait_pending(r, e->off, e->block));
+  else OT_TRY(ot_movement_wait(plan->mv, x->ready));
   const uint64_t t0 = ot_now_ns();
   char *dev = dev_addr(r, e->st);
   ot_status s = up ? ot_mem_copy(dev, r->dev_num, ps->st->home, OT_DEVICE_HOST, ps->bytes)
@@ -227,6 +236,8 @@ static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_
   }
   x->ready = 0;
   x->home_ready = 0;
+  plan->dirty[e->st].known = 1; /* copy and home now agree */
+  plan->dirty[e->st].n = 0;
   return OT_OK;
 }
 
@@ -243,11 +254,8 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     x->ready = 0;
     x->home_due = 0;
     r->used += e->block;
-    if ((e->flags & OT_TRACE_CROSS) && e->kind == OT_EV_UPLOAD && r->kind == OT_MV_COPY) {
-      plan->dirty[e->st].known = 1;
-      plan->dirty[e->st].n = 0;
+    if ((e->flags & OT_TRACE_CROSS) && e->kind == OT_EV_UPLOAD && r->kind == OT_MV_COPY)
       return cross_copy(r, e, ps, x, 1);
-    }
     /* an upload makes the copy its home's; anything else is unknown */
     plan->dirty[e->st].known = e->kind == OT_EV_UPLOAD && !(ps->role & OT_ROLE_CACHE);
     plan->dirty[e->st].n = 0;
@@ -275,11 +283,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     ot_exec_dirty *d = &plan->dirty[e->st];
-    if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) {
-      d->known = 1;
-      d->n = 0;
-      return cross_copy(r, e, ps, x, 0);
-    }
+    if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) return cross_copy(r, e, ps, x, 0);
     uint64_t t;
     if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
       size_t bytes = 0;
@@ -324,9 +328,7 @@ static ot_status wait_for_op(run_state *r, int i, int *ok) {
       continue;
     }
     OT_TRY(ot_movement_wait(plan->mv, x->ready));
-    for (int q = 0; q < r->n_pend; q++)
-      if (r->pend[q].off < x->off + ps->block && x->off < r->pend[q].off + r->pend[q].block)
-        OT_TRY(ot_movement_wait(plan->mv, r->pend[q].ticket));
+    OT_TRY(wait_pending(r, x->off, ps->block));
   }
   return OT_OK;
 }
@@ -367,7 +369,7 @@ static ot_status run_host_op(run_state *r, int i) {
 
 static ot_status run_op(run_state *r, int i) {
   ot_plan *plan = r->plan;
-  if (plan->host_op && plan->host_op[i]) return run_host_op(r, i);
+  if (host_op(plan, i)) return run_host_op(r, i);
   ot_program *p = plan->prog;
   const ot_op *o = &p->ops[i];
   int ok;
@@ -599,7 +601,7 @@ ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *sr
   OT_TRY(fill_target(e, k, "ot_op_fill", &ps));
   run_state *r = e->run;
   if (!src || !where || !ticket) return ot_fail(OT_ERR_INVALID_ARG, "ot_op_fill: NULL argument");
-  const int on_host = r->plan->host_op && r->plan->host_op[e->op_index]; /* hybrid: it reads homes */
+  const int on_host = host_op(r->plan, e->op_index); /* hybrid: it reads homes */
   *ticket = 0;
   size_t first, end;
   ot_tensor_byte_span(src, &first, &end);
@@ -643,7 +645,7 @@ ot_status ot_op_fill_wait(const ot_op_exec *e, uint64_t ticket) {
 ot_status ot_op_wrote(const ot_op_exec *e, int k, size_t off, size_t len) {
   const run_state *r = e ? e->run : NULL;
   if (!r || !r->plan->dirty || r->kind == OT_MV_PREFETCH) return OT_OK; /* usm: pages, not ranges */
-  if (r->plan->host_op && r->plan->host_op[e->op_index]) return OT_OK; /* hybrid: wrote the home itself */
+  if (host_op(r->plan, e->op_index)) return OT_OK; /* hybrid: wrote the home itself */
   if (k < 0 || k >= e->n_out)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_op_wrote: op '%s' has no output %d (%d outputs)", e->name, k, e->n_out);
   const ot_op *o = &r->plan->prog->ops[e->op_index];
