@@ -465,17 +465,23 @@ static ot_status sim_op(sim *m, int i, int *missing) {
   return OT_OK;
 }
 
-/* Simulates one run from `start` into `out` (events in decision order, not
- * yet timed); returns the kept copies resident at the end in *end. */
-static ot_status simulate(const ot_plan *plan, size_t cap, int lookahead, int defer, const ot_resident *start,
-                          int n_start, ot_schedule *out, ot_resident *end, int *n_end) {
+/* How far ahead uploads are placed on paper: minimal none, balanced the
+ * next op (double buffering), aggressive as far as the budget allows. */
+static int lookahead(const ot_plan *plan) { return plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1; }
+
+/* Simulates one run of the plan's program from `start` into `out` (events
+ * in decision order, not yet timed) in its arena, with its strategy's
+ * lookahead, defer setting and host ops; returns the kept copies resident
+ * at the end in *end. */
+static ot_status simulate(const ot_plan *plan, const ot_resident *start, int n_start, ot_schedule *out,
+                          ot_resident *end, int *n_end) {
   const ot_program *p = plan->prog;
   sim m;
-  OT_TRY(sim_init(&m, p, cap, out));
+  OT_TRY(sim_init(&m, p, plan->capacity, out));
   m.host = plan->host_op;
   m.src = plan->src;
-  m.lookahead = lookahead;
-  m.defer = defer;
+  m.lookahead = lookahead(plan);
+  m.defer = plan->defer;
   ot_status s = OT_OK;
   int *missing = malloc((size_t)(p->max_args ? p->max_args : 1) * sizeof *missing);
   if (!missing) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
@@ -601,10 +607,6 @@ static ot_status build_none(ot_plan *plan) {
   return s;
 }
 
-/* How far ahead uploads are placed on paper: minimal none, balanced the
- * next op (double buffering), aggressive as far as the budget allows. */
-static int lookahead(const ot_plan *plan) { return plan->strategy == OT_STRATEGY_MINIMAL ? 0 : 1; }
-
 /* The first run (from `start`) and the replays into *first and *steady. */
 static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start, ot_schedule *first,
                             ot_schedule *steady) {
@@ -613,8 +615,7 @@ static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start
   ot_resident *end = malloc(n * sizeof *end), *keep = malloc(n * sizeof *keep);
   ot_status s = end && keep ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   int n_end = 0, n_keep = 0;
-  const int look = lookahead(plan);
-  if (s == OT_OK) s = simulate(plan, plan->capacity, look, plan->defer, start, n_start, first, keep, &n_keep);
+  if (s == OT_OK) s = simulate(plan, start, n_start, first, keep, &n_keep);
   int n_first_end = n_keep;
   ot_resident *first_end = NULL;
   if (s == OT_OK) {
@@ -625,7 +626,7 @@ static ot_status build_pair(ot_plan *plan, const ot_resident *start, int n_start
   /* Shrink the kept set until a run started from it ends with it. */
   while (s == OT_OK) {
     ot_schedule_free(steady);
-    s = simulate(plan, plan->capacity, look, plan->defer, keep, n_keep, steady, end, &n_end);
+    s = simulate(plan, keep, n_keep, steady, end, &n_end);
     if (s != OT_OK) break;
     int m = 0, same = 1;
     for (int k = 0; k < n_keep; k++)
@@ -670,9 +671,7 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
   ot_resident *end = malloc(n * sizeof *end);
   int n_end = 0;
   ot_status s = end ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
-  const int look = lookahead(plan);
-  if (s == OT_OK)
-    s = simulate(plan, plan->capacity, look, plan->defer, plan->handoff, plan->n_handoff, first, end, &n_end);
+  if (s == OT_OK) s = simulate(plan, plan->handoff, plan->n_handoff, first, end, &n_end);
   if (s == OT_OK) s = drop_to(first, p, end, n_end, keep, n_keep);
   size_t *end_at = s == OT_OK ? calloc(n, sizeof *end_at) : NULL; /* offset + 1 of what the run ends with */
   if (s == OT_OK && !end_at) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
