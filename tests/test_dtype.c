@@ -165,6 +165,63 @@ static void q4b_layout_and_roundtrip(void **state) {
   assert_string_equal(ot_dtype_name(OT_Q4B), "q4b");
 }
 
+/* q4k / q6k (GGUF's K-quant super-blocks): sizes, names, and a
+ * quantize-dequantize round trip within the fit's step. q4k: a 32's step is
+ * its 6-bit scale times d (at most 63 d), half of it, plus the min's
+ * rounding (dmin / 2) and what the scale's rounding leaves uncovered (15
+ * steps of d / 2). q6k: a 16's step is at most 127 d, half of it plus 31
+ * steps of d / 2. */
+static void kquant_roundtrip(void **state) {
+  (void)state;
+  enum { N = 4 * 256 };
+  static float r[N], s[N];
+  ot_test_fill_uniform(r, N, 21, -2.0f, 3.0f);
+  for (int j = 256; j < 512; j++) r[j] *= 0.01f; /* a small-valued block */
+  ot_q4k_block q4[N / 256];
+  ot_q6k_block q6[N / 256];
+  assert_int_equal(sizeof q4[0], 144);
+  assert_int_equal(sizeof q6[0], 210);
+  assert_int_equal(ot_dtype_bytes(OT_Q4K, N), sizeof q4);
+  assert_int_equal(ot_dtype_bytes(OT_Q6K, N), sizeof q6);
+  assert_int_equal(ot_dtype_bytes(OT_Q4K, 128), 0);
+  assert_int_equal(ot_dtype_block(OT_Q6K), 256);
+  OT_ASSERT_OK(ot_convert(OT_Q4K, q4, OT_F32, r, N));
+  OT_ASSERT_OK(ot_convert(OT_F32, s, OT_Q4K, q4, N));
+  for (int k = 0; k < N / 256; k++) {
+    const float d = ot_f16_to_f32(q4[k].d), dmin = ot_f16_to_f32(q4[k].dmin);
+    for (int j = 0; j < 256; j++) {
+      const int i = 256 * k + j;
+      assert_true(fabsf(s[i] - r[i]) <= 31.5f * d + 0.5f * dmin + 7.5f * d + 1e-6f);
+    }
+  }
+  double e4 = 0, e6 = 0, n2 = 0;
+  for (int i = 0; i < N; i++) e4 += (s[i] - r[i]) * (double)(s[i] - r[i]), n2 += r[i] * (double)r[i];
+  OT_ASSERT_OK(ot_convert(OT_Q6K, q6, OT_F32, r, N));
+  OT_ASSERT_OK(ot_convert(OT_BF16, (uint16_t *)s, OT_Q6K, q6, 256)); /* to a 16-bit float too */
+  OT_ASSERT_OK(ot_convert(OT_F32, s, OT_Q6K, q6, N));
+  for (int k = 0; k < N / 256; k++) {
+    const float d = ot_f16_to_f32(q6[k].d);
+    for (int j = 0; j < 256; j++) {
+      const int i = 256 * k + j;
+      assert_true(fabsf(s[i] - r[i]) <= 63.5f * d + 15.5f * d + 1e-6f);
+      e6 += (s[i] - r[i]) * (double)(s[i] - r[i]);
+    }
+  }
+  /* the relative errors a 4.5-bit and a 6.5-bit fit give on uniform data
+   * (step / sqrt(12) over the rms: about 0.063 and 0.018) */
+  print_message("q4k rms rel error %.4f, q6k %.4f\n", sqrt(e4 / n2), sqrt(e6 / n2));
+  assert_true(sqrt(e4 / n2) < 0.08);
+  assert_true(sqrt(e6 / n2) < 0.03);
+  assert_true(e6 < e4 / 4);
+  OT_ASSERT_FAILS(ot_convert(OT_Q4K, q4, OT_F32, r, 300), OT_ERR_DTYPE, "q4k");
+  ot_dtype t;
+  OT_ASSERT_OK(ot_dtype_parse("Q4_K", &t));
+  assert_int_equal(t, OT_Q4K);
+  OT_ASSERT_OK(ot_dtype_parse("q6k", &t));
+  assert_int_equal(t, OT_Q6K);
+  assert_string_equal(ot_dtype_name(OT_Q6K), "q6k");
+}
+
 static void names(void **state) {
   (void)state;
   ot_dtype t;
@@ -181,7 +238,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(f16_decode_all),  cmocka_unit_test(f16_roundtrip_all),
       cmocka_unit_test(f16_rounding_all_midpoints), cmocka_unit_test(bf16_all),
-      cmocka_unit_test(q8b_roundtrip),   cmocka_unit_test(q4b_layout_and_roundtrip), cmocka_unit_test(names),
+      cmocka_unit_test(q8b_roundtrip),   cmocka_unit_test(q4b_layout_and_roundtrip), cmocka_unit_test(kquant_roundtrip),
+      cmocka_unit_test(names),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

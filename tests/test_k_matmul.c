@@ -130,6 +130,14 @@ static void test_q8b(void **st) {
   run_case((mm_case){1, 5, 17, 64, OT_F32, OT_Q4B, OT_F32, 1, 0, 0, 1, 0}, seed++);
   run_case((mm_case){1, 9, 33, 64, OT_F32, OT_Q4B, OT_F32, 1, 0, 0, 1, 0}, seed++);
   run_case((mm_case){1, 9, 64, 33, OT_F32, OT_Q4B, OT_F32, 0, 0, 0, 1, 0}, seed++);
+  /* and the K-quants (GGUF Q4_K, Q6_K super-blocks of 256) */
+  for (int k = 0; k < 2; k++) {
+    const ot_dtype kt = k ? OT_Q6K : OT_Q4K;
+    for (int64_t n = 1; n <= 33; n += 16) run_case((mm_case){1, 1, n, 512, OT_F32, kt, OT_F32, 1, 0, 0, 1, 0}, seed++);
+    run_case((mm_case){1, 5, 17, 256, OT_F32, kt, OT_F32, 1, 0, 0, 1, 0}, seed++);
+    run_case((mm_case){1, 9, 33, 256, OT_F32, kt, OT_F32, 1, 0, 0, 1, 0}, seed++);
+    run_case((mm_case){1, 9, 256, 33, OT_F32, kt, OT_F32, 0, 0, 0, 1, 0}, seed++);
+  }
 }
 
 /* The host GEMV (gemv_host.h) gives the same bits with every instruction

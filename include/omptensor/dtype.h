@@ -16,6 +16,19 @@
  * qs[j] for j < 16 and the high nibble of qs[j - 16] for j >= 16.
  * Quantized as llama.cpp's reference does: d = (the value of largest
  * magnitude, with its sign) / -8, q = min(15, trunc(x / d + 8.5)).
+ *
+ * OT_Q4K and OT_Q6K are ggml's K-quants, in their GGUF layouts, so GGUF
+ * files' Q4_K and Q6_K tensors are read as they are: super-blocks of 256
+ * values along the last dimension.
+ *   Q4_K (144 bytes, 4.5 bits a weight): f16 d and dmin, 12 bytes packing
+ *   eight 6-bit scales and mins (one per 32 values), 128 bytes of nibbles;
+ *   value = d * scale_s * q - dmin * min_s.
+ *   Q6_K (210 bytes, 6.5625 bits): 128 bytes of low nibbles, 64 of high
+ *   2-bit pairs, sixteen int8 scales (one per 16 values), f16 d;
+ *   value = d * scale_s * (q - 32).
+ * Quantizing to q4k (from f32/f16/bf16) takes each 32's min and max (a
+ * plain min/max fit, not llama.cpp's iterative search), to q6k per 16 a
+ * symmetric max|x| fit.
  */
 #ifndef OMPTENSOR_DTYPE_H
 #define OMPTENSOR_DTYPE_H
@@ -37,11 +50,14 @@ typedef enum ot_dtype {
   OT_I8,
   OT_Q8B,
   OT_Q4B,
+  OT_Q4K,
+  OT_Q6K,
   OT_DTYPE_COUNT
 } ot_dtype;
 
 #define OT_Q8B_BLOCK 32
 #define OT_Q4B_BLOCK 32
+#define OT_QK_BLOCK 256 /* q4k, q6k */
 
 typedef struct ot_q8b_block {
   float scale;
@@ -53,11 +69,25 @@ typedef struct ot_q4b_block {
   uint8_t qs[OT_Q4B_BLOCK / 2];
 } ot_q4b_block;
 
-/* The values per block of a block-quantized dtype (q8b, q4b: 32), else 0:
+typedef struct ot_q4k_block {
+  uint16_t d, dmin; /* f16 */
+  uint8_t scales[12];
+  uint8_t qs[OT_QK_BLOCK / 2];
+} ot_q4k_block;
+
+typedef struct ot_q6k_block {
+  uint8_t ql[OT_QK_BLOCK / 2];
+  uint8_t qh[OT_QK_BLOCK / 4];
+  int8_t scales[OT_QK_BLOCK / 16];
+  uint16_t d; /* f16 */
+} ot_q6k_block;
+
+/* The values per block of a block-quantized dtype (q8b, q4b: 32; q4k,
+ * q6k: 256), else 0:
  * such a tensor's last dimension is whole blocks, contiguous. */
 int ot_dtype_block(ot_dtype t);
 
-/* "f32", "f16", "bf16", "i32", "i8", "q8b", "q4b"; "?" for an invalid value. */
+/* "f32", "f16", "bf16", "i32", "i8", "q8b", "q4b", "q4k", "q6k"; "?" for an invalid value. */
 const char *ot_dtype_name(ot_dtype t);
 
 /* Parses a name above (also "float32", "float16", "bfloat16", "F32", "BF16"
@@ -75,7 +105,7 @@ float ot_bf16_to_f32(uint16_t h);
 
 /* Converts n elements between any two of f32, f16, bf16, and between those
  * and q8b (quantizing with scale = max|x| / 127 per block) or q4b (as above;
- * n a multiple of 32). */
+ * n a multiple of 32), and q4k / q6k (n a multiple of 256). */
 ot_status ot_convert(ot_dtype dst_t, void *dst, ot_dtype src_t, const void *src, int64_t n);
 
 #ifdef __cplusplus

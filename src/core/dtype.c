@@ -8,12 +8,15 @@
 #include <strings.h>
 
 #include "core/error.h"
+#include "core/kquant.h"
 #include "omptensor/dtype.h"
 #include "ot_pragmas.h"
 
-static const char *const names[OT_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i8", "q8b", "q4b"};
+static const char *const names[OT_DTYPE_COUNT] = {"f32", "f16", "bf16", "i32", "i8", "q8b", "q4b", "q4k", "q6k"};
 
-int ot_dtype_block(ot_dtype t) { return t == OT_Q8B ? OT_Q8B_BLOCK : t == OT_Q4B ? OT_Q4B_BLOCK : 0; }
+int ot_dtype_block(ot_dtype t) {
+  return t == OT_Q8B ? OT_Q8B_BLOCK : t == OT_Q4B ? OT_Q4B_BLOCK : t == OT_Q4K || t == OT_Q6K ? OT_QK_BLOCK : 0;
+}
 
 const char *ot_dtype_name(ot_dtype t) {
   return (unsigned)t < OT_DTYPE_COUNT ? names[t] : "?";
@@ -26,6 +29,7 @@ ot_status ot_dtype_parse(const char *name, ot_dtype *out) {
       {"bf16", OT_BF16}, {"bfloat16", OT_BF16}, {"i32", OT_I32},   {"int32", OT_I32},
       {"i8", OT_I8},     {"int8", OT_I8},      {"q8b", OT_Q8B},    {"int8-block", OT_Q8B},
       {"q8_0", OT_Q8B},  {"q4b", OT_Q4B},      {"q4_0", OT_Q4B},   {"int4", OT_Q4B},
+      {"q4k", OT_Q4K},   {"q4_k", OT_Q4K},     {"q6k", OT_Q6K},    {"q6_k", OT_Q6K},
   };
   if (!name || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_dtype_parse: NULL argument");
   for (size_t i = 0; i < sizeof aliases / sizeof aliases[0]; i++)
@@ -33,7 +37,7 @@ ot_status ot_dtype_parse(const char *name, ot_dtype *out) {
       *out = aliases[i].t;
       return OT_OK;
     }
-  return ot_fail(OT_ERR_DTYPE, "unknown dtype '%s' (use f32, f16, bf16, i32, i8, q8b or q4b)", name);
+  return ot_fail(OT_ERR_DTYPE, "unknown dtype '%s' (use f32, f16, bf16, i32, i8, q8b, q4b, q4k or q6k)", name);
 }
 
 size_t ot_dtype_bytes(ot_dtype t, int64_t n) {
@@ -44,6 +48,8 @@ size_t ot_dtype_bytes(ot_dtype t, int64_t n) {
   case OT_I8: return (size_t)n;
   case OT_Q8B: return n % OT_Q8B_BLOCK ? 0 : (size_t)(n / OT_Q8B_BLOCK) * sizeof(ot_q8b_block);
   case OT_Q4B: return n % OT_Q4B_BLOCK ? 0 : (size_t)(n / OT_Q4B_BLOCK) * sizeof(ot_q4b_block);
+  case OT_Q4K: return n % OT_QK_BLOCK ? 0 : (size_t)(n / OT_QK_BLOCK) * sizeof(ot_q4k_block);
+  case OT_Q6K: return n % OT_QK_BLOCK ? 0 : (size_t)(n / OT_QK_BLOCK) * sizeof(ot_q6k_block);
   default: return 0;
   }
 }
@@ -175,6 +181,22 @@ ot_status ot_convert(ot_dtype dst_t, void *dst, ot_dtype src_t, const void *src,
         store_f32(dst_t, dst, k * OT_Q4B_BLOCK + j, (float)((b[k].qs[j] & 15) - 8) * d);
         store_f32(dst_t, dst, k * OT_Q4B_BLOCK + j + OT_Q4B_BLOCK / 2, (float)((b[k].qs[j] >> 4) - 8) * d);
       }
+    }
+    return OT_OK;
+  }
+  const int k_src = src_t == OT_Q4K || src_t == OT_Q6K;
+  if (n % OT_QK_BLOCK == 0 && ((k_src && is_float(dst_t)) || ((dst_t == OT_Q4K || dst_t == OT_Q6K) && is_float(src_t)))) {
+    OT_PRAGMA(omp parallel for schedule(static) if (n > (1 << 16)))
+    for (int64_t k = 0; k < n / OT_QK_BLOCK; k++) {
+      float y[OT_QK_BLOCK];
+      if (src_t == OT_Q4K) ot_q4k_dequant((const ot_q4k_block *)src + k, y);
+      else if (src_t == OT_Q6K) ot_q6k_dequant((const ot_q6k_block *)src + k, y);
+      else
+        for (int j = 0; j < OT_QK_BLOCK; j++) y[j] = load_f32(src_t, src, k * OT_QK_BLOCK + j);
+      if (dst_t == OT_Q4K) ot_q4k_quantize(y, (ot_q4k_block *)dst + k);
+      else if (dst_t == OT_Q6K) ot_q6k_quantize(y, (ot_q6k_block *)dst + k);
+      else
+        for (int j = 0; j < OT_QK_BLOCK; j++) store_f32(dst_t, dst, k * OT_QK_BLOCK + j, y[j]);
     }
     return OT_OK;
   }

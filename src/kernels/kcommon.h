@@ -87,6 +87,24 @@ static inline float ot_ld_q4b(const void *p, int64_t i) { /* dtype.h: GGUF Q4_0'
   return (float)(q - 8) * ot_kf16_f32(b->d);
 }
 
+/* K-quants (dtype.h): element i of super-blocks of 256. The same
+ * products in the same order as ot_convert (core/kquant.c). */
+static inline float ot_ld_q4k(const void *p, int64_t i) {
+  const ot_q4k_block *b = (const ot_q4k_block *)p + (i >> 8);
+  const int j = (int)(i & 255), c = j >> 6, h = (j >> 5) & 1, s = 2 * c + h;
+  const uint8_t *q = b->scales;
+  const int sc = s < 4 ? q[s] & 63 : (q[s + 4] & 0xF) | ((q[s - 4] >> 6) << 4);
+  const int m = s < 4 ? q[s + 4] & 63 : (q[s + 4] >> 4) | ((q[s] >> 6) << 4);
+  const float ds = ot_kf16_f32(b->d) * (float)sc, dm = ot_kf16_f32(b->dmin) * (float)m;
+  return ds * (float)((b->qs[32 * c + (j & 31)] >> (4 * h)) & 15) - dm;
+}
+static inline float ot_ld_q6k(const void *p, int64_t i) {
+  const ot_q6k_block *b = (const ot_q6k_block *)p + (i >> 8);
+  const int j = (int)(i & 255), h = j >> 7, k = j & 127;
+  const int lo = (b->ql[64 * h + (k & 63)] >> (4 * (k >> 6))) & 15, hi = (b->qh[32 * h + (k & 31)] >> (2 * (k >> 5))) & 3;
+  return ot_kf16_f32(b->d) * (float)b->scales[j >> 4] * (float)((lo | hi << 4) - 32);
+}
+
 /* Any-dtype load/store (a uniform branch on the GPU). Integer dtypes load as
  * their value. */
 static inline float ot_kld(int dt, const void *p, int64_t i) {
@@ -96,6 +114,8 @@ static inline float ot_kld(int dt, const void *p, int64_t i) {
   case OT_BF16: return ot_ld_bf16(p, i);
   case OT_Q8B: return ot_ld_q8b(p, i);
   case OT_Q4B: return ot_ld_q4b(p, i);
+  case OT_Q4K: return ot_ld_q4k(p, i);
+  case OT_Q6K: return ot_ld_q6k(p, i);
   case OT_I32: return (float)((const int32_t *)p)[i];
   default: return 0.0f;
   }
@@ -205,13 +225,15 @@ static inline int64_t ot_kfloat_bytes(int dt) { return dt == OT_F32 ? 4 : dt == 
   case OT_BF16: STMT(ot_ld_bf16); break;          \
   case OT_Q8B: STMT(ot_ld_q8b); break;            \
   case OT_Q4B: STMT(ot_ld_q4b); break;            \
+  case OT_Q4K: STMT(ot_ld_q4k); break;            \
+  case OT_Q6K: STMT(ot_ld_q6k); break;            \
   default: STMT(ot_ld_f32); break;                \
   }
 
 /* dtype masks for validation */
 #define OT_KM(t) (1u << (t))
 #define OT_KM_FLOAT (OT_KM(OT_F32) | OT_KM(OT_F16) | OT_KM(OT_BF16))
-#define OT_KM_BLOCK (OT_KM(OT_Q8B) | OT_KM(OT_Q4B)) /* block-quantized weights */
+#define OT_KM_BLOCK (OT_KM(OT_Q8B) | OT_KM(OT_Q4B) | OT_KM(OT_Q4K) | OT_KM(OT_Q6K)) /* block-quantized weights */
 
 /* Checks one view argument of `op`: ndim in [nmin, nmax], dtype in `mask`,
  * non-negative dims/strides, p set unless empty, q8b layout. `name` is the
