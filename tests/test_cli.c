@@ -635,8 +635,9 @@ static void test_inspect(void **state) {
   assert_non_null(strstr(r.out, "30 tensors in 1 file(s)"));
   assert_null(strstr(r.out, "config:"));
   cli_free(&r);
-  /* a GGUF file: its metadata and tensors; run says it cannot build a model
-   * from one yet, and a broken one is refused for what is wrong in it */
+  /* a GGUF file: its metadata and tensors; run builds the model a whole
+   * one holds, says what a partial one lacks, and refuses a broken one for
+   * what is wrong in it */
   char g[4096];
   snprintf(g, sizeof g, "%s/../../gguf/tiny.gguf", gqa);
   r = cli("inspect", g);
@@ -649,7 +650,19 @@ static void test_inspect(void **state) {
       fail_msg("inspect FILE.gguf: no '%s'", gwant[i]);
     }
   cli_free(&r);
-  expect_bad(cli("run", g, "--prompt-ids", "1"), "run FILE.gguf", "tiny.gguf", "a GGUF file", "not build a model");
+  expect_bad(cli("run", g, "--prompt-ids", "1"), "run a partial FILE.gguf", "tiny.gguf", "llama.embedding_length",
+             "is missing");
+  snprintf(g, sizeof g, "%s/../../gguf/llama-mixed.gguf", gqa);
+  r = cli("run", g, "--prompt-ids", "1,17,42", "--max-new-tokens", "3");
+  expect_ok(&r, "run FILE.gguf");
+  if (!strstr(r.out, "tokens: 40,4,28")) { /* the reference pass's next token is 40 (llama-mixed.json) */
+    show(&r);
+    fail_msg("run FILE.gguf: not the reference's tokens");
+  }
+  cli_free(&r);
+  snprintf(g, sizeof g, "%s/../../gguf/bad-model-arch.gguf", gqa);
+  expect_bad(cli("run", g, "--prompt-ids", "1"), "run an unsupported GGUF", "bad-model-arch.gguf", "'gemma3'",
+             "not supported");
   snprintf(g, sizeof g, "%s/../../gguf/bad-type.gguf", gqa);
   expect_bad(cli("inspect", g), "inspect a bad GGUF", "bad-type.gguf", "tensor 'w'", "ggml type 99");
   expect_bad(cli("run", g, "--prompt-ids", "1"), "run a bad GGUF", "bad-type.gguf", "ggml type 99");

@@ -114,6 +114,14 @@ typedef struct ot_hf_config {
  * (model type, rope_scaling, activation). */
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
 
+/* A GGUF file (llama.cpp's format; ot_hf_config_load takes one too): its
+ * metadata ({arch}.embedding_length, .block_count, .attention.head_count,
+ * .rope.freq_base, ...) as the config.json it was converted from, through
+ * the same checks. Architectures llama (Llama, Mistral) and qwen2; Llama 3
+ * RoPE scaling recognized from rope_freqs.weight; mixture-of-experts files
+ * and any other architecture are OT_ERR_UNSUPPORTED, named. */
+ot_status ot_hf_config_from_gguf(const char *path, ot_hf_config *out);
+
 /* The same on a buffer (label names it in messages). */
 ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);
 

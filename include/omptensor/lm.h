@@ -122,17 +122,26 @@ ot_status ot_lm_min_budget(ot_lm *m, int n_prompt, int all_logits, uint64_t *byt
  * the total (may be NULL). */
 typedef void (*ot_progress_fn)(void *user, const char *what, uint64_t done, uint64_t total);
 
-/* Reads tensor `name` of the checkpoint into a new tensor of dtype `dt` in the
- * context's home space, checking its shape against `shape` (the model's
- * config); converts dtypes (f32/f16/bf16 -> f32/f16/bf16/q8b). Errors name
- * the checkpoint, the tensor and both shapes. */
+/* Reads tensor `name` of the checkpoint into a new tensor of dtype
+ * ot_lm_weight_dtype(its info, dt, ...) in the context's home space,
+ * checking its shape against `shape` (the model's config); converts dtypes
+ * (f32/f16/bf16 -> any float or block dtype; a block dtype (GGUF) -> a
+ * float one). Errors name the checkpoint, the tensor and both shapes. */
 ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
                             const int64_t *shape, ot_tensor **out);
 
 /* The checks of ot_lm_load_weight without reading anything: the tensor is in
- * the checkpoint, with that shape and a float dtype (*found may be NULL). */
+ * the checkpoint, with that shape and a float or block dtype (*found may be
+ * NULL). */
 ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, const int64_t *shape,
                              const ot_st_info **found);
+
+/* The dtype a weight of `shape` asked for as `want` is kept in: a block
+ * dtype (q8b, q4b, ...) needs whole blocks along rows, else f32 (norms,
+ * biases); a checkpoint tensor already in blocks (info, may be NULL) stays
+ * in its own when blocks are asked for, so one quantization is never
+ * requantized into another; OT_DTYPE_KEEP (models.h): the tensor's own. */
+ot_dtype ot_lm_weight_dtype(const ot_st_info *info, ot_dtype want, int ndim, const int64_t *shape);
 
 /* ---- generation ----------------------------------------------------------- */
 #define OT_GEN_MAX_EOS 8

@@ -103,8 +103,18 @@ ot_status ot_ckpt_find(const ot_ckpt *c, const char *name, const ot_st_info **ou
 ot_status ot_ckpt_read(const ot_ckpt *c, const ot_st_info *info, void *dst, size_t bytes);
 int ot_ckpt_num_shards(const ot_ckpt *c);
 ot_st_file *ot_ckpt_shard(const ot_ckpt *c, int i);
-/* The directory that holds the shards (and config.json). */
+/* The directory that holds the shards (and config.json); for a GGUF file,
+ * the file. */
 const char *ot_ckpt_dir(const ot_ckpt *c);
+/* Whether the checkpoint is one GGUF file (ot_ckpt_open takes a path to
+ * one): its tensors appear by the Hugging Face names they stand for
+ * (blk.3.attn_q.weight as model.layers.3.self_attn.q_proj.weight), with
+ * the dtypes of dtype.h (Q4_0 as q4b, Q4_K as q4k, Q6_K as q6k, F32/F16/
+ * BF16 as themselves; Q8_0 as q8b, its f16 scales widened to f32 on read,
+ * exact); llama's q and k rows come back in the Hugging Face order
+ * (llama.cpp's converter interleaves each head's RoPE halves). Any other
+ * ggml type is refused at open, naming the tensor and the type. */
+int ot_ckpt_is_gguf(const ot_ckpt *c);
 
 /* ---- writing ------------------------------------------------------------- */
 typedef struct ot_st_tensor {

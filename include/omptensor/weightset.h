@@ -34,8 +34,13 @@ ot_status ot_wset_add_optional(ot_wset *w, ot_dtype dt, int ndim, const int64_t 
 void ot_wset_destroy(ot_wset *w);
 
 /* The weight dtype for matmul weights: `want`, or the checkpoint's own dtype
- * of tensor `probe` when want is OT_DTYPE_KEEP (f32 when synthetic). */
+ * of tensor `probe` when want is OT_DTYPE_KEEP (f32 when synthetic); for a
+ * GGUF checkpoint OT_DTYPE_KEEP itself (its tensors mix types: each is
+ * kept in its own, ot_lm_weight_dtype). */
 ot_dtype ot_wset_matmul_dtype(const ot_wset *w, ot_dtype want, const char *probe);
+
+/* The bytes of every tensor in the checkpoint (0 when synthetic). */
+uint64_t ot_wset_ckpt_bytes(const ot_wset *w);
 
 #ifdef __cplusplus
 }

@@ -15,6 +15,7 @@
 
 #include "config/hf_internal.h"
 #include "core/error.h"
+#include "omptensor/gguf.h"
 #include "io/fileio.h"
 #include "io/json_util.h"
 
@@ -138,6 +139,9 @@ ot_status ot_hf_gen_config_load(const char *path, ot_hf_gen_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_gen_config_load: NULL argument");
   gen_init(out);
   int dir = ot_io_is_dir(path) == 1;
+  /* a GGUF file carries no generation defaults (llama.cpp has none to
+   * store): transformers' defaults, as for a model without the file */
+  if (!dir && ot_gguf_is_file(path)) return OT_OK;
   char *file = dir ? ot_io_join(path, "generation_config.json") : NULL;
   if (dir && !file) return ot_fail(OT_ERR_OUT_OF_MEMORY, "no memory for a path");
   const char *p = file ? file : path;

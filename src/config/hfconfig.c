@@ -860,20 +860,8 @@ ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
   int dir = ot_io_is_dir(path) == 1;
   if (!dir && is_safetensors(path, NULL, 0)) return not_a_model_dir(path);
-  /* a GGUF file: say so, not "invalid JSON" (its tensors are readable, a
-   * model from them is not yet built) */
-  ot_gguf *gg;
-  if (!dir && ot_gguf_is_file(path)) {
-    OT_TRY(ot_gguf_open(path, &gg)); /* a broken one: what is wrong in it */
-    const char *arch = ot_gguf_get_string(gg, "general.architecture");
-    ot_status u = ot_fail(OT_ERR_UNSUPPORTED,
-                          "%s: a GGUF file (architecture %s, %d tensors); omptensor reads its header and tensors "
-                          "(omptensor inspect) but does not build a model from GGUF yet: give a Hugging Face model "
-                          "directory (config.json + safetensors), with --dtype int4 for 4-bit weights",
-                          path, arch ? arch : "none", ot_gguf_num_tensors(gg));
-    ot_gguf_close(gg);
-    return u;
-  }
+  /* a GGUF file: its metadata as the config.json it stands for */
+  if (!dir && ot_gguf_is_file(path)) return ot_hf_config_from_gguf(path, out);
   char *file = dir ? ot_io_join(path, "config.json") : NULL;
   const char *p = file ? file : path;
   char *text;

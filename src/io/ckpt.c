@@ -1,10 +1,13 @@
 /* ckpt.c — a Hugging Face checkpoint: one model.safetensors, or shards
- * listed by model.safetensors.index.json; one sorted table over all of them. */
+ * listed by model.safetensors.index.json; one sorted table over all of them.
+ * A GGUF file is a checkpoint too (ckpt_gguf.c): the same table, by the
+ * Hugging Face names its tensors stand for. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "core/error.h"
 #include "core/file.h"
+#include "io/ckpt_internal.h"
 #include "io/fileio.h"
 #include "io/st_internal.h"
 
@@ -12,13 +15,6 @@
 #define OT_SINGLE_NAME "model.safetensors"
 #define OT_INDEX_MAX_BYTES ((size_t)64 << 20)
 
-struct ot_ckpt {
-  char *dir;
-  ot_st_file **shards;
-  int n_shards;
-  ot_st_info *infos; /* [n] sorted by name; names point into the shards */
-  int n;
-};
 
 static int ends_with(const char *s, const char *tail) {
   size_t a = strlen(s), b = strlen(tail);
@@ -117,7 +113,14 @@ ot_status ot_ckpt_open(const char *path, ot_ckpt **out) {
   *out = NULL;
   ot_ckpt *c = calloc(1, sizeof *c);
   if (!c) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  c->fd = -1;
   int is_dir = ot_io_is_dir(path);
+  if (is_dir != 1 && ot_gguf_is_file(path)) {
+    ot_status g = ot_ckpt_gguf_open(c, path);
+    if (g != OT_OK) ot_ckpt_close(c);
+    else *out = c;
+    return g;
+  }
   ot_status s = is_dir == 1 ? ot_io_strdup(path, &c->dir) : dir_of(path, &c->dir);
   if (s == OT_OK) {
     if (is_dir == 1) s = open_dir(c);
@@ -135,6 +138,7 @@ ot_status ot_ckpt_open(const char *path, ot_ckpt **out) {
 
 void ot_ckpt_close(ot_ckpt *c) {
   if (!c) return;
+  ot_ckpt_gguf_free(c);
   for (int i = 0; i < c->n_shards; i++) ot_st_close(c->shards[i]);
   free(c->shards);
   free(c->infos);
@@ -144,6 +148,7 @@ void ot_ckpt_close(ot_ckpt *c) {
 
 int ot_ckpt_count(const ot_ckpt *c) { return c ? c->n : 0; }
 int ot_ckpt_num_shards(const ot_ckpt *c) { return c ? c->n_shards : 0; }
+int ot_ckpt_is_gguf(const ot_ckpt *c) { return c && c->gg; }
 const char *ot_ckpt_dir(const ot_ckpt *c) { return c ? c->dir : ""; }
 
 const ot_st_info *ot_ckpt_at(const ot_ckpt *c, int i) { return c && i >= 0 && i < c->n ? &c->infos[i] : NULL; }
@@ -158,6 +163,7 @@ ot_status ot_ckpt_find(const ot_ckpt *c, const char *name, const ot_st_info **ou
 }
 
 ot_status ot_ckpt_read(const ot_ckpt *c, const ot_st_info *info, void *dst, size_t bytes) {
+  if (c && info && c->gg) return ot_ckpt_gguf_read(c, info, dst, bytes);
   if (!c || !info || info->shard < 0 || info->shard >= c->n_shards)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_ckpt_read: NULL argument or a tensor from another checkpoint");
   return ot_st_read(c->shards[info->shard], info, dst, bytes);

@@ -11,7 +11,7 @@
 #include "omptensor/ops.h"
 
 void ot_model_config_label(char *buf, size_t cap, const ot_ckpt *ck) {
-  if (ck) snprintf(buf, cap, "%s/config.json", ot_ckpt_dir(ck));
+  if (ck) snprintf(buf, cap, ot_ckpt_is_gguf(ck) ? "%s" : "%s/config.json", ot_ckpt_dir(ck));
   else snprintf(buf, cap, "the synthetic model's config");
 }
 

@@ -321,7 +321,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
                                                                   : "model.layers.0.self_attn.q_proj.weight");
   /* The embedding table is read by rows: q8b would need a dequantising
    * lookup; keep it in bf16 then (or f32 when that is what was asked). */
-  ot_dtype et = ot_dtype_block(wt) ? OT_BF16 : wt;
+  ot_dtype et = ot_dtype_block(wt) ? OT_BF16 : wt; /* OT_DTYPE_KEEP (a GGUF file): its own type, blocks too */
   /* bytes of the model (every matrix in wt, about a byte per q8b element, an upper bound for q4b),
    * for progress and for the host-memory check before anything is made */
   int ovf = 0;
@@ -338,6 +338,7 @@ static ot_status make(ot_ctx *ctx, const ot_hf_config *cfg, const ot_ckpt *ck, o
   if (cfg->qkv_bias) vecs = ot_sz_add(&ovf, vecs, ot_sz_mul3(&ovf, cfg->num_layers, H + 2 * KV, hd)); /* biases */
   uint64_t total = (uint64_t)ot_sz_add(&ovf, ot_sz_add(&ovf, ot_sz_mul(&ovf, wb, mats), ot_sz_mul3(&ovf, eb, V, D)),
                                        ot_sz_mul(&ovf, 4, vecs));
+  if (wt == OT_DTYPE_KEEP) total = ot_wset_ckpt_bytes(w); /* types by tensor: what the file holds */
   w->total = total;
   ot_status s = ovf ? ot_set_error(OT_ERR_INVALID_ARG, "%s: the weights' byte count overflows", label) : OT_OK;
   if (s == OT_OK && !dry) s = ot_model_check_host_memory(label, total, "the weights", OT_MODEL_WEIGHTS_TODO);

@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "memory/tensor_impl.h"
 #include "omptensor/lm.h"
+#include "omptensor/models.h"
 
 static void shape_str(char *buf, size_t n, int ndim, const int64_t *shape) {
   size_t k = (size_t)snprintf(buf, n, "[");
@@ -26,11 +27,24 @@ ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, cons
     return ot_fail(OT_ERR_SHAPE, "%s: tensor '%s' has shape %s, but config.json implies %s", ot_ckpt_dir(ck), name,
                    got, want);
   }
-  if (info->dtype != OT_F32 && info->dtype != OT_F16 && info->dtype != OT_BF16)
+  /* block dtypes come from GGUF files (ot_ckpt_is_gguf) */
+  if (info->dtype != OT_F32 && info->dtype != OT_F16 && info->dtype != OT_BF16 && !ot_dtype_block(info->dtype))
     return ot_fail(OT_ERR_DTYPE, "%s: tensor '%s' is %s; weights must be F32, F16 or BF16", ot_ckpt_dir(ck), name,
                    ot_dtype_name(info->dtype));
   if (found) *found = info;
   return OT_OK;
+}
+
+ot_dtype ot_lm_weight_dtype(const ot_st_info *info, ot_dtype want, int ndim, const int64_t *shape) {
+  /* as the file has it (a GGUF file mixes types by tensor) */
+  if (want == OT_DTYPE_KEEP) return info ? info->dtype : OT_F32;
+  /* A quantized weight stays in its own blocks when blocks are asked for:
+   * requantizing one 4-bit fit into another only adds error. A float dtype
+   * asked for dequantizes it. */
+  if (info && ot_dtype_block(info->dtype) && ot_dtype_block(want)) return info->dtype;
+  /* blocks need whole blocks along rows; vectors (norms, biases) stay f32 */
+  if (ot_dtype_block(want) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(want))) return OT_F32;
+  return want;
 }
 
 ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot_dtype dt, int ndim,
@@ -39,8 +53,7 @@ ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot
   const ot_st_info *info;
   OT_TRY(ot_lm_check_weight(ck, name, ndim, shape, &info));
   ot_status s;
-  /* q8b needs whole blocks along rows; vectors (norms, biases) stay f32. */
-  if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
+  dt = ot_lm_weight_dtype(info, dt, ndim, shape);
   ot_tensor *t;
   OT_TRY(ot_tensor_create(ctx, name, dt, ndim, shape, &t));
   if (info->dtype == dt) {

@@ -53,13 +53,14 @@ ot_status ot_wset_add(ot_wset *w, ot_dtype dt, int ndim, const int64_t *shape, f
      * at once, not after gigabytes of earlier layers. The tensor wraps one
      * byte it never reads, so the model's views can still be made. */
     static unsigned char nothing;
-    if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
-    s = w->ck ? ot_lm_check_weight(w->ck, name, ndim, shape, NULL) : OT_OK;
+    const ot_st_info *info = NULL;
+    s = w->ck ? ot_lm_check_weight(w->ck, name, ndim, shape, &info) : OT_OK;
+    dt = ot_lm_weight_dtype(info, dt, ndim, shape);
     if (s == OT_OK) s = ot_tensor_wrap(w->ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t);
   } else if (w->ck) {
     s = ot_lm_load_weight(w->ctx, w->ck, name, dt, ndim, shape, &t);
   } else {
-    if (ot_dtype_block(dt) && (ndim < 2 || shape[ndim - 1] % ot_dtype_block(dt))) dt = OT_F32;
+    dt = ot_lm_weight_dtype(NULL, dt, ndim, shape);
     s = ot_tensor_create(w->ctx, name, dt, ndim, shape, &t);
     if (s == OT_OK) {
       int64_t n = ot_tensor_numel(t);
@@ -97,8 +98,15 @@ void ot_wset_destroy(ot_wset *w) {
 
 ot_dtype ot_wset_matmul_dtype(const ot_wset *w, ot_dtype want, const char *probe) {
   if (want != OT_DTYPE_KEEP) return want;
+  if (w->ck && ot_ckpt_is_gguf(w->ck)) return OT_DTYPE_KEEP; /* GGUF files mix types: each tensor its own */
   const ot_st_info *info;
   if (w->ck && ot_ckpt_find(w->ck, probe, &info) == OT_OK) return info->dtype;
   ot_clear_error();
   return OT_F32;
+}
+
+uint64_t ot_wset_ckpt_bytes(const ot_wset *w) {
+  uint64_t n = 0;
+  for (int i = 0; w->ck && i < ot_ckpt_count(w->ck); i++) n += ot_ckpt_at(w->ck, i)->bytes;
+  return n;
 }
