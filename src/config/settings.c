@@ -40,8 +40,9 @@ static ot_status parse_dtype(const char *v, value *out) {
     char shown[300];
     ot_option_value_shown(v, shown, sizeof shown);
     return ot_fail(OT_ERR_DTYPE,
-                   "'%s' is not a weight storage type; use f32, f16, bf16, int8 (block-quantized, also q8b) or int4 "
-                   "(block-quantized 4-bit, GGUF's Q4_0 layout, also q4b)", shown);
+                   "'%s' is not a weight storage type; use f32, f16, bf16, int8 (block-quantized, also q8b), int4 "
+                   "(block-quantized 4-bit, GGUF's Q4_0 layout, also q4b), q4k or q6k (GGUF's Q4_K / Q6_K "
+                   "super-blocks)", shown);
   }
   out->dtype = t;
   return OT_OK;
@@ -163,7 +164,8 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                         "split the model over N devices from --device, layers by budget (default 1)", parse_devices, NULL, 0, 0},
     [OT_SET_TRACE] = {"trace", "OMPTENSOR_TRACE", "trace", "FILE", "write a Chrome-trace JSON of the run", parse_trace, NULL, 0, 0},
     [OT_SET_DTYPE] = {"dtype", "OMPTENSOR_DTYPE", "dtype", "TYPE",
-                      "weight storage: f32 | f16 | bf16 | int8 (block-quantized, also q8b) | int4 (4-bit blocks, also q4b)",
+                      "weight storage: f32 | f16 | bf16 | int8 (block-quantized, also q8b) | int4 (4-bit blocks, also q4b) | "
+                      "q4k | q6k (GGUF K-quants); a GGUF file keeps its own types unless a float one is asked for",
                       parse_dtype, NULL, 0, 0},
     [OT_SET_JSON] = {"json", "OMPTENSOR_JSON", "json", NULL, "print one JSON summary on stdout", parse_json, NULL, 0, 0},
     [OT_SET_USM_PLACEMENT] = {"usm-placement", "OMPTENSOR_USM_PLACEMENT", "memory.usm_placement", "PLACEMENT",
