@@ -26,6 +26,8 @@ what the reference library makes of a set of texts:
                       Qwen2's regex (no NFC: llama.cpp and transformers'
                       GGUF reader leave Qwen2's normalizer out). Reference:
                       the tokenizers library with that pipeline.
+  tok-ties.gguf       "llama": a made-up vocabulary of tied scores and
+                      repeated tokens, to pin the merges' order (ties_family).
   tok-bad-*.gguf      tiny files with one defect each (BAD below) that the
                       reader must refuse naming the key.
 
@@ -36,9 +38,21 @@ with special tokens skipped and kept.
 
 Where the reference library and a tokenizer.json built from the metadata
 (as transformers' GGUF integration builds one) are known to disagree, the
-case carries "known_difference" (a sentence) and the ids transformers'
-construction gives ("ids_hf"); the test checks those instead and prints
-the reason. Run:
+case carries "known_difference" (a sentence) and the ids that construction
+gives ("ids_hf", from hf_from_spm); the test checks those instead and
+prints the reason.
+
+Checked once by hand against transformers 5.24 (not needed to run this):
+its GGUF reader (integrations/gguf/gguf_tokenizer_mapping.py) makes the
+same merges (generate_merges; omptensor's are identical, ties included,
+on tok-spm and tok-ties) but writes a Metaspace(prepend_scheme "first")
+pre-tokenizer instead of the Prepend normalizer, so on a text that starts
+with a space it gives one \u2581 fewer than sentencepiece and llama.cpp
+(" leading space": \u2581 + leading there, \u2581\u2581 + leading here; the
+two such texts of tok-spm and three of tok-ties), and on every other text
+the ids here; omptensor follows sentencepiece. Its byte-level reader sets
+no ignore_merges for Llama 3 (llama.cpp does, and so does omptensor; no
+text of tok-llama-bpe tells the two apart). Run:
 
     python3 -m venv /tmp/gt && /tmp/gt/bin/pip install gguf numpy tokenizers sentencepiece protobuf
     /tmp/gt/bin/python scripts/gen_gguf_tokenizer_ref.py tests/data/gguf
@@ -310,6 +324,41 @@ save("tok-gpt2.json", *gpt2_family())
 save("tok-llama-bpe.json", lc, lr)
 save("tok-qwen2.json", qc, qr)
 
+# ---- (3) merge order: a vocabulary of ties and repeats ---------------------------
+
+def ties_family():
+    """A made-up "llama" vocabulary whose scores tie often and whose tokens
+    repeat, over multi-byte characters: the merges' order then rests on
+    every tie rule of transformers' generate_merges (length of the halves,
+    file order, a repeat's first place and last score). Reference: the
+    tokenizers library running that construction (hf_from_spm), as
+    sentencepiece would not load such a model."""
+    import random
+    rnd = random.Random(5)
+    alpha = "ab\u2581\u00e9\u65e5\U0001F600"
+    tokens = ["<unk>", "<s>", "</s>"] + list(alpha)
+    tokens += ["".join(rnd.choice(alpha) for _ in range(rnd.randint(2, 5))) for _ in range(300)]
+    scores = [0.0, 0.0, 0.0] + [float(rnd.randint(-12, 0)) for _ in tokens[3:]]
+    types = [T_UNKNOWN, T_CONTROL, T_CONTROL] + [T_NORMAL] * (len(tokens) - 3)
+    w = writer("tok-ties.gguf")
+    w.add_tokenizer_model("llama")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_add_bos_token(False)
+    finish(w)
+    hf = hf_from_spm(tokens, scores, types, 1)
+    cases = []
+    for _ in range(12):
+        text = "".join(rnd.choice(alpha + " ") for _ in range(rnd.randint(5, 30)))
+        ids = hf.encode(text, add_special_tokens=False).ids
+        cases.append({"text": text, "ids": ids, "ids_special": ids, "decoded": hf.decode(ids),
+                      "decoded_keep": hf.decode(ids, skip_special_tokens=False)})
+    return cases, {"bos": 1, "eos": 2, "unk": 0}
+
+
+save("tok-ties.json", *ties_family())
+
 # ---- files the reader must refuse: (name, what to write, the key the message names)
 BAD_TOKENS = ["<unk>", "<s>", "</s>", "\u2581a", "a", "b", "\u2581"]
 
@@ -342,7 +391,7 @@ bad("tokens", tokens=None, scores=False, types=False)
 bad("bos", bos=len(BAD_TOKENS))
 bad("merge", model="gpt2", pre="gpt2", merges=["\u2581 a", "a c"])
 
-for n in ("spm", "gpt2", "llama-bpe", "qwen2"):
+for n in ("spm", "gpt2", "llama-bpe", "qwen2", "ties"):
     for ext in ("gguf", "json"):
         p = os.path.join(out, "tok-%s.%s" % (n, ext))
         print("%-40s %7d bytes" % (p, os.path.getsize(p)))

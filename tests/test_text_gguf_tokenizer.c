@@ -120,7 +120,8 @@ static void check_family(const char *fam) {
 
 /* spm (tokenizer.ggml.model "llama": merges from the scores, byte
  * fallback, user-defined <tool>), gpt2, llama-bpe (Split + ByteLevel,
- * ignore_merges, BOS), qwen2 (Qwen2's regex). */
+ * ignore_merges, BOS), qwen2 (Qwen2's regex), ties (a made-up "llama"
+ * vocabulary of tied scores and repeated tokens: the merges' order). */
 static void test_family(void **state) { check_family(*state); }
 
 /* ot_tokenizer_load takes the .gguf path itself (what `omptensor run
@@ -184,6 +185,7 @@ int main(void) {
                                      cmocka_unit_test_prestate(test_family, "gpt2"),
                                      cmocka_unit_test_prestate(test_family, "llama-bpe"),
                                      cmocka_unit_test_prestate(test_family, "qwen2"),
+                                     cmocka_unit_test_prestate(test_family, "ties"),
                                      cmocka_unit_test(test_load_path),
                                      cmocka_unit_test(test_bad_files)};
   return cmocka_run_group_tests(tests, NULL, NULL);
