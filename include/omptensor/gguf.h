@@ -105,6 +105,15 @@ int ot_gguf_get_int(const ot_gguf *g, const char *key, int64_t *out);
 int ot_gguf_get_float(const ot_gguf *g, const char *key, double *out); /* f32 or f64 */
 /* An array of strings (tokenizer.ggml.tokens, .merges): element j, or NULL. */
 const char *ot_gguf_get_array_string(const ot_gguf *g, const char *key, uint64_t j);
+/* An array by key: 1 with its element type and count (may be NULL), 0 when
+ * the key is missing or not an array. */
+int ot_gguf_get_array(const ot_gguf *g, const char *key, ot_gguf_vtype *elem_type, uint64_t *count);
+/* Element j of a numeric array (tokenizer.ggml.scores, .token_type): _f64
+ * reads any number type (and bool) as a double, _int any integer type (and
+ * bool; a u64 past INT64_MAX is refused). 0 when the key is missing, not
+ * such an array, or j is past its end. */
+int ot_gguf_get_array_f64(const ot_gguf *g, const char *key, uint64_t j, double *out);
+int ot_gguf_get_array_int(const ot_gguf *g, const char *key, uint64_t j, int64_t *out);
 
 /* n values of ggml type `type` at src (a tensor's bytes) as f32 into dst:
  * F32, F16, BF16, Q4_0, Q8_0, Q4_K and Q6_K, bit for bit what the gguf

@@ -65,11 +65,32 @@ extern "C" {
 typedef struct ot_tokenizer ot_tokenizer;
 
 /* `path`: a tokenizer.json, or a folder holding one (then also its
- * tokenizer_config.json and special_tokens_map.json where present). */
+ * tokenizer_config.json and special_tokens_map.json where present), or a
+ * GGUF file (ot_tokenizer_load_gguf below). */
 ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out);
 /* The same from tokenizer.json's text in memory; `label` names it in messages. */
 ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot_tokenizer **out);
 void ot_tokenizer_destroy(ot_tokenizer *tk); /* NULL is fine */
+
+/* A tokenizer from a GGUF file's metadata (llama.cpp's tokenizer.ggml.*
+ * keys; a GGUF carries no tokenizer.json): tokenizer.ggml.model "llama"
+ * (sentencepiece: tokens, scores, token_type; merges generated from the
+ * scores as transformers does) or "gpt2" (byte-level BPE: tokens, merges,
+ * tokenizer.ggml.pre one of default, gpt2, llama3, llama-v3, llama-bpe,
+ * falcon3, qwen2, deepseek-r1-qwen). Control tokens are special added
+ * tokens, user-defined ones added tokens; BOS / EOS as add_bos_token /
+ * add_eos_token say (default: BOS for "llama" only); the bos, eos,
+ * padding and unknown token ids are the roles (ot_tokenizer_role_id).
+ * Anything else (another model or pre, arrays of the wrong type or length,
+ * an id outside the vocabulary, a merge of non-tokens) is refused naming
+ * `label` (the file) and the key: OT_ERR_UNSUPPORTED for what is valid but
+ * not read, OT_ERR_FORMAT for what is broken, OT_ERR_NOT_FOUND where the
+ * file has no tokenizer.ggml.model at all. src/text/tokenizer_gguf.c says
+ * how each part follows llama.cpp and transformers. */
+typedef struct ot_gguf ot_gguf;
+ot_status ot_tokenizer_from_gguf(const ot_gguf *g, const char *label, ot_tokenizer **out);
+/* The same from the file at `path` (ot_tokenizer_load takes a .gguf path too). */
+ot_status ot_tokenizer_load_gguf(const char *path, ot_tokenizer **out);
 
 /* Encodes `len` bytes of UTF-8 text (invalid UTF-8 is OT_ERR_INVALID_ARG
  * with its byte offset). `add_special`: also the special tokens the

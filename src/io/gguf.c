@@ -501,4 +501,58 @@ const char *ot_gguf_get_array_string(const ot_gguf *g, const char *key, uint64_t
   return k && k->type == OT_GGUF_V_ARRAY && k->elem == OT_GGUF_V_STRING && j < k->count ? k->strs[j] : NULL;
 }
 
+int ot_gguf_get_array(const ot_gguf *g, const char *key, ot_gguf_vtype *elem_type, uint64_t *count) {
+  const kv *k = find(g, key);
+  if (!k || k->type != OT_GGUF_V_ARRAY) return 0;
+  if (elem_type) *elem_type = k->elem;
+  if (count) *count = k->count;
+  return 1;
+}
+
+/* Element j of numeric array k, widened: integers into *i (*is_int 1),
+ * floats into *f. 0: not a numeric array or j past its end. The elements
+ * are kept as the file's little-endian bytes (raw), unaligned: memcpy. */
+static int array_elem(const kv *k, uint64_t j, int64_t *i, double *f, int *is_int) {
+  if (!k || k->type != OT_GGUF_V_ARRAY || !k->raw || j >= k->count) return 0;
+  const unsigned char *p = (const unsigned char *)k->raw + j * (uint64_t)vsize[k->elem];
+  *is_int = 1;
+  switch (k->elem) {
+  case OT_GGUF_V_U8: case OT_GGUF_V_BOOL: *i = p[0]; return 1;
+  case OT_GGUF_V_I8: *i = (int8_t)p[0]; return 1;
+  case OT_GGUF_V_U16: { uint16_t v; memcpy(&v, p, 2); *i = v; return 1; }
+  case OT_GGUF_V_I16: { int16_t v; memcpy(&v, p, 2); *i = v; return 1; }
+  case OT_GGUF_V_U32: { uint32_t v; memcpy(&v, p, 4); *i = v; return 1; }
+  case OT_GGUF_V_I32: { int32_t v; memcpy(&v, p, 4); *i = v; return 1; }
+  case OT_GGUF_V_I64: memcpy(i, p, 8); return 1;
+  case OT_GGUF_V_U64: {
+    uint64_t v;
+    memcpy(&v, p, 8);
+    if (v > (uint64_t)INT64_MAX) return 0;
+    *i = (int64_t)v;
+    return 1;
+  }
+  case OT_GGUF_V_F32: { float v; memcpy(&v, p, 4); *f = v; *is_int = 0; return 1; }
+  case OT_GGUF_V_F64: memcpy(f, p, 8); *is_int = 0; return 1;
+  default: return 0;
+  }
+}
+
+int ot_gguf_get_array_f64(const ot_gguf *g, const char *key, uint64_t j, double *out) {
+  int64_t i = 0;
+  double f = 0;
+  int is_int;
+  if (!out || !array_elem(find(g, key), j, &i, &f, &is_int)) return 0;
+  *out = is_int ? (double)i : f;
+  return 1;
+}
+
+int ot_gguf_get_array_int(const ot_gguf *g, const char *key, uint64_t j, int64_t *out) {
+  int64_t i = 0;
+  double f = 0;
+  int is_int;
+  if (!out || !array_elem(find(g, key), j, &i, &f, &is_int) || !is_int) return 0;
+  *out = i;
+  return 1;
+}
+
 const char *ot_gguf_vtype_name(ot_gguf_vtype t) { return (unsigned)t < OT_GGUF_V_COUNT ? vnames[t] : "?"; }

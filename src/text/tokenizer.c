@@ -12,6 +12,7 @@
 
 #include "io/json_util.h"
 #include "omptensor/file.h"
+#include "omptensor/gguf.h"
 #include "text/tokenizer_internal.h"
 
 #define MAX_FILE (1u << 30)
@@ -554,6 +555,7 @@ ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: out is NULL");
   *out = NULL;
   if (!path) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: path is NULL");
+  if (ot_gguf_is_file(path)) return ot_tokenizer_load_gguf(path, out); /* its metadata (tokenizer_gguf.c) */
   size_t pl = strlen(path);
   char *file = malloc(pl + 16);
   if (!file) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
