@@ -9,7 +9,8 @@ One device call (a few minutes on the H200):
   3. the PyTorch layer streamer in bf16 (the peer: every layer over PCIe);
   4. omptensor resident in bf16 (the reference logits), then at each budget
      (--budgets, percent of the bf16 weights: 25 and 10) with the weights
-     in each --dtypes (bf16, int8 = q8b, int4 = q4b = GGUF Q4_0, q4k = GGUF
+     in each --dtypes and each --computes (auto: ops may run on the host's
+     cores, issue 20; gpu: every op on the GPU) (bf16, int8 = q8b, int4 = q4b = GGUF Q4_0, q4k = GGUF
      Q4_K; quantized at load by omptensor from the bf16 checkpoint);
      every case writes its prompt's logits (--logits-out);
   5. the table (stdout, Markdown beside --out) and the JSON (--out),
@@ -70,6 +71,8 @@ def parse_args():
     p.add_argument("--budgets", default="25,10", help="percent of the bf16 weight bytes")
     p.add_argument("--dtypes", default="q4b,q4k,int8,bf16")
     p.add_argument("--offload", default="aggressive")
+    p.add_argument("--computes", default="auto,gpu",
+                   help="omptensor --compute of the budget cases (auto may put ops on the host's cores)")
     p.add_argument("--skip", default="")
     p.add_argument("--time-limit", type=float, default=420)
     p.add_argument("--case-timeout", type=float, default=120)
@@ -116,10 +119,15 @@ def finalize(b):
 def omptensor_cases(b, cmd, model_dir, prompt_file):
     a = b.args
     w = b.header["weight_bytes"]
-    runs = [(None, "bf16")] + [(float(p), d) for p in a.budgets.split(",") if p for d in a.dtypes.split(",") if d]
+    dtypes = [d for d in a.dtypes.split(",") if d]
+    computes = [c for c in a.computes.split(",") if c]
+    # the bf16 resident run first (the reference logits), the others resident, then each budget
+    runs = [(None, "bf16", "auto")] + [(None, d, "auto") for d in dtypes if d != "bf16"]
+    runs += [(float(p), d, c) for p in a.budgets.split(",") if p for d in dtypes for c in computes]
     ref = None
-    for pct, dt in runs:
-        name = "omptensor-resident-bf16" if pct is None else f"omptensor-{pct:g}%-{dt}"
+    for pct, dt, compute in runs:
+        name = (f"omptensor-resident-{dt}" if pct is None else f"omptensor-{pct:g}%-{dt}"
+                + ("" if compute == "auto" else f"-{compute}"))
         budget = None if pct is None else int(pct / 100 * w)
         if not b.wanted(name, "omptensor", budget):
             continue
@@ -130,7 +138,7 @@ def omptensor_cases(b, cmd, model_dir, prompt_file):
         try:
             res = O.run_case(cmd, spec, model_dir, prompt_file, a.new_tokens, budget,
                              max(5.0, min(a.case_timeout, b.remaining() - 5)), b.dev, b.artifacts, log,
-                             extra_args=["--logits-out", logits])
+                             extra_args=["--logits-out", logits] + ([] if compute == "auto" else ["--compute", compute]))
         except Exception as e:  # noqa: BLE001
             b.failed(name, "map", budget, e)
             continue
@@ -139,8 +147,9 @@ def omptensor_cases(b, cmd, model_dir, prompt_file):
         res.update(logit_stats(logits, ref))
         if os.path.exists(logits):
             os.remove(logits)
-        b.add(dict(res, case=name, backend="map", offload=spec["offload"], dtype=dt,
-                   budget_fraction=spec["fraction"]))
+        summ = res.get("omptensor") or {}
+        b.add(dict(res, case=name, backend="map", offload=spec["offload"], dtype=dt, requested_compute=compute,
+                   compute=(summ.get("compute") or {}).get("used", compute), budget_fraction=spec["fraction"]))
 
 
 def fmt(x, f="{:.2f}"):
@@ -155,16 +164,16 @@ def markdown(b, cmdline):
              f"{b.args.prompt_len} tokens, {b.args.new_tokens} new, greedy, batch 1, --offload {b.args.offload}. "
              f"Pinned host→device {fmt((h.get('h2d_bytes_per_s') or 0) / 1e9, '{:.1f}')} GB/s.",
              "", "    " + cmdline, "",
-             "| case | budget | weights | crossing / token | tokens/s | own bound | × own bound | × bf16 streamer "
+             "| case | compute | budget | weights | crossing / token | tokens/s | own bound | × own bound | × bf16 streamer "
              "| logit err (max / rms, of range) | top-1 agree | peak device | probe |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for c in b.cases:
         if c["status"] != "ok":
-            lines.append(f"| {c['case']} | — | — | — | {c['status'].upper()} | | | | | | | {c.get('note') or ''} |")
+            lines.append(f"| {c['case']} | — | — | — | — | {c['status'].upper()} | | | | | | | {c.get('note') or ''} |")
             continue
         bud = c.get("budget_bytes")
         lines.append("| " + " | ".join([
-            c["case"],
+            c["case"], str(c.get("compute") or "torch"),
             "—" if bud is None else f"{100 * bud / h['weight_bytes']:.0f}% ({bud / 1e9:.2f} GB)",
             fmt((c.get("weight_bytes") or 0) / 1e9, "{:.2f} GB") if c.get("weight_bytes") else "—",
             fmt((c.get("crossing_bytes_per_token") or 0) / 1e9, "{:.2f} GB") if bud else "—",

@@ -145,12 +145,12 @@ static void test_q8b(void **st) {
  * row count, K with and without a tail. */
 static void test_host_isas(void **st) {
   (void)st;
-  static const ot_dtype dts[5] = {OT_F32, OT_BF16, OT_F16, OT_Q8B, OT_Q4B};
+  static const ot_dtype dts[7] = {OT_F32, OT_BF16, OT_F16, OT_Q8B, OT_Q4B, OT_Q4K, OT_Q6K};
   const int64_t N = 37;
-  for (int d = 0; d < 5; d++)
+  for (int d = 0; d < 7; d++)
     for (int64_t M = 1; M <= 6; M += 5)
-      for (int64_t K = 64; K <= 83; K += 19) {
-        if (ot_dtype_block(dts[d]) && K % 32) continue;
+      for (int64_t K = 64; K <= 512; K += K < 83 ? 19 : 512 - 83) { /* 64, 83, 512 */
+        if (ot_dtype_block(dts[d]) && K % ot_dtype_block(dts[d])) continue;
         ot_tbuf A = ot_tbuf_rand(OT_F32, M * K, 77 + (uint64_t)K, -1, 1);
         ot_tbuf B = ot_tbuf_rand(dts[d], N * K, 78 + (uint64_t)d, -1, 1);
         float *out[3] = {NULL, NULL, NULL};

@@ -29,6 +29,7 @@
 #include <cmocka.h>
 
 #include "model_test.h"
+#include "kernels/kcommon.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/models.h"
 #include "omptensor/trace.h"
@@ -98,7 +99,9 @@ static void logits_match_reference(void **state) {
          (unsigned long long)f.weight_bytes);
   assert_true(e < 1e-4 * r.range);
   assert_true(ef < 1e-4 * r.range);
-  assert_true(es < 1e-4 * r.range);
+  /* bf16 weights on a GPU go through bf16 tensor-core GEMMs (activations
+   * rounded to bf16: 1.9e-3 of the range on the H200); on host threads f32 */
+  assert_true(es < (ot_kruns_on_host(ot_ctx_device(ctx, 0)) ? 1e-4 : 5e-3) * r.range);
   /* the quantization's distance, as NumPy measured it, and not less */
   assert_true(fabs(eq - r.dist) < 1e-3 * r.range && eq > 0.02 * r.range);
   assert_true(g.weight_bytes < s.weight_bytes && s.weight_bytes < f.weight_bytes);

@@ -69,6 +69,39 @@ typedef int32_t gh_v16i __attribute__((vector_size(64)));
            ot_kf16_f32(b_->d);                                                                   \
   } while (0)
 
+/* q4k (dtype.h): the 16 values are half of one 32's nibbles, one scale and
+ * min; the multiply-add fused explicitly so every instruction set gives the
+ * same bits (the baseline has no fma instruction: libm's fma, exact) */
+#define LD16_Q4K(wv, w, k)                                                                       \
+  do {                                                                                           \
+    const ot_q4k_block *b_ = (const ot_q4k_block *)(w) + ((k) >> 8);                             \
+    const int j_ = (int)((k)&255), c_ = j_ >> 6, h_ = (j_ >> 5) & 1, s_ = 2 * c_ + h_;           \
+    const uint8_t *p_ = b_->scales;                                                              \
+    const int sc_ = s_ < 4 ? p_[s_] & 63 : (p_[s_ + 4] & 0xF) | ((p_[s_ - 4] >> 6) << 4);         \
+    const int m_ = s_ < 4 ? p_[s_ + 4] & 63 : (p_[s_ + 4] >> 4) | ((p_[s_] >> 6) << 4);           \
+    gh_v16ub q_;                                                                                 \
+    memcpy(&q_, b_->qs + 32 * c_ + (j_ & 16), sizeof q_);                                        \
+    q_ = h_ ? q_ >> 4 : q_ & 15;                                                                 \
+    const float ds_ = ot_kf16_f32(b_->d) * (float)sc_, dm_ = ot_kf16_f32(b_->dmin) * (float)m_;  \
+    (wv) = __builtin_elementwise_fma(__builtin_convertvector(q_, gh_v16f), (gh_v16f){0} + ds_,   \
+                                     (gh_v16f){0} - dm_);                                        \
+  } while (0)
+
+/* q6k (dtype.h): 16 values share one int8 scale; 4 low bits from ql, 2
+ * high from qh */
+#define LD16_Q6K(wv, w, k)                                                                       \
+  do {                                                                                           \
+    const ot_q6k_block *b_ = (const ot_q6k_block *)(w) + ((k) >> 8);                             \
+    const int j_ = (int)((k)&255), h_ = j_ >> 7, i_ = j_ & 127;                                  \
+    gh_v16ub lo_, hi_;                                                                           \
+    memcpy(&lo_, b_->ql + 64 * h_ + (i_ & 63), sizeof lo_);                                      \
+    memcpy(&hi_, b_->qh + 32 * h_ + (i_ & 31), sizeof hi_);                                      \
+    lo_ = (lo_ >> (4 * (i_ >> 6))) & 15;                                                         \
+    hi_ = (hi_ >> (2 * (i_ >> 5))) & 3;                                                          \
+    const gh_v16i q_ = __builtin_convertvector(lo_ | (hi_ << 4), gh_v16i) - 32;                  \
+    (wv) = __builtin_convertvector(q_, gh_v16f) * (ot_kf16_f32(b_->d) * (float)b_->scales[j_ >> 4]); \
+  } while (0)
+
 typedef struct gh_job {
   float *c;
   const float *a;
@@ -119,15 +152,17 @@ typedef struct gh_job {
 
 typedef void (*gh_work)(const gh_job *, int64_t, int64_t);
 
-/* The five dtypes for one instruction set: work_<isa>[dtype index]. */
+/* The seven dtypes for one instruction set: work_<isa>[dtype index]. */
 #define GH_ISA(ISA, ATTR)                                                                        \
   GH_WORKER(work_f32_##ISA, ATTR, LD16_F32, ot_ld_f32)                                           \
   GH_WORKER(work_bf16_##ISA, ATTR, LD16_BF16, ot_ld_bf16)                                        \
   GH_WORKER(work_f16_##ISA, ATTR, LD16_F16, ot_ld_f16)                                           \
   GH_WORKER(work_q8b_##ISA, ATTR, LD16_Q8B, ot_ld_q8b)                                           \
   GH_WORKER(work_q4b_##ISA, ATTR, LD16_Q4B, ot_ld_q4b)                                           \
-  static const gh_work work_##ISA[5] = {work_f32_##ISA, work_bf16_##ISA, work_f16_##ISA, work_q8b_##ISA,    \
-                                        work_q4b_##ISA};
+  GH_WORKER(work_q4k_##ISA, ATTR, LD16_Q4K, ot_ld_q4k)                                           \
+  GH_WORKER(work_q6k_##ISA, ATTR, LD16_Q6K, ot_ld_q6k)                                           \
+  static const gh_work work_##ISA[7] = {work_f32_##ISA, work_bf16_##ISA, work_f16_##ISA, work_q8b_##ISA,    \
+                                        work_q4b_##ISA, work_q4k_##ISA, work_q6k_##ISA};
 
 /* Chosen at run time from what the CPU has, by feature rather than by
  * x86-64-v3/v4 level: a virtual machine may hide one feature of a level
@@ -176,6 +211,7 @@ const char *ot_kgemv_host_isa(void) {
 int ot_kgemv_host_ok(ot_dtype wdt, int64_t K, int64_t ldw, int64_t M) {
   if (M < 1 || M > OT_GEMV_HOST_MAX_M || K < 1 || ldw < K) return 0;
   if (wdt == OT_Q8B || wdt == OT_Q4B) return K % 32 == 0 && ldw % 32 == 0;
+  if (wdt == OT_Q4K || wdt == OT_Q6K) return K % 256 == 0 && ldw % 256 == 0;
   return wdt == OT_F32 || wdt == OT_F16 || wdt == OT_BF16;
 }
 
@@ -183,7 +219,13 @@ void ot_kgemv_host(float *c, int64_t ldc, const float *a, int64_t lda, const voi
                    int64_t M, int64_t N, int64_t K, int accumulate) {
   const int64_t wrow = (int64_t)ot_dtype_bytes(wdt, ldw);
   const gh_job j = {c, a, (const char *)w, ldc, lda, wrow, M, N, K, accumulate != 0};
-  const int d = wdt == OT_F32 ? 0 : wdt == OT_BF16 ? 1 : wdt == OT_F16 ? 2 : wdt == OT_Q8B ? 3 : 4;
+  const int d = wdt == OT_F32    ? 0
+                : wdt == OT_BF16 ? 1
+                : wdt == OT_F16  ? 2
+                : wdt == OT_Q8B  ? 3
+                : wdt == OT_Q4B  ? 4
+                : wdt == OT_Q4K  ? 5
+                                 : 6;
 #ifdef GH_X86
   const int isa = gh_isa();
   const gh_work work = isa == 2 ? work_avx512[d] : isa == 1 ? work_avx2[d] : work_base[d];

@@ -18,7 +18,7 @@
 #define OT_GEMV_HOST_MAX_M 64
 
 /* Whether the host path takes W [N, K] (row stride ldw elements) of dtype
- * wdt: f32, f16, bf16, or q8b / q4b with K and ldw whole blocks. */
+ * wdt: f32, f16, bf16, or q8b / q4b / q4k / q6k with K and ldw whole blocks. */
 int ot_kgemv_host_ok(ot_dtype wdt, int64_t K, int64_t ldw, int64_t M);
 
 /* c [M, N] (+)= a [M, K] @ W^T on host threads (pointers the host can read:
