@@ -9,8 +9,7 @@
  * output row n: its 32 lanes stream W[n, :] in 16-byte vector loads (8 bf16 /
  * 8 f16 / 4 f32, or one 36-byte q8b block per lane), so a warp reads 512
  * contiguous bytes per step, fully coalesced, then reduces with shuffles.
- * 4-bit weights (q4b, q4k) have an M = 1 path: one Q4_0 block per lane, or
- * a quarter of a Q4_K super-block per lane. The
+ * 4-bit weights (q4b, q4k) have an M = 1 kernel of their own (gemv1_q4). The
  * activations a [M, K] are small and stay in L1/L2. Every weight byte is read
  * once per call whatever M is, which is what a memory-bound decode needs.
  *
@@ -125,53 +124,7 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
       if (wt == OT_BF16) GEMV1_ROW(uint16_t, 8, DOT8_BF);
       else if (wt == OT_F16) GEMV1_ROW(uint16_t, 8, DOT8_F16);
       else if (wt == OT_F32) GEMV1_ROW(float, 4, DOT4_32);
-      else if (wt == OT_Q4B) { /* one 18-byte block {f16 d; qs[16]} per lane and step, 2-byte loads */
-        const ot_q4b_block *row = (const ot_q4b_block *)w + n * (ldw / 32);
-        for (int64_t b = lane; b < K / 32; b += 32) {
-          const uint16_t *q = (const uint16_t *)row[b].qs;
-          const float d = ot_kf16_f32(row[b].d);
-          const float *x = a + b * 32;
-          float t = 0.0f;
-          for (int j = 0; j < 8; j++) { /* bytes 2j, 2j+1: values 2j, 2j+1 (low) and 2j+16, 2j+17 (high) */
-            const uint32_t u = q[j];
-            t += (float)((int)(u & 15) - 8) * x[2 * j] + (float)((int)((u >> 8) & 15) - 8) * x[2 * j + 1] +
-                 (float)((int)((u >> 4) & 15) - 8) * x[2 * j + 16] + (float)((int)((u >> 12) & 15) - 8) * x[2 * j + 17];
-          }
-          s0 += d * t;
-        }
-      } else if (wt == OT_Q4K) {
-        /* 144-byte super-blocks of 256, four lanes each: lane owns 64
-         * values (32 bytes of nibbles, sub-blocks 2c and 2c + 1), so a warp
-         * reads 8 super-blocks (1152 contiguous bytes) per step;
-         * sum(ds q x - dm x) = ds sum(q x) - dm sum(x) */
-        const ot_q4k_block *row = (const ot_q4k_block *)w + n * (ldw / 256);
-        const int qc = lane & 3; /* the lane's 64 values */
-        for (int64_t b = lane >> 2; b < K / 256; b += 8) {
-          const ot_q4k_block *blk = row + b;
-          const u128 q0 = ((const u128 *)blk->qs)[2 * qc], q1 = ((const u128 *)blk->qs)[2 * qc + 1];
-          const uint8_t *sc = blk->scales;
-          const int s_lo = 2 * qc, s_hi = 2 * qc + 1;
-          const int sc0 = s_lo < 4 ? sc[s_lo] & 63 : (sc[s_lo + 4] & 0xF) | ((sc[s_lo - 4] >> 6) << 4);
-          const int m0 = s_lo < 4 ? sc[s_lo + 4] & 63 : (sc[s_lo + 4] >> 4) | ((sc[s_lo] >> 6) << 4);
-          const int sc1 = s_hi < 4 ? sc[s_hi] & 63 : (sc[s_hi + 4] & 0xF) | ((sc[s_hi - 4] >> 6) << 4);
-          const int m1 = s_hi < 4 ? sc[s_hi + 4] & 63 : (sc[s_hi + 4] >> 4) | ((sc[s_hi] >> 6) << 4);
-          const float d = ot_kf16_f32(blk->d), dmin = ot_kf16_f32(blk->dmin);
-          const float *x = a + b * 256 + 64 * qc;
-          const uint32_t u[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
-          float tl = 0.0f, th = 0.0f, xl = 0.0f, xh = 0.0f;
-          for (int j = 0; j < 8; j++)
-            for (int k = 0; k < 4; k++) {
-              const uint32_t byte = (u[j] >> (8 * k)) & 0xff;
-              const float lo = x[4 * j + k], hi = x[32 + 4 * j + k];
-              tl += (float)(byte & 15) * lo;
-              th += (float)(byte >> 4) * hi;
-              xl += lo;
-              xh += hi;
-            }
-          s0 += d * (float)sc0 * tl - dmin * (float)m0 * xl;
-          s1 += d * (float)sc1 * th - dmin * (float)m1 * xh;
-        }
-      } else { /* q8b: one 36-byte block per lane and step */
+      else { /* q8b: one 36-byte block per lane and step */
         const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
         for (int64_t b = lane; b < K / 32; b += 32) {
           const uint32_t *q = (const uint32_t *)row[b].q;
@@ -193,11 +146,97 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
   }
 }
 
+/* 4-bit weights (q4b, q4k), M = 1. Why its own kernel: a 4-bit weight byte
+ * multiplies two activations, so with one row per warp a lane read 7-8x as
+ * many activation bytes (from L1/L2) as weight bytes, and that, not HBM,
+ * set the speed (q4b at ~110 GB/s resident on the H200, below bf16's
+ * ~870). Here a warp owns Q4_ROWS rows: each lane loads its stretch of the
+ * activations into registers once and applies it to every row. q4b: one
+ * 18-byte block per lane and row (2-byte loads: blocks are 2-aligned);
+ * q4k: a quarter of a 144-byte super-block per lane (two 16-byte loads),
+ * sum(ds q x - dm x) = ds sum(q x) - dm sum(x), sum(x) shared by the rows. */
+#define Q4_ROWS 4
+static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, int64_t ldw, int64_t N, int64_t K,
+                     int acc_in) {
+  const int64_t nteams = (N + WARPS * Q4_ROWS - 1) / (WARPS * Q4_ROWS);
+  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in))
+  {
+    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int64_t n0 = ((int64_t)OT_GPU_BLOCK_ID() * WARPS + warp) * Q4_ROWS;
+    if (n0 < N) {
+      const int nr = N - n0 < Q4_ROWS ? (int)(N - n0) : Q4_ROWS;
+      float acc[Q4_ROWS];
+      for (int r = 0; r < Q4_ROWS; r++) acc[r] = 0.0f;
+      if (wt == OT_Q4B) {
+        const int64_t rb = ldw / 32;
+        for (int64_t b = lane; b < K / 32; b += 32) {
+          float xv[32];
+          for (int j = 0; j < 32; j++) xv[j] = a[b * 32 + j];
+          for (int r = 0; r < Q4_ROWS; r++)
+            if (r < nr) {
+              const ot_q4b_block *blk = (const ot_q4b_block *)w + (n0 + r) * rb + b;
+              const uint16_t *q = (const uint16_t *)blk->qs;
+              float t = 0.0f;
+              for (int j = 0; j < 8; j++) { /* bytes 2j, 2j+1: values 2j, 2j+1 (low nibbles), 2j+16, 2j+17 (high) */
+                const uint32_t u = q[j];
+                t += (float)((int)(u & 15) - 8) * xv[2 * j] + (float)((int)((u >> 8) & 15) - 8) * xv[2 * j + 1] +
+                     (float)((int)((u >> 4) & 15) - 8) * xv[2 * j + 16] +
+                     (float)((int)((u >> 12) & 15) - 8) * xv[2 * j + 17];
+              }
+              acc[r] += ot_kf16_f32(blk->d) * t;
+            }
+        }
+      } else { /* q4k */
+        const int64_t rb = ldw / 256;
+        const int qc = lane & 3; /* the lane's 64 values: sub-blocks 2 qc (low nibbles) and 2 qc + 1 (high) */
+        const int s_lo = 2 * qc, s_hi = 2 * qc + 1;
+        for (int64_t b = lane >> 2; b < K / 256; b += 8) {
+          float xl[32], xh[32], sl = 0.0f, sh = 0.0f;
+          for (int j = 0; j < 32; j++) {
+            xl[j] = a[b * 256 + 64 * qc + j], xh[j] = a[b * 256 + 64 * qc + 32 + j];
+            sl += xl[j], sh += xh[j];
+          }
+          for (int r = 0; r < Q4_ROWS; r++)
+            if (r < nr) {
+              const ot_q4k_block *blk = (const ot_q4k_block *)w + (n0 + r) * rb + b;
+              const u128 q0 = ((const u128 *)blk->qs)[2 * qc], q1 = ((const u128 *)blk->qs)[2 * qc + 1];
+              const uint8_t *sc = blk->scales;
+              const int sc0 = s_lo < 4 ? sc[s_lo] & 63 : (sc[s_lo + 4] & 0xF) | ((sc[s_lo - 4] >> 6) << 4);
+              const int m0 = s_lo < 4 ? sc[s_lo + 4] & 63 : (sc[s_lo + 4] >> 4) | ((sc[s_lo] >> 6) << 4);
+              const int sc1 = s_hi < 4 ? sc[s_hi] & 63 : (sc[s_hi + 4] & 0xF) | ((sc[s_hi - 4] >> 6) << 4);
+              const int m1 = s_hi < 4 ? sc[s_hi + 4] & 63 : (sc[s_hi + 4] >> 4) | ((sc[s_hi] >> 6) << 4);
+              const uint32_t u[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};
+              float tl = 0.0f, th = 0.0f;
+              for (int j = 0; j < 8; j++)
+                for (int k = 0; k < 4; k++) {
+                  const uint32_t byte = (u[j] >> (8 * k)) & 0xff;
+                  tl += (float)(byte & 15) * xl[4 * j + k];
+                  th += (float)(byte >> 4) * xh[4 * j + k];
+                }
+              const float d = ot_kf16_f32(blk->d), dmin = ot_kf16_f32(blk->dmin);
+              acc[r] += (d * (float)sc0 * tl - dmin * (float)m0 * sl) + (d * (float)sc1 * th - dmin * (float)m1 * sh);
+            }
+        }
+      }
+      for (int r = 0; r < Q4_ROWS; r++)
+        if (r < nr) {
+          float s = acc[r];
+          for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+          if (lane == 0) c[n0 + r] = acc_in ? c[n0 + r] + s : s;
+        }
+    }
+  }
+}
+
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
   static int64_t m1 = -1;
   if (m1 < 0) m1 = env_i64("OMPTENSOR_GEMV_M1", 1);
-  if (M == 1 && (m1 || wdt == OT_Q4B || wdt == OT_Q4K)) { /* (the M-row kernel has no 4-bit path) */
+  if (M == 1 && (wdt == OT_Q4B || wdt == OT_Q4K)) { /* (the M-row kernel has no 4-bit path) */
+    gemv1_q4(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
+    return;
+  }
+  if (M == 1 && m1) {
     gemv1(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
     return;
   }
