@@ -133,7 +133,7 @@ static void test_errors(void **state) {
     OT_ASSERT_ERR(run(&s, cases[i].argc, cases[i].argv), OT_ERR_INVALID_ARG, cases[i].sub);
   /* --dtype: the weight storage types only (i32 holds ids) */
   char *i32[] = {"run", "--dtype", "i32"}, *f64[] = {"run", "--dtype", "f64"};
-  OT_ASSERT_ERR(run(&s, 3, i32), OT_ERR_DTYPE, "--dtype: 'i32' is not a weight storage type; use f32, f16, bf16, int8 (block-quantized, also q8b) or int4");
+  OT_ASSERT_ERR(run(&s, 3, i32), OT_ERR_DTYPE, "--dtype: 'i32' is not a weight storage type; use f32, f16, bf16, int8 (block-quantized, also q8b), int4");
   OT_ASSERT_ERR(run(&s, 3, f64), OT_ERR_DTYPE, "--dtype: 'f64' is not a weight storage type");
   assert_int_equal(s.settings.has_dtype, 0);
   ot_settings_release(&s.settings);

@@ -81,7 +81,7 @@ ot_status ot_tok_gguf_merges(const ot_tok_gguf *t, int32_t **pairs, size_t *n_pa
   }
   /* the per-token (left id, right id) order is part of cmp_cand's ties:
    * one sort gives what transformers' two give */
-  qsort(v, n, sizeof *v, cmp_cand);
+  if (n) qsort(v, n, sizeof *v, cmp_cand); /* v is NULL with no merges (a vocab of whole words) */
   int32_t *p = malloc((n ? n : 1) * 2 * sizeof *p);
   if (!p) {
     free(v);
