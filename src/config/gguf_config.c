@@ -157,12 +157,8 @@ static ot_status fill(ctx *c) {
   int64_t vocab = 0;
   const ot_gguf_tensor *emb = ot_gguf_find_tensor(g, "token_embd.weight");
   uint64_t ntok = 0;
-  for (int i = 0; i < ot_gguf_num_kv(g); i++) {
-    ot_gguf_vtype t, e;
-    uint64_t n;
-    const char *k = ot_gguf_key_at(g, i, &t, &e, &n);
-    if (k && !strcmp(k, "tokenizer.ggml.tokens") && t == OT_GGUF_V_ARRAY) ntok = n;
-  }
+  ot_gguf_vtype et;
+  if (!ot_gguf_get_array(g, "tokenizer.ggml.tokens", &et, &ntok)) ntok = 0;
   if (!ot_gguf_get_int(g, key(c, "vocab_size"), &vocab)) vocab = emb && emb->ndim == 2 ? emb->shape[0] : (int64_t)ntok;
   json_object_set_new(c->o, "vocab_size", json_integer((json_int_t)vocab));
   json_object_set_new(c->o, "tie_word_embeddings", json_boolean(!ot_gguf_find_tensor(g, "output.weight")));

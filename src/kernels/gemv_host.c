@@ -18,6 +18,7 @@
 #include "omptensor/context.h"
 #include "omptensor/memory.h"
 
+#include "core/kquant.h"
 #include "kernels/gemv_host.h"
 #include "kernels/kcommon.h"
 
@@ -76,9 +77,8 @@ typedef int32_t gh_v16i __attribute__((vector_size(64)));
   do {                                                                                           \
     const ot_q4k_block *b_ = (const ot_q4k_block *)(w) + ((k) >> 8);                             \
     const int j_ = (int)((k)&255), c_ = j_ >> 6, h_ = (j_ >> 5) & 1, s_ = 2 * c_ + h_;           \
-    const uint8_t *p_ = b_->scales;                                                              \
-    const int sc_ = s_ < 4 ? p_[s_] & 63 : (p_[s_ + 4] & 0xF) | ((p_[s_ - 4] >> 6) << 4);         \
-    const int m_ = s_ < 4 ? p_[s_ + 4] & 63 : (p_[s_ + 4] >> 4) | ((p_[s_] >> 6) << 4);           \
+    int sc_, m_;                                                                                 \
+    ot_q4k_scale_min(s_, b_->scales, &sc_, &m_);                                                 \
     gh_v16ub q_;                                                                                 \
     memcpy(&q_, b_->qs + 32 * c_ + (j_ & 16), sizeof q_);                                        \
     q_ = h_ ? q_ >> 4 : q_ & 15;                                                                 \

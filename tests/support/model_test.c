@@ -8,6 +8,7 @@
 
 #include "model_test.h"
 #include "omptensor/models.h"
+#include "omptensor/trace.h"
 #include "ot_test.h"
 
 char *ot_test_model_path(const char *set, const char *file) {
@@ -50,6 +51,24 @@ void ot_test_generate_as(ot_ctx *ctx, const char *set, ot_dtype dtype, const int
   ot_gen_result_free(&r);
   ot_lm_destroy(m);
   free(dir);
+}
+
+void ot_test_expect_streamed_same(ot_ctx *ctx, const char *set, ot_dtype dtype, const int32_t *prompt, int n_prompt,
+                                  int n_gen, const ot_test_gen *ref) {
+  ot_trace *tr;
+  OT_ASSERT_OK(ot_trace_create(&tr));
+  ot_test_gen b;
+  const uint64_t budget = ref->weight_bytes / 3;
+  ot_test_generate_as(ctx, set, dtype, prompt, n_prompt, n_gen, OT_STRATEGY_AGGRESSIVE, budget, tr, &b);
+  OT_ASSERT_OK(ot_trace_check_budget(tr, budget));
+  assert_true(ot_trace_summarize(tr).evictions > 0);
+  assert_int_equal(b.logits.shape[0] * b.logits.shape[1], ref->logits.shape[0] * ref->logits.shape[1]);
+  assert_memory_equal(b.logits.data, ref->logits.data,
+                      (size_t)(ref->logits.shape[0] * ref->logits.shape[1]) * sizeof(float));
+  assert_int_equal(b.n_tokens, ref->n_tokens);
+  assert_memory_equal(b.tokens, ref->tokens, (size_t)ref->n_tokens * sizeof(int32_t));
+  ot_trace_destroy(tr);
+  ot_npy_free(&b.logits);
 }
 
 void ot_test_read_manifest(const char *set, ot_test_manifest *m) {

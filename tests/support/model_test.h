@@ -28,6 +28,13 @@ void ot_test_generate(ot_ctx *ctx, const char *set, const int32_t *prompt, int n
 void ot_test_generate_as(ot_ctx *ctx, const char *set, ot_dtype dtype, const int32_t *prompt, int n_prompt, int n_gen,
                          ot_strategy strategy, uint64_t budget, ot_trace *tr, ot_test_gen *out);
 
+/* Runs `set` as `dtype` again under a budget a third of ref's weight bytes
+ * (aggressive offload) and fails unless the trace holds the budget, shows
+ * evictions, and the prompt logits and tokens are bitwise ref's (the
+ * unlimited run of the same set, prompt and n_gen). */
+void ot_test_expect_streamed_same(ot_ctx *ctx, const char *set, ot_dtype dtype, const int32_t *prompt, int n_prompt,
+                                  int n_gen, const ot_test_gen *ref);
+
 /* A reference set's manifest.json: its prompt and transformers' greedy tokens. */
 typedef struct ot_test_manifest {
   int32_t prompt[64];
