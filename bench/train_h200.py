@@ -30,6 +30,7 @@ import time
 import torch
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+AUTOCAST = {"fp32": torch.float32, "bf16": torch.bfloat16, "f16": torch.float16}
 TINY = {"model_type": "gpt2", "n_embd": 64, "n_layer": 2, "n_head": 4, "n_positions": 128, "vocab_size": 256}
 
 
@@ -57,14 +58,17 @@ def torch_model(cfg, dev):
     return GPT2LMHeadModel(c).to(dev)
 
 
-def torch_step_time(cfg, B, T, steps, dev, attn):
+def torch_step_time(cfg, B, T, steps, dev, attn, precision="fp32"):
     """Median seconds of forward + backward + AdamW at batch B, and the peak
-    device bytes; None if it runs out of memory."""
+    device bytes; None if it runs out of memory. precision bf16 / f16: the
+    forward and loss under torch.autocast (fp32 master weights, the AdamW of
+    fp32 parameters), f16 with a GradScaler, as the PyTorch recipes do."""
     torch.manual_seed(0)
     model = torch_model(cfg, dev)
     model.config._attn_implementation = attn
     opt = torch.optim.AdamW(model.parameters(), lr=3e-4, weight_decay=0.0)
     V = cfg["vocab_size"]
+    scaler = torch.amp.GradScaler(dev.type) if precision == "f16" else None
     times = []
     try:
         for i in range(steps + 1):
@@ -72,9 +76,15 @@ def torch_step_time(cfg, B, T, steps, dev, attn):
             if dev.type == "cuda":
                 torch.cuda.synchronize()
             t = time.perf_counter()
-            loss = model(input_ids=x, labels=x).loss
-            loss.backward()
-            opt.step()
+            with torch.autocast(dev.type, dtype=AUTOCAST[precision], enabled=precision != "fp32"):
+                loss = model(input_ids=x, labels=x).loss
+            if scaler:
+                scaler.scale(loss).backward()
+                scaler.step(opt)
+                scaler.update()
+            else:
+                loss.backward()
+                opt.step()
             opt.zero_grad(set_to_none=True)
             if dev.type == "cuda":
                 torch.cuda.synchronize()
@@ -143,6 +153,9 @@ def main():
     ap.add_argument("--limit", type=int, default=240, help="seconds for each bench_train run")
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--attn", default="eager", help="transformers attention: eager | sdpa")
+    ap.add_argument("--precisions", default="fp32", help="PyTorch steps to time: fp32,bf16,f16 (autocast)")
+    ap.add_argument("--torch-batches", default="", help="B values for PyTorch when not taken from bench_train")
+    ap.add_argument("--no-budget-search", action="store_true", help="skip PyTorch's largest batch under --budget")
     ap.add_argument("--tmp", default="/tmp/train-h200")
     ap.add_argument("--out", default="train-h200.json")
     a = ap.parse_args()
@@ -168,23 +181,26 @@ def main():
             res["omptensor_rc"] = rc
         res["omptensor"] = ours
         fit = next((r for r in ours if r["bench"] == "train_fit"), None)
-        batches = sorted({r["B"] for r in ours if r["bench"] == "train"}) or [1]
+        batches = sorted({r["B"] for r in ours if r["bench"] == "train"} |
+                         {int(b) for b in a.torch_batches.split(",") if b}) or [1]
         res["torch"] = []
         for B in batches:
-            t, peak = torch_step_time(cfg, B, a.seq, a.steps, dev, a.attn)
-            row = {"B": B, "step_ms": t * 1e3 if t else None, "tokens_per_second": B * a.seq / t if t else None,
-                   "peak": peak}
-            res["torch"].append(row)
-            print(f"  torch B={B}: " + (f"{t * 1e3:.1f} ms, {B * a.seq / t:.0f} tok/s, peak {peak / 2**30:.2f} GiB"
-                                        if t else "out of memory"), flush=True)
-        res["torch_largest_B_at_budget"] = torch_largest_batch(cfg, a.seq, budget, dev, a.attn, max_b)
+            for prec in a.precisions.split(","):
+                t, peak = torch_step_time(cfg, B, a.seq, a.steps, dev, a.attn, prec)
+                row = {"B": B, "precision": prec, "step_ms": t * 1e3 if t else None,
+                       "tokens_per_second": B * a.seq / t if t else None, "peak": peak}
+                res["torch"].append(row)
+                print(f"  torch B={B} {prec}: " + (f"{t * 1e3:.1f} ms, {B * a.seq / t:.0f} tok/s, peak "
+                                                   f"{peak / 2**30:.2f} GiB" if t else "out of memory"), flush=True)
+        if not a.no_budget_search:
+            res["torch_largest_B_at_budget"] = torch_largest_batch(cfg, a.seq, budget, dev, a.attn, max_b)
         with open(a.out, "w") as f:
             json.dump(out, f, indent=1)
     # the table
     print("\n| model | case | B | checkpoint | tokens/s | step ms | PyTorch tokens/s (same B) | ours / PyTorch |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for name, res in out["models"].items():
-        tmap = {r["B"]: r for r in res["torch"]}
+        tmap = {r["B"]: r for r in res["torch"] if r.get("precision", "fp32") == "fp32"}
         for r in res["omptensor"]:
             if r["bench"] != "train":
                 continue
@@ -196,7 +212,8 @@ def main():
         fit = next((r for r in res["omptensor"] if r["bench"] == "train_fit"), None)
         if fit:
             print(f"{name}: largest B at the budget: resident {fit['resident_B']}, offload/recompute "
-                  f"{fit['offload_B']}{' (cap)' if fit['capped'] else ''}; PyTorch {res['torch_largest_B_at_budget']}")
+                  f"{fit['offload_B']}{' (cap)' if fit['capped'] else ''}; PyTorch "
+                  f"{res.get('torch_largest_B_at_budget')}")
         rs = [r for r in res["omptensor"] if r["bench"] == "train"]
         by = {r["label"]: r for r in rs}
         if "resident" in by and "offload" in by:
