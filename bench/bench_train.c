@@ -4,6 +4,7 @@
  *
  *   bench_train --model DIR --budget 8GiB [--seq 1024] [--max-batch 64] [--steps 5]
  *               [--only-plan] [--json FILE] [--batches 4,16] [--checkpoints none,auto]
+ *               [--precision fp32|bf16] [--loss-chunk-rows N]
  *
  * DIR holds a GPT-2 config.json; the weights are initialized (GPT-2's init),
  * so no checkpoint is needed. Phase 1 (plans only, no activation memory):
@@ -30,6 +31,8 @@ typedef struct args {
   uint64_t budget;
   long T, max_b, steps;
   int only_plan;
+  ot_dtype precision;
+  long chunk_rows;
   char batches[256], ckpts[256]; /* explicit runs instead of the searched ones */
 } args;
 
@@ -42,6 +45,8 @@ static ot_status make(ot_ctx *ctx, const args *a, int B, ot_recompute ck, int pl
   o.init_random = 1;
   o.plan_only = plan_only;
   o.adam.lr = 3e-4f;
+  o.precision = a->precision;
+  o.loss_chunk_rows = (int)a->chunk_rows;
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = a->budget;
   return ot_gpt2_train_create(ctx, a->model, &o, &so, g);
@@ -122,17 +127,18 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, ot_recompute ck, const
     double med = bc_median(ms, nt), tok_s = (double)n / (med * 1e-3);
     int rc = 0;
     for (int l = 0; l < ot_gpt2_train_config(g)->num_layers; l++) rc += ot_gpt2_train_recomputed(g, l);
-    printf("%-9s B=%-3d T=%ld checkpoint %-4s recomputed %2d layers: step %8.1f ms  %8.0f tok/s  moved %.2f GB up "
+    printf("%-9s %s B=%-3d T=%ld checkpoint %-4s recomputed %2d layers: step %8.1f ms  %8.0f tok/s  moved %.2f GB up "
            "%.2f GB down  peak %.2f GiB  budget ok=%s  loss %.3f -> %.3f  (setup %.1f s)\n",
-           label, B, a->T, ot_recompute_name(ck), rc, med, tok_s, (double)sm.bytes_to_device / 1e9,
+           label, ot_dtype_name(a->precision), B, a->T, ot_recompute_name(ck), rc, med, tok_s, (double)sm.bytes_to_device / 1e9,
            (double)sm.bytes_to_host / 1e9, (double)sm.peak_device_bytes / 1073741824.0, s == OT_OK ? "yes" : "NO", loss0,
            loss, t_create);
     if (json)
       fprintf(json,
-              "{\"bench\":\"train\",\"label\":\"%s\",\"B\":%d,\"T\":%ld,\"checkpoint\":\"%s\",\"recomputed\":%d,"
+              "{\"bench\":\"train\",\"label\":\"%s\",\"precision\":\"%s\",\"B\":%d,\"T\":%ld,\"checkpoint\":\"%s\",\"recomputed\":%d,"
               "\"step_ms\":%.3f,\"tokens_per_second\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
               "\"budget\":%llu,\"budget_ok\":%s,\"loss_first\":%.5f,\"loss_last\":%.5f}\n",
-              label, B, a->T, ot_recompute_name(ck), rc, med, tok_s, (unsigned long long)sm.bytes_to_device,
+              label, a->precision == OT_BF16 ? "bf16" : "fp32", B, a->T, ot_recompute_name(ck), rc, med, tok_s,
+              (unsigned long long)sm.bytes_to_device,
               (unsigned long long)sm.bytes_to_host, (unsigned long long)sm.peak_device_bytes,
               (unsigned long long)a->budget, s == OT_OK ? "true" : "false", loss0, loss);
   }
@@ -163,7 +169,12 @@ static ot_status parse(int argc, char **argv, args *a) {
     else if (!strcmp(k, "--steps")) OT_TRY(bc_parse_int(k, v, 1, 1000, &a->steps));
     else if (!strcmp(k, "--batches")) snprintf(a->batches, sizeof a->batches, "%s", v);
     else if (!strcmp(k, "--checkpoints")) snprintf(a->ckpts, sizeof a->ckpts, "%s", v);
-    else return ot_set_error(OT_ERR_INVALID_ARG, "unknown option %s (see the top of bench/bench_train.c)", k);
+    else if (!strcmp(k, "--loss-chunk-rows")) OT_TRY(bc_parse_int(k, v, 0, 1 << 30, &a->chunk_rows));
+    else if (!strcmp(k, "--precision")) {
+      if (!strcmp(v, "fp32")) a->precision = OT_F32;
+      else if (!strcmp(v, "bf16")) a->precision = OT_BF16;
+      else return ot_set_error(OT_ERR_INVALID_ARG, "--precision %s: fp32 or bf16", v);
+    } else return ot_set_error(OT_ERR_INVALID_ARG, "unknown option %s (see the top of bench/bench_train.c)", k);
   }
   if (!a->model || !a->budget) return ot_set_error(OT_ERR_INVALID_ARG, "--model DIR and --budget SIZE are required");
   return OT_OK;

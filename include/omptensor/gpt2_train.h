@@ -48,6 +48,17 @@ typedef struct ot_gpt2_train_opts {
   int no_dropout;       /* train without the dropout config.json asks for (resid/embd/attn_pdrop;
                            absent means 0.1): the trainer implements none, so a non-zero rate is
                            refused unless this says so; the saved config says 0 */
+  ot_dtype precision;   /* OT_F32 (the default) or OT_BF16, mixed precision as torch.autocast does it:
+                           the matmul weights (wte for the head, c_attn, c_proj, c_fc, mlp.c_proj) get
+                           bf16 copies that AdamW rewrites from the f32 masters after every update; the
+                           norms' outputs, q/k/v, attention, the MLP's hidden activations and the
+                           logits are bf16 into the GEMMs (f32 accumulation); the residual stream, the
+                           norms' and softmax statistics, the loss and every gradient of a parameter
+                           stay f32. OT_F16 is refused (it needs loss scaling: samples/mlp_train has it) */
+  int loss_chunk_rows;  /* the logits, the loss and its gradient are computed for this many rows of the
+                           B*T at a time, so the [B*T, vocab] logits never exist whole (0: chunks of at
+                           most 256 MiB of logits; keep_logits: one chunk). With more than one chunk a
+                           target of -100 (ignored) is refused: each chunk's mean would count its own rows */
   int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
                            checkpoint's names, shapes and dtypes are checked), ot_gpt2_train_step refuses:
                            checks a budget or a batch size without allocating gigabytes */

@@ -15,7 +15,7 @@
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
-       OPT_DRY, OPT_NODROP };
+       OPT_DRY, OPT_NODROP, OPT_PREC, OPT_CHUNK };
 
 /* The default sequence length: the model's whole context up to 256 tokens,
  * long enough to learn from and short enough that a first try on a small
@@ -39,6 +39,10 @@ static const ot_opt train_opts[] = {
     {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
     {"no-dropout", 0, NULL, "train without the dropout config.json asks for (Hugging Face's gpt2 says 0.1; the trainer "
                             "implements none, so it is refused unless this is given; --save writes 0)", OPT_NODROP},
+    {"precision", 0, "P", "fp32 (default) or bf16: mixed precision as torch.autocast (bf16 GEMMs and activations, "
+                          "f32 master weights, norms, loss and gradients)", OPT_PREC},
+    {"loss-chunk-rows", 0, "N", "compute the logits and the loss N rows at a time (default: 256 MiB of logits per "
+                                "chunk)", OPT_CHUNK},
     {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
     {0}};
 
@@ -74,6 +78,15 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
   case OPT_NODROP: a->o.no_dropout = 1; return OT_OK;
+  case OPT_PREC:
+    if (!strcmp(v, "fp32") || !strcmp(v, "f32")) a->o.precision = OT_F32;
+    else if (!strcmp(v, "bf16")) a->o.precision = OT_BF16;
+    else if (!strcmp(v, "f16") || !strcmp(v, "fp16"))
+      return ot_set_error(OT_ERR_UNSUPPORTED, "f16 training needs dynamic loss scaling, which the GPT-2 trainer does "
+                                              "not have yet; use bf16");
+    else return ot_set_error(OT_ERR_INVALID_ARG, "expected fp32 or bf16");
+    return OT_OK;
+  case OPT_CHUNK: return ot_cli_int(v, 1, 1 << 30, &a->o.loss_chunk_rows);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }

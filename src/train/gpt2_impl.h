@@ -9,11 +9,16 @@
 #include "omptensor/safetensors.h"
 #include "omptensor/tlist.h"
 
-/* One parameter: the f32 master weight, its gradient, AdamW moments. */
+/* One parameter: the f32 master weight, its gradient, AdamW moments, and
+ * under mixed precision (matmul weights only) the low-precision copy the
+ * GEMMs read, which AdamW rewrites after each update (NULL otherwise). */
 typedef struct ot_gt_param {
   char name[96];
-  ot_tensor *w, *g, *m, *v;
+  ot_tensor *w, *g, *m, *v, *c;
 } ot_gt_param;
+
+/* The weight a GEMM reads: the copy, or the master itself in f32. */
+static inline ot_tensor *ot_gt_mm(const ot_gt_param *p) { return p->c ? p->c : p->w; }
 
 /* Indices into params of one layer's tensors, in named_parameters() order. */
 enum { GT_LN1_W, GT_LN1_B, GT_ATTN_W, GT_ATTN_B, GT_PROJ_W, GT_PROJ_B, GT_LN2_W, GT_LN2_B, GT_FC_W, GT_FC_B,
@@ -32,8 +37,10 @@ struct ot_gpt2_trainer {
   int *recompute;   /* [n_layer]: 1 if the layer is a checkpoint */
   ot_program *prog;
   ot_plan *plan;
-  ot_tensor **ids, **targets, **loss; /* [accum] per micro-batch: [B*T] ids, [B*T] targets, [1] mean loss */
-  ot_tensor *logits;                  /* the last micro-batch's [B*T, vocab] */
+  ot_tensor **ids, **targets, **loss; /* [accum] per micro-batch: [B*T] ids, [B*T] targets, [chunks] the
+                                         mean loss of each chunk of rows */
+  ot_tensor *logits;                  /* the last micro-batch's last chunk's [rows, vocab] (keep_logits: all) */
+  int64_t chunk_rows, n_chunks;       /* the loss's chunks of the B*T rows (the last may be shorter) */
   int pos_slot, step_slot;
   int64_t steps_done;
 };

@@ -49,6 +49,20 @@ static ot_status add_param(ot_gpt2_trainer *g, const ot_ckpt *ck, int i, int ndi
   return param_tensor(g, ndim, shape, &p->v, "v.", name);
 }
 
+/* Under mixed precision, the low-precision copy of matmul weight i that
+ * the GEMMs read, converted from the master here (AdamW rewrites it after
+ * every update). */
+static ot_status add_copy(ot_gpt2_trainer *g, int i) {
+  ot_gt_param *p = &g->P[i];
+  if (g->o.precision == OT_F32) return OT_OK;
+  const ot_tensor *w = p->w;
+  int64_t shape[2] = {ot_tensor_dim(w, 0), ot_tensor_dim(w, 1)};
+  OT_TRY(ot_tlist_add(&g->keep, g->ctx, g->o.precision, 2, shape, g->o.plan_only, &p->c, "%s.%s", p->name,
+                      ot_dtype_name(g->o.precision)));
+  if (g->o.plan_only) return OT_OK;
+  return ot_convert(g->o.precision, ot_tensor_data(p->c), OT_F32, ot_tensor_data(w), ot_tensor_numel(w));
+}
+
 static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
   const ot_hf_config *c = &g->cfg;
   int64_t D = c->hidden_size, F = c->intermediate_size, V = c->vocab_size, P = c->max_position_embeddings;
@@ -62,11 +76,14 @@ static ot_status load(ot_gpt2_trainer *g, const ot_ckpt *ck) {
       "mlp.c_proj.bias"};
   const int64_t *shapes[GT_PER_LAYER] = {sD, sD, sD3, s3, sDD, sD, sD, sD, sDF, sF, sFD, sD};
   static const int ndims[GT_PER_LAYER] = {1, 1, 2, 1, 2, 1, 1, 1, 2, 1, 2, 1};
+  OT_TRY(add_copy(g, 0)); /* the tied head's */
   for (int l = 0; l < c->num_layers; l++)
     for (int k = 0; k < GT_PER_LAYER; k++) {
       char n[96];
       snprintf(n, sizeof n, "transformer.h.%d.%s", l, names[k]);
       OT_TRY(add_param(g, ck, 2 + l * GT_PER_LAYER + k, ndims[k], shapes[k], n));
+      if (k == GT_ATTN_W || k == GT_PROJ_W || k == GT_FC_W || k == GT_FC2_W)
+        OT_TRY(add_copy(g, 2 + l * GT_PER_LAYER + k));
     }
   int last = g->n_params - 2;
   OT_TRY(add_param(g, ck, last, 1, sD, "transformer.ln_f.weight"));
@@ -103,7 +120,8 @@ static ot_status count_params(ot_gpt2_trainer *g, const char *model_dir) {
     return ot_set_error(OT_ERR_FORMAT, "%s/config.json: n_layer %lld makes more parameter tensors than an int counts",
                         model_dir, (long long)g->cfg.num_layers);
   int64_t numel = ot_hf_config_num_params(&g->cfg);
-  uint64_t bytes = (uint64_t)ot_sz_mul(&ovf, 16, numel); /* w, grad, m, v: 4 f32 each */
+  /* w, grad, m, v: 4 f32 each, and the 2-byte copies (at most one per weight) */
+  uint64_t bytes = (uint64_t)ot_sz_mul(&ovf, g->o.precision == OT_F32 ? 16 : 18, numel);
   if (ovf || numel < 0)
     return ot_set_error(OT_ERR_FORMAT, "%s/config.json: the parameters' byte count overflows", model_dir);
   if (g->o.plan_only) return OT_OK;
@@ -114,6 +132,18 @@ static ot_status count_params(ot_gpt2_trainer *g, const char *model_dir) {
                         model_dir, (long long)numel, (long long)g->cfg.num_layers, (long long)g->cfg.hidden_size,
                         (long long)g->cfg.intermediate_size, (long long)g->cfg.vocab_size, ot_last_error());
   return OT_OK;
+}
+
+/* The loss's chunks of rows: all B*T rows when the logits are kept, the
+ * caller's size, or as many rows as 256 MiB of logits hold. */
+static void choose_chunks(ot_gpt2_trainer *g) {
+  const int64_t BT = (int64_t)g->o.B * g->o.T;
+  int64_t n = g->o.loss_chunk_rows;
+  if (!n) n = (int64_t)((256u << 20) / ot_dtype_bytes(g->o.precision, g->cfg.vocab_size > 0 ? g->cfg.vocab_size : 1));
+  if (g->o.keep_logits || n > BT) n = BT;
+  if (n < 1) n = 1;
+  g->chunk_rows = n;
+  g->n_chunks = (BT + n - 1) / n;
 }
 
 ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2_train_opts *o, const ot_sched_opts *so,
@@ -133,7 +163,16 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
                      g->o.T, (long long)g->cfg.max_position_embeddings);
+  if (s == OT_OK && g->o.precision != OT_F32 && g->o.precision != OT_BF16)
+    s = ot_set_error(OT_ERR_UNSUPPORTED,
+                     "gpt2_train: precision %s: the GPT-2 trainer computes in f32 or bf16 (mixed precision); f16 "
+                     "needs dynamic loss scaling, which only samples/mlp_train has: use bf16",
+                     ot_dtype_name(g->o.precision));
+  if (s == OT_OK && g->o.loss_chunk_rows < 0)
+    s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: loss_chunk_rows %d must be >= 0 (0: automatic)",
+                     g->o.loss_chunk_rows);
   if (s == OT_OK) s = count_params(g, model_dir);
+  if (s == OT_OK) choose_chunks(g);
   if (s == OT_OK) {
     g->P = calloc((size_t)g->n_params, sizeof *g->P);
     if (!g->P) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
@@ -181,6 +220,12 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   if (g->o.plan_only)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the trainer was made with plan_only; it cannot run a step");
   const size_t n = (size_t)g->o.B * (size_t)g->o.T;
+  for (size_t i = 0; g->n_chunks > 1 && i < n * (size_t)g->o.accum; i++)
+    if (targets[i] == -100)
+      return ot_set_error(OT_ERR_INVALID_ARG,
+                          "gpt2_train: target %zu is -100 (ignored), but the loss is computed in %lld chunks of %lld "
+                          "rows, each the mean of its own rows; set loss_chunk_rows to B*T (%zu) for one chunk",
+                          i, (long long)g->n_chunks, (long long)g->chunk_rows, n);
   for (int mb = 0; mb < g->o.accum; mb++) {
     memcpy(ot_tensor_data(g->ids[mb]), inputs + mb * n, n * sizeof *inputs);
     memcpy(ot_tensor_data(g->targets[mb]), targets + mb * n, n * sizeof *targets);
@@ -188,8 +233,14 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   OT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
   OT_TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
+  /* each chunk's loss is the mean over its rows: weighted by its share */
   double sum = 0;
-  for (int mb = 0; mb < g->o.accum; mb++) sum += *(const float *)ot_tensor_data(g->loss[mb]);
+  for (int mb = 0; mb < g->o.accum; mb++)
+    for (int64_t c = 0; c < g->n_chunks; c++) {
+      const int64_t r0 = c * g->chunk_rows, rows = (int64_t)n - r0 < g->chunk_rows ? (int64_t)n - r0 : g->chunk_rows;
+      const double lc = ((const float *)ot_tensor_data(g->loss[mb]))[c];
+      sum += g->n_chunks == 1 ? lc : lc * (double)rows / (double)n;
+    }
   if (loss) *loss = (float)(sum / g->o.accum);
   /* Issue 14: non-finite logits make a non-finite loss, checked once per step
    * (the update has used it already: the weights are no longer finite) */

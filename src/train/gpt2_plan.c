@@ -32,15 +32,17 @@ static ot_status trial(void *user, const int *recompute, ot_plan **plan) {
 }
 
 /* ot_recompute_policy's cost model (every layer alike). Per layer of B
- * sequences of T: the dropped activations are x1, q, k, v, att, hm, x2 [BT, D],
- * fc, gelu [BT, F] and the attention's [BT, H, 2] statistics; the forward is
- * 2 BT D (4 D + 2 F) flops of matmuls plus about 2 B T^2 D of causal attention. */
+ * sequences of T: the dropped activations are x1, att, x2 [BT, D], qkv
+ * [BT, 3D], fc, gelu [BT, F] in the GEMMs' dtype, hm [BT, D] and the
+ * attention's [BT, H, 2] statistics in f32; the forward is 2 BT D (4 D + 2 F)
+ * flops of matmuls plus about 2 B T^2 D of causal attention. */
 static void layer_cost(void *user, int layer, double *bytes, double *flops) {
   (void)layer;
   const ot_gpt2_trainer *g = user;
   const ot_hf_config *c = &g->cfg;
   double BT = (double)g->o.B * g->o.T, D = (double)c->hidden_size, F = (double)c->intermediate_size;
-  *bytes = 4.0 * BT * (7 * D + 2 * F + 2.0 * (double)c->num_heads);
+  const double lp = (double)ot_dtype_bytes(g->o.precision, 1);
+  *bytes = BT * (lp * (6 * D + 2 * F) + 4.0 * (D + 2.0 * (double)c->num_heads));
   *flops = 2.0 * BT * D * (4 * D + 2 * F) + 2.0 * BT * g->o.T * D;
 }
 

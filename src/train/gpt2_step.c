@@ -1,17 +1,22 @@
 /* gpt2_step.c — recording one GPT-2 training step (B sequences of T
- * tokens, rows r = b*T + t):
+ * tokens, rows r = b*T + t; "lp": the GEMMs' activation dtype, f32 or bf16
+ * under mixed precision):
  *
- *   h0 = wte[ids] + wpe[0..T)                                   [BT, D]
- *   layer l:  x1 = ln_1(h) ; q|k|v = x1 W_attn[:, q|k|v] + b      (column views of c_attn)
- *             att = causal_attention(q, k, v) per sequence
- *             hm = h + (att W_proj + b_proj)
- *             x2 = ln_2(hm) ; f = x2 W_fc + b_fc ; a = gelu(f)
- *             h' = hm + (a W_fc2 + b_fc2)
- *   logits = ln_f(h) wte^T ; loss = mean cross-entropy(logits, targets)
+ *   h0 = wte[ids] + wpe[0..T)                                    [BT, D] f32
+ *   layer l:  x1 = ln_1(h) (lp) ; qkv = x1 W_attn + b_attn        [BT, 3D] lp, q|k|v its column blocks
+ *             att = causal_attention(q, k, v) per sequence        lp
+ *             hm = (h + b_proj) + att W_proj                       f32 (the GEMM accumulates onto it)
+ *             x2 = ln_2(hm) (lp) ; f = x2 W_fc + b_fc ; a = gelu(f) lp
+ *             h' = (hm + b_fc2) + a W_fc2                          f32
+ *   xf = ln_f(h) (lp); per chunk of rows: logits = xf wte^T (lp), the mean
+ *   cross-entropy, its gradient in place, and at once its backward GEMMs
+ *   (the [BT, vocab] logits never exist whole);
  *   backward in reverse, op by op; AdamW on every parameter.
  *
- * Every activation is its own tensor (none is overwritten in place), so the
- * backward finds the forward's values and the scheduler sees each one die. */
+ * Residual-stream gradients are f32; a copy in lp feeds the GEMMs that take
+ * them. Every activation is its own tensor (none is overwritten in place),
+ * so the backward finds the forward's values and the scheduler sees each
+ * one die. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -22,6 +27,7 @@ typedef struct rec {
   ot_gpt2_trainer *g;
   ot_program *p;
   int64_t B, T, D, H, hd, F, V;
+  ot_dtype lp;     /* the GEMMs' activations: f32, or bf16 under mixed precision */
   const char *rc;  /* "" or ".rc": suffix of the names of recomputed activations */
   char mb[16];     /* "" or ".mbN": suffix of micro-batch N's (N > 0) */
 } rec;
@@ -35,53 +41,108 @@ static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_ten
   return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s%s", name, l, r->rc, r->mb);
 }
 
-static ot_status mat(rec *r, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
+static ot_status mat(rec *r, ot_dtype dt, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
   int64_t s[2] = {rows, cols};
-  return act(r, OT_F32, 2, s, out, name, l);
+  return act(r, dt, 2, s, out, name, l);
 }
 
 static ot_status keep(rec *r, ot_status s, ot_tensor *t) { return s == OT_OK ? ot_tlist_keep(&r->g->acts, t) : s; }
 
-/* Column block j (of width n) of a [rows, k*n] matrix, or block j of a 1-D [k*n] vector. */
-static ot_status block(rec *r, ot_tensor *t, int j, int64_t n, ot_tensor **out) {
+/* Rows [r0, r0 + n) of a 2-D tensor, or sequence b of a [BT, ..] one. */
+static ot_status rows(rec *r, ot_tensor *t, int64_t r0, int64_t n, ot_tensor **out) {
   ot_tensor *v = NULL;
-  OT_TRY(keep(r, ot_tensor_slice(t, ot_tensor_ndim(t) - 1, j * n, n, &v), v));
+  OT_TRY(keep(r, ot_tensor_slice(t, 0, r0, n, &v), v));
   *out = v;
   return OT_OK;
 }
 
-/* Sequence b of a [BT, D] tensor as [T, H, hd] (or [T, D] with heads = 0). */
-static ot_status seq(rec *r, ot_tensor *t, int64_t b, int heads, ot_tensor **out) {
-  ot_tensor *rows = NULL, *v = NULL;
-  OT_TRY(keep(r, ot_tensor_slice(t, 0, b * r->T, r->T, &rows), rows));
-  if (!heads) {
-    *out = rows;
+/* Head block j (0 q, 1 k, 2 v) of qkv [BT, 3D] as [BT, H, hd] (rows 3D apart). */
+static ot_status heads(rec *r, ot_tensor *qkv, int j, ot_tensor **out) {
+  ot_tensor *v = NULL, *w = NULL;
+  int64_t s3[3] = {r->B * r->T, 3 * r->H, r->hd};
+  OT_TRY(keep(r, ot_tensor_reshape(qkv, 3, s3, &v), v));
+  OT_TRY(keep(r, ot_tensor_slice(v, 1, j * r->H, r->H, &w), w));
+  *out = w;
+  return OT_OK;
+}
+
+/* [BT, D] as [BT, H, hd] (contiguous). */
+static ot_status split_heads(rec *r, ot_tensor *t, ot_tensor **out) {
+  ot_tensor *v = NULL;
+  int64_t s3[3] = {r->B * r->T, r->H, r->hd};
+  OT_TRY(keep(r, ot_tensor_reshape(t, 3, s3, &v), v));
+  *out = v;
+  return OT_OK;
+}
+
+/* x in the GEMMs' dtype: x itself in f32, else a new lp copy "name.lp". */
+static ot_status to_lp(rec *r, ot_tensor *x, ot_tensor **out, const char *name, int l) {
+  if (ot_tensor_dtype(x) == r->lp) {
+    *out = x;
     return OT_OK;
   }
-  int64_t s3[3] = {r->T, ot_tensor_dim(t, 1) / r->hd, r->hd};
-  OT_TRY(keep(r, ot_tensor_reshape(rows, 3, s3, &v), v));
-  *out = v;
-  return OT_OK;
+  OT_TRY(mat(r, r->lp, ot_tensor_dim(x, 0), ot_tensor_dim(x, 1), out, name, l));
+  return ot_op_scale(r->p, *out, x, 1.0f);
 }
 
-/* y = x W + b (GPT-2's Conv1D), then y += res if res. */
-static ot_status conv1d(rec *r, ot_tensor *y, ot_tensor *x, ot_tensor *W, ot_tensor *b, ot_tensor *res) {
-  OT_TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
-  OT_TRY(ot_op_add(r->p, y, y, b));
-  return res ? ot_op_add(r->p, y, y, res) : OT_OK;
+/* y = x W + b (GPT-2's Conv1D) */
+static ot_status conv1d(rec *r, ot_tensor *y, ot_tensor *x, ot_gt_param *W, ot_gt_param *b) {
+  OT_TRY(ot_op_matmul(r->p, y, x, ot_gt_mm(W), 0, 0));
+  return ot_op_add(r->p, y, y, b->w);
 }
 
-/* Its backward: db += sum dy, dW += x^T dy, dx = dy W^T (dx may be NULL). */
-static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_tensor *dW, ot_tensor *db, ot_tensor *dy, ot_tensor *x,
-                                 ot_tensor *W) {
-  OT_TRY(ot_op_bias_backward(r->p, db, dy));
-  return ot_op_matmul_backward(r->p, dx, dW, dy, x, W, 0);
+/* y = (res + b) + x W: the residual and the bias first, then the GEMM
+ * accumulates onto them (one pass over y fewer than adding afterwards). */
+static ot_status conv1d_res(rec *r, ot_tensor *y, ot_tensor *x, ot_gt_param *W, ot_gt_param *b, ot_tensor *res) {
+  OT_TRY(ot_op_add(r->p, y, res, b->w));
+  return ot_op_matmul(r->p, y, x, ot_gt_mm(W), 0, 1);
+}
+
+/* Its backward: db += sum dy, dW += x^T dy_lp, dx = dy_lp W^T (dx may be
+ * NULL); dy_lp is dy in the GEMMs' dtype (dy itself in f32). */
+static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_gt_param *W, ot_gt_param *b, ot_tensor *dy,
+                                 ot_tensor *dy_lp, ot_tensor *x) {
+  OT_TRY(ot_op_bias_backward(r->p, b->g, dy));
+  return ot_op_matmul_backward(r->p, dx, W->g, dy_lp, x, ot_gt_mm(W), 0);
 }
 
 typedef struct layer_acts {
-  ot_tensor *h, *x1, *q, *k, *v, *att, *hm, *x2, *f, *a;
-  ot_tensor *Wq[3], *bq[3], *dWq[3], *dbq[3]; /* q, k, v column views of c_attn and its gradient */
+  ot_tensor *h, *x1, *qkv, *att, *hm, *x2, *f, *a;
 } layer_acts;
+
+/* Causal attention (or its backward) for each of the B sequences. */
+static ot_status attention(rec *r, ot_tensor *att, ot_tensor *qkv) {
+  ot_tensor *o3, *q3, *k3, *v3;
+  OT_TRY(split_heads(r, att, &o3));
+  OT_TRY(heads(r, qkv, 0, &q3));
+  OT_TRY(heads(r, qkv, 1, &k3));
+  OT_TRY(heads(r, qkv, 2, &v3));
+  for (int64_t b = 0; b < r->B; b++) {
+    ot_tensor *o, *q, *k, *v;
+    OT_TRY(rows(r, o3, b * r->T, r->T, &o));
+    OT_TRY(rows(r, q3, b * r->T, r->T, &q));
+    OT_TRY(rows(r, k3, b * r->T, r->T, &k));
+    OT_TRY(rows(r, v3, b * r->T, r->T, &v));
+    OT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
+  }
+  return OT_OK;
+}
+
+static ot_status attention_backward(rec *r, ot_tensor *dqkv, ot_tensor *ws, ot_tensor *datt, ot_tensor *qkv) {
+  ot_tensor *src[8];
+  OT_TRY(split_heads(r, datt, &src[0]));
+  for (int j = 0; j < 3; j++) {
+    OT_TRY(heads(r, qkv, j, &src[1 + j]));
+    OT_TRY(heads(r, dqkv, j, &src[4 + j]));
+  }
+  src[7] = ws;
+  for (int64_t b = 0; b < r->B; b++) {
+    ot_tensor *v[8];
+    for (int j = 0; j < 8; j++) OT_TRY(rows(r, src[j], b * r->T, r->T, &v[j]));
+    OT_TRY(ot_op_causal_attention_backward(r->p, v[4], v[5], v[6], v[7], v[0], v[1], v[2], v[3]));
+  }
+  return OT_OK;
+}
 
 /* The layer's forward from A->h; h_out NULL: only its inner activations
  * (a checkpointed layer's recomputation). */
@@ -90,40 +151,23 @@ static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) 
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
   ot_gt_param *P = ot_gt_layer(g, l, 0);
-  for (int j = 0; j < 3; j++) {
-    OT_TRY(block(r, P[GT_ATTN_W].w, j, r->D, &A->Wq[j]));
-    OT_TRY(block(r, P[GT_ATTN_B].w, j, r->D, &A->bq[j]));
-    OT_TRY(block(r, P[GT_ATTN_W].g, j, r->D, &A->dWq[j]));
-    OT_TRY(block(r, P[GT_ATTN_B].g, j, r->D, &A->dbq[j]));
-  }
-  OT_TRY(mat(r, BT, r->D, &A->x1, "x1", l));
+  OT_TRY(mat(r, r->lp, BT, r->D, &A->x1, "x1", l));
   OT_TRY(ot_op_layernorm(r->p, A->x1, A->h, P[GT_LN1_W].w, P[GT_LN1_B].w, eps));
-  ot_tensor **qkv[3] = {&A->q, &A->k, &A->v};
-  static const char *qn[3] = {"q", "k", "v"};
-  for (int j = 0; j < 3; j++) {
-    OT_TRY(mat(r, BT, r->D, qkv[j], qn[j], l));
-    OT_TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
-  }
-  OT_TRY(mat(r, BT, r->D, &A->att, "att", l));
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *o, *q, *k, *v;
-    OT_TRY(seq(r, A->att, b, 1, &o));
-    OT_TRY(seq(r, A->q, b, 1, &q));
-    OT_TRY(seq(r, A->k, b, 1, &k));
-    OT_TRY(seq(r, A->v, b, 1, &v));
-    OT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
-  }
-  OT_TRY(mat(r, BT, r->D, &A->hm, "hm", l));
-  OT_TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
-  OT_TRY(mat(r, BT, r->D, &A->x2, "x2", l));
+  OT_TRY(mat(r, r->lp, BT, 3 * r->D, &A->qkv, "qkv", l));
+  OT_TRY(conv1d(r, A->qkv, A->x1, &P[GT_ATTN_W], &P[GT_ATTN_B]));
+  OT_TRY(mat(r, r->lp, BT, r->D, &A->att, "att", l));
+  OT_TRY(attention(r, A->att, A->qkv));
+  OT_TRY(mat(r, OT_F32, BT, r->D, &A->hm, "hm", l));
+  OT_TRY(conv1d_res(r, A->hm, A->att, &P[GT_PROJ_W], &P[GT_PROJ_B], A->h));
+  OT_TRY(mat(r, r->lp, BT, r->D, &A->x2, "x2", l));
   OT_TRY(ot_op_layernorm(r->p, A->x2, A->hm, P[GT_LN2_W].w, P[GT_LN2_B].w, eps));
-  OT_TRY(mat(r, BT, r->F, &A->f, "fc", l));
-  OT_TRY(conv1d(r, A->f, A->x2, P[GT_FC_W].w, P[GT_FC_B].w, NULL));
-  OT_TRY(mat(r, BT, r->F, &A->a, "gelu", l));
+  OT_TRY(mat(r, r->lp, BT, r->F, &A->f, "fc", l));
+  OT_TRY(conv1d(r, A->f, A->x2, &P[GT_FC_W], &P[GT_FC_B]));
+  OT_TRY(mat(r, r->lp, BT, r->F, &A->a, "gelu", l));
   OT_TRY(ot_op_gelu(r->p, A->a, A->f));
   if (!h_out) return OT_OK; /* recomputing for the backward: the output is not needed again */
-  OT_TRY(mat(r, BT, r->D, h_out, "h", l + 1));
-  return conv1d(r, *h_out, A->a, P[GT_FC2_W].w, P[GT_FC2_B].w, A->hm);
+  OT_TRY(mat(r, OT_F32, BT, r->D, h_out, "h", l + 1));
+  return conv1d_res(r, *h_out, A->a, &P[GT_FC2_W], &P[GT_FC2_B], A->hm);
 }
 
 /* dh: the gradient of the layer's output; *dh_in gets that of its input. */
@@ -132,48 +176,69 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
   ot_gt_param *P = ot_gt_layer(g, l, 0);
-  ot_tensor *da, *dx2, *dhm, *datt, *dq[3], *dx1, *tmp, *dh0, *ws;
+  ot_tensor *dh_lp, *da, *dx2, *dhm, *dhm_lp, *datt, *dqkv, *dx1, *dh0, *ws;
   /* h' = hm + gelu(x2 W_fc + b_fc) W_fc2 + b_fc2 */
-  OT_TRY(mat(r, BT, r->F, &da, "d.gelu", l));
-  OT_TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
+  OT_TRY(to_lp(r, dh, &dh_lp, "d.h.lp", l + 1));
+  OT_TRY(mat(r, r->lp, BT, r->F, &da, "d.gelu", l));
+  OT_TRY(conv1d_backward(r, da, &P[GT_FC2_W], &P[GT_FC2_B], dh, dh_lp, A->a));
   OT_TRY(ot_op_gelu_backward(r->p, da, A->f, da));
-  OT_TRY(mat(r, BT, r->D, &dx2, "d.x2", l));
-  OT_TRY(conv1d_backward(r, dx2, P[GT_FC_W].g, P[GT_FC_B].g, da, A->x2, P[GT_FC_W].w));
-  OT_TRY(mat(r, BT, r->D, &dhm, "d.hm", l));
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dx2, "d.x2", l));
+  OT_TRY(conv1d_backward(r, dx2, &P[GT_FC_W], &P[GT_FC_B], da, da, A->x2));
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dhm, "d.hm", l));
   OT_TRY(ot_op_layernorm_backward(r->p, dhm, P[GT_LN2_W].g, P[GT_LN2_B].g, dx2, A->hm, P[GT_LN2_W].w, eps));
   OT_TRY(ot_op_add(r->p, dhm, dhm, dh));
   /* hm = h + att W_proj + b_proj */
-  OT_TRY(mat(r, BT, r->D, &datt, "d.att", l));
-  OT_TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
-  static const char *dn[3] = {"d.q", "d.k", "d.v"};
-  for (int j = 0; j < 3; j++) OT_TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
+  OT_TRY(to_lp(r, dhm, &dhm_lp, "d.hm.lp", l));
+  OT_TRY(mat(r, r->lp, BT, r->D, &datt, "d.att", l));
+  OT_TRY(conv1d_backward(r, datt, &P[GT_PROJ_W], &P[GT_PROJ_B], dhm, dhm_lp, A->att));
+  OT_TRY(mat(r, r->lp, BT, 3 * r->D, &dqkv, "d.qkv", l));
   int64_t sws[3] = {BT, r->H, 2};
   OT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *v[8];
-    ot_tensor *src[7] = {dq[0], dq[1], dq[2], datt, A->q, A->k, A->v};
-    for (int j = 0; j < 7; j++) OT_TRY(seq(r, src[j], b, 1, &v[j]));
-    ot_tensor *wsb;
-    OT_TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
-    OT_TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
-  }
-  /* q|k|v = x1 W_attn + b_attn: dx1 sums the three */
-  OT_TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
-  OT_TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
-  for (int j = 0; j < 3; j++) {
-    OT_TRY(conv1d_backward(r, j ? tmp : dx1, A->dWq[j], A->dbq[j], dq[j], A->x1, A->Wq[j]));
-    if (j) OT_TRY(ot_op_add(r->p, dx1, dx1, tmp));
-  }
-  OT_TRY(mat(r, BT, r->D, &dh0, "d.h", l));
+  OT_TRY(attention_backward(r, dqkv, ws, datt, A->qkv));
+  /* qkv = x1 W_attn + b_attn */
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dx1, "d.x1", l));
+  OT_TRY(conv1d_backward(r, dx1, &P[GT_ATTN_W], &P[GT_ATTN_B], dqkv, dqkv, A->x1));
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dh0, "d.h", l));
   OT_TRY(ot_op_layernorm_backward(r->p, dh0, P[GT_LN1_W].g, P[GT_LN1_B].g, dx1, A->h, P[GT_LN1_W].w, eps));
   OT_TRY(ot_op_add(r->p, dh0, dh0, dhm));
   *dh_in = dh0;
   return OT_OK;
 }
 
-/* Micro-batch mb: forward, the loss (its gradient scaled by 1/accum: the
- * step's loss is the mean over micro-batches), the gradients zeroed before
- * the first micro-batch's backward, then the backward, which accumulates.
+/* The head and the loss, chunk by chunk of rows: logits = xf wte^T, the
+ * chunk's mean cross-entropy into loss[c], its gradient in place (scaled
+ * by the chunk's share of the rows and 1/accum: the step's loss is the
+ * mean over all rows and micro-batches), then at once dxf's rows and wte's
+ * gradient, so each chunk's logits die before the next chunk's exist. */
+static ot_status head_and_loss(rec *r, int mb, ot_tensor *xf, ot_tensor *dxf) {
+  ot_gpt2_trainer *g = r->g;
+  const int64_t BT = r->B * r->T;
+  ot_gt_param *wte = &g->P[0];
+  for (int64_t c = 0; c < g->n_chunks; c++) {
+    const int64_t r0 = c * g->chunk_rows, n = BT - r0 < g->chunk_rows ? BT - r0 : g->chunk_rows;
+    ot_tensor *xc, *dxc, *tc, *lc, *losses, *logits, *dlogits;
+    OT_TRY(rows(r, xf, r0, n, &xc));
+    OT_TRY(rows(r, dxf, r0, n, &dxc));
+    OT_TRY(rows(r, g->targets[mb], r0, n, &tc));
+    OT_TRY(rows(r, g->loss[mb], c, 1, &lc));
+    OT_TRY(mat(r, r->lp, n, r->V, &logits, "logits", (int)c));
+    OT_TRY(ot_op_matmul(r->p, logits, xc, ot_gt_mm(wte), 1, 0)); /* tied head: wte [V, D] as a Linear */
+    /* the loss gradient overwrites the logits unless they are wanted: the
+     * two [rows, vocab] tensors are the step's largest */
+    dlogits = logits;
+    if (g->o.keep_logits) OT_TRY(mat(r, r->lp, n, r->V, &dlogits, "d.logits", (int)c));
+    int64_t sn[1] = {n};
+    OT_TRY(act(r, OT_F32, 1, sn, &losses, "losses", (int)c));
+    const float share = (float)((double)n / (double)BT / (double)g->o.accum);
+    OT_TRY(ot_op_cross_entropy(r->p, lc, losses, dlogits, logits, tc, share));
+    OT_TRY(ot_op_matmul_backward(r->p, dxc, wte->g, dlogits, xc, ot_gt_mm(wte), 1));
+    g->logits = logits;
+  }
+  return OT_OK;
+}
+
+/* Micro-batch mb: forward, the loss, the gradients zeroed before the first
+ * micro-batch's backward, then the backward, which accumulates.
  * A: [n_layer] scratch for the layer activations. */
 static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
   ot_gpt2_trainer *g = r->g;
@@ -182,39 +247,32 @@ static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
   const float eps = (float)c->norm_eps;
   r->mb[0] = '\0';
   if (mb) snprintf(r->mb, sizeof r->mb, ".mb%d", mb);
-  int64_t sBT[1] = {BT}, s1[1] = {1};
+  int64_t sBT[1] = {BT}, sC[1] = {g->n_chunks};
   OT_TRY(act(r, OT_I32, 1, sBT, &g->ids[mb], "ids", 0));
   OT_TRY(act(r, OT_I32, 1, sBT, &g->targets[mb], "targets", 0));
-  OT_TRY(act(r, OT_F32, 1, s1, &g->loss[mb], "loss", 0));
+  OT_TRY(act(r, OT_F32, 1, sC, &g->loss[mb], "loss", 0));
   ot_gt_param *wte = &g->P[0], *wpe = &g->P[1], *lnf_w = &g->P[g->n_params - 2], *lnf_b = &g->P[g->n_params - 1];
   /* forward */
-  ot_tensor *h, *xf, *dlogits, *losses, *dxf, *dh;
-  OT_TRY(mat(r, BT, r->D, &h, "h", 0));
+  ot_tensor *h, *xf, *dxf, *dh;
+  OT_TRY(mat(r, OT_F32, BT, r->D, &h, "h", 0));
   OT_TRY(ot_op_embedding(r->p, h, wte->w, g->ids[mb]));
   for (int64_t b = 0; b < r->B; b++) {
     ot_tensor *hb;
-    OT_TRY(seq(r, h, b, 0, &hb));
+    OT_TRY(rows(r, h, b * r->T, r->T, &hb));
     OT_TRY(ot_op_add_positions(r->p, hb, wpe->w, g->pos_slot));
   }
   for (int l = 0; l < L; l++) {
     A[l] = (layer_acts){.h = h};
     OT_TRY(forward_layer(r, l, &A[l], &h));
   }
-  OT_TRY(mat(r, BT, r->D, &xf, "x.f", 0));
+  OT_TRY(mat(r, r->lp, BT, r->D, &xf, "x.f", 0));
   OT_TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
-  OT_TRY(mat(r, BT, r->V, &g->logits, "logits", 0));
-  OT_TRY(ot_op_matmul(r->p, g->logits, xf, wte->w, 1, 0)); /* tied head: wte [V, D] as a Linear */
-  /* the loss gradient overwrites the logits unless they are wanted: the two
-   * [BT, vocab] tensors are the step's largest */
-  dlogits = g->logits;
-  if (g->o.keep_logits) OT_TRY(mat(r, BT, r->V, &dlogits, "d.logits", 0));
-  OT_TRY(act(r, OT_F32, 1, sBT, &losses, "losses", 0));
-  OT_TRY(ot_op_cross_entropy(r->p, g->loss[mb], losses, dlogits, g->logits, g->targets[mb], 1.0f / (float)g->o.accum));
-  /* backward */
+  /* the gradients start at zero before the first accumulating op */
   for (int i = 0; mb == 0 && i < g->n_params; i++) OT_TRY(ot_op_zero(r->p, g->P[i].g));
-  OT_TRY(mat(r, BT, r->D, &dxf, "d.x.f", 0));
-  OT_TRY(ot_op_matmul_backward(r->p, dxf, wte->g, dlogits, xf, wte->w, 1));
-  OT_TRY(mat(r, BT, r->D, &dh, "d.h", (int)L));
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dxf, "d.x.f", 0));
+  OT_TRY(head_and_loss(r, mb, xf, dxf));
+  /* backward */
+  OT_TRY(mat(r, OT_F32, BT, r->D, &dh, "d.h", (int)L));
   OT_TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
   for (int l = (int)L - 1; l >= 0; l--) {
     layer_acts *Al = &A[l], R = {.h = A[l].h};
@@ -239,7 +297,7 @@ static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
 ot_status ot_gt_record(ot_gpt2_trainer *g) {
   const ot_hf_config *c = &g->cfg;
   rec r = {.g = g, .B = g->o.B, .T = g->o.T, .D = c->hidden_size, .H = c->num_heads, .hd = c->head_dim,
-           .F = c->intermediate_size, .V = c->vocab_size, .rc = ""};
+           .F = c->intermediate_size, .V = c->vocab_size, .lp = g->o.precision, .rc = ""};
   OT_TRY(ot_program_create(g->ctx, &g->prog));
   r.p = g->prog;
   OT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
@@ -254,8 +312,9 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
   o.step_slot = g->step_slot;
   for (int i = 0; s == OT_OK && i < g->n_params; i++) {
     ot_gt_param *q = &g->P[i];
-    s = ot_op_adamw(r.p, q->w, q->g, q->m, q->v, NULL, &o);
+    s = ot_op_adamw(r.p, q->w, q->g, q->m, q->v, q->c, &o);
     if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->w);
+    if (s == OT_OK && q->c) s = ot_program_mark_persistent(r.p, q->c);
     if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->m);
     if (s == OT_OK) s = ot_program_mark_persistent(r.p, q->v);
     if (s == OT_OK && g->o.keep_grads) s = ot_program_mark_output(r.p, q->g);
