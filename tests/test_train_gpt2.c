@@ -582,6 +582,49 @@ static void bf16_budget_is_bitwise(void **state) {
   free(p1);
 }
 
+/* Lazy homes: on the map backend, the activations of an unlimited-budget
+ * step live and die on the device, so most of their bytes get no host
+ * memory; under the smallest budget the plan evicts live copies, which
+ * need homes: more bytes get one. The host backend computes on homes: all
+ * get one. (budget_is_bitwise checks the results.) */
+static void lazy_homes(void **state) {
+  (void)state;
+  ref r;
+  big_batch(&r);
+  ot_backend bk[2] = {OT_BACKEND_HOST, ot_test_moving_backend()};
+  for (int b = 0; b < 2; b++) {
+    ot_ctx_opts co = ot_ctx_opts_default();
+    co.backend = bk[b];
+    ot_ctx *ctx;
+    OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+    ot_gpt2_trainer *g = make(ctx, &r, 0, OT_RECOMPUTE_NONE);
+    ot_plan_stats loose = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
+    uint64_t b_min;
+    OT_ASSERT_OK(ot_sched_min_budget(ot_gpt2_train_program(g), &b_min, NULL));
+    ot_gpt2_train_destroy(g);
+    g = make(ctx, &r, b_min, OT_RECOMPUTE_NONE);
+    ot_plan_stats tight = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
+    print_message("  %s: lazy homes unlimited %llu made / %llu skipped; smallest budget %llu / %llu (%d evictions)\n",
+                  ot_backend_name(bk[b]), (unsigned long long)loose.lazy_home_bytes,
+                  (unsigned long long)loose.lazy_skipped_bytes, (unsigned long long)tight.lazy_home_bytes,
+                  (unsigned long long)tight.lazy_skipped_bytes, tight.evictions);
+    if (bk[b] == OT_BACKEND_HOST) {
+      assert_true(loose.lazy_skipped_bytes == 0 && tight.lazy_skipped_bytes == 0 && loose.lazy_home_bytes > 0);
+    } else {
+      if (loose.lazy_skipped_bytes < 4 * loose.lazy_home_bytes)
+        fail_msg("unlimited: %llu bytes of lazy homes made, only %llu skipped", (unsigned long long)loose.lazy_home_bytes,
+                 (unsigned long long)loose.lazy_skipped_bytes);
+      if (!(tight.evictions > 0 && tight.lazy_home_bytes > loose.lazy_home_bytes))
+        fail_msg("smallest budget: %d evictions, %llu bytes of homes (unlimited %llu)", tight.evictions,
+                 (unsigned long long)tight.lazy_home_bytes, (unsigned long long)loose.lazy_home_bytes);
+    }
+    float loss;
+    OT_ASSERT_OK(ot_gpt2_train_step(g, r.inputs, r.targets, NULL, &loss));
+    ot_gpt2_train_destroy(g);
+    ot_ctx_destroy(ctx);
+  }
+}
+
 /* f16 (no loss scaling here) and non-float precisions are refused by name. */
 static void precision_refused(void **state) {
   (void)state;
@@ -705,6 +748,7 @@ int main(void) {
       cmocka_unit_test(random_init),
       cmocka_unit_test(loss_in_chunks),
       cmocka_unit_test(precision_refused),
+      cmocka_unit_test(lazy_homes),
       cmocka_unit_test(bf16_budget_is_bitwise),
       cmocka_unit_test(bf16_against_autocast),
   };

@@ -283,6 +283,10 @@ typedef struct ot_plan_stats {
   uint64_t host_read_bytes;  /* bytes those ops read in host memory per run (weights and activations) */
   uint64_t cross_bytes;      /* activation bytes copied between host and device compute per run */
   double host_read_rate;     /* the rate the split was chosen with (bytes/s) */
+  /* lazy homes (ot_tensor_create_lazy; the same in both schedules' stats):
+   * bytes of host memory the plan gave lazy storages, and those it did not
+   * need (their tensors live and die on the device) */
+  uint64_t lazy_home_bytes, lazy_skipped_bytes;
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);

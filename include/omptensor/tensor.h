@@ -43,6 +43,15 @@ ot_status ot_tensor_create(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
 ot_status ot_tensor_create_in(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
                               const int64_t *shape, ot_mem_space space, ot_tensor **out);
 
+/* Same as ot_tensor_create, but the home is allocated only when needed:
+ * when a plan moves the tensor between home and device (an upload, a
+ * write-back, an eviction of a live copy), a host op or the caller uses it
+ * (ot_tensor_data), it is marked input, output or persistent, or the
+ * backend computes on homes (host, usm). An activation that lives and dies
+ * on the device never takes host memory (ot_sched_plan). */
+ot_status ot_tensor_create_lazy(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
+                                const int64_t *shape, ot_tensor **out);
+
 /* A tensor over caller-owned memory (e.g. an mmap of a checkpoint). The
  * memory must outlive the tensor; `space` says what kind it is. */
 ot_status ot_tensor_wrap(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,

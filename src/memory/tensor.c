@@ -72,8 +72,16 @@ static void storage_release(ot_storage *st) {
   free(st);
 }
 
+ot_status ot_storage_materialize(ot_storage *st) {
+  if (!st->lazy || st->home || !st->bytes) return OT_OK;
+  OT_TRY(ot_mem_alloc(st->space, st->home_dev, st->bytes, &st->home));
+  if (st->home) memset(st->home, 0, st->bytes);
+  return OT_OK;
+}
+
+/* data: wrapped memory; NULL: allocated here, or (lazy) when first needed. */
 static ot_status make(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape, void *data,
-                      ot_mem_space space, ot_tensor **out) {
+                      int lazy, ot_mem_space space, ot_tensor **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "tensor '%s': out is NULL", name ? name : "");
   *out = NULL;
   if (!ctx) return ot_fail(OT_ERR_INVALID_ARG, "tensor '%s': context is NULL", name ? name : "");
@@ -88,6 +96,8 @@ static ot_status make(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, cons
   st->id = atomic_fetch_add(&next_storage_id, 1);
   if (data) {
     st->home = data;
+  } else if (lazy) {
+    st->lazy = st->owned = 1;
   } else {
     ot_status s = ot_mem_alloc(space, st->home_dev, st->bytes, &st->home);
     if (s != OT_OK) {
@@ -111,20 +121,25 @@ static ot_status make(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, cons
 
 ot_status ot_tensor_create(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
                            ot_tensor **out) {
-  return make(ctx, name, dt, ndim, shape, NULL, ctx ? ctx->home_space : OT_MEM_HOST, out);
+  return make(ctx, name, dt, ndim, shape, NULL, 0, ctx ? ctx->home_space : OT_MEM_HOST, out);
+}
+
+ot_status ot_tensor_create_lazy(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
+                                ot_tensor **out) {
+  return make(ctx, name, dt, ndim, shape, NULL, 1, ctx ? ctx->home_space : OT_MEM_HOST, out);
 }
 
 ot_status ot_tensor_create_in(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
                               ot_mem_space space, ot_tensor **out) {
   if ((unsigned)space >= OT_MEM_SPACE_COUNT || space == OT_MEM_DEVICE)
     return ot_fail(OT_ERR_INVALID_ARG, "tensor '%s': a home must be host, pinned or managed memory", name ? name : "");
-  return make(ctx, name, dt, ndim, shape, NULL, space, out);
+  return make(ctx, name, dt, ndim, shape, NULL, 0, space, out);
 }
 
 ot_status ot_tensor_wrap(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape, void *data,
                          ot_mem_space space, ot_tensor **out) {
   if (!data) return ot_fail(OT_ERR_INVALID_ARG, "tensor '%s': wrapped data is NULL", name ? name : "");
-  return make(ctx, name, dt, ndim, shape, data, space, out);
+  return make(ctx, name, dt, ndim, shape, data, 0, space, out);
 }
 
 static ot_status clone_view(const ot_tensor *t, const char *suffix, ot_tensor **out) {
@@ -261,6 +276,8 @@ void ot_tensor_byte_span(const ot_tensor *t, size_t *first, size_t *end) {
 }
 
 void *ot_tensor_data(const ot_tensor *t) {
+  /* a lazy home is made on first ask: the caller reads or writes it */
+  if (t && !t->st->home && ot_storage_materialize(t->st) != OT_OK) return NULL;
   return t && t->st->home ? (char *)t->st->home + ot_tensor_byte_offset(t) : NULL;
 }
 

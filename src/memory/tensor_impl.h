@@ -18,7 +18,12 @@ typedef struct ot_storage {
   int home_dev;          /* device that allocated a pinned/managed home */
   uint64_t id;           /* unique per process, stable order for plans */
   uint64_t cache_epoch;  /* a cache (program.h): set anew each time a plan places its block */
+  int lazy;              /* ot_tensor_create_lazy: home NULL until a plan (or the caller) needs it */
 } ot_storage;
+
+/* Gives a lazy storage its (zeroed) home if it has none yet; OT_OK for any
+ * other storage. */
+ot_status ot_storage_materialize(ot_storage *st);
 
 struct ot_tensor {
   ot_storage *st;

@@ -18,7 +18,7 @@ ot_status ot_tlist_keep(ot_tlist *l, ot_tensor *t) {
   return OT_OK;
 }
 
-/* A new tensor named from fmt/ap: zeroed memory, or (no_memory) none. */
+/* A new tensor named from fmt/ap: zeroed memory, none, or a lazy home (tlist.h). */
 static ot_status add(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int64_t *shape, int no_memory,
                      ot_tensor **out, const char *fmt, va_list ap) {
   static max_align_t nothing; /* what a plan-only tensor "wraps": never read or written */
@@ -26,8 +26,9 @@ static ot_status add(ot_tlist *l, ot_ctx *ctx, ot_dtype dt, int ndim, const int6
   vsnprintf(name, sizeof name, fmt, ap);
   *out = NULL;
   ot_tensor *t;
-  ot_status s = no_memory ? ot_tensor_wrap(ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t)
-                          : ot_tensor_create(ctx, name, dt, ndim, shape, &t);
+  ot_status s = no_memory == OT_TLIST_LAZY ? ot_tensor_create_lazy(ctx, name, dt, ndim, shape, &t)
+                : no_memory ? ot_tensor_wrap(ctx, name, dt, ndim, shape, &nothing, OT_MEM_HOST, &t)
+                            : ot_tensor_create(ctx, name, dt, ndim, shape, &t);
   if (s == OT_OK) s = ot_tlist_keep(l, t);
   if (s == OT_OK) *out = t;
   return s;

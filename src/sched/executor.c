@@ -62,6 +62,14 @@ static ot_mv_kind mv_kind(const ot_plan *plan) {
   return OT_MV_COPY;
 }
 
+/* A lazy storage the plan moves without having given it a home (homes.c
+ * decides which need one): a scheduler bug, refused rather than copied
+ * through NULL. */
+static ot_status no_home(const ot_prog_storage *ps) {
+  return ot_fail(OT_ERR_STATE, "executor: '%s' has no host home (a lazy tensor) but the plan moves it (scheduler bug)",
+                 ps->name);
+}
+
 static int read_only(const ot_prog_storage *ps) { return !(ps->role & OT_ROLE_WRITTEN); }
 
 /* usm on a GPU: the advice of every managed home the plan uses, set (on = 1)
@@ -272,6 +280,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
         x->ready = ot_movement_upload(plan->mv, ps->st->home, ps->st->home, ps->bytes, ps->name, NULL, NULL, (size_t)-1);
       return OT_OK;
     }
+    if (!ps->st->home) return no_home(ps);
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
     x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
     return OT_OK;
@@ -283,6 +292,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     ot_exec_dirty *d = &plan->dirty[e->st];
+    if (!ps->st->home) return no_home(ps);
     if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) return cross_copy(r, e, ps, x, 0);
     uint64_t t;
     if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
@@ -559,6 +569,7 @@ ot_status ot_sched_sync(ot_plan *plan) {
     const int st = sc->start[k].st;
     const ot_prog_storage *ps = &plan->prog->st[st];
     if (!plan->xs[st].resident) continue;
+    if (!ps->st->home) return no_home(ps);
     ot_movement_download(plan->mv, ps->st->home, dev_addr(&r, st), ps->bytes, ps->name, vrec_of(plan, st), NULL, 0);
   }
   ot_status w = ot_movement_wait_all(plan->mv);

@@ -218,6 +218,11 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
   }
   ot_place_stats(plan);
   if (n_handoff) plan->first.stats.inherited_bytes = plan->first.stats.kept_bytes;
+  s = ot_plan_homes(plan);
+  if (s != OT_OK) {
+    ot_plan_destroy(plan);
+    return s;
+  }
   if (debug_plan()) ot_plan_print(plan, stderr);
   *out = plan;
   return OT_OK;

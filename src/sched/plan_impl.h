@@ -197,6 +197,10 @@ const char *ot_place_name(int place); /* "resident", "streamed", "remote", "-" *
 /* Sorts storage indices by block size, largest first (ties: by index). */
 void ot_sort_by_block_desc(int *v, int n, const ot_program *p);
 
+/* Gives the lazy storages of the finished plan the homes it needs and
+ * counts their bytes into the stats (homes.c). */
+ot_status ot_plan_homes(ot_plan *plan);
+
 /* Builds the two schedules (planner.c). */
 ot_status ot_plan_build(ot_plan *plan);
 /* Moves uploads (and victims' frees) earlier per strategy, then sorts (prefetch.c). */

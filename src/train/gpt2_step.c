@@ -33,12 +33,14 @@ typedef struct rec {
 } rec;
 
 /* A new activation named "name.l" (+ ".rc" when recomputed, + ".mbN" for
- * micro-batch N > 0). A trial
- * recording (shapes_only) wraps no memory: it is planned to see whether it
- * fits, never run, and costs no gigabytes of host memory. */
+ * micro-batch N > 0). A trial recording (shapes_only) wraps no memory: it
+ * is planned to see whether it fits, never run, and costs no gigabytes of
+ * host memory. */
 static ot_status act(rec *r, ot_dtype dt, int ndim, const int64_t *shape, ot_tensor **out, const char *name, int l) {
   ot_gpt2_trainer *g = r->g;
-  return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only, out, "%s.%d%s%s", name, l, r->rc, r->mb);
+  /* a real one's home is made only if the plan moves it (ot_tensor_create_lazy) */
+  return ot_tlist_add(&g->acts, g->ctx, dt, ndim, shape, g->shapes_only ? OT_TLIST_NO_MEMORY : OT_TLIST_LAZY, out,
+                      "%s.%d%s%s", name, l, r->rc, r->mb);
 }
 
 static ot_status mat(rec *r, ot_dtype dt, int64_t rows, int64_t cols, ot_tensor **out, const char *name, int l) {
