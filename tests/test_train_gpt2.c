@@ -266,28 +266,6 @@ static void against_pytorch(void **state) {
   free(train(OT_BACKEND_AUTO, &r, 0, losses, 1, &n));
 }
 
-/* Gradient accumulation: the reference batch of 2 sequences as 2
- * micro-batches of 1 gives PyTorch's losses and parameters after 10 steps
- * (the same tolerances), and under the smallest budget bitwise the
- * unlimited run. */
-static void accumulation(void **state) {
-  (void)state;
-  ref r;
-  read_ref(&r);
-  r.accum = 2;
-  float losses[MAX_STEPS], l1[MAX_STEPS];
-  int64_t n, n1;
-  free(train(OT_BACKEND_AUTO, &r, 0, losses, 1, &n));
-  r.steps = 2;
-  float *p0 = train(ot_test_moving_backend(), &r, 0, losses, 0, &n);
-  float *p1 = train(ot_test_moving_backend(), &r, 1, l1, 0, &n1);
-  assert_int_equal(n, n1);
-  if (memcmp(losses, l1, sizeof(float) * (size_t)r.steps) || memcmp(p0, p1, sizeof(float) * (size_t)n))
-    fail_msg("2 micro-batches: the smallest budget's run differs from the unlimited one");
-  free(p0);
-  free(p1);
-}
-
 static void budget_is_bitwise(void **state) {
   (void)state;
   ref r;
@@ -320,6 +298,33 @@ static void expect_same(const char *what, const float *l0, const float *p0, int6
   assert_int_equal(n0, n1);
   if (memcmp(l0, l1, sizeof(float) * (size_t)steps)) fail_msg("%s: losses differ from the plain run", what);
   if (memcmp(p0, p1, sizeof(float) * (size_t)n0)) fail_msg("%s: parameters differ from the plain run", what);
+}
+
+/* The reference's losses and parameters after its steps (check_after's
+ * tolerances), then 2 steps under the smallest budget bitwise the
+ * unlimited run, on the moving backend. */
+static void reference_then_bitwise(ref *r, const char *what) {
+  float losses[MAX_STEPS], l1[MAX_STEPS];
+  int64_t n, n1;
+  free(train(OT_BACKEND_AUTO, r, 0, losses, 1, &n));
+  r->steps = 2;
+  float *p0 = train(ot_test_moving_backend(), r, 0, losses, 0, &n);
+  float *p1 = train(ot_test_moving_backend(), r, 1, l1, 0, &n1);
+  expect_same(what, losses, p0, n, l1, p1, n1, r->steps);
+  free(p0);
+  free(p1);
+}
+
+/* Gradient accumulation: the reference batch of 2 sequences as 2
+ * micro-batches of 1 gives PyTorch's losses and parameters after 10 steps
+ * (the same tolerances), and under the smallest budget bitwise the
+ * unlimited run. */
+static void accumulation(void **state) {
+  (void)state;
+  ref r;
+  read_ref(&r);
+  r.accum = 2;
+  reference_then_bitwise(&r, "2 micro-batches, smallest budget");
 }
 
 /* The checkpoint tests need activations that outweigh the parameters (as
@@ -446,15 +451,7 @@ static void loss_in_chunks(void **state) {
   ref r;
   read_ref(&r);
   r.chunk_rows = 5;
-  float losses[MAX_STEPS], l1[MAX_STEPS];
-  int64_t n, n1;
-  free(train(OT_BACKEND_AUTO, &r, 0, losses, 1, &n));
-  r.steps = 2;
-  float *p0 = train(ot_test_moving_backend(), &r, 0, losses, 0, &n);
-  float *p1 = train(ot_test_moving_backend(), &r, 1, l1, 0, &n1);
-  expect_same("loss in chunks, smallest budget", losses, p0, n, l1, p1, n1, r.steps);
-  free(p0);
-  free(p1);
+  reference_then_bitwise(&r, "loss in chunks, smallest budget");
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
   ot_gpt2_trainer *g = make(ctx, &r, 0, OT_RECOMPUTE_NONE);
