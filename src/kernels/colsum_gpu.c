@@ -9,8 +9,9 @@
  * (rg = CG_T / ct row groups), four rows in flight per step but added in row
  * order; a tree over the row groups in shared memory, in a fixed shape,
  * then adds the groups. A warp thus reads 32 / ct rows of ct contiguous
- * columns per load (32 B of f32 at ct 8). No atomics, no scratch memory:
- * the same bits on every run. */
+ * columns per load (32 B of f32 at ct 8); rows of 16-byte aligned octets
+ * take the octet kernel below instead. No atomics, no scratch memory: the
+ * same bits on every run. */
 #include "kernels/kcommon.h"
 #include "kernels/train_gpu.h"
 #include "ot_gpu.h"
@@ -63,6 +64,74 @@ static int cg_row_stride(int64_t rows, int64_t n1, int64_t n2, const ot_kcs_view
     }                                                    \
   } while (0)
 
+/* ---- octets: unit column stride, d % 8 == 0, 16-byte aligned rows -----------------
+ * Block b owns columns 8b .. 8b+7, thread t the rows t, t + CG_T, ...: one
+ * 16- or 32-byte load per row and operand, four rows in flight, added in row
+ * order into 8 sums per thread; then a shuffle tree over each warp's 32
+ * threads and the warps' partials in order. For GPT-2's [8192, 768] that is
+ * 96 blocks of 8 rows per thread. */
+#define CG8_LOOP(LA, LB)                                                                                      \
+  do {                                                                                                        \
+    for (int64_t r = tid; r < rows; r += CG_T) {                                                              \
+      float va[OT_KV];                                                                                        \
+      LA(ap, r * ra + c0, va);                                                                                \
+      if (hb) {                                                                                               \
+        float vb[OT_KV];                                                                                      \
+        LB(bp, r * rb + c0, vb);                                                                              \
+        OT_UNROLL                                                                                             \
+        for (int k = 0; k < OT_KV; k++) q[k] += va[k] * vb[k];                                                \
+      }                                                                                                       \
+      OT_UNROLL                                                                                               \
+      for (int k = 0; k < OT_KV; k++) s[k] += va[k];                                                          \
+    }                                                                                                         \
+  } while (0)
+
+#define CG8_B(LA)                                          \
+  do {                                                     \
+    switch (bdt) {                                         \
+    case OT_BF16: CG8_LOOP(LA, ot_kld8_bf16); break;       \
+    case OT_F16: CG8_LOOP(LA, ot_kld8_f16); break;         \
+    default: CG8_LOOP(LA, ot_kld8_f32); break;             \
+    }                                                      \
+  } while (0)
+
+static void cg8_run(int dev, int64_t rows, int64_t d, int hb, const void *ap, int adt, int64_t ra, const void *bp,
+                    int bdt, int64_t rb, int pdt, void *prod, int64_t ps, int sdt, void *sum, int64_t ss) {
+  const int64_t nblk = d / OT_KV;
+  OT_GPU_KERNEL(dev, (int)nblk, CG_T,
+                OT_DEVPTR(ap, bp, prod, sum) firstprivate(rows, hb, ra, rb, adt, bdt, pdt, ps, sdt, ss))
+  {
+    float ws[CG_T / 32][OT_KV], wq[CG_T / 32][OT_KV];
+    OT_TEAM_SHARED(ws, wq)
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int64_t c0 = (int64_t)OT_GPU_BLOCK_ID() * OT_KV;
+    float s[OT_KV], q[OT_KV];
+    OT_UNROLL
+    for (int k = 0; k < OT_KV; k++) s[k] = q[k] = 0.0f;
+    switch (adt) {
+    case OT_BF16: CG8_B(ot_kld8_bf16); break;
+    case OT_F16: CG8_B(ot_kld8_f16); break;
+    default: CG8_B(ot_kld8_f32); break;
+    }
+    OT_UNROLL
+    for (int k = 0; k < OT_KV; k++) {
+      for (int o = 16; o > 0; o >>= 1) {
+        s[k] += OT_WARP_SHFL_DOWN(s[k], o);
+        q[k] += OT_WARP_SHFL_DOWN(q[k], o);
+      }
+      if (lane == 0) ws[warp][k] = s[k], wq[warp][k] = q[k];
+    }
+    OT_GPU_BLOCK_SYNC();
+    if (tid < OT_KV) {
+      float ts = 0.0f, tq = 0.0f;
+      for (int w = 0; w < CG_T / 32; w++) ts += ws[w][tid], tq += wq[w][tid];
+      const int64_t c = c0 + tid;
+      if (sum) ot_kst(sdt, sum, c * ss, ot_kld(sdt, sum, c * ss) + ts);
+      if (prod) ot_kst(pdt, prod, c * ps, ot_kld(pdt, prod, c * ps) + tq);
+    }
+  }
+}
+
 int ot_kcolsum_gpu(int dev, int64_t rows, int64_t d, int64_t n1, int64_t n2, ot_kcs_view a, ot_kcs_view b, int pdt,
                    void *prod, int64_t ps, int sdt, void *sum, int64_t ss) {
   if (!ot_ktrain_fast(dev) || rows <= 0 || n1 <= 0 || n2 <= 0) return 0;
@@ -70,6 +139,12 @@ int ot_kcolsum_gpu(int dev, int64_t rows, int64_t d, int64_t n1, int64_t n2, ot_
   int64_t ra = 0, rb = 0;
   if (!ot_kfloat_bytes(a.dt) || !cg_row_stride(rows, n1, n2, &a, &ra)) return 0;
   if (hb && (!ot_kfloat_bytes(b.dt) || !cg_row_stride(rows, n1, n2, &b, &rb))) return 0;
+  const int64_t ae = ot_kfloat_bytes(a.dt), be = hb ? ot_kfloat_bytes(b.dt) : 4;
+  if (d % OT_KV == 0 && d / OT_KV <= INT32_MAX && a.s3 == 1 && (!hb || b.s3 == 1) && ot_kalign16(a.p, 0, ae) &&
+      (ra * ae) % 16 == 0 && (!hb || (ot_kalign16(b.p, 0, be) && (rb * be) % 16 == 0))) {
+    cg8_run(dev, rows, d, hb, a.p, a.dt, ra, hb ? b.p : NULL, hb ? b.dt : OT_F32, rb, pdt, prod, ps, sdt, sum, ss);
+    return 1;
+  }
   int ct = 32; /* columns per block: narrower until there are blocks for every SM */
   while (ct > 8 && (d + ct - 1) / ct < 264) ct /= 2;
   const int64_t nblk = (d + ct - 1) / ct;

@@ -117,9 +117,9 @@ static ot_status nb_run(int dev, int layer, ot_kview dx, ot_kview dw, ot_kview d
   ot_knorm_bwd_gpu_args ga = {layer, 0, eps, rows, d, n1, n2, xp, gp, wp, ws, dp, xdt, gdt, wdt, ddt,
                               {x0, x1, x2, x3}, {g0, g1, g2, g3}, {d0, d1, d2, d3}};
   if (dwp || dbp) {
-    if (fast)
-      ot_knorm_bwd_gpu(dev, &ga);
-    else
+    if (fast) {
+      if (!(ot_ktrain_fast(dev) && ot_knorm_bwd8_gpu(dev, &ga))) ot_knorm_bwd_gpu(dev, &ga);
+    } else
       OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),
                nb_row(layer, 0, eps, d, xdt, xp, ot_krow_off(r, n1, n2, x0, x1, x2), x3, gdt, gp,
                       ot_krow_off(r, n1, n2, g0, g1, g2), g3, wdt, wp, ws, ddt, dp, ot_krow_off(r, n1, n2, d0, d1, d2),
@@ -130,7 +130,7 @@ static ot_status nb_run(int dev, int layer, ot_kview dx, ot_kview dw, ot_kview d
   }
   if (fast) {
     ga.write_dx = 1;
-    ot_knorm_bwd_gpu(dev, &ga);
+    if (!(ot_ktrain_fast(dev) && ot_knorm_bwd8_gpu(dev, &ga))) ot_knorm_bwd_gpu(dev, &ga);
     return OT_OK;
   }
   OT_KROWS(dev, rows, r, OT_DEVPTR(xp, gp, wp, dp),

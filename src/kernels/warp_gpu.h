@@ -35,5 +35,9 @@ typedef struct ot_knorm_bwd_gpu_args {
   int64_t xs[4], gs[4], ds[4];
 } ot_knorm_bwd_gpu_args;
 void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a);
+/* The same for rows held in registers: unit column strides, 16-byte aligned
+ * rows, d % 8 == 0, d <= 1024, dy in x's dtype, w f32 or x's dtype. 0 (and
+ * nothing run) when the arguments do not fit. */
+int ot_knorm_bwd8_gpu(int dev, const ot_knorm_bwd_gpu_args *a);
 
 #endif
