@@ -116,7 +116,41 @@ static void test_bias_backward(void **st) {
   ot_tbuf_free(&D);
 }
 
+/* Shapes for the GPU column-sum kernel: rows not a multiple of its row
+ * groups, widths odd or GPT-2's, f32/bf16/f16 dy, f32/bf16 db, rows with a
+ * padded stride (evenly spaced: the GPU kernel) and [B, T, n] with padding
+ * between batches (not evenly spaced: the portable kernel). Against the
+ * reference: 1e-5 (f32 db: float sums in another order), 1e-2 (bf16 db). */
+static void check_bias(ot_dtype gdt, ot_dtype bdt, int64_t B, int64_t T, int64_t n, int64_t pad, int64_t bpad,
+                       uint64_t seed) {
+  const int64_t ld = n + pad, bs = T * ld + bpad;
+  ot_tbuf G = ot_tbuf_rand(gdt, B * bs, seed, -1, 1), D = ot_tbuf_rand(bdt, n, seed + 1, -1, 1);
+  ot_kview dy = ot_tview(&G, 0, 3, (int64_t[]){B, T, n}, (int64_t[]){bs, ld, 1}),
+           db = ot_tview(&D, 0, 1, (int64_t[]){n}, NULL);
+  assert_int_equal(ot_ref_bias_backward(db, dy), OT_OK);
+  assert_int_equal(ot_k_bias_backward(ot_test_dev(), ot_tview_dev(db, &D), ot_tview_dev(dy, &G)), OT_OK);
+  char what[96];
+  snprintf(what, sizeof what, "bias_backward [%lld, %lld, %lld] pad %lld/%lld %s -> %s", (long long)B, (long long)T,
+           (long long)n, (long long)pad, (long long)bpad, ot_dtype_name(gdt), ot_dtype_name(bdt));
+  ot_tcheck(what, &D, db, bdt == OT_F32 ? 1e-5 : 1e-2);
+  ot_tbuf_free(&G);
+  ot_tbuf_free(&D);
+}
+
+static void test_bias_backward_shapes(void **st) {
+  (void)st;
+  check_bias(OT_F32, OT_F32, 1, 1037, 768, 0, 0, 21);
+  check_bias(OT_F32, OT_F32, 3, 343, 37, 0, 0, 22);
+  check_bias(OT_F32, OT_F32, 2, 129, 77, 3, 0, 23);
+  check_bias(OT_F32, OT_F32, 2, 65, 40, 0, 5, 24);
+  check_bias(OT_BF16, OT_F32, 1, 2051, 3072, 0, 0, 25);
+  check_bias(OT_F16, OT_F32, 4, 250, 99, 0, 0, 26);
+  check_bias(OT_BF16, OT_BF16, 1, 300, 2304, 0, 0, 27);
+  check_bias(OT_F32, OT_F32, 1, 1, 5, 0, 0, 28);
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_bias_backward)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_matmul_backward), cmocka_unit_test(test_bias_backward),
+                                     cmocka_unit_test(test_bias_backward_shapes)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -87,6 +87,118 @@ static void test_adamw(void **st) {
   ot_tbuf_free(&C);
 }
 
+/* ---- the multi-tensor AdamW: the same bits as one ot_k_adamw per tensor ----
+ * AWM_N tensors (more than one GPU launch takes), lengths around the GPU
+ * kernel's octets and blocks (1, 7, 8, 33, 8193, 20000, ...), f32/bf16/f16
+ * gradients, bf16/f16/f32/no copies, one view starting one element into its
+ * buffer (unaligned) and one strided (the per-tensor path). Set A runs
+ * ot_k_adamw_multi, set B ot_k_adamw tensor by tensor, from the same values,
+ * for 3 steps; the device copies must agree byte for byte, and
+ * ot_ref_adamw_multi with ot_ref_adamw likewise on the host. */
+enum { AWM_N = 21 };
+
+typedef struct awm_set {
+  ot_tbuf P[AWM_N], G[AWM_N], M[AWM_N], V[AWM_N], C[AWM_N];
+  ot_kview p[AWM_N], g[AWM_N], m[AWM_N], v[AWM_N], c[AWM_N];     /* host views */
+  ot_kview pd[AWM_N], gd[AWM_N], md[AWM_N], vd[AWM_N], cd[AWM_N]; /* device views */
+} awm_set;
+
+static int64_t awm_len(int i) {
+  static const int64_t len[] = {1, 7, 8, 33, 8193, 20000, 768, 2304, 3};
+  return len[i % 9] + (i >= 9 ? 16 * i : 0);
+}
+
+static void awm_make(awm_set *S, uint64_t seed) {
+  static const ot_dtype gdt[] = {OT_F32, OT_BF16, OT_F16}, cdt[] = {OT_BF16, OT_F16, OT_F32, OT_F32};
+  for (int i = 0; i < AWM_N; i++) {
+    const int64_t n = awm_len(i), off = i == 4 ? 1 : 0, st = i == 6 ? 2 : 1, tot = off + n * st;
+    const uint64_t sd = seed + 10 * (uint64_t)i;
+    const int has_copy = i % 4 != 3;
+    S->P[i] = ot_tbuf_rand(OT_F32, tot, sd, -1, 1);
+    S->G[i] = ot_tbuf_rand(gdt[i % 3], tot, sd + 1, -1, 1);
+    S->M[i] = ot_tbuf_rand(OT_F32, tot, sd + 2, -0.1f, 0.1f);
+    S->V[i] = ot_tbuf_rand(OT_F32, tot, sd + 3, 0, 0.01f);
+    S->C[i] = ot_tbuf_rand(cdt[i % 4], tot, sd + 4, 0, 1);
+    const int64_t ne[1] = {n}, nb[1] = {st};
+    ot_tbuf *bufs[5] = {&S->P[i], &S->G[i], &S->M[i], &S->V[i], &S->C[i]};
+    ot_kview *hv[5] = {S->p, S->g, S->m, S->v, S->c}, *dv[5] = {S->pd, S->gd, S->md, S->vd, S->cd};
+    for (int k = 0; k < 5; k++) {
+      ot_kview w = ot_tview(bufs[k], 0, 1, ne, nb);
+      w.p = (char *)w.p + off * (int64_t)ot_dtype_bytes(bufs[k]->dt, 1);
+      hv[k][i] = k == 4 && !has_copy ? ot_kview_none() : w;
+      dv[k][i] = k == 4 && !has_copy ? ot_kview_none() : ot_tview_dev(w, bufs[k]);
+    }
+  }
+}
+
+static void awm_free(awm_set *S) {
+  for (int i = 0; i < AWM_N; i++) {
+    ot_tbuf_free(&S->P[i]);
+    ot_tbuf_free(&S->G[i]);
+    ot_tbuf_free(&S->M[i]);
+    ot_tbuf_free(&S->V[i]);
+    ot_tbuf_free(&S->C[i]);
+  }
+}
+
+/* The device (dev 1) or host (dev 0) copies of every buffer of A and B, byte for byte. */
+static void awm_same(const char *what, awm_set *A, awm_set *B, int dev) {
+  for (int i = 0; i < AWM_N; i++) {
+    ot_tbuf *a[5] = {&A->P[i], &A->M[i], &A->V[i], &A->C[i], &A->G[i]}, *b[5] = {&B->P[i], &B->M[i], &B->V[i], &B->C[i], &B->G[i]};
+    for (int k = 0; k < 5; k++) {
+      void *x = malloc(a[k]->bytes), *y = malloc(b[k]->bytes);
+      assert_non_null(x);
+      assert_non_null(y);
+      if (dev) {
+        ot_test_download(x, a[k]->d, a[k]->bytes);
+        ot_test_download(y, b[k]->d, b[k]->bytes);
+      } else {
+        memcpy(x, a[k]->h, a[k]->bytes);
+        memcpy(y, b[k]->h, b[k]->bytes);
+      }
+      if (a[k]->bytes != b[k]->bytes || memcmp(x, y, a[k]->bytes) != 0)
+        fail_msg("%s: tensor %d (length %lld) operand %d differs from the per-tensor update", what, i,
+                 (long long)awm_len(i), k);
+      free(x);
+      free(y);
+    }
+  }
+}
+
+static void test_adamw_multi(void **st) {
+  (void)st;
+  awm_set *A = calloc(1, sizeof *A), *B = calloc(1, sizeof *B);
+  assert_non_null(A);
+  assert_non_null(B);
+  awm_make(A, 100);
+  awm_make(B, 100);
+  const int dev = ot_test_dev();
+  for (int t = 1; t <= 3; t++) {
+    const ot_kadamw h = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, t, t == 2 ? 0.25f : 1.0f};
+    if (ot_k_adamw_multi(dev, AWM_N, A->pd, A->gd, A->md, A->vd, A->cd, h) != OT_OK)
+      fail_msg("adamw_multi: %s", ot_last_error());
+    for (int i = 0; i < AWM_N; i++)
+      assert_int_equal(ot_k_adamw(dev, B->pd[i], B->gd[i], B->md[i], B->vd[i], B->cd[i], h), OT_OK);
+    awm_same("adamw_multi on the device", A, B, 1);
+    assert_int_equal(ot_ref_adamw_multi(AWM_N, A->p, A->g, A->m, A->v, A->c, h), OT_OK);
+    for (int i = 0; i < AWM_N; i++) assert_int_equal(ot_ref_adamw(B->p[i], B->g[i], B->m[i], B->v[i], B->c[i], h), OT_OK);
+    awm_same("ot_ref_adamw_multi", A, B, 0);
+  }
+  /* one bad tensor fails the call before anything is written */
+  ot_kview bad[AWM_N];
+  memcpy(bad, A->md, sizeof bad);
+  bad[AWM_N - 1] = ot_kview_1d(A->M[0].d, OT_F32, 2);
+  const ot_kadamw h = {1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 4, 1.0f};
+  assert_int_equal(ot_k_adamw_multi(dev, AWM_N, A->pd, A->gd, bad, A->vd, A->cd, h), OT_ERR_SHAPE);
+  awm_same("adamw_multi after a refused call", A, B, 1);
+  assert_int_equal(ot_k_adamw_multi(dev, 0, NULL, NULL, NULL, NULL, NULL, h), OT_OK);
+  assert_int_equal(ot_k_adamw_multi(dev, 2, NULL, NULL, NULL, NULL, NULL, h), OT_ERR_INVALID_ARG);
+  awm_free(A);
+  awm_free(B);
+  free(A);
+  free(B);
+}
+
 static void check_sgd(ot_ksgd h, int with_buf, uint64_t seed) {
   ot_tbuf P = ot_tbuf_rand(OT_F32, N, seed, -1, 1), B = ot_tbuf_rand(OT_F32, N, seed + 1, 0, 1),
           C = ot_tbuf_rand(OT_F16, N, seed + 2, 0, 1);
@@ -161,7 +273,8 @@ static void test_grad_stats(void **st) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(test_adamw), cmocka_unit_test(test_sgd),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_adamw), cmocka_unit_test(test_adamw_multi),
+                                     cmocka_unit_test(test_sgd),
                                      cmocka_unit_test(test_grad_stats)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -150,6 +150,99 @@ static void scaling_ops(void **state) {
   ot_ctx_destroy(f.ctx);
 }
 
+/* ot_op_adamw_multi against one ot_op_adamw per tensor, on the backend that
+ * really copies: AWN tensors (lengths around the GPU kernel's octets and
+ * blocks, f32/bf16 gradients, bf16/f16/no copies), the same loss-scale and
+ * skip scalars; every run must leave params, moments and copies BITWISE
+ * equal. Runs: k = 3; skipped; k = 0 (the gradients are the same each run). */
+enum { AWN = 6 };
+
+static void adamw_multi_program(void **state) {
+  (void)state;
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  static const int64_t len[AWN] = {37, 8, 1000, 3, 20001, 768};
+  static const ot_dtype gdt[AWN] = {OT_F32, OT_BF16, OT_F32, OT_F32, OT_BF16, OT_F32};
+  static const ot_dtype cdt[AWN] = {OT_BF16, OT_F16, OT_F32, OT_BF16, OT_BF16, OT_F16};
+  ot_tensor *t[2][5][AWN]; /* [set][p, g, m, v, copy][i]; copy NULL for i == 2 */
+  ot_program *p[2];
+  int step[2], k[2], skip[2];
+  for (int a = 0; a < 2; a++) {
+    OT_ASSERT_OK(ot_program_create(ctx, &p[a]));
+    OT_ASSERT_OK(ot_program_scalar_create(p[a], "step", &step[a]));
+    OT_ASSERT_OK(ot_program_scalar_create(p[a], "k", &k[a]));
+    OT_ASSERT_OK(ot_program_scalar_create(p[a], "skip", &skip[a]));
+    for (int i = 0; i < AWN; i++) {
+      float *v = malloc(sizeof(float) * (size_t)len[i]);
+      assert_non_null(v);
+      for (int j = 0; j < 5; j++) {
+        char name[32];
+        snprintf(name, sizeof name, "%c%d.%d", "pgmvc"[j], a, i);
+        if (j == 4 && i == 2) {
+          t[a][j][i] = NULL;
+          continue;
+        }
+        t[a][j][i] = vec(ctx, name, j == 1 ? gdt[i] : j == 4 ? cdt[i] : OT_F32, len[i]);
+        ot_test_fill_uniform(v, len[i], 100 + 10 * (uint64_t)i + (uint64_t)j, j == 3 ? 0 : -1, 1);
+        if (j == 1)
+          for (int64_t e = 0; e < len[i]; e++) v[e] = ldexpf(v[e], 3);
+        if (j == 3)
+          for (int64_t e = 0; e < len[i]; e++) v[e] *= 1e-3f;
+        OT_ASSERT_OK(ot_tensor_write_f32(t[a][j][i], v, len[i]));
+        if (j != 1) OT_ASSERT_OK(ot_program_mark_persistent(p[a], t[a][j][i]));
+      }
+      free(v);
+    }
+    ot_adamw_opts o = ot_adamw_opts_default();
+    o.step_slot = step[a], o.scale_slot = k[a], o.skip_slot = skip[a];
+    if (a == 0)
+      OT_ASSERT_OK(ot_op_adamw_multi(p[a], AWN, t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], &o));
+    else
+      for (int i = 0; i < AWN; i++)
+        OT_ASSERT_OK(ot_op_adamw(p[a], t[a][0][i], t[a][1][i], t[a][2][i], t[a][3][i], t[a][4][i], &o));
+  }
+  assert_int_equal(ot_program_num_ops(p[0]), 1);
+  ot_sched_opts so = ot_sched_opts_default();
+  ot_plan *plan[2];
+  for (int a = 0; a < 2; a++) OT_ASSERT_OK(ot_sched_plan(ctx, p[a], &so, &plan[a]));
+  static const int64_t ks[3] = {3, 3, 0}, skips[3] = {0, 1, 0};
+  for (int r = 0; r < 3; r++) {
+    for (int a = 0; a < 2; a++) {
+      OT_ASSERT_OK(ot_program_set_scalar(p[a], step[a], r + 1));
+      OT_ASSERT_OK(ot_program_set_scalar(p[a], k[a], ks[r]));
+      OT_ASSERT_OK(ot_program_set_scalar(p[a], skip[a], skips[r]));
+      OT_ASSERT_OK(ot_sched_run(plan[a], NULL));
+    }
+    for (int i = 0; i < AWN; i++)
+      for (int j = 0; j < 5; j++) {
+        if (!t[0][j][i]) continue;
+        float *x = malloc(sizeof(float) * 2 * (size_t)len[i]);
+        assert_non_null(x);
+        read_f32(t[0][j][i], x, len[i]);
+        read_f32(t[1][j][i], x + len[i], len[i]);
+        char what[64];
+        snprintf(what, sizeof what, "adamw_multi run %d: %c of tensor %d", r + 1, "pgmvc"[j], i);
+        assert_bits(x, x + len[i], len[i], what);
+        free(x);
+      }
+  }
+  /* recording errors name the op */
+  ot_adamw_opts o = ot_adamw_opts_default();
+  o.step_slot = step[0];
+  OT_ASSERT_FAILS(ot_op_adamw_multi(p[0], 0, t[0][0], t[0][1], t[0][2], t[0][3], NULL, &o), OT_ERR_INVALID_ARG,
+                  "adamw_multi");
+  ot_tensor *two[2] = {t[0][0][0], t[0][0][1]}, *swapped[2] = {t[0][2][1], t[0][2][0]};
+  OT_ASSERT_FAILS(ot_op_adamw_multi(p[0], 2, two, two, swapped, two, NULL, &o), OT_ERR_SHAPE, "adamw_multi");
+  o.step_slot = -1;
+  OT_ASSERT_FAILS(ot_op_adamw_multi(p[0], 1, two, two, two, two, NULL, &o), OT_ERR_INVALID_ARG, "step_slot");
+  for (int a = 0; a < 2; a++) {
+    ot_plan_destroy(plan[a]);
+    ot_program_destroy(p[a]);
+    for (int j = 0; j < 5; j++)
+      for (int i = 0; i < AWN; i++) ot_tensor_destroy(t[a][j][i]);
+  }
+  ot_ctx_destroy(ctx);
+}
+
 /* ---- the trainer ------------------------------------------------------------- */
 
 typedef struct run {
@@ -320,6 +413,7 @@ static void bad_options(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(scaling_ops),
+      cmocka_unit_test(adamw_multi_program),
       cmocka_unit_test(low_precision_loss_falls),
       cmocka_unit_test(f16_huge_scale_backs_off),
       cmocka_unit_test(budgets_bitwise),

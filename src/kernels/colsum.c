@@ -6,8 +6,10 @@
  * CS_GROUPS interleaved groups (r = grp, grp + CS_GROUPS, ...): each
  * (group, column) slot is summed by one thread into team memory, then one
  * thread per column adds the groups in order. The partition does not
- * depend on the team size, so results are the same on every device. */
+ * depend on the team size, so results are the same on every device.
+ * On a GPU colsum_gpu.c's kernel takes evenly spaced rows instead. */
 #include "kernels/colsum.h"
+#include "kernels/train_gpu.h"
 
 #define CS_COLS 32
 #define CS_GROUPS 32
@@ -21,6 +23,7 @@ OT_DECLARE_TARGET_END
 ot_status ot_kcolsum(int dev, int64_t rows, int64_t d, int64_t n1, int64_t n2, ot_kcs_view a, ot_kcs_view b,
                      int pdt, void *prod, int64_t ps, int sdt, void *sum, int64_t ss) {
   if (d <= 0 || (!prod && !sum)) return OT_OK;
+  if (ot_kcolsum_gpu(dev, rows, d, n1, n2, a, b, pdt, prod, ps, sdt, sum, ss)) return OT_OK;
   const void *ap = a.p, *bp = prod ? b.p : NULL;
   const int64_t nblk = (d + CS_COLS - 1) / CS_COLS;
   OT_TEAMS(dev, ot_kteams(dev, nblk), OT_DEVPTR(ap, bp, prod, sum) firstprivate(a, b))

@@ -335,6 +335,16 @@ ot_status ot_k_sgd(int dev, ot_kview p, ot_kview g, ot_kview buf, ot_kview copy,
 ot_status ot_ref_adamw(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h);
 ot_status ot_ref_sgd(ot_kview p, ot_kview g, ot_kview buf, ot_kview copy, ot_ksgd h);
 
+/* adamw_multi: n >= 0 AdamW updates with one set of hyperparameters, tensor
+ * i being (p[i], g[i], m[i], v[i], copy[i]) as for ot_k_adamw (copy[i] may
+ * be ot_kview_none()); the same bits as n ot_k_adamw calls. On a GPU the
+ * contiguous tensors go in a few launches instead of n. Every tensor is
+ * checked before anything is written. */
+ot_status ot_k_adamw_multi(int dev, int n, const ot_kview *p, const ot_kview *g, const ot_kview *m, const ot_kview *v,
+                           const ot_kview *copy, ot_kadamw h);
+ot_status ot_ref_adamw_multi(int n, const ot_kview *p, const ot_kview *g, const ot_kview *m, const ot_kview *v,
+                             const ot_kview *copy, ot_kadamw h);
+
 /* ---- gradient statistics (loss scaling, clipping) -----------------------------------
  * stats [2] f32 ACCUMULATES over calls (zero it, then one call per gradient):
  *   stats[0] += sum of g^2 over the finite values (double inside),

@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "kernels/kcommon.h"
+#include "kernels/train_gpu.h"
 #include "memory/device.h"
 
 ot_kview ot_kview_nd(void *p, ot_dtype dt, int ndim, const int64_t *ne) {
@@ -132,6 +133,13 @@ int ot_kfast_gpu(int dev) {
   return 0;
 #endif
 }
+
+/* On unless the benchmark switches it off to time the portable kernels. */
+static int ktrain_fast_on = 1;
+
+int ot_ktrain_fast(int dev) { return ktrain_fast_on && ot_kfast_gpu(dev); }
+
+void ot_ktrain_fast_set(int on) { ktrain_fast_on = on != 0; }
 
 int ot_kteams(int dev, int64_t n) {
   if (n < 1) return 1;

@@ -7,8 +7,10 @@
  *   2. per row: log-sum-exp, losses[r], dlogits row (reads the count);
  *   3. one team: loss[0] = sum(losses) / count.
  * Kernels get no scratch memory, so the per-row losses are an output (llm.c
- * keeps them too: they are the per-token losses). */
+ * keeps them too: they are the per-token losses). On a GPU, pass 2 is
+ * loss_gpu.c's block-per-row kernel for rows of unit column stride. */
 #include "kernels/kcommon.h"
+#include "kernels/train_gpu.h"
 
 #define CE_IGNORE (-100)
 
@@ -80,7 +82,10 @@ ot_status ot_k_cross_entropy(int dev, ot_kview loss, ot_kview losses, ot_kview d
     for (int64_t r = 0; r < rows; r++) cnt += ((const int32_t *)tp)[r * t0] != CE_IGNORE;
     fp[0] = (float)cnt;
   }
-  OT_KROWS(dev, rows, r, OT_DEVPTR(lp, tp, dp, sp, fp),
+  const ot_kce_gpu_args ga = {rows, n, l0, d0, t0, s0, ldt, ddt, lp, tp, dp, sp, fp, grad_scale};
+  const int on_gpu = l1 == 1 && (!dp || d1 == 1) && ot_kce_rows_gpu(dev, &ga);
+  if (!on_gpu)
+    OT_KROWS(dev, rows, r, OT_DEVPTR(lp, tp, dp, sp, fp),
            ce_row(ldt, lp, r * l0, l1, n, ((const int32_t *)tp)[r * t0], (float *)sp + r * s0, ddt, dp, r * d0, d1,
                   fp[0] > 0.0f ? grad_scale / fp[0] : 0.0f));
   OT_TEAMS(dev, 1, OT_DEVPTR(fp, sp))

@@ -14,6 +14,8 @@
 #include <math.h>
 
 #include "kernels/kcommon.h"
+#include "kernels/optim_elem.h"
+#include "kernels/train_gpu.h"
 
 /* The 1-D operands of an update: same length, p/m/v f32, g any float,
  * copy f32/f16/bf16 or none. */
@@ -36,10 +38,7 @@ static ot_status op_check(const char *op, ot_kview p, ot_kview g, ot_kview m, ot
   return OT_OK;
 }
 
-/* Host-side scalars of one AdamW step, as PyTorch computes them. */
-typedef struct aw_scal {
-  float decay, w1, b2, w2, step, bc2s, eps, gs;
-} aw_scal;
+typedef ot_kaw_scal aw_scal;
 
 static ot_status aw_prep(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview copy, ot_kadamw h, aw_scal *s) {
   static const char *op = "adamw";
@@ -61,17 +60,7 @@ static ot_status aw_prep(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kvie
 }
 
 OT_DECLARE_TARGET_BEGIN
-static inline void aw_elem(aw_scal s, float *p, float gv, float *m, float *v) {
-  const float g = gv * s.gs;
-  const float pd = *p * s.decay;
-  const float mn = s.w1 < 0.5f ? *m + s.w1 * (g - *m) : g - (g - *m) * (1.0f - s.w1);
-  const float vb = *v * s.b2;
-  const float vn = vb + s.w2 * g * g;
-  const float den = sqrtf(vn) / s.bc2s + s.eps;
-  *p = pd + s.step * mn / den;
-  *m = mn;
-  *v = vn;
-}
+static inline void aw_elem(aw_scal s, float *p, float gv, float *m, float *v) { OT_KAW_ELEM(s, *p, gv, *m, *v); }
 
 static inline float sgd_elem(ot_ksgd h, float *p, float gv, float *buf) {
   float g = gv * h.grad_scale;
@@ -110,6 +99,53 @@ ot_status ot_ref_adamw(ot_kview p, ot_kview g, ot_kview m, ot_kview v, ot_kview 
     aw_elem(s, pi, ot_kld(g.dt, g.p, i * g.nb[0]), (float *)m.p + i * m.nb[0], (float *)v.p + i * v.nb[0]);
     if (copy.ndim) ot_kst(copy.dt, copy.p, i * copy.nb[0], *pi);
   }
+  return OT_OK;
+}
+
+/* The multi-tensor form: every tensor checked first (one failure writes
+ * nothing), then the GPU kernel over the contiguous ones and ot_k_adamw for
+ * the rest (strided views; every tensor on devices that run on host threads). */
+ot_status ot_k_adamw_multi(int dev, int n, const ot_kview *p, const ot_kview *g, const ot_kview *m, const ot_kview *v,
+                           const ot_kview *copy, ot_kadamw h) {
+  if (n < 0 || (n > 0 && (!p || !g || !m || !v || !copy)))
+    return ot_fail(OT_ERR_INVALID_ARG, "adamw_multi: %d tensors with a NULL operand array", n);
+  aw_scal s;
+  for (int i = 0; i < n; i++) OT_TRY(aw_prep(p[i], g[i], m[i], v[i], copy[i], h, &s));
+  if (n == 0) return OT_OK;
+  enum { CH = 64 }; /* tensors per call of the GPU path (which launches per 16) */
+  float *pp[CH], *mp[CH], *vp[CH];
+  const void *gp[CH];
+  void *cp[CH];
+  int gdt[CH], cdt[CH], k = 0;
+  int64_t ne[CH];
+  const int fast = ot_ktrain_fast(dev);
+  for (int i = 0; i < n; i++) {
+    const int unit = p[i].nb[0] == 1 && g[i].nb[0] == 1 && m[i].nb[0] == 1 && v[i].nb[0] == 1 &&
+                     (!copy[i].ndim || copy[i].nb[0] == 1);
+    if (!fast || !unit || p[i].ne[0] == 0) {
+      OT_TRY(ot_k_adamw(dev, p[i], g[i], m[i], v[i], copy[i], h));
+      continue;
+    }
+    pp[k] = p[i].p, mp[k] = m[i].p, vp[k] = v[i].p, gp[k] = g[i].p, gdt[k] = g[i].dt;
+    cp[k] = copy[i].ndim ? copy[i].p : NULL, cdt[k] = copy[i].ndim ? copy[i].dt : OT_F32, ne[k] = p[i].ne[0];
+    if (++k == CH || i == n - 1) {
+      if (!ot_kadamw_multi_gpu(dev, k, pp, gp, gdt, mp, vp, cp, cdt, ne, s))
+        return ot_fail(OT_ERR_DEVICE, "adamw_multi: the GPU kernel refused %d tensors", k);
+      k = 0;
+    }
+  }
+  if (k && !ot_kadamw_multi_gpu(dev, k, pp, gp, gdt, mp, vp, cp, cdt, ne, s))
+    return ot_fail(OT_ERR_DEVICE, "adamw_multi: the GPU kernel refused %d tensors", k);
+  return OT_OK;
+}
+
+ot_status ot_ref_adamw_multi(int n, const ot_kview *p, const ot_kview *g, const ot_kview *m, const ot_kview *v,
+                             const ot_kview *copy, ot_kadamw h) {
+  if (n < 0 || (n > 0 && (!p || !g || !m || !v || !copy)))
+    return ot_fail(OT_ERR_INVALID_ARG, "adamw_multi: %d tensors with a NULL operand array", n);
+  aw_scal s;
+  for (int i = 0; i < n; i++) OT_TRY(aw_prep(p[i], g[i], m[i], v[i], copy[i], h, &s));
+  for (int i = 0; i < n; i++) OT_TRY(ot_ref_adamw(p[i], g[i], m[i], v[i], copy[i], h));
   return OT_OK;
 }
 

@@ -28,11 +28,16 @@ typedef struct ot_knorm_bwd_gpu_args {
   int layer, write_dx;
   float eps;
   int64_t rows, d, n1, n2;
-  const float *x, *g, *w; /* x, g (dy) [rows, d]; w [d] with stride ws */
+  const void *x, *g, *w; /* x, g (dy) [rows, d]; w [d] with stride ws */
   int64_t ws;
-  float *dx;
+  void *dx;
+  int xdt, gdt, wdt, ddt; /* f32, f16 or bf16 each */
   int64_t xs[4], gs[4], ds[4];
 } ot_knorm_bwd_gpu_args;
 void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a);
+/* The same for rows held in registers: unit column strides, 16-byte aligned
+ * rows, d % 8 == 0, d <= 1024, dy in x's dtype, w f32 or x's dtype. 0 (and
+ * nothing run) when the arguments do not fit. */
+int ot_knorm_bwd8_gpu(int dev, const ot_knorm_bwd_gpu_args *a);
 
 #endif

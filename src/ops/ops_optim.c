@@ -4,6 +4,8 @@
 #include "ot_pragmas.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <stdio.h>
 
 #define NULL_ARG(op) ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument", op)
 
@@ -117,6 +119,98 @@ ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tenso
   upd_params prm = {.adam = *o};
   update_args(&a, &prm, param, grad, m, v, copy);
   return ot_ops_record(p, op, param, run_adamw, &a, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(param));
+}
+
+/* ---- the multi-tensor AdamW ------------------------------------------------------
+ * Operands of n tensors: in = grads[0..n), params, m, v (read); out =
+ * params, m, v (written), then the copies that exist. awm_params records
+ * where tensor i's copy is in out[] (-1: none). */
+typedef struct awm_params {
+  ot_adamw_opts adam;
+  int n;
+  int copy_at[]; /* [n] */
+} awm_params;
+
+static ot_kview awm_out(const ot_op_exec *e, int i) { return ot_targs_flat(e->out_t[i], e->out[i]); }
+
+/* Runs on the views of tensors [0, n): per-tensor arrays built once, the
+ * GPU kernel then takes all of them in a few launches. */
+static ot_status run_adamw_multi(const ot_op_exec *e) {
+  const awm_params *q = e->params;
+  const ot_adamw_opts *o = &q->adam;
+  const int n = q->n;
+  int64_t skip = 0, k = 0, t;
+  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", &skip));
+  if (skip) { /* as skip_update: only the copies, from the params */
+    for (int i = 0; i < n; i++)
+      if (q->copy_at[i] >= 0) OT_TRY(ot_k_scale(e->device, awm_out(e, q->copy_at[i]), awm_out(e, i), 1.0f));
+    return OT_OK;
+  }
+  if (o->scale_slot >= 0) OT_TRY(ot_targs_scale_exponent(e, o->scale_slot, &k));
+  OT_TRY(ot_ops_scalar(e, o->step_slot, "step", &t));
+  if (t < 1) return ot_fail(OT_ERR_INVALID_ARG, "%s: step %lld; AdamW steps count from 1 (set the step scalar)",
+                            e->name, (long long)t);
+  ot_kadamw h = {o->lr, o->beta1, o->beta2, o->eps, o->weight_decay, t, ldexpf(o->grad_scale, (int)-k)};
+  ot_kview *vw = malloc(sizeof *vw * 5 * (size_t)n);
+  if (!vw) return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: views of %d tensors", e->name, n);
+  ot_kview *pv = vw, *gv = vw + n, *mv = vw + 2 * n, *vv = vw + 3 * n, *cv = vw + 4 * n;
+  for (int i = 0; i < n; i++) {
+    pv[i] = awm_out(e, i);
+    mv[i] = awm_out(e, n + i);
+    vv[i] = awm_out(e, 2 * n + i);
+    gv[i] = ot_targs_flat(e->in_t[i], e->in[i]);
+    cv[i] = q->copy_at[i] >= 0 ? awm_out(e, q->copy_at[i]) : ot_kview_none();
+  }
+  const ot_status s = ot_k_adamw_multi(e->device, n, pv, gv, mv, vv, cv, h);
+  free(vw);
+  return s;
+}
+
+ot_status ot_op_adamw_multi(ot_program *p, int n, ot_tensor *const *params, ot_tensor *const *grads,
+                            ot_tensor *const *m, ot_tensor *const *v, ot_tensor *const *copies,
+                            const ot_adamw_opts *o) {
+  static const char *op = "adamw_multi";
+  if (!p || n < 1 || !params || !grads || !m || !v || !o)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s: NULL argument or n %d < 1", op, n);
+  for (int i = 0; i < n; i++) {
+    if (!params[i] || !grads[i] || !m[i] || !v[i])
+      return ot_fail(OT_ERR_INVALID_ARG, "%s: tensor %d has a NULL param, grad or moment", op, i);
+    OT_TRY(check_update(op, params[i], grads[i], m[i], v[i], copies ? copies[i] : NULL));
+  }
+  if (o->step_slot < 0)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): step_slot %d is not a run-time scalar (ot_program_scalar_create)",
+                   op, ot_tensor_name(params[0]), o->step_slot);
+  if (o->scale_slot < -1 || o->skip_slot < -1)
+    return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d / skip_slot %d: use -1 (off) or a run-time scalar", op,
+                   ot_tensor_name(params[0]), o->scale_slot, o->skip_slot);
+  const size_t pb = sizeof(awm_params) + sizeof(int) * (size_t)n;
+  awm_params *prm = calloc(1, pb);
+  ot_tensor **in = malloc(sizeof *in * 4 * (size_t)n), **out = malloc(sizeof *out * 4 * (size_t)n);
+  if (!prm || !in || !out) {
+    free(prm), free(in), free(out);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: operands of %d tensors", op, n);
+  }
+  prm->adam = *o;
+  prm->n = n;
+  int n_out = 3 * n;
+  double bytes = 0, numel = 0;
+  for (int i = 0; i < n; i++) {
+    in[i] = grads[i], in[n + i] = params[i], in[2 * n + i] = m[i], in[3 * n + i] = v[i];
+    out[i] = params[i], out[n + i] = m[i], out[2 * n + i] = v[i];
+    ot_tensor *c = copies ? copies[i] : NULL;
+    prm->copy_at[i] = c ? n_out : -1;
+    if (c) out[n_out++] = c;
+    numel += (double)ot_tensor_numel(params[i]);
+  }
+  for (int i = 0; i < 4 * n; i++) bytes += (double)ot_tensor_nbytes(in[i]);
+  for (int i = 0; i < n_out; i++) bytes += (double)ot_tensor_nbytes(out[i]);
+  char name[200];
+  snprintf(name, sizeof name, "%s(%s+%d)", op, ot_tensor_name(params[0]), n - 1);
+  ot_op_desc d = {.name = name, .run = run_adamw_multi, .n_in = 4 * n, .in = in, .n_out = n_out, .out = out,
+                  .params = prm, .params_bytes = pb, .flops = 12.0 * numel, .bytes = bytes};
+  const ot_status s = ot_program_add_op(p, &d);
+  free(prm), free(in), free(out);
+  return s;
 }
 
 static ot_status run_sgd(const ot_op_exec *e) {
