@@ -4,7 +4,7 @@
  *
  *   bench_train --model DIR --budget 8GiB [--seq 1024] [--max-batch 64] [--steps 5]
  *               [--only-plan] [--json FILE] [--batches 4,16] [--checkpoints none,auto]
- *               [--precision fp32|bf16] [--loss-chunk-rows N]
+ *               [--precision fp32|bf16|f16] [--loss-chunk-rows N]
  *
  * DIR holds a GPT-2 config.json; the weights are initialized (GPT-2's init),
  * so no checkpoint is needed. Phase 1 (plans only, no activation memory):
@@ -140,7 +140,7 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, ot_recompute ck, const
               "\"step_ms\":%.3f,\"tokens_per_second\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
               "\"budget\":%llu,\"budget_ok\":%s,\"loss_first\":%.5f,\"loss_last\":%.5f,\"lazy_home_bytes\":%llu,"
               "\"lazy_skipped_bytes\":%llu}\n",
-              label, a->precision == OT_BF16 ? "bf16" : "fp32", B, a->T, ot_recompute_name(ck), rc, med, tok_s,
+              label, a->precision == OT_BF16 ? "bf16" : a->precision == OT_F16 ? "f16" : "fp32", B, a->T, ot_recompute_name(ck), rc, med, tok_s,
               (unsigned long long)sm.bytes_to_device,
               (unsigned long long)sm.bytes_to_host, (unsigned long long)sm.peak_device_bytes,
               (unsigned long long)a->budget, s == OT_OK ? "true" : "false", loss0, loss,
@@ -177,7 +177,8 @@ static ot_status parse(int argc, char **argv, args *a) {
     else if (!strcmp(k, "--precision")) {
       if (!strcmp(v, "fp32")) a->precision = OT_F32;
       else if (!strcmp(v, "bf16")) a->precision = OT_BF16;
-      else return ot_set_error(OT_ERR_INVALID_ARG, "--precision %s: fp32 or bf16", v);
+      else if (!strcmp(v, "f16")) a->precision = OT_F16;
+      else return ot_set_error(OT_ERR_INVALID_ARG, "--precision %s: fp32, bf16 or f16", v);
     } else return ot_set_error(OT_ERR_INVALID_ARG, "unknown option %s (see the top of bench/bench_train.c)", k);
   }
   if (!a->model || !a->budget) return ot_set_error(OT_ERR_INVALID_ARG, "--model DIR and --budget SIZE are required");

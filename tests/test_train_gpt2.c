@@ -558,25 +558,31 @@ static void bf16_against_autocast(void **state) {
   ot_ctx_destroy(ctx);
 }
 
-/* bf16 under the smallest budget (and every layer recomputed) is bitwise
- * the unlimited bf16 run, within the budget. */
-static void bf16_budget_is_bitwise(void **state) {
+/* bf16 and f16 under the smallest budget (and every layer recomputed) are
+ * bitwise the unlimited run of the same precision, within the budget. */
+static void mixed_budget_is_bitwise(void **state) {
   (void)state;
-  ref r;
-  big_batch(&r);
-  r.steps = 2;
-  r.precision = OT_BF16;
-  float l0[MAX_STEPS], l1[MAX_STEPS];
-  int64_t n0, n1;
-  ot_backend be = ot_test_moving_backend();
-  float *p0 = train_ck(be, &r, 0, OT_RECOMPUTE_NONE, l0, 0, &n0, NULL);
-  float *p1 = train_ck(be, &r, 1, OT_RECOMPUTE_NONE, l1, 0, &n1, NULL);
-  expect_same("bf16, smallest budget", l0, p0, n0, l1, p1, n1, r.steps);
-  free(p1);
-  p1 = train_ck(be, &r, 1, OT_RECOMPUTE_ALL, l1, 0, &n1, NULL);
-  expect_same("bf16, checkpoint all, smallest budget", l0, p0, n0, l1, p1, n1, r.steps);
-  free(p0);
-  free(p1);
+  ot_dtype prec[2] = {OT_BF16, OT_F16};
+  for (int k = 0; k < 2; k++) {
+    ref r;
+    big_batch(&r);
+    r.steps = 2;
+    r.precision = prec[k];
+    float l0[MAX_STEPS], l1[MAX_STEPS];
+    int64_t n0, n1;
+    char what[64];
+    ot_backend be = ot_test_moving_backend();
+    float *p0 = train_ck(be, &r, 0, OT_RECOMPUTE_NONE, l0, 0, &n0, NULL);
+    float *p1 = train_ck(be, &r, 1, OT_RECOMPUTE_NONE, l1, 0, &n1, NULL);
+    snprintf(what, sizeof what, "%s, smallest budget", ot_dtype_name(prec[k]));
+    expect_same(what, l0, p0, n0, l1, p1, n1, r.steps);
+    free(p1);
+    p1 = train_ck(be, &r, 1, OT_RECOMPUTE_ALL, l1, 0, &n1, NULL);
+    snprintf(what, sizeof what, "%s, checkpoint all, smallest budget", ot_dtype_name(prec[k]));
+    expect_same(what, l0, p0, n0, l1, p1, n1, r.steps);
+    free(p0);
+    free(p1);
+  }
 }
 
 /* Lazy homes: on the map backend, the activations of an unlimited-budget
@@ -622,14 +628,60 @@ static void lazy_homes(void **state) {
   }
 }
 
-/* f16 (no loss scaling here) and non-float precisions are refused by name. */
+/* f16 loss scaling: from a scale of 2^40 the scaled loss gradient
+ * overflows f16, so the first steps are skipped on the device (the
+ * parameters stay bitwise as they were, the scale halves each time) until
+ * the scale fits; then the updates run and the losses fall. A bad initial
+ * scale is refused. */
+static void f16_loss_scale_backs_off(void **state) {
+  (void)state;
+  ref r;
+  read_ref(&r);
+  r.precision = OT_F16;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
+  ot_gpt2_train_opts o = ref_opts(&r, OT_RECOMPUTE_NONE);
+  o.loss_scale_log2 = 40;
+  ot_gpt2_trainer *g;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, r.model, &o, NULL, &g));
+  float *w0 = read_f32(ot_gpt2_train_param(g, 2)), loss[40];
+  const size_t nb = (size_t)ot_tensor_numel(ot_gpt2_train_param(g, 2)) * sizeof(float);
+  int s = 0, first_update = -1;
+  for (; s < 40; s++) {
+    OT_ASSERT_OK(ot_gpt2_train_step(g, r.inputs, r.targets, NULL, &loss[s]));
+    OT_ASSERT_OK(ot_gpt2_train_sync(g));
+    float *w = read_f32(ot_gpt2_train_param(g, 2));
+    const int moved = memcmp(w, w0, nb) != 0;
+    free(w);
+    if (ot_gpt2_train_skipped_steps(g) == s + 1) {
+      if (moved) fail_msg("f16 step %d was skipped, yet ln_1.weight changed", s);
+      assert_int_equal(ot_gpt2_train_loss_scale_log2(g), 40 - (s + 1));
+    } else if (first_update < 0) {
+      first_update = s;
+      if (!moved) fail_msg("f16 step %d was not skipped, yet ln_1.weight did not change", s);
+    }
+    if (first_update >= 0 && s >= first_update + 5) break;
+  }
+  print_message("  f16 from 2^40: %lld steps skipped, updates from step %d at 2^%d\n",
+                (long long)ot_gpt2_train_skipped_steps(g), first_update, ot_gpt2_train_loss_scale_log2(g));
+  if (first_update < 1) fail_msg("f16 from 2^40: first update at step %d (expected overflow first)", first_update);
+  if (!(loss[s] < loss[first_update])) fail_msg("f16: the loss did not fall after the updates began");
+  free(w0);
+  ot_gpt2_train_destroy(g);
+  o.loss_scale_log2 = 200;
+  assert_int_equal(ot_gpt2_train_create(ctx, r.model, &o, NULL, &g), OT_ERR_INVALID_ARG);
+  assert_non_null(strstr(ot_last_error(), "2^200"));
+  ot_ctx_destroy(ctx);
+}
+
+/* Non-float precisions are refused by name. */
 static void precision_refused(void **state) {
   (void)state;
   ref r;
   read_ref(&r);
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
-  ot_dtype bad[] = {OT_F16, OT_I32, OT_Q8B};
+  ot_dtype bad[] = {OT_I32, OT_Q8B, OT_Q4K};
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     ot_gpt2_train_opts o = ref_opts(&r, OT_RECOMPUTE_NONE);
     o.precision = bad[i];
@@ -746,7 +798,8 @@ int main(void) {
       cmocka_unit_test(loss_in_chunks),
       cmocka_unit_test(precision_refused),
       cmocka_unit_test(lazy_homes),
-      cmocka_unit_test(bf16_budget_is_bitwise),
+      cmocka_unit_test(mixed_budget_is_bitwise),
+      cmocka_unit_test(f16_loss_scale_backs_off),
       cmocka_unit_test(bf16_against_autocast),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

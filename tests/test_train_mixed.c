@@ -165,6 +165,7 @@ static void adamw_multi_program(void **state) {
   static const ot_dtype cdt[AWN] = {OT_BF16, OT_F16, OT_F32, OT_BF16, OT_BF16, OT_F16};
   ot_tensor *t[2][5][AWN]; /* [set][p, g, m, v, copy][i]; copy NULL for i == 2 */
   ot_program *p[2];
+  ot_tensor *stats[2]; /* skip_if: the host writes {sum, Inf/NaN count} before each run */
   int step[2], k[2], skip[2];
   for (int a = 0; a < 2; a++) {
     OT_ASSERT_OK(ot_program_create(ctx, &p[a]));
@@ -192,8 +193,10 @@ static void adamw_multi_program(void **state) {
       }
       free(v);
     }
+    stats[a] = vec(ctx, a ? "stats1" : "stats0", OT_F32, 2);
+    OT_ASSERT_OK(ot_program_mark_input(p[a], stats[a]));
     ot_adamw_opts o = ot_adamw_opts_default();
-    o.step_slot = step[a], o.scale_slot = k[a], o.skip_slot = skip[a];
+    o.step_slot = step[a], o.scale_slot = k[a], o.skip_slot = skip[a], o.skip_if = stats[a];
     if (a == 0)
       OT_ASSERT_OK(ot_op_adamw_multi(p[a], AWN, t[a][0], t[a][1], t[a][2], t[a][3], t[a][4], &o));
     else
@@ -204,14 +207,26 @@ static void adamw_multi_program(void **state) {
   ot_sched_opts so = ot_sched_opts_default();
   ot_plan *plan[2];
   for (int a = 0; a < 2; a++) OT_ASSERT_OK(ot_sched_plan(ctx, p[a], &so, &plan[a]));
-  static const int64_t ks[3] = {3, 3, 0}, skips[3] = {0, 1, 0};
-  for (int r = 0; r < 3; r++) {
+  /* run 2 skips by the host's flag, run 3 by the device's Inf/NaN count */
+  static const int64_t ks[4] = {3, 3, 0, 0}, skips[4] = {0, 1, 0, 0};
+  static const float infs[4] = {0, 0, 1, 0};
+  float *after1 = malloc(sizeof(float) * (size_t)len[0]), *now = malloc(sizeof(float) * (size_t)len[0]);
+  assert_non_null(after1);
+  assert_non_null(now);
+  for (int r = 0; r < 4; r++) {
     for (int a = 0; a < 2; a++) {
+      const float st[2] = {1.0f, infs[r]};
+      OT_ASSERT_OK(ot_tensor_write_f32(stats[a], st, 2));
       OT_ASSERT_OK(ot_program_set_scalar(p[a], step[a], r + 1));
       OT_ASSERT_OK(ot_program_set_scalar(p[a], k[a], ks[r]));
       OT_ASSERT_OK(ot_program_set_scalar(p[a], skip[a], skips[r]));
       OT_ASSERT_OK(ot_sched_run(plan[a], NULL));
+      OT_ASSERT_OK(ot_sched_sync(plan[a]));
     }
+    read_f32(t[0][0][0], now, len[0]);
+    if (r == 0) memcpy(after1, now, sizeof(float) * (size_t)len[0]);
+    if (r == 1 || r == 2) assert_bits(now, after1, len[0], "a skipped update (host flag, then skip_if)");
+    if (r == 3 && !memcmp(now, after1, sizeof(float) * (size_t)len[0])) fail_msg("run 4 did not update");
     for (int i = 0; i < AWN; i++)
       for (int j = 0; j < 5; j++) {
         if (!t[0][j][i]) continue;
@@ -225,6 +240,8 @@ static void adamw_multi_program(void **state) {
         free(x);
       }
   }
+  free(after1);
+  free(now);
   /* recording errors name the op */
   ot_adamw_opts o = ot_adamw_opts_default();
   o.step_slot = step[0];
@@ -239,6 +256,7 @@ static void adamw_multi_program(void **state) {
     ot_program_destroy(p[a]);
     for (int j = 0; j < 5; j++)
       for (int i = 0; i < AWN; i++) ot_tensor_destroy(t[a][j][i]);
+    ot_tensor_destroy(stats[a]);
   }
   ot_ctx_destroy(ctx);
 }

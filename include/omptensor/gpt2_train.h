@@ -54,7 +54,13 @@ typedef struct ot_gpt2_train_opts {
                            norms' outputs, q/k/v, attention, the MLP's hidden activations and the
                            logits are bf16 into the GEMMs (f32 accumulation); the residual stream, the
                            norms' and softmax statistics, the loss and every gradient of a parameter
-                           stay f32. OT_F16 is refused (it needs loss scaling: samples/mlp_train has it) */
+                           stay f32. OT_F16 the same in f16, with dynamic loss scaling as
+                           torch.amp.GradScaler: the loss gradient is multiplied by 2^k, AdamW unscales,
+                           and a step whose gradients hold Inf/NaN is skipped on the device (the Adam
+                           step count does not advance) and halves the scale; scale_growth_interval good
+                           steps in a row double it */
+  int loss_scale_log2;       /* f16: the first k (16: GradScaler's 65536) */
+  int scale_growth_interval; /* f16: good steps before the scale doubles (2000, GradScaler's) */
   int loss_chunk_rows;  /* the logits, the loss and its gradient are computed for this many rows of the
                            B*T at a time, so the [B*T, vocab] logits never exist whole (0: chunks of at
                            most 256 MiB of logits; keep_logits: one chunk). With more than one chunk a
@@ -79,6 +85,11 @@ void ot_gpt2_train_destroy(ot_gpt2_trainer *g); /* NULL is fine */
  * with OT_ERR_NUMERIC naming the step (the update has been made: the
  * weights are no longer finite either). */
 ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
+
+/* f16: steps whose update was skipped (their gradients overflowed), and the
+ * loss scale's log2 the next step uses (0 in f32/bf16). */
+int64_t ot_gpt2_train_skipped_steps(const ot_gpt2_trainer *g);
+int ot_gpt2_train_loss_scale_log2(const ot_gpt2_trainer *g);
 
 /* Writes the weights and moments still on the device home (then
  * ot_gpt2_train_param's tensors hold the trained values). */

@@ -177,6 +177,12 @@ typedef struct ot_adamw_opts {
    * (param, m, v unchanged; copy rewritten from param), for a step whose
    * gradients overflowed (ot_op_grad_stats). */
   int scale_slot, skip_slot;
+  /* NULL, or the [2] f32 stats of ot_op_grad_stats over this step's
+   * gradients: the update is skipped (as with skip_slot) when its Inf/NaN
+   * count is non-zero, read on the device when the op runs, so a step
+   * decides its own skip without a round trip through the host between
+   * backward and update (one small copy per op instead). */
+  const ot_tensor *skip_if;
 } ot_adamw_opts;
 ot_adamw_opts ot_adamw_opts_default(void); /* lr 1e-3, betas (0.9, 0.999), eps 1e-8, wd 0.01, scale 1, slots -1 */
 

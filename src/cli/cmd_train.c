@@ -39,8 +39,9 @@ static const ot_opt train_opts[] = {
     {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
     {"no-dropout", 0, NULL, "train without the dropout config.json asks for (Hugging Face's gpt2 says 0.1; the trainer "
                             "implements none, so it is refused unless this is given; --save writes 0)", OPT_NODROP},
-    {"precision", 0, "P", "fp32 (default) or bf16: mixed precision as torch.autocast (bf16 GEMMs and activations, "
-                          "f32 master weights, norms, loss and gradients)", OPT_PREC},
+    {"precision", 0, "P", "fp32 (default), bf16 or f16: mixed precision as torch.autocast (16-bit GEMMs and "
+                          "activations, f32 master weights, norms, loss and gradients; f16 with dynamic loss "
+                          "scaling as GradScaler)", OPT_PREC},
     {"loss-chunk-rows", 0, "N", "compute the logits and the loss N rows at a time (default: 256 MiB of logits per "
                                 "chunk)", OPT_CHUNK},
     {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
@@ -81,10 +82,8 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_PREC:
     if (!strcmp(v, "fp32") || !strcmp(v, "f32")) a->o.precision = OT_F32;
     else if (!strcmp(v, "bf16")) a->o.precision = OT_BF16;
-    else if (!strcmp(v, "f16") || !strcmp(v, "fp16"))
-      return ot_set_error(OT_ERR_UNSUPPORTED, "f16 training needs dynamic loss scaling, which the GPT-2 trainer does "
-                                              "not have yet; use bf16");
-    else return ot_set_error(OT_ERR_INVALID_ARG, "expected fp32 or bf16");
+    else if (!strcmp(v, "f16") || !strcmp(v, "fp16")) a->o.precision = OT_F16;
+    else return ot_set_error(OT_ERR_INVALID_ARG, "expected fp32, bf16 or f16");
     return OT_OK;
   case OPT_CHUNK: return ot_cli_int(v, 1, 1 << 30, &a->o.loss_chunk_rows);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
@@ -200,6 +199,11 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "checkpoint", json_string(ot_recompute_name(a->o.checkpoint)));
     json_object_set_new(o, "recomputed_layers", layers);
     json_object_set_new(o, "weights", json_integer((json_int_t)ot_gpt2_train_num_weights(g)));
+    json_object_set_new(o, "precision", json_string(ot_dtype_name(a->o.precision)));
+    if (a->o.precision == OT_F16) {
+      json_object_set_new(o, "skipped_steps", json_integer((json_int_t)ot_gpt2_train_skipped_steps(g)));
+      json_object_set_new(o, "loss_scale_log2", json_integer(ot_gpt2_train_loss_scale_log2(g)));
+    }
     json_object_set_new(o, "plan_peak_bytes", json_integer((json_int_t)ps.peak_bytes));
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
@@ -216,6 +220,9 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
       fmt_rate(r, sizeof r, rate);
       printf("trained %d steps of %d x %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n,
              a->o.accum, a->o.B, a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
+      if (a->o.precision == OT_F16)
+        printf("f16 loss scale: 2^%d now; %lld steps skipped (their gradients overflowed)\n",
+               ot_gpt2_train_loss_scale_log2(g), (long long)ot_gpt2_train_skipped_steps(g));
     }
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s\n", pk, up, dn,
            ot_recompute_name(a->o.checkpoint), rec);

@@ -62,7 +62,7 @@ static ot_status check_update(const char *op, ot_tensor *param, ot_tensor *grad,
 }
 
 typedef struct upd_params {
-  int p, g, s1, s2, copy; /* operand positions; s1/s2: m/v or buf */
+  int p, g, s1, s2, copy, si; /* operand positions; s1/s2: m/v or buf; si: adam.skip_if (-1) */
   ot_adamw_opts adam;
   ot_sgd_opts sgd;
 } upd_params;
@@ -79,11 +79,31 @@ static ot_status skip_update(const ot_op_exec *e, const upd_params *q) {
   return ot_k_scale(e->device, flat_out(e, q->copy), flat_out(e, q->p), 1.0f);
 }
 
+/* The skip of a step: the host's flag (skip_slot), or the Inf/NaN count of
+ * the gradient stats on the device (skip_if, operand `si`). */
+static ot_status adamw_skip(const ot_op_exec *e, const ot_adamw_opts *o, int si, int64_t *skip) {
+  *skip = 0;
+  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", skip));
+  if (*skip || si < 0) return OT_OK;
+  float st[2];
+  OT_TRY(ot_mem_copy(st, OT_DEVICE_HOST, e->in[si], e->device, sizeof st));
+  *skip = st[1] != 0.0f;
+  return OT_OK;
+}
+
+static ot_status check_skip_if(const char *op, const ot_tensor *param, const ot_adamw_opts *o) {
+  if (!o->skip_if) return OT_OK;
+  if (ot_tensor_dtype(o->skip_if) != OT_F32 || ot_tensor_numel(o->skip_if) != 2 || !ot_tensor_is_contiguous(o->skip_if))
+    return ot_fail(OT_ERR_SHAPE, "%s('%s'): skip_if '%s' must be the [2] f32 stats of ot_op_grad_stats", op,
+                   ot_tensor_name(param), ot_tensor_name(o->skip_if));
+  return OT_OK;
+}
+
 static ot_status run_adamw(const ot_op_exec *e) {
   const upd_params *q = e->params;
   const ot_adamw_opts *o = &q->adam;
   int64_t skip = 0, k = 0, t;
-  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", &skip));
+  OT_TRY(adamw_skip(e, o, q->si, &skip));
   if (skip) return skip_update(e, q);
   if (o->scale_slot >= 0) OT_TRY(ot_targs_scale_exponent(e, o->scale_slot, &k));
   OT_TRY(ot_ops_scalar(e, o->step_slot, "step", &t));
@@ -115,9 +135,12 @@ ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tenso
   if (o->scale_slot < -1 || o->skip_slot < -1)
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d / skip_slot %d: use -1 (off) or a run-time scalar", op,
                    ot_tensor_name(param), o->scale_slot, o->skip_slot);
+  OT_TRY(check_skip_if(op, param, o));
   ot_ops_args a = {0};
   upd_params prm = {.adam = *o};
   update_args(&a, &prm, param, grad, m, v, copy);
+  prm.si = o->skip_if ? ot_ops_in(&a, (ot_tensor *)o->skip_if) : -1;
+  prm.adam.skip_if = NULL; /* the op's operand from here on, not a pointer kept in params */
   return ot_ops_record(p, op, param, run_adamw, &a, &prm, sizeof prm, 12.0 * (double)ot_tensor_numel(param));
 }
 
@@ -127,7 +150,7 @@ ot_status ot_op_adamw(ot_program *p, ot_tensor *param, ot_tensor *grad, ot_tenso
  * where tensor i's copy is in out[] (-1: none). */
 typedef struct awm_params {
   ot_adamw_opts adam;
-  int n;
+  int n, si; /* si: operand of adam.skip_if (-1: none) */
   int copy_at[]; /* [n] */
 } awm_params;
 
@@ -140,7 +163,7 @@ static ot_status run_adamw_multi(const ot_op_exec *e) {
   const ot_adamw_opts *o = &q->adam;
   const int n = q->n;
   int64_t skip = 0, k = 0, t;
-  if (o->skip_slot >= 0) OT_TRY(ot_ops_scalar(e, o->skip_slot, "skip flag", &skip));
+  OT_TRY(adamw_skip(e, o, q->si, &skip));
   if (skip) { /* as skip_update: only the copies, from the params */
     for (int i = 0; i < n; i++)
       if (q->copy_at[i] >= 0) OT_TRY(ot_k_scale(e->device, awm_out(e, q->copy_at[i]), awm_out(e, i), 1.0f));
@@ -183,15 +206,19 @@ ot_status ot_op_adamw_multi(ot_program *p, int n, ot_tensor *const *params, ot_t
   if (o->scale_slot < -1 || o->skip_slot < -1)
     return ot_fail(OT_ERR_INVALID_ARG, "%s('%s'): scale_slot %d / skip_slot %d: use -1 (off) or a run-time scalar", op,
                    ot_tensor_name(params[0]), o->scale_slot, o->skip_slot);
+  OT_TRY(check_skip_if(op, params[0], o));
   const size_t pb = sizeof(awm_params) + sizeof(int) * (size_t)n;
   awm_params *prm = calloc(1, pb);
-  ot_tensor **in = malloc(sizeof *in * 4 * (size_t)n), **out = malloc(sizeof *out * 4 * (size_t)n);
+  ot_tensor **in = malloc(sizeof *in * (4 * (size_t)n + 1)), **out = malloc(sizeof *out * 4 * (size_t)n);
   if (!prm || !in || !out) {
     free(prm), free(in), free(out);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: operands of %d tensors", op, n);
   }
   prm->adam = *o;
+  prm->adam.skip_if = NULL; /* an operand (in[4n]), not a pointer kept in params */
   prm->n = n;
+  prm->si = o->skip_if ? 4 * n : -1;
+  if (o->skip_if) in[4 * n] = (ot_tensor *)o->skip_if;
   int n_out = 3 * n;
   double bytes = 0, numel = 0;
   for (int i = 0; i < n; i++) {
@@ -206,7 +233,7 @@ ot_status ot_op_adamw_multi(ot_program *p, int n, ot_tensor *const *params, ot_t
   for (int i = 0; i < n_out; i++) bytes += (double)ot_tensor_nbytes(out[i]);
   char name[200];
   snprintf(name, sizeof name, "%s(%s+%d)", op, ot_tensor_name(params[0]), n - 1);
-  ot_op_desc d = {.name = name, .run = run_adamw_multi, .n_in = 4 * n, .in = in, .n_out = n_out, .out = out,
+  ot_op_desc d = {.name = name, .run = run_adamw_multi, .n_in = 4 * n + (o->skip_if != NULL), .in = in, .n_out = n_out, .out = out,
                   .params = prm, .params_bytes = pb, .flops = 12.0 * numel, .bytes = bytes};
   const ot_status s = ot_program_add_op(p, &d);
   free(prm), free(in), free(out);

@@ -42,7 +42,13 @@ struct ot_gpt2_trainer {
   ot_tensor *logits;                  /* the last micro-batch's last chunk's [rows, vocab] (keep_logits: all) */
   int64_t chunk_rows, n_chunks;       /* the loss's chunks of the B*T rows (the last may be shorter) */
   int pos_slot, step_slot;
-  int64_t steps_done;
+  int64_t steps_done, updates; /* updates: AdamW's step count (f16 skips some) */
+  /* f16 loss scaling: the run-time scalar of k, the [2] gradient stats the
+   * step writes, k for the next step, good steps in a row, steps skipped */
+  int scale_slot;
+  ot_tensor *stats;
+  int scale_k, good_run;
+  int64_t skipped;
 };
 
 /* The parameter of layer l (-1: the embeddings / final norm by their index). */

@@ -11,7 +11,8 @@
 
 ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
   ot_gpt2_train_opts o = {.B = 1, .T = 64, .accum = 1, .adam = ot_adamw_opts_default(), .checkpoint = OT_RECOMPUTE_NONE,
-                  .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234};
+                  .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234, .loss_scale_log2 = 16,
+                  .scale_growth_interval = 2000};
   o.adam.weight_decay = 0.0f;
   return o;
 }
@@ -163,11 +164,17 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   if (s == OT_OK && (g->o.B < 1 || g->o.T < 1 || g->o.T > g->cfg.max_position_embeddings))
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: B %d and T %d must be >= 1, T <= n_positions %lld", g->o.B,
                      g->o.T, (long long)g->cfg.max_position_embeddings);
-  if (s == OT_OK && g->o.precision != OT_F32 && g->o.precision != OT_BF16)
+  if (s == OT_OK && g->o.precision != OT_F32 && g->o.precision != OT_BF16 && g->o.precision != OT_F16)
     s = ot_set_error(OT_ERR_UNSUPPORTED,
-                     "gpt2_train: precision %s: the GPT-2 trainer computes in f32 or bf16 (mixed precision); f16 "
-                     "needs dynamic loss scaling, which only samples/mlp_train has: use bf16",
+                     "gpt2_train: precision %s: the GPT-2 trainer computes in f32, or in bf16 or f16 (mixed "
+                     "precision)",
                      ot_dtype_name(g->o.precision));
+  if (s == OT_OK && g->o.precision == OT_F16 && (g->o.loss_scale_log2 < -126 || g->o.loss_scale_log2 > 127 ||
+                                                 g->o.scale_growth_interval < 1))
+    s = ot_set_error(OT_ERR_INVALID_ARG,
+                     "gpt2_train: f16 loss scale 2^%d must have -126 <= k <= 127 and a growth interval %d >= 1",
+                     g->o.loss_scale_log2, g->o.scale_growth_interval);
+  g->scale_k = g->o.loss_scale_log2;
   if (s == OT_OK && g->o.loss_chunk_rows < 0)
     s = ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: loss_chunk_rows %d must be >= 0 (0: automatic)",
                      g->o.loss_chunk_rows);
@@ -230,9 +237,26 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
     memcpy(ot_tensor_data(g->ids[mb]), inputs + mb * n, n * sizeof *inputs);
     memcpy(ot_tensor_data(g->targets[mb]), targets + mb * n, n * sizeof *targets);
   }
-  OT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->steps_done + 1));
+  OT_TRY(ot_program_set_scalar(g->prog, g->step_slot, g->updates + 1));
+  if (g->o.precision == OT_F16) OT_TRY(ot_program_set_scalar(g->prog, g->scale_slot, g->scale_k));
   OT_TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
+  if (g->o.precision == OT_F16) { /* GradScaler's rule: backoff 1/2, growth 2 */
+    const float *st = ot_tensor_data(g->stats);
+    if (st[1] != 0.0f) {
+      g->skipped++;
+      g->good_run = 0;
+      if (g->scale_k > -126) g->scale_k--;
+    } else {
+      g->updates++;
+      if (++g->good_run >= g->o.scale_growth_interval) {
+        g->good_run = 0;
+        if (g->scale_k < 127) g->scale_k++;
+      }
+    }
+  } else {
+    g->updates++;
+  }
   /* each chunk's loss is the mean over its rows: weighted by its share */
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++)
@@ -255,6 +279,8 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
 
 ot_status ot_gpt2_train_sync(ot_gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
 
+int64_t ot_gpt2_train_skipped_steps(const ot_gpt2_trainer *g) { return g->skipped; }
+int ot_gpt2_train_loss_scale_log2(const ot_gpt2_trainer *g) { return g->o.precision == OT_F16 ? g->scale_k : 0; }
 int ot_gpt2_train_num_params(const ot_gpt2_trainer *g) { return g->n_params; }
 const char *ot_gpt2_train_param_name(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }
 const ot_tensor *ot_gpt2_train_param(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].w : NULL; }

@@ -233,6 +233,7 @@ static ot_status head_and_loss(rec *r, int mb, ot_tensor *xf, ot_tensor *dxf) {
     OT_TRY(act(r, OT_F32, 1, sn, &losses, "losses", (int)c));
     const float share = (float)((double)n / (double)BT / (double)g->o.accum);
     OT_TRY(ot_op_cross_entropy(r->p, lc, losses, dlogits, logits, tc, share));
+    if (g->o.precision == OT_F16) OT_TRY(ot_op_loss_scale(r->p, dlogits, g->scale_slot)); /* x 2^k */
     OT_TRY(ot_op_matmul_backward(r->p, dxc, wte->g, dlogits, xc, ot_gt_mm(wte), 1));
     g->logits = logits;
   }
@@ -304,6 +305,8 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
   r.p = g->prog;
   OT_TRY(ot_program_scalar_create(r.p, "pos", &g->pos_slot));
   OT_TRY(ot_program_scalar_create(r.p, "step", &g->step_slot));
+  const int f16 = g->o.precision == OT_F16;
+  if (f16) OT_TRY(ot_program_scalar_create(r.p, "loss_scale_log2", &g->scale_slot));
   layer_acts *A = calloc((size_t)c->num_layers, sizeof *A);
   if (!A) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
   ot_status s = OT_OK;
@@ -315,6 +318,15 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
    * not one per tensor */
   ot_adamw_opts o = g->o.adam;
   o.step_slot = g->step_slot;
+  if (s == OT_OK && f16) { /* the gradients carry 2^k: unscaled by AdamW, skipped if any overflowed */
+    int64_t s2[1] = {2};
+    s = ot_tlist_add(&g->acts, g->ctx, OT_F32, 1, s2, g->shapes_only, &g->stats, "grad_stats");
+    if (s == OT_OK) s = ot_op_zero(r.p, g->stats);
+    for (int i = 0; s == OT_OK && i < g->n_params; i++) s = ot_op_grad_stats(r.p, g->stats, g->P[i].g);
+    if (s == OT_OK) s = ot_program_mark_output(r.p, g->stats);
+    o.scale_slot = g->scale_slot;
+    o.skip_if = g->stats;
+  }
   enum { GROUP = GT_PER_LAYER };
   for (int i0 = 0; s == OT_OK && i0 < g->n_params;) {
     const int n = i0 < 2 ? 1 : i0 + GROUP <= g->n_params - 2 ? GROUP : g->n_params - i0;
