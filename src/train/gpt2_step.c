@@ -3,7 +3,7 @@
  *
  *   h0 = wte[ids] + wpe[0..T)                                   [BT, D]
  *   layer l:  x1 = ln_1(h) ; q|k|v = x1 W_attn[:, q|k|v] + b      (column views of c_attn)
- *             att = causal_attention(q, k, v) per sequence
+ *             att = causal_attention(q, k, v) over the batch ([B, T, H, hd] views)
  *             hm = h + (att W_proj + b_proj)
  *             x2 = ln_2(hm) ; f = x2 W_fc + b_fc ; a = gelu(f)
  *             h' = hm + (a W_fc2 + b_fc2)
@@ -64,6 +64,15 @@ static ot_status seq(rec *r, ot_tensor *t, int64_t b, int heads, ot_tensor **out
   return OT_OK;
 }
 
+/* A [BT, D] tensor as [B, T, H, hd] (the batched attention's view). */
+static ot_status heads4(rec *r, ot_tensor *t, ot_tensor **out) {
+  ot_tensor *v = NULL;
+  int64_t s4[4] = {r->B, r->T, ot_tensor_dim(t, 1) / r->hd, r->hd};
+  OT_TRY(keep(r, ot_tensor_reshape(t, 4, s4, &v), v));
+  *out = v;
+  return OT_OK;
+}
+
 /* y = x W + b (GPT-2's Conv1D), then y += res if res. */
 static ot_status conv1d(rec *r, ot_tensor *y, ot_tensor *x, ot_tensor *W, ot_tensor *b, ot_tensor *res) {
   OT_TRY(ot_op_matmul(r->p, y, x, W, 0, 0));
@@ -80,6 +89,7 @@ static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_tensor *dW, ot_tensor
 
 typedef struct layer_acts {
   ot_tensor *h, *x1, *q, *k, *v, *att, *hm, *x2, *f, *a;
+  ot_tensor *ws; /* attention's per-row log-sum-exp (and the backward's D) */
   ot_tensor *Wq[3], *bq[3], *dWq[3], *dbq[3]; /* q, k, v column views of c_attn and its gradient */
 } layer_acts;
 
@@ -105,14 +115,14 @@ static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) 
     OT_TRY(conv1d(r, *qkv[j], A->x1, A->Wq[j], A->bq[j], NULL));
   }
   OT_TRY(mat(r, BT, r->D, &A->att, "att", l));
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *o, *q, *k, *v;
-    OT_TRY(seq(r, A->att, b, 1, &o));
-    OT_TRY(seq(r, A->q, b, 1, &q));
-    OT_TRY(seq(r, A->k, b, 1, &k));
-    OT_TRY(seq(r, A->v, b, 1, &v));
-    OT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
-  }
+  int64_t sws[4] = {r->B, r->T, r->H, 2};
+  OT_TRY(act(r, OT_F32, 4, sws, &A->ws, "attn_ws", l));
+  ot_tensor *o, *q, *k, *v;
+  OT_TRY(heads4(r, A->att, &o));
+  OT_TRY(heads4(r, A->q, &q));
+  OT_TRY(heads4(r, A->k, &k));
+  OT_TRY(heads4(r, A->v, &v));
+  OT_TRY(ot_op_causal_attention_train(r->p, o, A->ws, q, k, v));
   OT_TRY(mat(r, BT, r->D, &A->hm, "hm", l));
   OT_TRY(conv1d(r, A->hm, A->att, P[GT_PROJ_W].w, P[GT_PROJ_B].w, A->h));
   OT_TRY(mat(r, BT, r->D, &A->x2, "x2", l));
@@ -132,7 +142,7 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
   ot_gt_param *P = ot_gt_layer(g, l, 0);
-  ot_tensor *da, *dx2, *dhm, *datt, *dq[3], *dx1, *tmp, *dh0, *ws;
+  ot_tensor *da, *dx2, *dhm, *datt, *dq[3], *dx1, *tmp, *dh0;
   /* h' = hm + gelu(x2 W_fc + b_fc) W_fc2 + b_fc2 */
   OT_TRY(mat(r, BT, r->F, &da, "d.gelu", l));
   OT_TRY(conv1d_backward(r, da, P[GT_FC2_W].g, P[GT_FC2_B].g, dh, A->a, P[GT_FC2_W].w));
@@ -147,16 +157,10 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   OT_TRY(conv1d_backward(r, datt, P[GT_PROJ_W].g, P[GT_PROJ_B].g, dhm, A->att, P[GT_PROJ_W].w));
   static const char *dn[3] = {"d.q", "d.k", "d.v"};
   for (int j = 0; j < 3; j++) OT_TRY(mat(r, BT, r->D, &dq[j], dn[j], l));
-  int64_t sws[3] = {BT, r->H, 2};
-  OT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *v[8];
-    ot_tensor *src[7] = {dq[0], dq[1], dq[2], datt, A->q, A->k, A->v};
-    for (int j = 0; j < 7; j++) OT_TRY(seq(r, src[j], b, 1, &v[j]));
-    ot_tensor *wsb;
-    OT_TRY(keep(r, ot_tensor_slice(ws, 0, b * r->T, r->T, &wsb), wsb));
-    OT_TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], wsb, v[3], v[4], v[5], v[6]));
-  }
+  ot_tensor *v[8];
+  ot_tensor *src[8] = {dq[0], dq[1], dq[2], datt, A->att, A->q, A->k, A->v};
+  for (int j = 0; j < 8; j++) OT_TRY(heads4(r, src[j], &v[j]));
+  OT_TRY(ot_op_causal_attention_backward(r->p, v[0], v[1], v[2], A->ws, v[3], v[4], v[5], v[6], v[7]));
   /* q|k|v = x1 W_attn + b_attn: dx1 sums the three */
   OT_TRY(mat(r, BT, r->D, &dx1, "d.x1", l));
   OT_TRY(mat(r, BT, r->D, &tmp, "d.x1.part", l));
