@@ -352,8 +352,9 @@ ot_status ot_ref_grad_stats(ot_kview stats, ot_kview g);
  *   the heads of their group).
  *   ws [T, n_heads, 2] f32 workspace: left holding each query row's
  *   log-sum-exp and D_i = sum_j P_ij (dout_i . v_j).
- * Straightforward and deterministic, O(T^2 head_dim^2) per head: not yet
- * the tiled flash-attention backward. */
+ * Straightforward and deterministic, one sequence: the portable path of
+ * ot_k_causal_attention_backward (the tiled GPU kernels are
+ * attention_train_gpu.c's). */
 ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
                                   ot_kview q, ot_kview k, ot_kview v);
 ot_status ot_ref_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout, ot_kview q,
