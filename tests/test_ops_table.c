@@ -109,6 +109,8 @@ static const oc_row rows[] = {
     /* {T} */
     ROW("causal_attention", causal_attention, 2e-6, 1e-5, 7),
     ROW("causal_attention_long", causal_attention, 2e-6, 1e-5, 70),
+    ROW("causal_attention_train", causal_attention_train, 2e-6, 1e-5, 7, 0),
+    ROW("causal_attention_train_batch", causal_attention_train, 2e-6, 1e-5, 37, 3),
     ROW("causal_attention_backward", causal_attention_backward, 2e-6, 1e-5, 7),
     ROW("causal_attention_backward_long", causal_attention_backward, 2e-6, 1e-5, 70),
     ROW("embedding_backward", embedding_backward, 1e-6, 1e-6, 0),

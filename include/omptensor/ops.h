@@ -145,13 +145,24 @@ ot_status ot_op_layernorm_backward(ot_program *p, ot_tensor *dx, ot_tensor *dw, 
 ot_status ot_op_rmsnorm_backward(ot_program *p, ot_tensor *dx, ot_tensor *dw, ot_tensor *dy, ot_tensor *x,
                                  ot_tensor *w, float eps);
 
-/* Causal self-attention of one sequence without a KV cache (training):
- * out, q [T, H, hd], k, v [T, KV, hd]; query t sees keys 0..t. */
+/* Causal self-attention without a KV cache (training), one sequence or a
+ * batch of them: out, q [T, H, hd] or [B, T, H, hd], k, v [T, KV, hd] or
+ * [B, T, KV, hd] (views: any strides, e.g. column blocks of a fused qkv
+ * matrix); query t sees keys 0..t of its own sequence. One op for the whole
+ * batch. */
 ot_status ot_op_causal_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v);
-/* Its backward: dq [T, H, hd], dk, dv [T, KV, hd] overwritten; ws [T, H, 2]
- * f32 is a workspace the op writes (per-row log-sum-exp and D). */
+/* The same, also writing ws [(B,) T, H, 2] f32: ws[.., 0] = each query
+ * row's log-sum-exp, ws[.., 1] = 0 — what the backward needs. */
+ot_status ot_op_causal_attention_train(ot_program *p, ot_tensor *out, ot_tensor *ws, ot_tensor *q, ot_tensor *k,
+                                       ot_tensor *v);
+/* Its backward: dq [(B,) T, H, hd], dk, dv [(B,) T, KV, hd] overwritten,
+ * from dout, the forward's output out and ws as ot_op_causal_attention_train
+ * wrote it (read: the log-sum-exp); ws[.., 1] gets D_i = dout_i . out_i.
+ * Reading the forward's statistics instead of recomputing them is what lets
+ * the GPU kernels run as two passes (dq; dk and dv), FlashAttention-2 style;
+ * the portable path still recomputes both per sequence. */
 ot_status ot_op_causal_attention_backward(ot_program *p, ot_tensor *dq, ot_tensor *dk, ot_tensor *dv, ot_tensor *ws,
-                                          ot_tensor *dout, ot_tensor *q, ot_tensor *k, ot_tensor *v);
+                                          ot_tensor *dout, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v);
 
 /* dtable[ids[t]] += dout[t] (ids outside the table add nothing);
  * dtable [vocab, n], dout [T, n], ids i32 [T]. */

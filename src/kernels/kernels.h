@@ -362,12 +362,38 @@ ot_status ot_ref_grad_stats(ot_kview stats, ot_kview g);
  *   the heads of their group).
  *   ws [T, n_heads, 2] f32 workspace: left holding each query row's
  *   log-sum-exp and D_i = sum_j P_ij (dout_i . v_j).
- * Straightforward and deterministic, O(T^2 head_dim^2) per head: not yet
- * the tiled flash-attention backward. */
+ * Straightforward and deterministic, one sequence: the portable path of
+ * ot_k_causal_attention_backward (the tiled GPU kernels are
+ * attention_train_gpu.c's). */
 ot_status ot_k_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
                                   ot_kview q, ot_kview k, ot_kview v);
 ot_status ot_ref_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout, ot_kview q,
                                     ot_kview k, ot_kview v);
+
+/* ---- causal attention of training (attention_train.c) -------------------------
+ * One sequence or a batch, no KV cache: query t of a sequence sees its keys
+ * 0..t, scale 1/sqrt(head_dim), GQA.
+ *   q, out, dout, dq  [T, H, hd] or [B, T, H, hd]
+ *   k, v, dk, dv      [T, KV, hd] or [B, T, KV, hd]    (H a multiple of KV)
+ *   ws                [T, H, 2] or [B, T, H, 2] f32: per query row
+ *                     {log-sum-exp of its scaled scores, D = dout . out}
+ * f32/f16/bf16 storage in any mix, any strides; fp32 arithmetic.
+ * causal_attention: out = softmax(q k^T scale) v; with ws (not
+ *   ot_kview_none()) also ws[.., 0] = the log-sum-exp, ws[.., 1] = 0.
+ * causal_attention_backward: dq, dk, dv overwritten (dk, dv summed over the
+ *   heads of their group), from dout, the forward's out and ws as the forward
+ *   left it; leaves ws = {log-sum-exp, D}. On a GPU (head_dim <= 128, unit
+ *   last strides) tiled flash-attention kernels that read the forward's
+ *   log-sum-exp (attention_train_gpu.c); elsewhere the per-sequence
+ *   ot_k_attention / ot_k_attention_backward, which recompute both
+ *   statistics (so out and ws's input are not read there). The references
+ *   are those kernels' references per sequence (double precision). */
+ot_status ot_k_causal_attention(int dev, ot_kview out, ot_kview ws, ot_kview q, ot_kview k, ot_kview v);
+ot_status ot_ref_causal_attention(ot_kview out, ot_kview ws, ot_kview q, ot_kview k, ot_kview v);
+ot_status ot_k_causal_attention_backward(int dev, ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
+                                         ot_kview out, ot_kview q, ot_kview k, ot_kview v);
+ot_status ot_ref_causal_attention_backward(ot_kview dq, ot_kview dk, ot_kview dv, ot_kview ws, ot_kview dout,
+                                           ot_kview out, ot_kview q, ot_kview k, ot_kview v);
 
 /* ---- fused (decode) ----------------------------------------------------------
  * One launch for what would be several (see fused.c); semantics are exactly

@@ -19,6 +19,15 @@ static inline float ot_warp_bcast(float v, int lane) {
   return v;
 #endif
 }
+/* the v of lane (lane ^ mask): butterfly steps within aligned groups of lanes */
+static inline float ot_warp_xor(float v, int mask) {
+#ifdef __NVPTX__
+  return __nvvm_shfl_sync_bfly_f32(0xffffffffu, v, mask, 0x1f);
+#else
+  (void)mask;
+  return v;
+#endif
+}
 static inline float ot_warp_sum(float v) {
   for (int o = 16; o > 0; o >>= 1) v += OT_WARP_SHFL_DOWN(v, o);
   return ot_warp_bcast(v, 0);

@@ -4,7 +4,7 @@
  *
  *   h0 = wte[ids] + wpe[0..T)                                    [BT, D] f32
  *   layer l:  x1 = ln_1(h) (lp) ; qkv = x1 W_attn + b_attn        [BT, 3D] lp, q|k|v its column blocks
- *             att = causal_attention(q, k, v) per sequence        lp
+ *             att = causal_attention(q, k, v) over the batch       lp
  *             hm = (h + b_proj) + att W_proj                       f32 (the GEMM accumulates onto it)
  *             x2 = ln_2(hm) (lp) ; f = x2 W_fc + b_fc ; a = gelu(f) lp
  *             h' = (hm + b_fc2) + a W_fc2                          f32
@@ -58,21 +58,21 @@ static ot_status rows(rec *r, ot_tensor *t, int64_t r0, int64_t n, ot_tensor **o
   return OT_OK;
 }
 
-/* Head block j (0 q, 1 k, 2 v) of qkv [BT, 3D] as [BT, H, hd] (rows 3D apart). */
+/* Head block j (0 q, 1 k, 2 v) of qkv [BT, 3D] as [B, T, H, hd] (rows 3D apart). */
 static ot_status heads(rec *r, ot_tensor *qkv, int j, ot_tensor **out) {
   ot_tensor *v = NULL, *w = NULL;
-  int64_t s3[3] = {r->B * r->T, 3 * r->H, r->hd};
-  OT_TRY(keep(r, ot_tensor_reshape(qkv, 3, s3, &v), v));
-  OT_TRY(keep(r, ot_tensor_slice(v, 1, j * r->H, r->H, &w), w));
+  int64_t s4[4] = {r->B, r->T, 3 * r->H, r->hd};
+  OT_TRY(keep(r, ot_tensor_reshape(qkv, 4, s4, &v), v));
+  OT_TRY(keep(r, ot_tensor_slice(v, 2, j * r->H, r->H, &w), w));
   *out = w;
   return OT_OK;
 }
 
-/* [BT, D] as [BT, H, hd] (contiguous). */
+/* [BT, D] as [B, T, H, hd] (contiguous). */
 static ot_status split_heads(rec *r, ot_tensor *t, ot_tensor **out) {
   ot_tensor *v = NULL;
-  int64_t s3[3] = {r->B * r->T, r->H, r->hd};
-  OT_TRY(keep(r, ot_tensor_reshape(t, 3, s3, &v), v));
+  int64_t s4[4] = {r->B, r->T, r->H, r->hd};
+  OT_TRY(keep(r, ot_tensor_reshape(t, 4, s4, &v), v));
   *out = v;
   return OT_OK;
 }
@@ -109,41 +109,31 @@ static ot_status conv1d_backward(rec *r, ot_tensor *dx, ot_gt_param *W, ot_gt_pa
 }
 
 typedef struct layer_acts {
-  ot_tensor *h, *x1, *qkv, *att, *hm, *x2, *f, *a;
+  ot_tensor *h, *x1, *qkv, *att, *ws, *hm, *x2, *f, *a; /* ws: attention's per-row log-sum-exp (and D) */
 } layer_acts;
 
-/* Causal attention (or its backward) for each of the B sequences. */
-static ot_status attention(rec *r, ot_tensor *att, ot_tensor *qkv) {
-  ot_tensor *o3, *q3, *k3, *v3;
-  OT_TRY(split_heads(r, att, &o3));
-  OT_TRY(heads(r, qkv, 0, &q3));
-  OT_TRY(heads(r, qkv, 1, &k3));
-  OT_TRY(heads(r, qkv, 2, &v3));
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *o, *q, *k, *v;
-    OT_TRY(rows(r, o3, b * r->T, r->T, &o));
-    OT_TRY(rows(r, q3, b * r->T, r->T, &q));
-    OT_TRY(rows(r, k3, b * r->T, r->T, &k));
-    OT_TRY(rows(r, v3, b * r->T, r->T, &v));
-    OT_TRY(ot_op_causal_attention(r->p, o, q, k, v));
-  }
-  return OT_OK;
+/* Causal attention of the B sequences in one op (the flash kernels take
+ * [B, T, H, hd] views); ws [B, T, H, 2] keeps each row's log-sum-exp for
+ * the backward, which also reads the forward's output. */
+static ot_status attention(rec *r, ot_tensor *att, ot_tensor *ws, ot_tensor *qkv) {
+  ot_tensor *o, *q, *k, *v;
+  OT_TRY(split_heads(r, att, &o));
+  OT_TRY(heads(r, qkv, 0, &q));
+  OT_TRY(heads(r, qkv, 1, &k));
+  OT_TRY(heads(r, qkv, 2, &v));
+  return ot_op_causal_attention_train(r->p, o, ws, q, k, v);
 }
 
-static ot_status attention_backward(rec *r, ot_tensor *dqkv, ot_tensor *ws, ot_tensor *datt, ot_tensor *qkv) {
-  ot_tensor *src[8];
-  OT_TRY(split_heads(r, datt, &src[0]));
+static ot_status attention_backward(rec *r, ot_tensor *dqkv, ot_tensor *ws, ot_tensor *datt, ot_tensor *att,
+                                    ot_tensor *qkv) {
+  ot_tensor *dout, *out, *x[3], *dx[3];
+  OT_TRY(split_heads(r, datt, &dout));
+  OT_TRY(split_heads(r, att, &out));
   for (int j = 0; j < 3; j++) {
-    OT_TRY(heads(r, qkv, j, &src[1 + j]));
-    OT_TRY(heads(r, dqkv, j, &src[4 + j]));
+    OT_TRY(heads(r, qkv, j, &x[j]));
+    OT_TRY(heads(r, dqkv, j, &dx[j]));
   }
-  src[7] = ws;
-  for (int64_t b = 0; b < r->B; b++) {
-    ot_tensor *v[8];
-    for (int j = 0; j < 8; j++) OT_TRY(rows(r, src[j], b * r->T, r->T, &v[j]));
-    OT_TRY(ot_op_causal_attention_backward(r->p, v[4], v[5], v[6], v[7], v[0], v[1], v[2], v[3]));
-  }
-  return OT_OK;
+  return ot_op_causal_attention_backward(r->p, dx[0], dx[1], dx[2], ws, dout, out, x[0], x[1], x[2]);
 }
 
 /* The layer's forward from A->h; h_out NULL: only its inner activations
@@ -158,7 +148,9 @@ static ot_status forward_layer(rec *r, int l, layer_acts *A, ot_tensor **h_out) 
   OT_TRY(mat(r, r->lp, BT, 3 * r->D, &A->qkv, "qkv", l));
   OT_TRY(conv1d(r, A->qkv, A->x1, &P[GT_ATTN_W], &P[GT_ATTN_B]));
   OT_TRY(mat(r, r->lp, BT, r->D, &A->att, "att", l));
-  OT_TRY(attention(r, A->att, A->qkv));
+  int64_t sws[4] = {r->B, r->T, r->H, 2};
+  OT_TRY(act(r, OT_F32, 4, sws, &A->ws, "attn_ws", l));
+  OT_TRY(attention(r, A->att, A->ws, A->qkv));
   OT_TRY(mat(r, OT_F32, BT, r->D, &A->hm, "hm", l));
   OT_TRY(conv1d_res(r, A->hm, A->att, &P[GT_PROJ_W], &P[GT_PROJ_B], A->h));
   OT_TRY(mat(r, r->lp, BT, r->D, &A->x2, "x2", l));
@@ -178,7 +170,7 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   const float eps = (float)g->cfg.norm_eps;
   const int64_t BT = r->B * r->T;
   ot_gt_param *P = ot_gt_layer(g, l, 0);
-  ot_tensor *dh_lp, *da, *dx2, *dhm, *dhm_lp, *datt, *dqkv, *dx1, *dh0, *ws;
+  ot_tensor *dh_lp, *da, *dx2, *dhm, *dhm_lp, *datt, *dqkv, *dx1, *dh0;
   /* h' = hm + gelu(x2 W_fc + b_fc) W_fc2 + b_fc2 */
   OT_TRY(to_lp(r, dh, &dh_lp, "d.h.lp", l + 1));
   OT_TRY(mat(r, r->lp, BT, r->F, &da, "d.gelu", l));
@@ -194,9 +186,7 @@ static ot_status backward_layer(rec *r, int l, layer_acts *A, ot_tensor *dh, ot_
   OT_TRY(mat(r, r->lp, BT, r->D, &datt, "d.att", l));
   OT_TRY(conv1d_backward(r, datt, &P[GT_PROJ_W], &P[GT_PROJ_B], dhm, dhm_lp, A->att));
   OT_TRY(mat(r, r->lp, BT, 3 * r->D, &dqkv, "d.qkv", l));
-  int64_t sws[3] = {BT, r->H, 2};
-  OT_TRY(act(r, OT_F32, 3, sws, &ws, "attn_ws", l));
-  OT_TRY(attention_backward(r, dqkv, ws, datt, A->qkv));
+  OT_TRY(attention_backward(r, dqkv, A->ws, datt, A->att, A->qkv));
   /* qkv = x1 W_attn + b_attn */
   OT_TRY(mat(r, OT_F32, BT, r->D, &dx1, "d.x1", l));
   OT_TRY(conv1d_backward(r, dx1, &P[GT_ATTN_W], &P[GT_ATTN_B], dqkv, dqkv, A->x1));

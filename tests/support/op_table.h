@@ -136,6 +136,7 @@ OC_DECLARE(layernorm_backward);
 OC_DECLARE(rmsnorm_backward);
 OC_DECLARE(causal_attention);
 OC_DECLARE(causal_attention_backward);
+OC_DECLARE(causal_attention_train);
 OC_DECLARE(embedding_backward);
 OC_DECLARE(positions_backward);
 OC_DECLARE(zero);

@@ -207,7 +207,47 @@ void oc_build_causal_attention(oc_case *c) {
 
 void oc_ref_causal_attention(oc_case *c) { oc_attend_ref(c->w[3], c->h[0], c->h[1], c->h[2], c->arg[0], QH, QKV, QHD, 0, 0); }
 
-/* dout 0, q 1, k 2, v 3, dq 4, dk 5, dv 6, ws 7 */
+/* The forward that leaves ws for the backward: arg = {T, B (0: 3-D views)}.
+ * q 0, k 1, v 2, out 3, ws 4 */
+void oc_build_causal_attention_train(oc_case *c) {
+  const int64_t QT = c->arg[0], B = c->arg[1];
+  ot_tensor *q, *k, *v, *out, *ws;
+  if (B) {
+    q = oc_in(c, "q", OT_F32, OC_SHAPE(B, QT, QH, QHD), -1, 1), k = oc_in(c, "k", OT_F32, OC_SHAPE(B, QT, QKV, QHD), -1, 1);
+    v = oc_in(c, "v", OT_F32, OC_SHAPE(B, QT, QKV, QHD), -1, 1);
+    out = oc_out(c, "out", OT_F32, OC_SHAPE(B, QT, QH, QHD)), ws = oc_out(c, "ws", OT_F32, OC_SHAPE(B, QT, QH, 2));
+  } else {
+    q = oc_in(c, "q", OT_F32, OC_SHAPE(QT, QH, QHD), -1, 1), k = oc_in(c, "k", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
+    v = oc_in(c, "v", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
+    out = oc_out(c, "out", OT_F32, OC_SHAPE(QT, QH, QHD)), ws = oc_out(c, "ws", OT_F32, OC_SHAPE(QT, QH, 2));
+  }
+  OC_OK(ot_op_causal_attention_train(c->p, out, ws, q, k, v));
+}
+
+/* per sequence: the output and ws = {log-sum-exp, 0} */
+void oc_ref_causal_attention_train(oc_case *c) {
+  const int64_t QT = c->arg[0], B = c->arg[1] ? c->arg[1] : 1, nq = QT * QH * QHD, nk = QT * QKV * QHD;
+  const double sc = 1.0 / sqrt((double)QHD);
+  for (int64_t b = 0; b < B; b++) {
+    const float *q = c->h[0] + b * nq, *k = c->h[1] + b * nk;
+    oc_attend_ref(c->w[3] + b * nq, q, k, c->h[2] + b * nk, QT, QH, QKV, QHD, 0, 0);
+    float *ws = c->w[4] + b * QT * QH * 2;
+    for (int64_t i = 0; i < QT; i++)
+      for (int h = 0; h < QH; h++) {
+        double mx = -INFINITY, l = 0, s[128];
+        for (int64_t j = 0; j <= i; j++) {
+          s[j] = 0;
+          for (int d = 0; d < QHD; d++) s[j] += (double)q[(i * QH + h) * QHD + d] * k[(j * QKV + h / (QH / QKV)) * QHD + d];
+          s[j] *= sc, mx = fmax(mx, s[j]);
+        }
+        for (int64_t j = 0; j <= i; j++) l += exp(s[j] - mx);
+        ws[(i * QH + h) * 2] = (float)(mx + log(l)), ws[(i * QH + h) * 2 + 1] = 0;
+      }
+  }
+}
+
+/* dout 0, q 1, k 2, v 3, dq 4, dk 5, dv 6, ws 7, out 8: the forward
+ * (causal_attention_train) then the backward, in one program */
 void oc_build_causal_attention_backward(oc_case *c) {
   const int64_t QT = c->arg[0];
   ot_tensor *dout = oc_in(c, "dout", OT_F32, OC_SHAPE(QT, QH, QHD), -1, 1);
@@ -215,7 +255,9 @@ void oc_build_causal_attention_backward(oc_case *c) {
   ot_tensor *v = oc_in(c, "v", OT_F32, OC_SHAPE(QT, QKV, QHD), -1, 1);
   ot_tensor *dq = oc_out(c, "dq", OT_F32, OC_SHAPE(QT, QH, QHD)), *dk = oc_out(c, "dk", OT_F32, OC_SHAPE(QT, QKV, QHD));
   ot_tensor *dv = oc_out(c, "dv", OT_F32, OC_SHAPE(QT, QKV, QHD)), *ws = oc_out(c, "ws", OT_F32, OC_SHAPE(QT, QH, 2));
-  OC_OK(ot_op_causal_attention_backward(c->p, dq, dk, dv, ws, dout, q, k, v));
+  ot_tensor *out = oc_out(c, "out", OT_F32, OC_SHAPE(QT, QH, QHD));
+  OC_OK(ot_op_causal_attention_train(c->p, out, ws, q, k, v));
+  OC_OK(ot_op_causal_attention_backward(c->p, dq, dk, dv, ws, dout, out, q, k, v));
 }
 
 /* P = softmax(S), S = q k^T / sqrt(hd) (causal); dV = P^T dout; dP = dout v^T;
@@ -262,6 +304,7 @@ void oc_ref_causal_attention_backward(oc_case *c) {
   free(dka);
 #undef Q
 #undef KV
+  oc_attend_ref(c->w[8], q, k, v, QT, QH, QKV, QHD, 0, 0);
 }
 
 /* ---- embedding / positions backward --------------------------------------------------- */
