@@ -124,6 +124,9 @@ static const oc_row rows[] = {
     ROW("adamw", adamw, 1e-6, 1e-6, OT_F32, 0, 0, 0),
     ROW("adamw_bf16_grad_copy_scaled", adamw, 1e-6, 1e-6, OT_BF16, 1, 2, 0),
     ROW("adamw_skipped", adamw, 0, 0, OT_F32, 1, 0, 1),
+    ROW("adamw_multi", adamw_multi, 1e-6, 1e-6, OT_F32, 0, 0, 0),
+    ROW("adamw_multi_bf16_grad_copy_scaled", adamw_multi, 1e-6, 1e-6, OT_BF16, 1, 2, 0),
+    ROW("adamw_multi_skipped", adamw_multi, 0, 0, OT_F32, 1, 0, 1),
     /* {0 plain, 1 momentum, 2 nesterov} */
     ROW("sgd", sgd, 1e-6, 1e-6, 0),
     ROW("sgd_momentum", sgd, 1e-6, 1e-6, 1),

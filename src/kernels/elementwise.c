@@ -8,7 +8,9 @@
  * place). f32/f16/bf16 in any mix.
  *
  * Fast path (ew_fast): contiguous operands in one of the dtype combinations
- * the models use (all f32, all bf16, all f16; f32 = f32 op bf16/f16), b
+ * the models use (all f32, all bf16, all f16; f32 = f32 op bf16/f16; and
+ * for mixed-precision training bf16/f16 = bf16/f16 op f32 (an f32 bias) and
+ * bf16/f16 = f32 op f32 (a cast)), b
  * either the same shape or a bias repeating along the last dim: the loop is
  * instantiated per combination at compile time (no dtype switch per
  * element) and moves 8 elements per step with 16-byte accesses. Everything
@@ -174,6 +176,10 @@ EW_FAST(bf16, bf16, bf16)
 EW_FAST(f16, f16, f16)
 EW_FAST(f32, f32, bf16)
 EW_FAST(f32, f32, f16)
+EW_FAST(bf16, bf16, f32)
+EW_FAST(f16, f16, f32)
+EW_FAST(bf16, f32, f32)
+EW_FAST(f16, f32, f32)
 #undef EW_FAST
 
 typedef void (*ew_fast_fn)(int dev, int op, void *yp, const void *ap, const void *bp, int64_t n, int64_t h,
@@ -183,6 +189,10 @@ static ew_fast_fn ew_fast_pick(int ydt, int adt, int bdt) {
   if (ydt == adt && adt == bdt)
     return ydt == OT_F32 ? ew_fast_f32_f32_f32 : ydt == OT_BF16 ? ew_fast_bf16_bf16_bf16 : ew_fast_f16_f16_f16;
   if (ydt == OT_F32 && adt == OT_F32) return bdt == OT_BF16 ? ew_fast_f32_f32_bf16 : ew_fast_f32_f32_f16;
+  /* mixed precision: a 16-bit activation plus an f32 bias, an f32 tensor into 16 bits (a cast) */
+  if (bdt == OT_F32 && (ydt == OT_BF16 || ydt == OT_F16) && (adt == ydt || adt == OT_F32))
+    return adt == ydt ? (ydt == OT_BF16 ? ew_fast_bf16_bf16_f32 : ew_fast_f16_f16_f32)
+                      : (ydt == OT_BF16 ? ew_fast_bf16_f32_f32 : ew_fast_f16_f32_f32);
   return NULL;
 }
 

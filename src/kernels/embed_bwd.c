@@ -1,9 +1,9 @@
 /* embed_bwd.c — embedding and position-embedding backward.
  *
  * Deterministic without float atomics: each thread owns whole output columns
- * (embedding: one column c of the table, visiting the rows of dout in order,
- * so repeated ids add up in a fixed order; positions: one (t, c), visiting
- * the batch in order). */
+ * (embedding: one column c of a range of the table's rows, visiting the rows
+ * of dout in order, so repeated ids add up in a fixed order; positions: one
+ * (t, c), visiting the batch in order). */
 #include "kernels/kcommon.h"
 
 static ot_status eb_check(ot_kview dtable, ot_kview dout, ot_kview ids) {
@@ -23,13 +23,22 @@ ot_status ot_k_embedding_backward(int dev, ot_kview dtable, ot_kview dout, ot_kv
   const void *gp = dout.p, *ip = ids.p;
   const int tdt = dtable.dt, gdt = dout.dt;
   const int64_t t0 = dtable.nb[0], t1 = dtable.nb[1], g0 = dout.nb[0], g1 = dout.nb[1], i0 = ids.nb[0];
-  OT_PARFOR(dev, OT_DEVPTR(tp, gp, ip))
-  for (int64_t c = 0; c < d; c++)
-    for (int64_t r = 0; r < n; r++) {
-      const int64_t id = ((const int32_t *)ip)[r * i0];
-      if (id < 0 || id >= vocab) continue; /* the forward gave a zero row: no gradient */
-      ot_kst(tdt, tp, id * t0 + c * t1, ot_kld(tdt, tp, id * t0 + c * t1) + ot_kld(gdt, gp, r * g0 + c * g1));
-    }
+  /* Thread (j, c) owns column c of the ids in vocabulary range j of R: it
+   * reads every id (the same for a whole warp) and adds only its range's
+   * rows, in row order, so each element still sums in row order whatever R
+   * is. With one range a thread per column walked all 8192 rows of a GPT-2
+   * batch one dependent add after another: 4.3 ms on the H200; a GPU gets
+   * 64 ranges (64 x d threads), a host core one (no re-reading of ids). */
+  const int64_t R = ot_kfast_gpu(dev) ? (vocab < 64 ? vocab : 64) : 1;
+  OT_PARFOR2(dev, OT_DEVPTR(tp, gp, ip))
+  for (int64_t j = 0; j < R; j++)
+    for (int64_t c = 0; c < d; c++)
+      for (int64_t r = 0; r < n; r++) {
+        const int64_t id = ((const int32_t *)ip)[r * i0];
+        if (id < 0 || id >= vocab) continue; /* the forward gave a zero row: no gradient */
+        if (R > 1 && id * R / vocab != j) continue;
+        ot_kst(tdt, tp, id * t0 + c * t1, ot_kld(tdt, tp, id * t0 + c * t1) + ot_kld(gdt, gp, r * g0 + c * g1));
+      }
   return OT_OK;
 }
 

@@ -141,6 +141,7 @@ OC_DECLARE(embedding_backward);
 OC_DECLARE(positions_backward);
 OC_DECLARE(zero);
 OC_DECLARE(adamw);
+OC_DECLARE(adamw_multi);
 OC_DECLARE(sgd);
 OC_DECLARE(loss_scale);
 OC_DECLARE(grad_stats);

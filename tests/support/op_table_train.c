@@ -373,16 +373,45 @@ void oc_build_adamw(oc_case *c) {
   OC_OK(ot_op_adamw(c->p, p, g, m, v, cp, &o));
 }
 
-void oc_ref_adamw(oc_case *c) {
+/* AdamW in double on tensors P, G, M, V of the case (their indices) and, if
+ * C >= 0, the copy C = the updated P; n elements. */
+static void ref_adamw_at(oc_case *c, int P, int G, int M, int V, int C, int n) {
   const double lr = c->f[0], wd = c->f[1], b1 = 0.9, b2 = 0.999, eps = 1e-8, t = (double)c->d[0];
-  for (int i = 0; i < ON && !c->arg[3]; i++) {
-    double g = c->h[1][i] * c->f[2] * ldexp(1.0, -c->arg[2]);
-    double p = c->h[0][i] * (1 - lr * wd), m = b1 * c->h[2][i] + (1 - b1) * g, v = b2 * c->h[3][i] + (1 - b2) * g * g;
+  for (int i = 0; i < n && !c->arg[3]; i++) {
+    double g = c->h[G][i] * c->f[2] * ldexp(1.0, -c->arg[2]);
+    double p = c->h[P][i] * (1 - lr * wd), m = b1 * c->h[M][i] + (1 - b1) * g, v = b2 * c->h[V][i] + (1 - b2) * g * g;
     p -= lr * (m / (1 - pow(b1, t))) / (sqrt(v / (1 - pow(b2, t))) + eps);
-    c->w[0][i] = (float)p, c->w[2][i] = (float)m, c->w[3][i] = (float)v;
+    c->w[P][i] = (float)p, c->w[M][i] = (float)m, c->w[V][i] = (float)v;
   }
-  if (c->arg[1])
-    for (int i = 0; i < ON; i++) c->w[4][i] = c->w[0][i];
+  for (int i = 0; C >= 0 && i < n; i++) c->w[C][i] = c->w[P][i];
+}
+
+void oc_ref_adamw(oc_case *c) { ref_adamw_at(c, 0, 1, 2, 3, c->arg[1] ? 4 : -1, ON); }
+
+/* arg as adamw's: two tensors of ON and ON / 3 elements in one multi-tensor
+ * op, the bf16 copy (arg[1]) on the first only: param 0, grad 1, m 2, v 3,
+ * param 4, grad 5, m 6, v 7, (copy 8) */
+void oc_build_adamw_multi(oc_case *c) {
+  ot_tensor *p[2], *g[2], *m[2], *v[2], *cp[2] = {NULL, NULL};
+  for (int k = 0; k < 2; k++) {
+    const int64_t n = k ? ON / 3 : ON;
+    p[k] = oc_acc(c, "param", OT_F32, OC_SHAPE(n), -1, 1), g[k] = oc_in(c, "grad", c->arg[0], OC_SHAPE(n), -1, 1);
+    m[k] = oc_acc(c, "m", OT_F32, OC_SHAPE(n), -0.1f, 0.1f), v[k] = oc_acc(c, "v", OT_F32, OC_SHAPE(n), 0, 0.01f);
+  }
+  if (c->arg[1]) cp[0] = oc_out(c, "copy", OT_BF16, OC_SHAPE(ON));
+  ot_adamw_opts o = {.lr = 1e-2f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f, .weight_decay = 0.1f,
+                     .grad_scale = 0.5f, .scale_slot = -1, .skip_slot = -1};
+  c->d[0] = 3;
+  o.step_slot = oc_scalar(c, "step", c->d[0]);
+  if (c->arg[2]) o.scale_slot = oc_scalar(c, "scale", c->arg[2]);
+  if (c->arg[3]) o.skip_slot = oc_scalar(c, "skip", 1);
+  c->f[0] = o.lr, c->f[1] = o.weight_decay, c->f[2] = o.grad_scale;
+  OC_OK(ot_op_adamw_multi(c->p, 2, p, g, m, v, cp, &o));
+}
+
+void oc_ref_adamw_multi(oc_case *c) {
+  ref_adamw_at(c, 0, 1, 2, 3, c->arg[1] ? 8 : -1, ON);
+  ref_adamw_at(c, 4, 5, 6, 7, -1, ON / 3);
 }
 
 /* arg = {0: plain, 1: momentum, 2: nesterov}: param 0, grad 1, (buf 2) */
