@@ -198,6 +198,13 @@ typedef struct ot_sched_opts {
                             once per process (a few 4 KiB copies each way) */
   const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and
                             the choice above is not made); NULL: chosen */
+  int recompute;          /* 1: an activation the planner must evict may be dropped and recomputed right
+                            before its next use (its producing op run again) instead of written home and
+                            read back, where the cost model below finds that cheaper ("Recomputation" in
+                            src/sched/README.md). 0, the default: never (plans as before, bitwise). Ignored
+                            for strategy none, pipelines, hybrid compute and the usm backend */
+  double pcie_bytes_per_s; /* recompute: the rate an offloaded activation goes home and back at; 0: 54e9 */
+  double flops_per_s;     /* recompute: the rate the producing op runs at (its flops hint); 0: 20e12 */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -287,6 +294,11 @@ typedef struct ot_plan_stats {
    * bytes of host memory the plan gave lazy storages, and those it did not
    * need (their tensors live and die on the device) */
   uint64_t lazy_home_bytes, lazy_skipped_bytes;
+  /* recomputation (ot_sched_opts.recompute): activations dropped instead of written home, and the
+   * ops run again to rebuild them (each once per drop), with those ops' flops hints summed */
+  int recomputes;
+  uint64_t recompute_bytes;  /* bytes of the activations rebuilt (not written home, not read back) */
+  double recompute_flops;
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);

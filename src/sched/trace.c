@@ -225,6 +225,7 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
     case OT_TRACE_RUN: s.runs += !(e->flags & OT_TRACE_STAGE); break;
     case OT_TRACE_KERNEL:
       s.kernels++;
+      s.recomputes += (e->flags & OT_TRACE_RECOMPUTE) != 0;
       s.kernel_s += d;
       if (k) k[nk][0] = e->start_ns, k[nk++][1] = e->end_ns;
       break;
