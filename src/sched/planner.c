@@ -260,8 +260,8 @@ static int recompute_op(sim *m, int s, int i, int nu) {
       if (add_set(m, p->ops[kq].acc[b].st)) ws += p->st[p->ops[kq].acc[b].st].block;
   }
   if (ws > ot_arena_get_stats(m->arena).capacity) return -1;
-  const double again = o->flops / m->rc_flops + up / m->rc_pcie, offload = 2.0 * (double)ps->bytes / m->rc_pcie;
-  return again < offload ? k : -1;
+  /* flops / rate + up / pcie < 2 bytes / pcie, i.e. sched.h's rule for bytes - up / 2 */
+  return ot_recompute_cheaper((double)ps->bytes - up / 2.0, o->flops, m->rc_pcie, m->rc_flops) ? k : -1;
 }
 
 /* Records that s is dropped, to be rebuilt by op k. */
