@@ -27,6 +27,7 @@
 
 #include "memory/device.h"
 #include "ot_test.h"
+#include "sched/trace_impl.h"
 #include "sched_support.h"
 
 #define N 1024 /* floats per tensor: 4 KiB, 16 arena blocks */
@@ -107,6 +108,8 @@ typedef struct result {
   uint64_t to_host;
   int trace_recomputes; /* KERNEL events flagged OT_TRACE_RECOMPUTE */
   int recompute_allocs; /* ALLOC events flagged OT_TRACE_RECOMPUTE */
+  int chrome_recomputes; /* kernels named "... (recompute)" in the Chrome JSON */
+  int read_back_recomputes; /* recomputes of that JSON read back (ot_trace_read_chrome_text) */
   ot_plan_stats first, steady;
 } result;
 
@@ -137,6 +140,18 @@ static void run_chain(ot_ctx *ctx, int L, double mm_flops, int inplace_at, ot_st
     if (e->kind == OT_TRACE_ALLOC && (e->flags & OT_TRACE_RECOMPUTE)) out->recompute_allocs++;
     if (e->kind == OT_TRACE_KERNEL && (e->flags & OT_TRACE_RECOMPUTE)) assert_true(e->flags & OT_TRACE_RESIDENT_OK);
   }
+  /* Perfetto's view: the Chrome JSON names them, and reading it back keeps the flag */
+  char *text;
+  OT_ASSERT_OK(ot_trace_chrome_text(tr, &text));
+  out->chrome_recomputes = 0;
+  for (const char *q = text; (q = strstr(q, " (recompute)\"")) != NULL; q++) out->chrome_recomputes++;
+  ot_trace *back;
+  uint64_t bb;
+  OT_ASSERT_OK(ot_trace_read_chrome_text(text, strlen(text), "recompute.json", &back, &bb));
+  out->read_back_recomputes = ot_trace_summarize(back).recomputes;
+  OT_ASSERT_OK(ot_trace_check_budget(back, budget));
+  ot_trace_destroy(back);
+  free(text);
   out->first = ot_plan_get_stats(plan, 0);
   out->steady = ot_plan_get_stats(plan, 1);
   for (int k = 0; k < c.n_out; k++) OT_ASSERT_OK(ot_tensor_read_f32(c.out[k], out->v + (size_t)k * N, N));
@@ -185,6 +200,8 @@ static void chain_recomputes(void **state) {
       /* the trace shows each planned recomputation: the first run's, then the replays' */
       assert_int_equal(rc.trace_recomputes, rc.first.recomputes + (RUNS - 1) * rc.steady.recomputes);
       assert_int_equal(rc.recompute_allocs, rc.trace_recomputes);
+      assert_int_equal(rc.chrome_recomputes, rc.trace_recomputes);
+      assert_int_equal(rc.read_back_recomputes, rc.trace_recomputes);
       assert_int_equal(plain.trace_recomputes, 0);
       assert_int_equal(plain.first.recomputes, 0);
       if (rc.to_host > plain.to_host)

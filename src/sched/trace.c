@@ -288,6 +288,7 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
   fprintf(f, "  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n", "kernels", s->kernels,
           "uploads", s->uploads, "write-backs", s->downloads, "evictions", s->evictions, "write-backs avoided",
           s->writebacks_avoided);
+  if (s->recomputes) fprintf(f, "  %-28s %14d\n", "of the kernels, recomputes", s->recomputes);
   fprintf(f, "  %-28s %14.6f s\n  %-28s %14.6f s\n  %-28s %14.6f s (%.0f %% of transfer time)\n  %-28s %14.6f s\n",
           "kernel time", s->kernel_s, "transfer time", s->transfer_s, "transfer under compute", s->overlap_s,
           s->transfer_s > 0 ? 100.0 * s->overlap_s / s->transfer_s : 0.0, "wall time", s->wall_s);
