@@ -19,10 +19,10 @@ void ot_gt_release_recording(ot_gpt2_trainer *g) {
 /* Records the step with the layers' checkpoints of the mode (auto: none; a
  * plan_only recording wraps no memory) and plans it. Why per tensor for
  * auto, not the per-layer trials it replaced: a layer is all or nothing,
- * while its activations differ (a GELU or a cast is nearly free to redo, a
- * GEMM's output is not, and a layer norm's outputs cannot be redone alone);
- * and where the plan fits, the planner evicts nothing, so auto is the plain
- * plan without trial recordings. */
+ * while its activations differ (a layer norm's or a GELU's output is cheap
+ * to redo from an input kept anyway, a GEMM's output is not); and where the
+ * plan fits, the planner evicts nothing, so auto is the plain plan without
+ * trial recordings. */
 ot_status ot_gt_choose_and_plan(ot_gpt2_trainer *g) {
   for (int l = 0; l < g->cfg.num_layers; l++) g->recompute[l] = g->o.checkpoint == OT_RECOMPUTE_ALL;
   g->so.recompute = g->o.checkpoint == OT_RECOMPUTE_AUTO;
