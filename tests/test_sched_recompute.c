@@ -44,15 +44,17 @@ typedef struct chain {
   int n_out;
 } chain;
 
-static ot_tensor *tensor(ot_ctx *ctx, chain *c, const char *fmt, int l) {
+static ot_tensor *tensor_n(ot_ctx *ctx, chain *c, const char *fmt, int l, int64_t n) {
   char nm[32];
   snprintf(nm, sizeof nm, fmt, l);
-  int64_t shape = N;
+  int64_t shape = n;
   ot_tensor *t;
   OT_ASSERT_OK(ot_tensor_create(ctx, nm, OT_F32, 1, &shape, &t));
   c->t[c->n_t++] = t;
   return t;
 }
+
+static ot_tensor *tensor(ot_ctx *ctx, chain *c, const char *fmt, int l) { return tensor_n(ctx, c, fmt, l, N); }
 
 static void op(chain *c, const char *name, ot_tensor *const *in, int n_in, ot_tensor *out, double flops) {
   static const ts_mix_params prm = {{0.5f, 0.25f, 0.125f}, 0.0625f, -1};
@@ -65,6 +67,13 @@ static void op(chain *c, const char *name, ot_tensor *const *in, int n_in, ot_te
  * dw_l = mix(g_{l+1}, a_l), reading every activation again in reverse.
  * inplace_at >= 0: after layer inplace_at's matmul, an op rewrites a_l in
  * place (h_l's input changes before h_l's next use). */
+/* chain_build's bias: after each matmul, an op adds a bias into h_l in place
+ * (h_l's value is then made by two ops: a rebuild runs both), the gelus get
+ * a huge flops hint, so that the h, not the a, are the ones rebuilt, and the
+ * weights and biases are small (a block each), so that uploading them for a
+ * rebuild costs less than h's trip home and back */
+static int with_bias;
+
 static void chain_build(ot_ctx *ctx, chain *c, int L, double mm_flops, int inplace_at) {
   memset(c, 0, sizeof *c);
   OT_ASSERT_OK(ot_program_create(ctx, &c->p));
@@ -72,14 +81,19 @@ static void chain_build(ot_ctx *ctx, chain *c, int L, double mm_flops, int inpla
   a[0] = tensor(ctx, c, "x", 0);
   ts_fill(a[0], 1);
   for (int l = 0; l < L; l++) {
-    w[l] = tensor(ctx, c, "w%d", l);
+    w[l] = tensor_n(ctx, c, "w%d", l, with_bias ? 64 : N);
     ts_fill(w[l], 100 + (uint64_t)l);
     h[l] = tensor(ctx, c, "h%d", l);
     a[l + 1] = tensor(ctx, c, "a%d", l + 1);
     ot_tensor *in[2] = {a[l], w[l]};
     op(c, "matmul", in, 2, h[l], mm_flops);
+    if (with_bias) {
+      ot_tensor *b = tensor_n(ctx, c, "b%d", l, 64), *inb[2] = {h[l], b};
+      ts_fill(b, 200 + (uint64_t)l);
+      op(c, "bias", inb, 2, h[l], 0);
+    }
     if (l == inplace_at) op(c, "scale_inplace", &a[l], 1, a[l], 0);
-    op(c, "gelu", &h[l], 1, a[l + 1], 0);
+    op(c, "gelu", &h[l], 1, a[l + 1], with_bias ? 1e12 : 0);
   }
   ot_tensor *g = tensor(ctx, c, "g%d", L);
   op(c, "loss_grad", &a[L], 1, g, 0);
@@ -107,6 +121,7 @@ typedef struct result {
   float v[(MAXL + 1) * N];
   uint64_t to_host;
   int trace_recomputes; /* KERNEL events flagged OT_TRACE_RECOMPUTE */
+  int bias_rebuilt;     /* of them, bias ops (the second op of h_l's rebuild) */
   int recompute_allocs; /* ALLOC events flagged OT_TRACE_RECOMPUTE */
   int chrome_recomputes; /* kernels named "... (recompute)" in the Chrome JSON */
   int read_back_recomputes; /* recomputes of that JSON read back (ot_trace_read_chrome_text) */
@@ -134,9 +149,10 @@ static void run_chain(ot_ctx *ctx, int L, double mm_flops, int inplace_at, ot_st
   ot_trace_summary sm = ot_trace_summarize(tr);
   out->to_host = sm.bytes_to_host;
   out->trace_recomputes = sm.recomputes;
-  out->recompute_allocs = 0;
+  out->recompute_allocs = out->bias_rebuilt = 0;
   for (size_t i = 0; i < ot_trace_count(tr); i++) {
     const ot_trace_event *e = ot_trace_event_at(tr, i);
+    out->bias_rebuilt += e->kind == OT_TRACE_KERNEL && (e->flags & OT_TRACE_RECOMPUTE) && !strcmp(e->name, "bias");
     if (e->kind == OT_TRACE_ALLOC && (e->flags & OT_TRACE_RECOMPUTE)) out->recompute_allocs++;
     if (e->kind == OT_TRACE_KERNEL && (e->flags & OT_TRACE_RECOMPUTE)) assert_true(e->flags & OT_TRACE_RESIDENT_OK);
   }
@@ -160,7 +176,7 @@ static void run_chain(ot_ctx *ctx, int L, double mm_flops, int inplace_at, ot_st
   chain_destroy(&c);
 }
 
-static uint64_t chain_min_budget(ot_ctx *ctx, int L) {
+static uint64_t chain_min_budget(ot_ctx *ctx, int L) { /* (with_bias: the same) */
   chain c;
   chain_build(ctx, &c, L, 0, -1);
   uint64_t m;
@@ -172,8 +188,7 @@ static uint64_t chain_min_budget(ot_ctx *ctx, int L) {
 /* Recompute on under tight budgets: bitwise the unlimited run, recompute
  * kernels in the trace (as many as the stats say), fewer bytes home than the
  * plain plan at the same budget, the budget held. */
-static void chain_recomputes(void **state) {
-  (void)state;
+static void chain_recomputes_run(void) {
   ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
   const int L = 6;
   const double mm_flops = 2.0 * N * 64;
@@ -182,7 +197,7 @@ static void chain_recomputes(void **state) {
   assert_int_equal(ref.trace_recomputes, 0); /* nothing is evicted: nothing to recompute */
   const uint64_t minb = chain_min_budget(ctx, L);
   const uint64_t budgets[] = {minb, minb + TB, minb + 2 * TB, minb + 4 * TB};
-  int any_fewer = 0;
+  int any_fewer = 0, any_chain = 0;
   for (size_t b = 0; b < sizeof budgets / sizeof *budgets; b++)
     for (int s = OT_STRATEGY_MINIMAL; s < OT_STRATEGY_COUNT; s++) {
       const ot_strategy st = (ot_strategy)s;
@@ -193,13 +208,19 @@ static void chain_recomputes(void **state) {
                  (unsigned long long)budgets[b]);
       assert_memory_equal(plain.v, ref.v, sizeof ref.v);
       /* at the feasibility bound an op's own working set fills the arena: no
-       * room for a producer's inputs, so nothing can be rebuilt there */
-      if (budgets[b] > minb && (rc.first.recomputes == 0 || rc.steady.recomputes == 0))
+       * room for a producer's inputs, so nothing can be rebuilt there (an h
+       * with its bias needs its matmul's w and bias b, small, beside the
+       * backward's four) */
+      const uint64_t room = minb + (with_bias ? 512 : 0);
+      if (budgets[b] > room && (rc.first.recomputes == 0 || rc.steady.recomputes == 0))
         fail_msg("%s budget %llu: no recomputation planned (first %d, replays %d)", ot_strategy_name(st),
                  (unsigned long long)budgets[b], rc.first.recomputes, rc.steady.recomputes);
       /* the trace shows each planned recomputation: the first run's, then the replays' */
-      assert_int_equal(rc.trace_recomputes, rc.first.recomputes + (RUNS - 1) * rc.steady.recomputes);
-      assert_int_equal(rc.recompute_allocs, rc.trace_recomputes);
+      assert_int_equal(rc.trace_recomputes, rc.first.recompute_kernels + (RUNS - 1) * rc.steady.recompute_kernels);
+      assert_int_equal(rc.recompute_allocs, rc.first.recomputes + (RUNS - 1) * rc.steady.recomputes);
+      /* with the bias, a rebuilt h runs the matmul and the bias again: more kernels than blocks */
+      if (with_bias) any_chain |= rc.bias_rebuilt > 0 && rc.trace_recomputes > rc.recompute_allocs;
+      else assert_int_equal(rc.recompute_allocs, rc.trace_recomputes);
       assert_int_equal(rc.chrome_recomputes, rc.trace_recomputes);
       assert_int_equal(rc.read_back_recomputes, rc.trace_recomputes);
       assert_int_equal(plain.trace_recomputes, 0);
@@ -208,11 +229,33 @@ static void chain_recomputes(void **state) {
         fail_msg("%s budget %llu: %llu bytes home with recompute, %llu without", ot_strategy_name(st),
                  (unsigned long long)budgets[b], (unsigned long long)rc.to_host, (unsigned long long)plain.to_host);
       any_fewer |= rc.to_host < plain.to_host;
-      if (budgets[b] > minb) assert_true(rc.first.recompute_bytes >= TB);
+      if (budgets[b] > room) assert_true(rc.first.recompute_bytes >= TB);
       assert_true(rc.first.bytes_down <= plain.first.bytes_down);
     }
   assert_true(any_fewer); /* (the host backend copies nothing but records every planned write-back's bytes) */
+  if (with_bias && !any_chain) fail_msg("no h was rebuilt by its matmul and its bias (the chain of writes)");
   ot_ctx_destroy(ctx);
+}
+
+static void chain_recomputes(void **state) {
+  (void)state;
+  with_bias = 0;
+  chain_recomputes_run();
+}
+
+static int reset_bias(void **state) {
+  (void)state;
+  with_bias = 0;
+  return 0;
+}
+
+/* The same with a bias added into each h in place after its matmul: a
+ * rebuilt h runs both again, in order (bitwise the unlimited run). */
+static void chain_of_writes(void **state) {
+  (void)state;
+  with_bias = 1;
+  chain_recomputes_run();
+  with_bias = 0;
 }
 
 /* Huge flops behind few bytes: running a matmul again costs more than its
@@ -426,6 +469,7 @@ static void random_programs(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(chain_recomputes),
+      cmocka_unit_test_teardown(chain_of_writes, reset_bias),
       cmocka_unit_test(offload_when_cheaper),
       cmocka_unit_test(expensive_ops_never_recomputed),
       cmocka_unit_test(overwritten_input_never_recomputed),

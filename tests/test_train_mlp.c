@@ -30,7 +30,8 @@ typedef struct result {
   int kernels_per_run; /* kernel events of the last run */
   int activation_writebacks, activation_reloads;
   int recompute_kernels;      /* kernels flagged OT_TRACE_RECOMPUTE, all runs */
-  uint64_t activation_bytes_home; /* all runs */
+  int activations_rebuilt;    /* their blocks (ALLOC flagged OT_TRACE_RECOMPUTE) that are activations, all runs */
+  uint64_t bytes_home;        /* everything written home, all runs */
   double recompute_flops;     /* the plan's (first run + a replay): flops hints of the ops run again */
 } result;
 
@@ -58,7 +59,7 @@ static void count_trace(const ot_trace *tr, result *r) {
     if (e->run > last_run) last_run = e->run, r->kernels_per_run = 0;
     if (e->kind == OT_TRACE_KERNEL) r->kernels_per_run++;
     if (e->kind == OT_TRACE_KERNEL && (e->flags & OT_TRACE_RECOMPUTE)) r->recompute_kernels++;
-    if (e->kind == OT_TRACE_DOWNLOAD && is_activation(e->name)) r->activation_bytes_home += e->bytes;
+    if (e->kind == OT_TRACE_ALLOC && (e->flags & OT_TRACE_RECOMPUTE) && is_activation(e->name)) r->activations_rebuilt++;
     if (e->kind == OT_TRACE_DOWNLOAD && is_activation(e->name)) r->activation_writebacks++;
     if (e->kind == OT_TRACE_UPLOAD && is_activation(e->name)) r->activation_reloads++;
   }
@@ -75,8 +76,9 @@ static void train(ot_backend be, const mlp_config *c, ot_strategy st, uint64_t b
   uint64_t checked = budget ? budget : ot_ctx_budget(ctx, 0);
   OT_ASSERT_OK(ot_trace_check_budget(tr, checked));
   r->kernels_per_run = r->activation_writebacks = r->activation_reloads = r->recompute_kernels = 0;
-  r->activation_bytes_home = 0;
+  r->activations_rebuilt = 0;
   count_trace(tr, r);
+  r->bytes_home = ot_trace_summarize(tr).bytes_to_host;
   r->params = ot_test_mlp_params(t, &r->n_params);
   r->recompute_flops = ot_plan_get_stats(mlp_trainer_plan(t), 0).recompute_flops +
                        ot_plan_get_stats(mlp_trainer_plan(t), 1).recompute_flops;
@@ -152,10 +154,10 @@ static void budgets_and_checkpoints(void **state) {
 
 /* auto under tight budgets: the planner's per-tensor choice by the config's
  * rates. Cheap flops: some activations are rebuilt (recompute kernels in
- * the trace) and fewer activation bytes go home than with none at the same
- * budget; every op with a flops hint dearer than its output's trip over
- * PCIe: none of them is run again (a zero, which has no hint, still may:
- * it is free). Always bitwise none's results. */
+ * the trace) and wherever anything is, fewer bytes go home than with none
+ * at the same budget; every op with a flops hint dearer than its output's
+ * trip over PCIe: none of them is run again (a zero, which has no hint,
+ * still may: it is free). Always bitwise none's results. */
 static void auto_cost_model(void **state) {
   (void)state;
   mlp_config c = small_config(OT_RECOMPUTE_AUTO), c0 = small_config(OT_RECOMPUTE_NONE);
@@ -171,16 +173,17 @@ static void auto_cost_model(void **state) {
     assert_same(&none, &cheap, "auto, cheap flops");
     assert_same(&none, &dear, "auto, dear flops");
     assert_true(dear.recompute_flops == 0);
-    assert_true(cheap.activation_bytes_home <= none.activation_bytes_home);
-    if (cheap.recompute_flops > 0) { /* a gelu's output (an activation) rebuilt */
-      assert_true(cheap.activation_bytes_home < none.activation_bytes_home);
-      rebuilt++;
-    }
+    /* what it rebuilds is not written home: fewer bytes in all (the evictions
+     * around a rebuild differ, so not necessarily fewer activation bytes) */
+    if (cheap.recompute_kernels && !(cheap.bytes_home < none.bytes_home))
+      fail_msg("budget %llu: %d kernels run again, yet %llu bytes home against none's %llu", (unsigned long long)b,
+               cheap.recompute_kernels, (unsigned long long)cheap.bytes_home, (unsigned long long)none.bytes_home);
+    rebuilt += cheap.activations_rebuilt > 0;
     free(none.params);
     free(cheap.params);
     free(dear.params);
   }
-  if (!rebuilt) fail_msg("auto rebuilt nothing at any budget from %llu to %llu", (unsigned long long)lo,
+  if (!rebuilt) fail_msg("auto rebuilt no activation at any budget from %llu to %llu", (unsigned long long)lo,
                          (unsigned long long)(2 * lo));
   /* the model itself */
   c.pcie_bytes_per_s = 1e9;

@@ -294,10 +294,12 @@ typedef struct ot_plan_stats {
    * bytes of host memory the plan gave lazy storages, and those it did not
    * need (their tensors live and die on the device) */
   uint64_t lazy_home_bytes, lazy_skipped_bytes;
-  /* recomputation (ot_sched_opts.recompute): activations dropped instead of written home, and the
-   * ops run again to rebuild them (each once per drop), with those ops' flops hints summed */
+  /* recomputation (ot_sched_opts.recompute): activations dropped instead of written home and
+   * rebuilt before their next use, the ops run again to rebuild them (one or a few per rebuild:
+   * the op that wrote it whole and those that wrote into it after), those ops' flops hints summed */
   int recomputes;
   uint64_t recompute_bytes;  /* bytes of the activations rebuilt (not written home, not read back) */
+  int recompute_kernels;
   double recompute_flops;
 } ot_plan_stats;
 

@@ -382,12 +382,13 @@ static ot_status run_host_op(run_state *r, int i) {
 }
 
 /* Recomputation (OT_EV_RECOMPUTE, ot_sched_opts.recompute): places the
- * dropped activation's block and runs its producer e->src_op again, on the
- * device addresses of now (its inputs were placed in this slot or stayed),
- * once its inputs' uploads landed and no write-back still reads the block.
- * The planner made sure the inputs hold what they held the first time, so
- * the block gets bitwise the same values. Traced as an ALLOC and a KERNEL
- * of the producer, both flagged OT_TRACE_RECOMPUTE. */
+ * dropped activation's block (the first op of its rebuild, OT_WHY_RECOMPUTE;
+ * the later ones write into it) and runs op e->src_op again, on the device
+ * addresses of now (its inputs were placed in this slot or stayed), once its
+ * inputs' uploads landed and no write-back still reads the block. The
+ * planner made sure the inputs hold what they held the first time, so the
+ * block gets bitwise the same values. Traced as an ALLOC (first op only)
+ * and a KERNEL of the op, both flagged OT_TRACE_RECOMPUTE. */
 static ot_status recompute(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
   ot_program *p = plan->prog;
@@ -395,13 +396,17 @@ static ot_status recompute(run_state *r, const ot_plan_event *e) {
   ot_exec_storage *x = &plan->xs[e->st];
   const int k = e->src_op;
   const ot_op *o = &p->ops[k];
-  if (x->resident) return ot_fail(OT_ERR_STATE, "executor: '%s' rebuilt while resident (planner bug)", ps->name);
-  x->resident = 1;
-  x->off = e->off;
-  x->ready = 0;
-  x->home_due = 0;
-  r->used += e->block;
-  record(r, OT_TRACE_ALLOC, OT_TRACE_RECOMPUTE, e->op, ps->name, e->block, (int64_t)e->block);
+  const int first = e->why == OT_WHY_RECOMPUTE;
+  if (x->resident != !first)
+    return ot_fail(OT_ERR_STATE, "executor: '%s' rebuilt while %sresident (planner bug)", ps->name, first ? "" : "not ");
+  if (first) {
+    x->resident = 1;
+    x->off = e->off;
+    x->ready = 0;
+    x->home_due = 0;
+    r->used += e->block;
+    record(r, OT_TRACE_ALLOC, OT_TRACE_RECOMPUTE, e->op, ps->name, e->block, (int64_t)e->block);
+  }
   int ok;
   OT_TRY(wait_for_op(r, k, &ok));
   if (!ok) {

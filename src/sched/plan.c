@@ -373,6 +373,7 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.remote_read_bytes += a.remote_read_bytes;
     z.predicted_s += a.predicted_s; /* stages run one after the other */
     z.recomputes += a.recomputes, z.recompute_bytes += a.recompute_bytes, z.recompute_flops += a.recompute_flops;
+    z.recompute_kernels += a.recompute_kernels;
   }
   return z;
 }

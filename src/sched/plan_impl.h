@@ -15,10 +15,12 @@
 #include "omptensor/sched.h"
 #include "sched/program_impl.h"
 
-/* OT_EV_RECOMPUTE (ot_sched_opts.recompute): places the storage's block and
- * runs its producing op (ot_plan_event.src_op) again on the copies resident
- * then, rebuilding an activation an earlier eviction dropped; it comes after
- * the slot's placements (its producer's inputs are uploaded there). */
+/* OT_EV_RECOMPUTE (ot_sched_opts.recompute): runs an op (ot_plan_event.src_op)
+ * again on the copies resident then, rebuilding an activation an earlier
+ * eviction dropped; the first event of a rebuild (why OT_WHY_RECOMPUTE)
+ * places the storage's block, the next ones (OT_WHY_RECOMPUTE_MORE: the
+ * ops that wrote into it after, in order) do not. They come after the
+ * slot's placements (the ops' inputs are uploaded there). */
 typedef enum ot_ev_kind { OT_EV_DOWNLOAD = 0, OT_EV_FREE, OT_EV_UPLOAD, OT_EV_ALLOC, OT_EV_RECOMPUTE } ot_ev_kind;
 
 /* Why an event is there (ot_plan_print says it in words). */
@@ -37,6 +39,8 @@ typedef enum ot_ev_reason {
   OT_WHY_HOST_WRITE,    /* free: a host op writes its home, so the copy is stale (hybrid compute) */
   OT_WHY_RECOMPUTE,     /* recompute: rebuilt by its producing op before op `op` reads it (the eviction
                            that dropped it is an OT_WHY_EVICT free flagged OT_TRACE_RECOMPUTE) */
+  OT_WHY_RECOMPUTE_MORE, /* recompute: a later op of its chain writes into the block rebuilt (placed by the
+                           OT_WHY_RECOMPUTE event before it) */
 } ot_ev_reason;
 
 typedef struct ot_plan_event {

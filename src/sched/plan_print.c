@@ -38,6 +38,9 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
     fprintf(f, "op #%d reads it; dropped earlier: op #%d %s runs again to rebuild it", e->op, e->src_op,
             p->ops[e->src_op].name);
     break;
+  case OT_WHY_RECOMPUTE_MORE:
+    fprintf(f, "  then op #%d %s, which wrote into it, again", e->src_op, p->ops[e->src_op].name);
+    break;
   }
   if (e->flags & OT_TRACE_PREFETCH) fprintf(f, " (prefetched %d op(s) ahead)", e->op - e->slot);
   fputc('\n', f);
@@ -48,11 +51,11 @@ static void print_schedule(FILE *f, const ot_plan *plan, const ot_schedule *s, c
   const ot_plan_stats *st = &s->stats;
   const int handed = s == &plan->first && s->n_start;
   fprintf(f, "  %s: starts with %d %s cop%s (%llu bytes); %d uploads (%llu bytes), %d write-backs (%llu bytes), "
-             "%d evictions, %d allocs, %d recomputations, peak %llu bytes\n",
+             "%d evictions, %d allocs, %d rebuilt (%d kernels again), peak %llu bytes\n",
           title, s->n_start, handed ? "handed-over" : "kept", s->n_start == 1 ? "y" : "ies",
           (unsigned long long)st->kept_bytes, st->uploads,
           (unsigned long long)st->bytes_up, st->downloads, (unsigned long long)st->bytes_down, st->evictions,
-          st->allocs, st->recomputes, (unsigned long long)st->peak_bytes);
+          st->allocs, st->recomputes, st->recompute_kernels, (unsigned long long)st->peak_bytes);
   for (int k = 0; k < s->n_start; k++)
     fprintf(f, "    %-8s %-24s [%zu, +%zu)\n", handed ? "handed" : "kept", p->st[s->start[k].st].name, s->start[k].off,
             p->st[s->start[k].st].block);

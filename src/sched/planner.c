@@ -26,6 +26,10 @@
 #include "memory/device.h"
 #include "sched/plan_impl.h"
 
+/* Most ops one rebuild runs (recomputation): a whole write and the writes
+ * into it after (a bias placed, then a GEMM accumulating onto it). */
+#define RC_CHAIN 4
+
 typedef struct sim {
   const ot_program *p;
   /* hybrid compute (plan_impl.h): host[i] = 1 runs op i on the host; src
@@ -49,8 +53,10 @@ typedef struct sim {
   /* recomputation (ot_sched_opts.recompute, README "Recomputation") */
   int rc;           /* on: the plan asks for it and no op runs on the host */
   double rc_pcie, rc_flops;
-  int *writer;      /* [n_st] the op whose output it is, written whole as that op's only output (-1: none) */
-  int *drop_op;     /* [n_st] dropped for recomputation: the op that rebuilds it before its next use (-1) */
+  int *chain;       /* [n_st * RC_CHAIN] the ops that made its value: one that wrote it whole, then ones
+                       that wrote into it (accumulated), each with it as its only written storage */
+  unsigned char *chain_n; /* [n_st] their count (0: not rebuildable) */
+  char *dropped;    /* [n_st] dropped for recomputation: its chain runs again before its next use */
   int *drop_need;   /* [n_st] dropped storages whose producer reads it: it must stay recoverable */
   int *stamp, gen;  /* [n_st] scratch marks for sets of storages (stamp[s] == gen: in the set) */
 } sim;
@@ -81,8 +87,9 @@ static void sim_free(sim *m) {
   free(m->ends);
   free(m->nu);
   free(m->nu_at);
-  free(m->writer);
-  free(m->drop_op);
+  free(m->chain);
+  free(m->chain_n);
+  free(m->dropped);
   free(m->drop_need);
   free(m->stamp);
 }
@@ -104,16 +111,17 @@ static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *
   m->ends = malloc(n * sizeof *m->ends);
   m->nu = malloc(n * sizeof *m->nu);
   m->nu_at = malloc(n * sizeof *m->nu_at);
-  m->writer = malloc(n * sizeof *m->writer);
-  m->drop_op = malloc(n * sizeof *m->drop_op);
+  m->chain = malloc(n * RC_CHAIN * sizeof *m->chain);
+  m->chain_n = calloc(n, 1);
+  m->dropped = calloc(n, 1);
   m->drop_need = calloc(n, sizeof *m->drop_need);
   m->stamp = calloc(n, sizeof *m->stamp);
   if (!m->res || !m->dirty || !m->off || !m->pin || !m->evicted || !m->tmp || !m->cost || !m->psum || !m->ends ||
-      !m->nu || !m->nu_at || !m->writer || !m->drop_op || !m->drop_need || !m->stamp) {
+      !m->nu || !m->nu_at || !m->chain || !m->chain_n || !m->dropped || !m->drop_need || !m->stamp) {
     sim_free(m);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   }
-  for (int i = 0; i < p->n_st; i++) m->pin[i] = -1, m->nu_at[i] = -1, m->writer[i] = -1, m->drop_op[i] = -1;
+  for (int i = 0; i < p->n_st; i++) m->pin[i] = -1, m->nu_at[i] = -1;
   ot_status s = ot_arena_create(cap, OT_SCHED_ALIGN, &m->arena);
   if (s != OT_OK) sim_free(m);
   return s;
@@ -207,89 +215,111 @@ static int add_set(sim *m, int s) {
   (OT_ROLE_INPUT | OT_ROLE_OUTPUT | OT_ROLE_PERSIST | OT_ROLE_KEEP | OT_ROLE_CACHE | OT_ROLE_WRITEBACK |        \
    OT_ROLE_NEEDS_HOME)
 
+/* Adds the storages the ops of q's chain use to the set (new_set), their
+ * blocks to *ws. */
+static void add_chain_set(sim *m, int q, uint64_t *ws) {
+  const ot_program *p = m->p;
+  for (int c = 0; c < m->chain_n[q]; c++) {
+    const ot_op *o = &p->ops[m->chain[q * RC_CHAIN + c]];
+    for (int a = 0; a < o->n_acc; a++)
+      if (add_set(m, o->acc[a].st)) *ws += p->st[o->acc[a].st].block;
+  }
+}
+
 /* May the dirty copy of storage s, evicted before op i and next read by op
  * nu, be dropped instead of written home, and rebuilt right before nu by
- * running its producer k = writer[s] again? Only if that gives bitwise the
- * same values and the plan can still run:
- *   - s is an activation (above) that op k wrote whole as its only output
- *     (writer[s], set after each op), not pinned by op i, next used in this
- *     run by an op that reads it;
- *   - s is no input of another dropped copy's producer (drop_need): that
- *     one's rebuild needs it, and rebuilding in chains is not done (depth 1:
- *     such an s is written home instead, as without recomputation);
- *   - every input t of op k holds at nu what it held at k: no op in (k, nu)
- *     writes it, and it can be on the device at nu: resident, or brought
- *     back from a home that holds it (never written, kept, or live until nu,
- *     so an eviction writes it home: not freed dead before); not a cache (its
- *     contents are its op's) and not itself dropped;
- *   - op nu's working set with the inputs of every producer rebuilt there
- *     still fits the arena (so place_op can place them all);
- *   - cheaper: k's flops over the flop rate plus its inputs not resident now
- *     over PCIe, against s home and back (2 bytes over PCIe). An op without
- *     a flops hint counts as free to run (elementwise ops, memory bound at
- *     device bandwidth, far above PCIe's).
- * Returns k, or -1. */
-static int recompute_op(sim *m, int s, int i, int nu) {
+ * running its chain again (the ops that made its value: one that wrote it
+ * whole, then up to RC_CHAIN - 1 that wrote into it, each with s as its only
+ * written storage; chain[s], set after each op)? Only if that gives bitwise
+ * the same values and the plan can still run:
+ *   - s is an activation (above) with a chain, not pinned by op i, next used
+ *     in this run by an op that reads it;
+ *   - s is no input of another dropped copy's chain (drop_need): that one's
+ *     rebuild needs it, and rebuilding dropped inputs first is not done
+ *     (depth 1: such an s is written home instead, as without
+ *     recomputation);
+ *   - every input t of every op c of the chain holds at nu what it held at
+ *     c: no op in (c, nu) writes it, and it can be on the device at nu:
+ *     resident, or brought back from a home that holds it (never written,
+ *     kept, or live until nu, so an eviction writes it home: not freed dead
+ *     before); not a cache (its contents are its op's) and not itself
+ *     dropped;
+ *   - op nu's working set with the inputs of every chain rebuilt there still
+ *     fits the arena (so place_op can place them all);
+ *   - cheaper: the chain's flops over the flop rate plus its inputs not
+ *     resident now over PCIe, against s home and back (2 bytes over PCIe).
+ *     An op without a flops hint counts as free to run (elementwise ops,
+ *     memory bound at device bandwidth, far above PCIe's). */
+static int can_recompute(sim *m, int s, int i, int nu) {
   const ot_program *p = m->p;
   const ot_prog_storage *ps = &p->st[s];
-  const int k = m->writer[s];
-  if (!m->rc || k < 0 || nu >= p->n_ops || m->pin[s] == i || m->drop_need[s] || (ps->role & RC_NOT_ACTIVATION) ||
-      !op_reads(&p->ops[nu], s))
-    return -1;
-  const ot_op *o = &p->ops[k];
-  double up = 0;
-  for (int a = 0; a < o->n_acc; a++) {
-    const int t = o->acc[a].st;
-    const ot_prog_storage *pt = &p->st[t];
-    if (t == s || !pt->block) continue;
-    if ((pt->role & OT_ROLE_CACHE) || m->drop_op[t] >= 0) return -1;
-    if ((pt->role & OT_ROLE_WRITTEN) && !(pt->role & OT_ROLE_KEEP) && pt->last_use < nu) return -1;
-    for (int u = ot_uses_from(pt, k + 1); u < pt->n_uses && pt->uses[u] < nu; u++)
-      if (op_writes(&p->ops[pt->uses[u]], t)) return -1;
-    if (!m->res[t]) up += (double)pt->bytes;
+  if (!m->rc || !m->chain_n[s] || nu >= p->n_ops || m->pin[s] == i || m->drop_need[s] ||
+      (ps->role & RC_NOT_ACTIVATION) || !op_reads(&p->ops[nu], s))
+    return 0;
+  double up = 0, flops = 0;
+  new_set(m); /* inputs counted once */
+  for (int c = 0; c < m->chain_n[s]; c++) {
+    const int k = m->chain[s * RC_CHAIN + c];
+    const ot_op *o = &p->ops[k];
+    flops += o->flops;
+    for (int a = 0; a < o->n_acc; a++) {
+      const int t = o->acc[a].st;
+      const ot_prog_storage *pt = &p->st[t];
+      if (t == s || !pt->block) continue;
+      if ((pt->role & OT_ROLE_CACHE) || m->dropped[t]) return 0;
+      if ((pt->role & OT_ROLE_WRITTEN) && !(pt->role & OT_ROLE_KEEP) && pt->last_use < nu) return 0;
+      for (int u = ot_uses_from(pt, k + 1); u < pt->n_uses && pt->uses[u] < nu; u++)
+        if (op_writes(&p->ops[pt->uses[u]], t)) return 0;
+      if (!m->res[t] && add_set(m, t)) up += (double)pt->bytes;
+    }
   }
-  /* op nu's storages, the inputs of the producers rebuilt there, and k's */
+  /* op nu's storages, the inputs of the chains rebuilt there, and s's */
   new_set(m);
   uint64_t ws = 0;
   const ot_op *on = &p->ops[nu];
   for (int a = 0; a < on->n_acc; a++) {
     const int q = on->acc[a].st;
     if (add_set(m, q)) ws += p->st[q].block;
-    const int kq = q == s ? k : m->drop_op[q];
-    for (int b = 0; kq >= 0 && b < p->ops[kq].n_acc; b++)
-      if (add_set(m, p->ops[kq].acc[b].st)) ws += p->st[p->ops[kq].acc[b].st].block;
+    if (q == s || m->dropped[q]) add_chain_set(m, q, &ws);
   }
-  if (ws > ot_arena_get_stats(m->arena).capacity) return -1;
+  if (ws > ot_arena_get_stats(m->arena).capacity) return 0;
   /* flops / rate + up / pcie < 2 bytes / pcie, i.e. sched.h's rule for bytes - up / 2 */
-  return ot_recompute_cheaper((double)ps->bytes - up / 2.0, o->flops, m->rc_pcie, m->rc_flops) ? k : -1;
+  return ot_recompute_cheaper((double)ps->bytes - up / 2.0, flops, m->rc_pcie, m->rc_flops);
 }
 
-/* Records that s is dropped, to be rebuilt by op k. */
-static void drop_for_recompute(sim *m, int s, int k) {
-  const ot_op *o = &m->p->ops[k];
-  m->drop_op[s] = k;
-  for (int a = 0; a < o->n_acc; a++)
-    if (o->acc[a].st != s) m->drop_need[o->acc[a].st]++;
+/* Adds d (+1 or -1) to drop_need of every input of s's chain. */
+static void chain_need(sim *m, int s, int d) {
+  for (int c = 0; c < m->chain_n[s]; c++) {
+    const ot_op *o = &m->p->ops[m->chain[s * RC_CHAIN + c]];
+    for (int a = 0; a < o->n_acc; a++)
+      if (o->acc[a].st != s) m->drop_need[o->acc[a].st] += d;
+  }
 }
 
-/* After an op: which storages it leaves rebuildable by running it again (its
- * only written storage, written whole). */
+/* After op i: the chains of what it wrote. An op that writes one storage
+ * starts its chain by writing all of it, or extends it by writing into it
+ * (reading it: an accumulation, an in-place update, a part); any other write
+ * (an op with several outputs, a chain too long) ends it. */
 static void note_writer(sim *m, int i) {
   const ot_op *o = &m->p->ops[i];
-  int n_w = 0, w = -1;
-  for (int a = 0; a < o->n_acc; a++)
-    if (o->acc[a].write) n_w++, w = a;
-  for (int a = 0; a < o->n_acc; a++)
-    if (o->acc[a].write) m->writer[o->acc[a].st] = n_w == 1 && a == w && !o->acc[a].read ? i : -1;
+  int n_w = 0;
+  for (int a = 0; a < o->n_acc; a++) n_w += o->acc[a].write != 0;
+  for (int a = 0; a < o->n_acc; a++) {
+    if (!o->acc[a].write) continue;
+    const int s = o->acc[a].st;
+    if (n_w == 1 && !o->acc[a].read) m->chain[s * RC_CHAIN] = i, m->chain_n[s] = 1;
+    else if (n_w == 1 && m->chain_n[s] && m->chain_n[s] < RC_CHAIN) m->chain[s * RC_CHAIN + m->chain_n[s]++] = i;
+    else m->chain_n[s] = 0;
+  }
 }
 
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
   int nu = sim_next_use(m, s, i);
   int live = nu != INT_MAX;
   unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0);
-  const int k = m->dirty[s] && live ? recompute_op(m, s, i, nu) : -1;
-  if (k >= 0) { /* dropped: rebuilt before op nu instead of written home and read back */
-    drop_for_recompute(m, s, k);
+  if (m->dirty[s] && live && can_recompute(m, s, i, nu)) { /* dropped: rebuilt before op nu, not written home */
+    m->dropped[s] = 1;
+    chain_need(m, s, 1);
     fl |= OT_TRACE_RECOMPUTE;
   } else if (m->dirty[s] && live) {
     OT_TRY(emit(m, i, OT_EV_DOWNLOAD, why, 0, s));
@@ -449,9 +479,12 @@ static int op_needs(sim *m, int i, int *need) {
   for (int k = 0; k < o->n_acc; k++)
     if (add_set(m, o->acc[k].st)) need[n++] = o->acc[k].st;
   for (int k = 0; k < o->n_acc; k++) {
-    const int q = m->drop_op[o->acc[k].st];
-    for (int b = 0; q >= 0 && b < m->p->ops[q].n_acc; b++)
-      if (add_set(m, m->p->ops[q].acc[b].st)) need[n++] = m->p->ops[q].acc[b].st;
+    const int q = o->acc[k].st;
+    for (int c = 0; m->dropped[q] && c < m->chain_n[q]; c++) {
+      const ot_op *oc = &m->p->ops[m->chain[q * RC_CHAIN + c]];
+      for (int b = 0; b < oc->n_acc; b++)
+        if (add_set(m, oc->acc[b].st)) need[n++] = oc->acc[b].st;
+    }
   }
   return n;
 }
@@ -520,7 +553,7 @@ static ot_status prefetch_ahead(sim *m, int i) {
       int s = o->acc[k].st;
       if (!o->acc[k].read || m->res[s] || !p->st[s].block) continue;
       if (host_writes_between(m, s, i, j)) continue; /* its home is not ready yet */
-      if (m->drop_op[s] >= 0) continue; /* rebuilt right before op j (place_op), not uploaded */
+      if (m->dropped[s]) continue; /* rebuilt right before op j (place_op), not uploaded */
       int found = 1;
       while (found && ot_arena_alloc_tag(m->arena, p->st[s].block, s, &m->off[s]) != OT_OK)
         OT_TRY(evict_window(m, i, j, p->st[s].block, s, &found));
@@ -564,7 +597,7 @@ static ot_status sim_op(sim *m, int i, int *missing, int *need) {
   OT_TRY(place_op(m, i, missing, &nm, need, &n_need));
   for (int k = 0; k < nm; k++) {
     const int s = missing[k];
-    if (m->drop_op[s] >= 0) continue; /* rebuilt below */
+    if (m->dropped[s]) continue; /* rebuilt below */
     const int read = op_reads(o, s) || !ot_op_access(o, s); /* (an input of a producer rebuilt here) */
     const unsigned cross = read && host_wrote_last(m, s, i) ? OT_TRACE_CROSS : 0;
     if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, cross, s));
@@ -573,13 +606,14 @@ static ot_status sim_op(sim *m, int i, int *missing, int *need) {
   /* recomputation: the dropped copies op i reads, rebuilt by their producers
    * on what is resident now (after this slot's placements, see plan_impl.h) */
   for (int k = 0; k < o->n_acc; k++) {
-    const int s = o->acc[k].st, q = m->drop_op[s];
-    if (q < 0) continue;
-    OT_TRY(emit(m, i, OT_EV_RECOMPUTE, OT_WHY_RECOMPUTE, OT_TRACE_RECOMPUTE, s));
-    m->out->ev[m->out->n_ev - 1].src_op = q;
-    for (int b = 0; b < p->ops[q].n_acc; b++)
-      if (p->ops[q].acc[b].st != s) m->drop_need[p->ops[q].acc[b].st]--;
-    m->drop_op[s] = -1;
+    const int s = o->acc[k].st;
+    if (!m->dropped[s]) continue;
+    for (int c = 0; c < m->chain_n[s]; c++) { /* the first places the block, the rest write into it */
+      OT_TRY(emit(m, i, OT_EV_RECOMPUTE, c ? OT_WHY_RECOMPUTE_MORE : OT_WHY_RECOMPUTE, OT_TRACE_RECOMPUTE, s));
+      m->out->ev[m->out->n_ev - 1].src_op = m->chain[s * RC_CHAIN + c];
+    }
+    chain_need(m, s, -1);
+    m->dropped[s] = 0;
     m->dirty[s] = 1; /* its home never had it */
   }
   OT_TRY(prefetch_ahead(m, i));

@@ -249,10 +249,13 @@ static ot_status verify(ot_schedule *s, const ot_program *p, size_t capacity) {
       }
       break;
     case OT_EV_RECOMPUTE:
-      r = ot_arena_alloc_at(a, e->off, e->block);
-      used += e->block;
-      st.recomputes++;
-      st.recompute_bytes += p->st[e->st].bytes;
+      if (e->why == OT_WHY_RECOMPUTE) { /* the first op of a rebuild places the block */
+        r = ot_arena_alloc_at(a, e->off, e->block);
+        used += e->block;
+        st.recomputes++;
+        st.recompute_bytes += p->st[e->st].bytes;
+      }
+      st.recompute_kernels++;
       st.recompute_flops += p->ops[e->src_op].flops;
       break;
     case OT_EV_FREE:
