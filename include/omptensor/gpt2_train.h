@@ -37,10 +37,11 @@ typedef struct ot_gpt2_train_opts {
   int keep_grads;       /* gradients become program outputs: readable after a step */
   int keep_logits;      /* the logits become an output (else the loss gradient overwrites them);
                            accum must be 1 */
-  ot_recompute checkpoint; /* none | all | auto (sched.h: ot_recompute_choose; a layer's activations
-                              are x1, q, k, v, att, hm, x2, fc, gelu and the attention's statistics) */
+  ot_recompute checkpoint; /* none | all | auto (sched.h: all records every layer's forward again before
+                              its backward; auto plans with ot_sched_opts.recompute, the planner's
+                              per-activation choice between offloading and running its producer again) */
   double pcie_bytes_per_s; /* auto's cost model: host <-> device copy rate (55e9, the H200's, docs/gpu.md) */
-  double flops_per_s;      /* auto's cost model: the layer forward's rate (20e12) */
+  double flops_per_s;      /* auto's cost model: the rate ops run again at (20e12) */
   int init_random;      /* ignore any weights: initialize as GPT-2 does (normal(0, r), the residual
                            projections r/sqrt(2 n_layer), biases 0, norms 1; r = config.json's
                            initializer_range, 0.02 by default) from config.json alone */

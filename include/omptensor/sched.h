@@ -198,6 +198,13 @@ typedef struct ot_sched_opts {
                             once per process (a few 4 KiB copies each way) */
   const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and
                             the choice above is not made); NULL: chosen */
+  int recompute;          /* 1: an activation the planner must evict may be dropped and recomputed right
+                            before its next use (its producing op run again) instead of written home and
+                            read back, where the cost model below finds that cheaper ("Recomputation" in
+                            src/sched/README.md). 0, the default: never (plans as before, bitwise). Ignored
+                            for strategy none, pipelines, hybrid compute and the usm backend */
+  double pcie_bytes_per_s; /* recompute: the rate an offloaded activation goes home and back at; 0: 54e9 */
+  double flops_per_s;     /* recompute: the rate the producing op runs at (its flops hint); 0: 20e12 */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -287,6 +294,13 @@ typedef struct ot_plan_stats {
    * bytes of host memory the plan gave lazy storages, and those it did not
    * need (their tensors live and die on the device) */
   uint64_t lazy_home_bytes, lazy_skipped_bytes;
+  /* recomputation (ot_sched_opts.recompute): activations dropped instead of written home and
+   * rebuilt before their next use, the ops run again to rebuild them (one or a few per rebuild:
+   * the op that wrote it whole and those that wrote into it after), those ops' flops hints summed */
+  int recomputes;
+  uint64_t recompute_bytes;  /* bytes of the activations rebuilt (not written home, not read back) */
+  int recompute_kernels;
+  double recompute_flops;
 } ot_plan_stats;
 
 ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady);
@@ -340,53 +354,28 @@ typedef struct ot_plan_stage_info {
 /* Stage k (0 .. ot_plan_num_stages - 1); a single-device plan is its own stage 0. */
 ot_status ot_plan_stage(const ot_plan *plan, int k, ot_plan_stage_info *out);
 
-/* Activation checkpointing: which layers of a training step recompute
- * their forward before their backward instead of keeping (or offloading)
- * its activations. Chosen per layer when the step is recorded:
+/* Activation checkpointing, the trainers' --checkpoint mode:
  *   none  every activation is kept (the scheduler offloads them to host
  *         memory and reloads them for the backward when the budget is tight);
  *   all   every layer is a checkpoint: only its input is kept, and its
  *         forward is recorded again, into fresh tensors, right before its
  *         backward (the activations of the first forward die at once);
- *   auto  ot_recompute_choose below. */
+ *   auto  no layer is recorded twice; the step is planned with
+ *         ot_sched_opts.recompute = 1 (and the trainer's rates), so the
+ *         planner decides per activation it must evict whether to write it
+ *         home and read it back or to run its producing op again right
+ *         before its next use. Where the step fits, nothing is evicted and
+ *         the plan is the plain one. */
 typedef enum ot_recompute { OT_RECOMPUTE_NONE = 0, OT_RECOMPUTE_ALL, OT_RECOMPUTE_AUTO } ot_recompute;
 const char *ot_recompute_name(ot_recompute c);
 ot_status ot_recompute_parse(const char *s, ot_recompute *out); /* "none" | "all" | "auto" */
 
-/* The cost model: 1 if recomputing a layer (its forward again, `flops` over
- * flops_per_s) is cheaper than offloading its activations (`bytes` written
- * home after the forward and read back before the backward: 2 * bytes over
- * pcie_bytes_per_s). */
+/* The cost model: 1 if producing `bytes` again (`flops` over flops_per_s)
+ * is cheaper than offloading them (written home and read back: 2 * bytes
+ * over pcie_bytes_per_s). The planner's choice (ot_sched_opts.recompute)
+ * is this rule, with the producer's inputs that must be uploaded first
+ * added to its side. */
 int ot_recompute_cheaper(double bytes, double flops, double pcie_bytes_per_s, double flops_per_s);
-
-/* What ot_recompute_choose needs of a trainer. */
-typedef struct ot_recompute_policy {
-  ot_recompute mode;
-  int layers; /* how many layers can be checkpoints (recompute[0..layers)) */
-  /* Records the step with layer l a checkpoint iff recompute[l], as a trial
-   * (it is planned, never run: its tensors need no memory), and plans it with
-   * the trainer's options into *plan. OT_ERR_BUDGET (the plan is infeasible)
-   * counts as "does not fit"; any other failure is returned. */
-  ot_status (*trial)(void *user, const int *recompute, ot_plan **plan);
-  /* Layer l's activation bytes and forward flops, for the cost model. */
-  void (*cost)(void *user, int layer, double *bytes, double *flops);
-  void *user;
-  double pcie_bytes_per_s, flops_per_s; /* the cost model's rates */
-} ot_recompute_policy;
-
-/* Fills recompute[0..layers): 0 for none, 1 for all; for auto
- *   1. no layer, if the step's plan evicts nothing (no live copy is freed to
- *      be uploaded again, in the first run or the replays: ot_plan_stats);
- *   2. else the fewest layers, the first k (their activations live longest),
- *      that make the plan evict nothing, k by bisection (fitting is taken as
- *      monotone in k);
- *   3. else, offload being unavoidable, every layer the cost model finds
- *      cheaper to recompute than to offload (ot_recompute_cheaper).
- * A trial costs a recording and a plan: one for step 1, one more for every
- * layer a checkpoint and about log2(layers) for the bisection. `trial` and
- * `cost` are used only by auto. The trainer then records the step for real
- * with the chosen layers. */
-ot_status ot_recompute_choose(const ot_recompute_policy *policy, int *recompute);
 
 #ifdef __cplusplus
 }

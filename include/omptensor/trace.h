@@ -55,6 +55,9 @@ typedef enum ot_trace_kind {
                                    is still the plan's, whose bytes the event records */
 #define OT_TRACE_CROSS 1024u    /* UPLOAD/DOWNLOAD: an activation crossing between host and device compute,
                                    copied on the compute thread (not queued behind weight uploads) */
+#define OT_TRACE_RECOMPUTE 2048u /* KERNEL: an op run again, before a later op, to rebuild an activation the
+                                   plan dropped instead of writing it home (ot_sched_opts.recompute; op: the
+                                   producing op); ALLOC: that activation's block; FREE: the drop */
 
 typedef struct ot_trace_event {
   ot_trace_kind kind;
@@ -125,6 +128,7 @@ typedef struct ot_trace_summary {
   double kernel_s, transfer_s;  /* busy time on each lane */
   double overlap_s;             /* transfer time during which a kernel ran */
   double wall_s;                /* first event start to last event end */
+  int recomputes;               /* KERNEL events flagged OT_TRACE_RECOMPUTE (also counted in kernels) */
 } ot_trace_summary;
 
 ot_trace_summary ot_trace_summarize(const ot_trace *t);

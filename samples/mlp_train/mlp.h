@@ -26,10 +26,12 @@
  *         after the forward (its last use is the GELU) and recorded again,
  *         into a fresh tensor, right before the layer's backward; the layer
  *         inputs h (the checkpoints) are kept;
- *   auto  ot_recompute_choose: keep everything if the step's plan evicts
- *         nothing; else checkpoint the fewest first layers that make it evict
- *         nothing; else, per layer, recompute when the cost model of
- *         mlp_recompute_cost says it is cheaper than offloading.
+ *   auto  no layer is a checkpoint; the step is planned with the
+ *         scheduler's per-tensor recomputation (ot_sched_opts.recompute) at
+ *         pcie_bytes_per_s / flops_per_s: an activation the plan must evict
+ *         is rebuilt by its producing op where the cost model of
+ *         mlp_recompute_cost (plus the producer's inputs to upload) says
+ *         that is cheaper than offloading it.
  * The last layer is never a checkpoint: its z is the logits, which become
  * their own gradient.
  */
@@ -86,15 +88,15 @@ typedef struct mlp_config {
 
 mlp_config mlp_config_default(void);
 
-/* The cost model of `auto` for one layer whose dropped activation has
- * `bytes` and whose recomputation costs `flops`:
+/* The cost model of `auto` (the planner applies it per activation) for an
+ * activation of `bytes` whose producer costs `flops`:
  *   offload   = 2 * bytes / pcie_bytes_per_s  (written home after the
  *               forward, read back before the backward)
- *   recompute = flops / flops_per_s           (the layer's matmul + bias again)
- * Recompute iff recompute < offload (ot_recompute_cheaper); returns 1 to recompute. For a Linear
- * layer of fan-in K on a batch of B rows and H outputs (z is 4 B H bytes,
- * its matmul 2 B H K flops) that is K < 4 * flops_per_s / pcie_bytes_per_s:
- * recompute narrow layers, offload wide ones (K < ~327 on the H200 figures). */
+ *   recompute = flops / flops_per_s           (its producing op again)
+ * Recompute iff recompute < offload (ot_recompute_cheaper); returns 1 to recompute. For the
+ * output of a Linear layer of fan-in K (4 B H bytes, 2 B H K flops) that is
+ * K < 4 * flops_per_s / pcie_bytes_per_s: narrow layers' outputs are worth
+ * recomputing, wide ones' not (K < ~327 on the H200 figures). */
 int mlp_recompute_cost(const mlp_config *c, double bytes, double flops);
 
 typedef struct mlp_trainer mlp_trainer;
@@ -120,7 +122,8 @@ ot_status mlp_trainer_read_params(const mlp_trainer *t, float *dst);
 /* What was recorded and planned. */
 const ot_program *mlp_trainer_program(const mlp_trainer *t);
 const ot_plan *mlp_trainer_plan(const mlp_trainer *t);
-int mlp_trainer_recomputed(const mlp_trainer *t, int layer); /* 1 if that layer's activation is recomputed */
+int mlp_trainer_recomputed(const mlp_trainer *t, int layer); /* 1 if that layer is a checkpoint (all; never for auto,
+                                                                whose choices are the plan's: ot_plan_get_stats) */
 /* The smallest feasible budget of the recorded step (ot_sched_min_budget). */
 ot_status mlp_trainer_min_budget(const mlp_trainer *t, uint64_t *bytes);
 /* Bytes of every storage the step touches: the budget at which nothing moves. */

@@ -25,7 +25,6 @@ struct mlp_trainer {
   ot_program *prog;
   ot_plan *plan;
   ot_tlist step;                          /* inputs, activations, gradients, losses of the recording */
-  int trial;                              /* recording a trial of auto: step tensors wrap no memory */
   ot_tensor **x, **y, **loss;              /* [micro_batches] inputs [B, in], labels i32 [B], loss [1] */
   int step_slot;
   int scale_slot, unscale_slot, skip_slot;  /* f16: loss scale 2^k of this step, 2^k of the previous, skip flag */

@@ -24,7 +24,7 @@
 
 static ot_status act(mlp_trainer *t, int64_t rows, int64_t cols, ot_tensor **out, const char *fmt, int a, int b) {
   int64_t shape[2] = {rows, cols};
-  return ot_tlist_add(&t->step, t->ctx, OT_F32, 2, shape, t->trial, out, fmt, a, b);
+  return ot_tlist_add(&t->step, t->ctx, OT_F32, 2, shape, 0, out, fmt, a, b);
 }
 
 /* z = h W^T + b */
@@ -42,10 +42,10 @@ static ot_status record_micro_batch(mlp_trainer *t, int mb, ot_tensor **dW, ot_t
   ot_tensor *h[MLP_MAX_LAYERS + 1], *z[MLP_MAX_LAYERS], *losses;
   int64_t sB[1] = {B}, s1[1] = {1};
   int64_t sx[2] = {B, c->in_dim};
-  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 2, sx, t->trial, &t->x[mb], "x.mb%d", mb));
-  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_I32, 1, sB, t->trial, &t->y[mb], "y.mb%d", mb));
-  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, s1, t->trial, &t->loss[mb], "loss.mb%d", mb));
-  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, sB, t->trial, &losses, "losses.mb%d", mb));
+  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 2, sx, 0, &t->x[mb], "x.mb%d", mb));
+  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_I32, 1, sB, 0, &t->y[mb], "y.mb%d", mb));
+  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, s1, 0, &t->loss[mb], "loss.mb%d", mb));
+  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, sB, 0, &losses, "losses.mb%d", mb));
 
   /* forward */
   h[0] = t->x[mb];
@@ -112,7 +112,7 @@ static ot_status record_update(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
 static ot_status record_stats(mlp_trainer *t, ot_tensor **dW, ot_tensor **db) {
   ot_program *p = t->prog;
   int64_t s2[1] = {2};
-  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, s2, t->trial, &t->stats, "grad_stats"));
+  OT_TRY(ot_tlist_add(&t->step, t->ctx, OT_F32, 1, s2, 0, &t->stats, "grad_stats"));
   OT_TRY(ot_op_zero(p, t->stats));
   for (int l = 0; l < t->c.layers; l++) {
     OT_TRY(ot_op_grad_stats(p, t->stats, dW[l]));
@@ -137,8 +137,8 @@ static ot_status record(mlp_trainer *t) {
   ot_tensor *dW[MLP_MAX_LAYERS], *db[MLP_MAX_LAYERS];
   for (int l = 0; l < c->layers; l++) {
     int64_t sW[2] = {t->dims[l + 1], t->dims[l]}, sb[1] = {t->dims[l + 1]};
-    OT_TRY(ot_tlist_add(&t->step, t->ctx, gdt, 2, sW, t->trial, &dW[l], "dW%d", l));
-    OT_TRY(ot_tlist_add(&t->step, t->ctx, gdt, 1, sb, t->trial, &db[l], "db%d", l));
+    OT_TRY(ot_tlist_add(&t->step, t->ctx, gdt, 2, sW, 0, &dW[l], "dW%d", l));
+    OT_TRY(ot_tlist_add(&t->step, t->ctx, gdt, 1, sb, 0, &db[l], "db%d", l));
   }
   if (f16) OT_TRY(record_update(t, dW, db));
   for (int mb = 0; mb < c->micro_batches; mb++) OT_TRY(record_micro_batch(t, mb, dW, db));
@@ -156,36 +156,18 @@ int mlp_recompute_cost(const mlp_config *c, double bytes, double flops) {
   return ot_recompute_cheaper(bytes, flops, c->pcie_bytes_per_s, c->flops_per_s);
 }
 
-/* ot_recompute_policy's trial: the step recorded with `recompute` (its
- * tensors wrap no memory), planned with the trainer's options. */
-static ot_status trial(void *user, const int *recompute, ot_plan **plan) {
-  mlp_trainer *t = user;
-  for (int l = 0; l < t->c.layers - 1; l++) t->recompute[l] = recompute[l];
-  mlp_step_release(t);
-  t->trial = 1;
-  ot_status s = record(t);
-  t->trial = 0;
-  return s == OT_OK ? ot_sched_plan(t->ctx, t->prog, &t->so, plan) : s;
-}
-
-/* ot_recompute_policy's cost model: a checkpointed layer l drops z_l [B, out]
- * and recomputes its matmul and bias (2 B out in + B out flops). */
-static void layer_cost(void *user, int l, double *bytes, double *flops) {
-  const mlp_trainer *t = user;
-  double rows = t->c.batch, out = t->dims[l + 1];
-  *bytes = 4.0 * rows * out;
-  *flops = 2.0 * rows * out * t->dims[l] + rows * out;
-}
-
-/* The checkpoints (sched.h, ot_recompute_choose) over layers 0..L-2 (the last
- * layer's z is the logits, which become their own gradient: nothing to drop),
- * then the step recorded with them and its plan. */
+/* The step recorded with the mode's checkpoints over layers 0..L-2 (the
+ * last layer's z is the logits, which become their own gradient: nothing to
+ * drop), and its plan. auto records none and plans with the scheduler's
+ * per-tensor recomputation (sched.h, ot_sched_opts.recompute) at the
+ * config's rates: the planner drops an activation it must evict and runs
+ * its producer again where that beats writing it home and back. */
 ot_status mlp_step_record(mlp_trainer *t) {
   const mlp_config *c = &t->c;
-  ot_recompute_policy po = {.mode = c->recompute, .layers = c->layers - 1, .trial = trial, .cost = layer_cost,
-                            .user = t, .pcie_bytes_per_s = c->pcie_bytes_per_s, .flops_per_s = c->flops_per_s};
-  t->recompute[c->layers - 1] = 0;
-  OT_TRY(ot_recompute_choose(&po, t->recompute));
+  for (int l = 0; l < c->layers; l++) t->recompute[l] = c->recompute == OT_RECOMPUTE_ALL && l < c->layers - 1;
+  t->so.recompute = c->recompute == OT_RECOMPUTE_AUTO;
+  t->so.pcie_bytes_per_s = c->pcie_bytes_per_s;
+  t->so.flops_per_s = c->flops_per_s;
   mlp_step_release(t);
   OT_TRY(record(t));
   return ot_sched_plan(t->ctx, t->prog, &t->so, &t->plan);

@@ -32,8 +32,9 @@ static const ot_opt train_opts[] = {
     {"steps", 0, "N", "optimizer steps (default 10)", OPT_STEPS},
     {"lr", 0, "LR", "AdamW learning rate (default 1e-3)", OPT_LR},
     {"weight-decay", 0, "WD", "AdamW weight decay (default 0)", OPT_WD},
-    {"checkpoint", 0, "MODE", "activation checkpointing: none | all | auto (default auto: recompute only when "
-                              "the budget is tight and recomputing is cheaper than offloading)", OPT_CKPT},
+    {"checkpoint", 0, "MODE", "activation checkpointing: none | all | auto (default auto: the planner recomputes an "
+                              "activation it must evict when running its producer again is cheaper than offloading "
+                              "it)", OPT_CKPT},
     {"init", 0, "random", "ignore the weights: initialize as GPT-2 does, from config.json alone", OPT_INIT},
     {"seed", 0, "N", "seed for --init random (default 0)", OPT_SEED},
     {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
@@ -198,6 +199,7 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set(o, "budget", json_object_get(o, "budget_bytes")); /* the name the issue asks for */
     json_object_set_new(o, "checkpoint", json_string(ot_recompute_name(a->o.checkpoint)));
     json_object_set_new(o, "recomputed_layers", layers);
+    json_object_set_new(o, "recomputed_tensors_per_step", json_integer(ps.recomputes)); /* auto's, per tensor */
     json_object_set_new(o, "weights", json_integer((json_int_t)ot_gpt2_train_num_weights(g)));
     json_object_set_new(o, "precision", json_string(ot_dtype_name(a->o.precision)));
     if (a->o.precision == OT_F16) {
@@ -224,8 +226,8 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
         printf("f16 loss scale: 2^%d now; %lld steps skipped (their gradients overflowed)\n",
                ot_gpt2_train_loss_scale_log2(g), (long long)ot_gpt2_train_skipped_steps(g));
     }
-    printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s\n", pk, up, dn,
-           ot_recompute_name(a->o.checkpoint), rec);
+    printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s, tensors: %d\n", pk, up,
+           dn, ot_recompute_name(a->o.checkpoint), rec, ps.recomputes);
     ot_cli_print_setup(s, (uint64_t)ot_gpt2_train_num_weights(g) * sizeof(float), stdout);
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);

@@ -249,6 +249,8 @@ static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_
   return OT_OK;
 }
 
+static ot_status recompute(run_state *r, const ot_plan_event *e);
+
 static ot_status do_event(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
   const ot_prog_storage *ps = &plan->prog->st[e->st];
@@ -318,6 +320,8 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     r->used -= e->block;
     record(r, OT_TRACE_FREE, e->flags, e->op, ps->name, e->block, -(int64_t)e->block);
     return OT_OK;
+  case OT_EV_RECOMPUTE:
+    return recompute(r, e);
   }
   return OT_OK;
 }
@@ -374,6 +378,60 @@ static ot_status run_host_op(run_state *r, int i) {
     ot_trace_add(r->tr, &ev);
   }
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d, on the host)", o->name, i);
+  return OT_OK;
+}
+
+/* Recomputation (OT_EV_RECOMPUTE, ot_sched_opts.recompute): places the
+ * dropped activation's block (the first op of its rebuild, OT_WHY_RECOMPUTE;
+ * the later ones write into it) and runs op e->src_op again, on the device
+ * addresses of now (its inputs were placed in this slot or stayed), once its
+ * inputs' uploads landed and no write-back still reads the block. The
+ * planner made sure the inputs hold what they held the first time, so the
+ * block gets bitwise the same values. Traced as an ALLOC (first op only)
+ * and a KERNEL of the op, both flagged OT_TRACE_RECOMPUTE. */
+static ot_status recompute(run_state *r, const ot_plan_event *e) {
+  ot_plan *plan = r->plan;
+  ot_program *p = plan->prog;
+  const ot_prog_storage *ps = &p->st[e->st];
+  ot_exec_storage *x = &plan->xs[e->st];
+  const int k = e->src_op;
+  const ot_op *o = &p->ops[k];
+  const int first = e->why == OT_WHY_RECOMPUTE;
+  if (x->resident != !first)
+    return ot_fail(OT_ERR_STATE, "executor: '%s' rebuilt while %sresident (planner bug)", ps->name, first ? "" : "not ");
+  if (first) {
+    x->resident = 1;
+    x->off = e->off;
+    x->ready = 0;
+    x->home_due = 0;
+    r->used += e->block;
+    record(r, OT_TRACE_ALLOC, OT_TRACE_RECOMPUTE, e->op, ps->name, e->block, (int64_t)e->block);
+  }
+  int ok;
+  OT_TRY(wait_for_op(r, k, &ok));
+  if (!ok) {
+    record(r, OT_TRACE_KERNEL, OT_TRACE_RECOMPUTE, k, o->name, 0, 0);
+    return ot_fail(OT_ERR_STATE, "executor: recomputing '%s' by op '%s' (#%d) before op #%d without all of that op's "
+                   "tensors on device %d (planner bug)", ps->name, o->name, k, e->op, plan->dev);
+  }
+  for (int a = 0; a < o->n_in + o->n_out; a++) {
+    char *base = dev_addr(r, o->ts[a]);
+    plan->args[a] = base ? base + ot_tensor_byte_offset(o->t[a]) : NULL;
+  }
+  ot_op_exec ex = {r->dev_num, k, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
+                   o->params, o->params_bytes, p->scalars, p->n_scalars, r};
+  const uint64_t t0 = ot_now_ns();
+  ot_status s = o->run(&ex);
+  const uint64_t t1 = ot_now_ns();
+  plan->dirty[e->st].known = 0; /* its home never had it */
+  plan->dirty[e->st].n = 0;
+  plan->dirty[e->st].marked = 0;
+  if (r->tr) {
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK | OT_TRACE_RECOMPUTE, r->run, k, r->dev_num, o->name,
+                         t0, t1, 0, 0, r->used, t0};
+    ot_trace_add(r->tr, &ev);
+  }
+  if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d, recomputing '%s' for op #%d)", o->name, k, ps->name, e->op);
   return OT_OK;
 }
 
@@ -487,7 +545,7 @@ static ot_status restore_start(run_state *r, const ot_schedule *sc) {
     const int st = sc->start[k].st;
     if (plan->xs[st].resident) continue;
     const ot_plan_event up = {0, 0, OT_EV_UPLOAD, OT_WHY_RELOAD, 0, st, sc->start[k].off, plan->prog->st[st].block,
-                              -1, -1};
+                              -1, -1, 0};
     OT_TRY(do_event(r, &up));
   }
   return OT_OK;

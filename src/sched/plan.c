@@ -182,6 +182,11 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
   plan->strategy = o.strategy;
   plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
   plan->transfer_delay_us = o.transfer_delay_us;
+  /* recomputation (README "Recomputation"): not for usm, whose copies are the homes' pages (a drop
+   * discards them), nor strategy none, which evicts nothing; a pipeline's stages each plan their own */
+  plan->recompute = o.recompute && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE && ctx->backend != OT_BACKEND_USM;
+  plan->rc_pcie = o.pcie_bytes_per_s > 0 ? o.pcie_bytes_per_s : 54e9;
+  plan->rc_flops = o.flops_per_s > 0 ? o.flops_per_s : 20e12;
   plan->probe_budget = o.probe_budget || debug_has("probe"); /* OMPTENSOR_DEBUG=probe */
   plan->dev_index = o.device_index;
   plan->dev = ctx->dev[o.device_index];
@@ -367,6 +372,8 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.resident_bytes += a.resident_bytes, z.streamed_bytes += a.streamed_bytes, z.remote_bytes += a.remote_bytes;
     z.remote_read_bytes += a.remote_read_bytes;
     z.predicted_s += a.predicted_s; /* stages run one after the other */
+    z.recomputes += a.recomputes, z.recompute_bytes += a.recompute_bytes, z.recompute_flops += a.recompute_flops;
+    z.recompute_kernels += a.recompute_kernels;
   }
   return z;
 }

@@ -15,7 +15,13 @@
 #include "omptensor/sched.h"
 #include "sched/program_impl.h"
 
-typedef enum ot_ev_kind { OT_EV_DOWNLOAD = 0, OT_EV_FREE, OT_EV_UPLOAD, OT_EV_ALLOC } ot_ev_kind;
+/* OT_EV_RECOMPUTE (ot_sched_opts.recompute): runs an op (ot_plan_event.src_op)
+ * again on the copies resident then, rebuilding an activation an earlier
+ * eviction dropped; the first event of a rebuild (why OT_WHY_RECOMPUTE)
+ * places the storage's block, the next ones (OT_WHY_RECOMPUTE_MORE: the
+ * ops that wrote into it after, in order) do not. They come after the
+ * slot's placements (the ops' inputs are uploaded there). */
+typedef enum ot_ev_kind { OT_EV_DOWNLOAD = 0, OT_EV_FREE, OT_EV_UPLOAD, OT_EV_ALLOC, OT_EV_RECOMPUTE } ot_ev_kind;
 
 /* Why an event is there (ot_plan_print says it in words). */
 typedef enum ot_ev_reason {
@@ -31,6 +37,10 @@ typedef enum ot_ev_reason {
   OT_WHY_KEEP_SET,      /* upload at the end of a handed-over first run: into the set kept between runs */
   OT_WHY_CROSS,         /* download: a host op reads it next (hybrid compute) */
   OT_WHY_HOST_WRITE,    /* free: a host op writes its home, so the copy is stale (hybrid compute) */
+  OT_WHY_RECOMPUTE,     /* recompute: rebuilt by its producing op before op `op` reads it (the eviction
+                           that dropped it is an OT_WHY_EVICT free flagged OT_TRACE_RECOMPUTE) */
+  OT_WHY_RECOMPUTE_MORE, /* recompute: a later op of its chain writes into the block rebuilt (placed by the
+                           OT_WHY_RECOMPUTE event before it) */
 } ot_ev_reason;
 
 typedef struct ot_plan_event {
@@ -42,6 +52,7 @@ typedef struct ot_plan_event {
   size_t off, block;  /* arena range */
   int next_use;       /* evictions: next use (>= n_ops: in the next run); -1 none */
   int for_st;         /* evictions: the storage it made room for (-1) */
+  int src_op;         /* OT_EV_RECOMPUTE: the op run again (0 otherwise) */
 } ot_plan_event;
 
 typedef struct ot_resident {
@@ -147,6 +158,9 @@ struct ot_plan {
   double host_rate;       /* bytes/s the split was chosen with */
   ot_strategy strategy;
   int defer;          /* defer_writeback in effect (sched.h) */
+  int recompute;      /* ot_sched_opts.recompute in effect (not for usm, pipelines, strategy none;
+                         the planner also skips it for hybrid plans) */
+  double rc_pcie, rc_flops; /* its cost model's rates (bytes/s, flops/s) */
   unsigned transfer_delay_us; /* ot_sched_opts.transfer_delay_us, for the transfer thread */
   int dev_index, dev; /* context index and device number (OT_DEVICE_HOST for the host) */
   uint64_t budget;

@@ -8,7 +8,7 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
   const ot_program *p = plan->prog;
   const ot_prog_storage *s = &p->st[e->st];
   int n = p->n_ops;
-  static const char *const kind[] = {"download", "free", "upload", "alloc"};
+  static const char *const kind[] = {"download", "free", "upload", "alloc", "recompute"};
   fprintf(f, "    %-8s %-24s [%zu, +%zu) ", kind[e->kind], s->name, e->off, e->block);
   switch ((ot_ev_reason)e->why) {
   case OT_WHY_FIRST_USE: fprintf(f, "op #%d reads it; first use", e->op); break;
@@ -24,7 +24,9 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
     fprintf(f, "%s for '%s' at op #%d; next use %s#%d%s", e->why == OT_WHY_EVICT ? "evicted" : "relocated",
             e->for_st >= 0 ? p->st[e->for_st].name : "?", e->op, e->next_use >= n ? "next run op " : "op ",
             e->next_use >= n ? e->next_use - n : e->next_use,
-            e->flags & OT_TRACE_CLEAN_DROP ? " (clean: dropped without write-back)" : "");
+            e->flags & OT_TRACE_CLEAN_DROP ? " (clean: dropped without write-back)"
+            : e->flags & OT_TRACE_RECOMPUTE ? " (dropped without write-back: recomputed before it)"
+                                            : "");
     break;
   case OT_WHY_LAST_WRITE: fprintf(f, "output/persistent: home after its last write (op #%d)", s->last_write); break;
   case OT_WHY_NOT_KEPT: fprintf(f, "not in the set kept between runs"); break;
@@ -32,6 +34,13 @@ static void print_event(FILE *f, const ot_plan *plan, const ot_plan_event *e) {
   case OT_WHY_KEEP_SET: fprintf(f, "into the set kept between runs (the handed-over copies were elsewhere)"); break;
   case OT_WHY_CROSS: fprintf(f, "host op reads it next (after op #%d)", e->op); break;
   case OT_WHY_HOST_WRITE: fprintf(f, "host op #%d writes its home: the copy is stale", e->op); break;
+  case OT_WHY_RECOMPUTE:
+    fprintf(f, "op #%d reads it; dropped earlier: op #%d %s runs again to rebuild it", e->op, e->src_op,
+            p->ops[e->src_op].name);
+    break;
+  case OT_WHY_RECOMPUTE_MORE:
+    fprintf(f, "  then op #%d %s, which wrote into it, again", e->src_op, p->ops[e->src_op].name);
+    break;
   }
   if (e->flags & OT_TRACE_PREFETCH) fprintf(f, " (prefetched %d op(s) ahead)", e->op - e->slot);
   fputc('\n', f);
@@ -42,11 +51,11 @@ static void print_schedule(FILE *f, const ot_plan *plan, const ot_schedule *s, c
   const ot_plan_stats *st = &s->stats;
   const int handed = s == &plan->first && s->n_start;
   fprintf(f, "  %s: starts with %d %s cop%s (%llu bytes); %d uploads (%llu bytes), %d write-backs (%llu bytes), "
-             "%d evictions, %d allocs, peak %llu bytes\n",
+             "%d evictions, %d allocs, %d rebuilt (%d kernels again), peak %llu bytes\n",
           title, s->n_start, handed ? "handed-over" : "kept", s->n_start == 1 ? "y" : "ies",
           (unsigned long long)st->kept_bytes, st->uploads,
           (unsigned long long)st->bytes_up, st->downloads, (unsigned long long)st->bytes_down, st->evictions,
-          st->allocs, (unsigned long long)st->peak_bytes);
+          st->allocs, st->recomputes, st->recompute_kernels, (unsigned long long)st->peak_bytes);
   for (int k = 0; k < s->n_start; k++)
     fprintf(f, "    %-8s %-24s [%zu, +%zu)\n", handed ? "handed" : "kept", p->st[s->start[k].st].name, s->start[k].off,
             p->st[s->start[k].st].block);

@@ -26,6 +26,10 @@
 #include "memory/device.h"
 #include "sched/plan_impl.h"
 
+/* Most ops one rebuild runs (recomputation): a whole write and the writes
+ * into it after (a bias placed, then a GEMM accumulating onto it). */
+#define RC_CHAIN 4
+
 typedef struct sim {
   const ot_program *p;
   /* hybrid compute (plan_impl.h): host[i] = 1 runs op i on the host; src
@@ -46,6 +50,15 @@ typedef struct sim {
   double *psum;     /* [n_st + 1] scratch: prefix sums of cost (an estimate, see evict_window) */
   size_t *ends;     /* [n_st] scratch: where each resident copy ends */
   int *nu, *nu_at;  /* [n_st] next_use cache: nu[s] = next_use(s, nu_at[s]) (nu_at -1: none) */
+  /* recomputation (ot_sched_opts.recompute, README "Recomputation") */
+  int rc;           /* on: the plan asks for it and no op runs on the host */
+  double rc_pcie, rc_flops;
+  int *chain;       /* [n_st * RC_CHAIN] the ops that made its value: one that wrote it whole, then ones
+                       that wrote into it (accumulated), each with it as its only written storage */
+  unsigned char *chain_n; /* [n_st] their count (0: not rebuildable) */
+  char *dropped;    /* [n_st] dropped for recomputation: its chain runs again before its next use */
+  int *drop_need;   /* [n_st] dropped storages whose producer reads it: it must stay recoverable */
+  int *stamp, gen;  /* [n_st] scratch marks for sets of storages (stamp[s] == gen: in the set) */
 } sim;
 
 void ot_schedule_free(ot_schedule *s) {
@@ -74,6 +87,11 @@ static void sim_free(sim *m) {
   free(m->ends);
   free(m->nu);
   free(m->nu_at);
+  free(m->chain);
+  free(m->chain_n);
+  free(m->dropped);
+  free(m->drop_need);
+  free(m->stamp);
 }
 
 static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *out) {
@@ -93,8 +111,13 @@ static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *
   m->ends = malloc(n * sizeof *m->ends);
   m->nu = malloc(n * sizeof *m->nu);
   m->nu_at = malloc(n * sizeof *m->nu_at);
+  m->chain = malloc(n * RC_CHAIN * sizeof *m->chain);
+  m->chain_n = calloc(n, 1);
+  m->dropped = calloc(n, 1);
+  m->drop_need = calloc(n, sizeof *m->drop_need);
+  m->stamp = calloc(n, sizeof *m->stamp);
   if (!m->res || !m->dirty || !m->off || !m->pin || !m->evicted || !m->tmp || !m->cost || !m->psum || !m->ends ||
-      !m->nu || !m->nu_at) {
+      !m->nu || !m->nu_at || !m->chain || !m->chain_n || !m->dropped || !m->drop_need || !m->stamp) {
     sim_free(m);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   }
@@ -107,7 +130,7 @@ static ot_status sim_init(sim *m, const ot_program *p, size_t cap, ot_schedule *
 static ot_status emit(sim *m, int slot, ot_ev_kind k, ot_ev_reason why, unsigned flags, int st) {
   if (k == OT_EV_UPLOAD && (m->p->st[st].role & OT_ROLE_CACHE)) k = OT_EV_ALLOC; /* its op fills it (program.h) */
   ot_plan_event e = {slot, slot, (unsigned char)k, (unsigned char)why, flags, st, m->off[st],
-                     m->p->st[st].block, -1, -1};
+                     m->p->st[st].block, -1, -1, 0};
   return ot_schedule_push(m->out, e);
 }
 
@@ -175,11 +198,130 @@ static int host_writes_between(const sim *m, int s, int i, int j) {
   return 0;
 }
 
+/* ---- recomputation (README "Recomputation") ------------------------------- */
+
+/* Starts an empty set of storages (m->stamp); in_set/add_set below. */
+static void new_set(sim *m) { m->gen++; }
+static int add_set(sim *m, int s) {
+  if (m->stamp[s] == m->gen) return 0;
+  m->stamp[s] = m->gen;
+  return 1;
+}
+
+/* Roles an activation that may be dropped and rebuilt has none of: its home
+ * or the next run needs it (marked, kept, written home), it is a cache, or
+ * its first access reads what the run starts with. */
+#define RC_NOT_ACTIVATION                                                                                       \
+  (OT_ROLE_INPUT | OT_ROLE_OUTPUT | OT_ROLE_PERSIST | OT_ROLE_KEEP | OT_ROLE_CACHE | OT_ROLE_WRITEBACK |        \
+   OT_ROLE_NEEDS_HOME)
+
+/* Adds the storages the ops of q's chain use to the set (new_set), their
+ * blocks to *ws. */
+static void add_chain_set(sim *m, int q, uint64_t *ws) {
+  const ot_program *p = m->p;
+  for (int c = 0; c < m->chain_n[q]; c++) {
+    const ot_op *o = &p->ops[m->chain[q * RC_CHAIN + c]];
+    for (int a = 0; a < o->n_acc; a++)
+      if (add_set(m, o->acc[a].st)) *ws += p->st[o->acc[a].st].block;
+  }
+}
+
+/* May the dirty copy of storage s, evicted before op i and next read by op
+ * nu, be dropped instead of written home, and rebuilt right before nu by
+ * running its chain again (the ops that made its value: one that wrote it
+ * whole, then up to RC_CHAIN - 1 that wrote into it, each with s as its only
+ * written storage; chain[s], set after each op)? Only if that gives bitwise
+ * the same values and the plan can still run:
+ *   - s is an activation (above) with a chain, not pinned by op i, next used
+ *     in this run by an op that reads it;
+ *   - s is no input of another dropped copy's chain (drop_need): that one's
+ *     rebuild needs it, and rebuilding dropped inputs first is not done
+ *     (depth 1: such an s is written home instead, as without
+ *     recomputation);
+ *   - every input t of every op c of the chain holds at nu what it held at
+ *     c: no op in (c, nu) writes it, and it can be on the device at nu:
+ *     resident, or brought back from a home that holds it (never written,
+ *     kept, or live until nu, so an eviction writes it home: not freed dead
+ *     before); not a cache (its contents are its op's) and not itself
+ *     dropped;
+ *   - op nu's working set with the inputs of every chain rebuilt there still
+ *     fits the arena (so place_op can place them all);
+ *   - cheaper: the chain's flops over the flop rate plus its inputs not
+ *     resident now over PCIe, against s home and back (2 bytes over PCIe).
+ *     An op without a flops hint counts as free to run (elementwise ops,
+ *     memory bound at device bandwidth, far above PCIe's). */
+static int can_recompute(sim *m, int s, int i, int nu) {
+  const ot_program *p = m->p;
+  const ot_prog_storage *ps = &p->st[s];
+  if (!m->rc || !m->chain_n[s] || nu >= p->n_ops || m->pin[s] == i || m->drop_need[s] ||
+      (ps->role & RC_NOT_ACTIVATION) || !op_reads(&p->ops[nu], s))
+    return 0;
+  double up = 0, flops = 0;
+  new_set(m); /* inputs counted once */
+  for (int c = 0; c < m->chain_n[s]; c++) {
+    const int k = m->chain[s * RC_CHAIN + c];
+    const ot_op *o = &p->ops[k];
+    flops += o->flops;
+    for (int a = 0; a < o->n_acc; a++) {
+      const int t = o->acc[a].st;
+      const ot_prog_storage *pt = &p->st[t];
+      if (t == s || !pt->block) continue;
+      if ((pt->role & OT_ROLE_CACHE) || m->dropped[t]) return 0;
+      if ((pt->role & OT_ROLE_WRITTEN) && !(pt->role & OT_ROLE_KEEP) && pt->last_use < nu) return 0;
+      for (int u = ot_uses_from(pt, k + 1); u < pt->n_uses && pt->uses[u] < nu; u++)
+        if (op_writes(&p->ops[pt->uses[u]], t)) return 0;
+      if (!m->res[t] && add_set(m, t)) up += (double)pt->bytes;
+    }
+  }
+  /* op nu's storages, the inputs of the chains rebuilt there, and s's */
+  new_set(m);
+  uint64_t ws = 0;
+  const ot_op *on = &p->ops[nu];
+  for (int a = 0; a < on->n_acc; a++) {
+    const int q = on->acc[a].st;
+    if (add_set(m, q)) ws += p->st[q].block;
+    if (q == s || m->dropped[q]) add_chain_set(m, q, &ws);
+  }
+  if (ws > ot_arena_get_stats(m->arena).capacity) return 0;
+  /* flops / rate + up / pcie < 2 bytes / pcie, i.e. sched.h's rule for bytes - up / 2 */
+  return ot_recompute_cheaper((double)ps->bytes - up / 2.0, flops, m->rc_pcie, m->rc_flops);
+}
+
+/* Adds d (+1 or -1) to drop_need of every input of s's chain. */
+static void chain_need(sim *m, int s, int d) {
+  for (int c = 0; c < m->chain_n[s]; c++) {
+    const ot_op *o = &m->p->ops[m->chain[s * RC_CHAIN + c]];
+    for (int a = 0; a < o->n_acc; a++)
+      if (o->acc[a].st != s) m->drop_need[o->acc[a].st] += d;
+  }
+}
+
+/* After op i: the chains of what it wrote. An op that writes one storage
+ * starts its chain by writing all of it, or extends it by writing into it
+ * (reading it: an accumulation, an in-place update, a part); any other write
+ * (an op with several outputs, a chain too long) ends it. */
+static void note_writer(sim *m, int i) {
+  const ot_op *o = &m->p->ops[i];
+  int n_w = 0;
+  for (int a = 0; a < o->n_acc; a++) n_w += o->acc[a].write != 0;
+  for (int a = 0; a < o->n_acc; a++) {
+    if (!o->acc[a].write) continue;
+    const int s = o->acc[a].st;
+    if (n_w == 1 && !o->acc[a].read) m->chain[s * RC_CHAIN] = i, m->chain_n[s] = 1;
+    else if (n_w == 1 && m->chain_n[s] && m->chain_n[s] < RC_CHAIN) m->chain[s * RC_CHAIN + m->chain_n[s]++] = i;
+    else m->chain_n[s] = 0;
+  }
+}
+
 static ot_status evict(sim *m, int s, int i, ot_ev_reason why, int for_st) {
   int nu = sim_next_use(m, s, i);
   int live = nu != INT_MAX;
   unsigned fl = live ? OT_TRACE_EVICT : OT_TRACE_DEAD | (m->dirty[s] ? OT_TRACE_DIRTY : 0);
-  if (m->dirty[s] && live) {
+  if (m->dirty[s] && live && can_recompute(m, s, i, nu)) { /* dropped: rebuilt before op nu, not written home */
+    m->dropped[s] = 1;
+    chain_need(m, s, 1);
+    fl |= OT_TRACE_RECOMPUTE;
+  } else if (m->dirty[s] && live) {
     OT_TRY(emit(m, i, OT_EV_DOWNLOAD, why, 0, s));
     m->dirty[s] = 0;
   } else if (!m->dirty[s] && live) {
@@ -327,13 +469,35 @@ void ot_sort_by_block_desc(int *v, int n, const ot_program *p) {
     }
 }
 
-/* Makes every storage op i touches resident; *missing gets those placed. */
-static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
+/* The storages op i needs resident in *need (m->stamp marks them): its own,
+ * and the inputs of the producers that rebuild its dropped copies first
+ * (recomputation). Returns their count. */
+static int op_needs(sim *m, int i, int *need) {
   const ot_op *o = &m->p->ops[i];
-  for (int k = 0; k < o->n_acc; k++) m->pin[o->acc[k].st] = i;
-  int nm = 0;
+  int n = 0;
+  new_set(m);
+  for (int k = 0; k < o->n_acc; k++)
+    if (add_set(m, o->acc[k].st)) need[n++] = o->acc[k].st;
   for (int k = 0; k < o->n_acc; k++) {
-    int s = o->acc[k].st;
+    const int q = o->acc[k].st;
+    for (int c = 0; m->dropped[q] && c < m->chain_n[q]; c++) {
+      const ot_op *oc = &m->p->ops[m->chain[q * RC_CHAIN + c]];
+      for (int b = 0; b < oc->n_acc; b++)
+        if (add_set(m, oc->acc[b].st)) need[n++] = oc->acc[b].st;
+    }
+  }
+  return n;
+}
+
+/* Makes every storage op i needs resident (op_needs); *missing gets those
+ * placed. `need` is scratch of n_st entries. */
+static ot_status place_op(sim *m, int i, int *missing, int *n_missing, int *needs, int *n_needed) {
+  const int n_need = op_needs(m, i, needs);
+  *n_needed = n_need;
+  for (int k = 0; k < n_need; k++) m->pin[needs[k]] = i;
+  int nm = 0;
+  for (int k = 0; k < n_need; k++) {
+    int s = needs[k];
     if (!m->res[s] && m->p->st[s].block) missing[nm++] = s;
   }
   ot_sort_by_block_desc(missing, nm, m->p);
@@ -359,8 +523,8 @@ static ot_status place_op(sim *m, int i, int *missing, int *n_missing) {
     for (int t = 0; t < m->n_st; t++)
       if (m->res[t]) OT_TRY(evict(m, t, i, m->pin[t] == i ? OT_WHY_RELOCATE : OT_WHY_EVICT, s));
     nm = 0;
-    for (int q = 0; q < o->n_acc; q++)
-      if (m->p->st[o->acc[q].st].block) missing[nm++] = o->acc[q].st;
+    for (int q = 0; q < n_need; q++)
+      if (m->p->st[needs[q]].block) missing[nm++] = needs[q];
     ot_sort_by_block_desc(missing, nm, m->p);
     for (int q = 0; q < nm; q++) {
       OT_TRY(ot_arena_alloc_tag(m->arena, m->p->st[missing[q]].block, missing[q], &m->off[missing[q]]));
@@ -389,6 +553,7 @@ static ot_status prefetch_ahead(sim *m, int i) {
       int s = o->acc[k].st;
       if (!o->acc[k].read || m->res[s] || !p->st[s].block) continue;
       if (host_writes_between(m, s, i, j)) continue; /* its home is not ready yet */
+      if (m->dropped[s]) continue; /* rebuilt right before op j (place_op), not uploaded */
       int found = 1;
       while (found && ot_arena_alloc_tag(m->arena, p->st[s].block, s, &m->off[s]) != OT_OK)
         OT_TRY(evict_window(m, i, j, p->st[s].block, s, &found));
@@ -424,17 +589,32 @@ static ot_status sim_host_op(sim *m, int i) {
   return prefetch_ahead(m, i);
 }
 
-static ot_status sim_op(sim *m, int i, int *missing) {
+static ot_status sim_op(sim *m, int i, int *missing, int *need) {
   if (m->host && m->host[i]) return sim_host_op(m, i);
   const ot_program *p = m->p;
   const ot_op *o = &p->ops[i];
-  int nm;
-  OT_TRY(place_op(m, i, missing, &nm));
+  int nm, n_need;
+  OT_TRY(place_op(m, i, missing, &nm, need, &n_need));
   for (int k = 0; k < nm; k++) {
-    const int s = missing[k], read = op_reads(o, s);
+    const int s = missing[k];
+    if (m->dropped[s]) continue; /* rebuilt below */
+    const int read = op_reads(o, s) || !ot_op_access(o, s); /* (an input of a producer rebuilt here) */
     const unsigned cross = read && host_wrote_last(m, s, i) ? OT_TRACE_CROSS : 0;
     if (read) OT_TRY(emit(m, i, OT_EV_UPLOAD, m->evicted[s] ? OT_WHY_RELOAD : OT_WHY_FIRST_USE, cross, s));
     else OT_TRY(emit(m, i, OT_EV_ALLOC, OT_WHY_OUTPUT, 0, s));
+  }
+  /* recomputation: the dropped copies op i reads, rebuilt by their producers
+   * on what is resident now (after this slot's placements, see plan_impl.h) */
+  for (int k = 0; k < o->n_acc; k++) {
+    const int s = o->acc[k].st;
+    if (!m->dropped[s]) continue;
+    for (int c = 0; c < m->chain_n[s]; c++) { /* the first places the block, the rest write into it */
+      OT_TRY(emit(m, i, OT_EV_RECOMPUTE, c ? OT_WHY_RECOMPUTE_MORE : OT_WHY_RECOMPUTE, OT_TRACE_RECOMPUTE, s));
+      m->out->ev[m->out->n_ev - 1].src_op = m->chain[s * RC_CHAIN + c];
+    }
+    chain_need(m, s, -1);
+    m->dropped[s] = 0;
+    m->dirty[s] = 1; /* its home never had it */
   }
   OT_TRY(prefetch_ahead(m, i));
   /* after the kernel: write-backs and frees go in slot i + 1 */
@@ -461,6 +641,19 @@ static ot_status sim_op(sim *m, int i, int *missing) {
       m->dirty[s] = 0;
     }
   }
+  /* an input of a producer rebuilt here that nothing uses any more (never
+   * written, so clean: an input or a weight past its last use) goes now */
+  for (int k = n_need - 1; k >= 0 && n_need > o->n_acc; k--) {
+    const int t = need[k];
+    const ot_prog_storage *pt = &p->st[t];
+    if (ot_op_access(o, t) || !m->res[t] || (pt->role & OT_ROLE_KEEP) || pt->last_use > i) continue;
+    OT_TRY(emit(m, i + 1, OT_EV_FREE, OT_WHY_DEAD, OT_TRACE_DEAD, t));
+    OT_TRY(ot_arena_free(m->arena, m->off[t]));
+    m->res[t] = 0;
+  }
+  if (m->rc) note_writer(m, i);
+  /* (the inputs of producers rebuilt here stay pinned to op i: no later op
+   * is i, and they had to stay put through this slot's prefetch) */
   for (int k = 0; k < o->n_acc; k++) m->pin[o->acc[k].st] = -1;
   return OT_OK;
 }
@@ -482,9 +675,14 @@ static ot_status simulate(const ot_plan *plan, const ot_resident *start, int n_s
   m.src = plan->src;
   m.lookahead = lookahead(plan);
   m.defer = plan->defer;
+  m.rc = plan->recompute && !plan->host_op; /* hybrid: host ops write homes under the copies (not done) */
+  m.rc_pcie = plan->rc_pcie;
+  m.rc_flops = plan->rc_flops;
   ot_status s = OT_OK;
-  int *missing = malloc((size_t)(p->max_args ? p->max_args : 1) * sizeof *missing);
-  if (!missing) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
+  /* an op's storages and, recomputing, the inputs of the producers it rebuilds: at most every storage */
+  const size_t n_scratch = (size_t)(p->n_st > p->max_args ? p->n_st : p->max_args) + 1;
+  int *missing = malloc(n_scratch * sizeof *missing), *need = malloc(n_scratch * sizeof *need);
+  if (!missing || !need) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   for (int k = 0; s == OT_OK && k < n_start; k++) {
     int st = start[k].st;
     s = ot_arena_alloc_at(m.arena, start[k].off, p->st[st].block);
@@ -492,11 +690,12 @@ static ot_status simulate(const ot_plan *plan, const ot_resident *start, int n_s
     m.off[st] = start[k].off;
     m.dirty[st] = (char)start[k].dirty;
   }
-  for (int i = 0; s == OT_OK && i < p->n_ops; i++) s = sim_op(&m, i, missing);
+  for (int i = 0; s == OT_OK && i < p->n_ops; i++) s = sim_op(&m, i, missing, need);
   *n_end = 0;
   for (int st = 0; s == OT_OK && st < p->n_st; st++)
     if (m.res[st]) end[(*n_end)++] = (ot_resident){st, m.off[st], m.dirty[st]};
   free(missing);
+  free(need);
   sim_free(&m);
   return s;
 }
@@ -516,7 +715,7 @@ static ot_status drop_to(ot_schedule *s, const ot_program *p, const ot_resident 
   for (int k = 0; r == OT_OK && k < n_end; k++)
     if (kept_at[end[k].st] != end[k].off + 1) {
       ot_plan_event e = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD, end[k].st, end[k].off,
-                         p->st[end[k].st].block, -1, -1};
+                         p->st[end[k].st].block, -1, -1, 0};
       if (end[k].dirty) {
         ot_plan_event w = e;
         w.kind = OT_EV_DOWNLOAD;
@@ -585,11 +784,11 @@ static ot_status build_none(ot_plan *plan) {
     if (kept) keep[n_keep++] = (ot_resident){i, off, 0};
     int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
     ot_plan_event place = {0, ps->first_use, (unsigned char)(up ? OT_EV_UPLOAD : OT_EV_ALLOC), OT_WHY_ALL_RESIDENT,
-                           0, i, off, ps->block, -1, -1};
+                           0, i, off, ps->block, -1, -1, 0};
     ot_plan_event wb = {ps->last_write + 1, ps->last_write + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, i, off,
-                        ps->block, -1, -1};
+                        ps->block, -1, -1, 0};
     unsigned dirty = (ps->role & OT_ROLE_WRITTEN) && !(ps->role & OT_ROLE_WRITEBACK) ? OT_TRACE_DIRTY : 0;
-    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD | dirty, i, off, ps->block, -1, -1};
+    ot_plan_event fr = {p->n_ops, p->n_ops, OT_EV_FREE, OT_WHY_NOT_KEPT, OT_TRACE_DEAD | dirty, i, off, ps->block, -1, -1, 0};
     for (int pass = 0; s == OT_OK && pass < 2; pass++) {
       ot_schedule *sc = pass ? &plan->steady : &plan->first;
       if (pass ? !kept : !handed[i]) s = ot_schedule_push(sc, place);
@@ -680,7 +879,7 @@ static ot_status build_bridged(ot_plan *plan, const ot_resident *keep, int n_kee
     if (end_at[keep[k].st] == keep[k].off + 1) continue;
     const int cache = (p->st[keep[k].st].role & OT_ROLE_CACHE) != 0;
     ot_plan_event up = {p->n_ops, p->n_ops, cache ? OT_EV_ALLOC : OT_EV_UPLOAD, OT_WHY_KEEP_SET, 0, keep[k].st, keep[k].off,
-                        p->st[keep[k].st].block, -1, -1};
+                        p->st[keep[k].st].block, -1, -1, 0};
     s = ot_schedule_push(first, up);
   }
   if (s == OT_OK) s = set_start(first, plan->handoff, plan->n_handoff);

@@ -11,6 +11,9 @@
  *     goes there, `balanced` goes at most one op ahead of its use, `minimal`
  *     stays put. An upload of what a host op wrote (OT_TRACE_CROSS, hybrid
  *     compute) stays where the planner put it, after that op.
+ * A recomputation (OT_EV_RECOMPUTE) stays where the planner put it, right
+ * before the op that reads what it rebuilds, and counts as a use of its
+ * producer's inputs: no eviction of one moves before it.
  * The result is checked by replaying it on an arena with exact offsets. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -40,7 +43,12 @@ static ot_status move_evictions(ot_schedule *s, const ot_program *p) {
   for (int k = 0; k < p->n_st; k++) placed[k] = -1;
   for (int x = 0; x < s->n_ev; x++) {
     ot_plan_event *e = &s->ev[x];
-    if (e->kind == OT_EV_UPLOAD || e->kind == OT_EV_ALLOC) placed[e->st] = e->slot;
+    if (e->kind == OT_EV_UPLOAD || e->kind == OT_EV_ALLOC || e->kind == OT_EV_RECOMPUTE) placed[e->st] = e->slot;
+    if (e->kind == OT_EV_RECOMPUTE) { /* its producer reads these in this slot: not freed before the next */
+      const ot_op *o = &p->ops[e->src_op];
+      for (int a = 0; a < o->n_acc; a++)
+        if (placed[o->acc[a].st] < e->slot) placed[o->acc[a].st] = e->slot;
+    }
     if (e->kind != OT_EV_FREE || (e->why != OT_WHY_EVICT && e->why != OT_WHY_RELOCATE)) continue;
     /* not before its last use, nor before (or in) the slot that placed it */
     int to = last_use_before(&p->st[e->st], e->slot) + 1;
@@ -181,8 +189,11 @@ static ot_status move_uploads(ot_schedule *s, const ot_program *p, ot_strategy s
   return r;
 }
 
+/* Within a slot: write-backs, frees, placements, then recomputations (on
+ * the copies the placements brought). */
+#define N_RANKS 4
 static int rank(const ot_plan_event *e) {
-  return e->kind == OT_EV_DOWNLOAD ? 0 : e->kind == OT_EV_FREE ? 1 : 2;
+  return e->kind == OT_EV_DOWNLOAD ? 0 : e->kind == OT_EV_FREE ? 1 : e->kind == OT_EV_RECOMPUTE ? 3 : 2;
 }
 
 /* Stable counting sort by (slot, rank): keeps the decision order within a
@@ -193,15 +204,15 @@ static ot_status sort_events(ot_schedule *s) {
   int max_slot = 0;
   for (int x = 0; x < s->n_ev; x++)
     if (s->ev[x].slot > max_slot) max_slot = s->ev[x].slot;
-  int nkeys = (max_slot + 1) * 3;
+  int nkeys = (max_slot + 1) * N_RANKS;
   int *cnt = calloc((size_t)nkeys + 1, sizeof *cnt);
   if (!cnt) {
     free(tmp);
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "planner: no host memory");
   }
-  for (int x = 0; x < s->n_ev; x++) cnt[s->ev[x].slot * 3 + rank(&s->ev[x]) + 1]++;
+  for (int x = 0; x < s->n_ev; x++) cnt[s->ev[x].slot * N_RANKS + rank(&s->ev[x]) + 1]++;
   for (int k = 0; k < nkeys; k++) cnt[k + 1] += cnt[k];
-  for (int x = 0; x < s->n_ev; x++) tmp[cnt[s->ev[x].slot * 3 + rank(&s->ev[x])]++] = s->ev[x];
+  for (int x = 0; x < s->n_ev; x++) tmp[cnt[s->ev[x].slot * N_RANKS + rank(&s->ev[x])]++] = s->ev[x];
   if (s->n_ev) memcpy(s->ev, tmp, (size_t)s->n_ev * sizeof *tmp);
   free(tmp);
   free(cnt);
@@ -236,6 +247,16 @@ static ot_status verify(ot_schedule *s, const ot_program *p, size_t capacity) {
       } else {
         st.allocs++;
       }
+      break;
+    case OT_EV_RECOMPUTE:
+      if (e->why == OT_WHY_RECOMPUTE) { /* the first op of a rebuild places the block */
+        r = ot_arena_alloc_at(a, e->off, e->block);
+        used += e->block;
+        st.recomputes++;
+        st.recompute_bytes += p->st[e->st].bytes;
+      }
+      st.recompute_kernels++;
+      st.recompute_flops += p->ops[e->src_op].flops;
       break;
     case OT_EV_FREE:
       r = ot_arena_free(a, e->off);

@@ -225,6 +225,7 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
     case OT_TRACE_RUN: s.runs += !(e->flags & OT_TRACE_STAGE); break;
     case OT_TRACE_KERNEL:
       s.kernels++;
+      s.recomputes += (e->flags & OT_TRACE_RECOMPUTE) != 0;
       s.kernel_s += d;
       if (k) k[nk][0] = e->start_ns, k[nk++][1] = e->end_ns;
       break;
@@ -287,6 +288,7 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
   fprintf(f, "  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n", "kernels", s->kernels,
           "uploads", s->uploads, "write-backs", s->downloads, "evictions", s->evictions, "write-backs avoided",
           s->writebacks_avoided);
+  if (s->recomputes) fprintf(f, "  %-28s %14d\n", "of the kernels, recomputes", s->recomputes);
   fprintf(f, "  %-28s %14.6f s\n  %-28s %14.6f s\n  %-28s %14.6f s (%.0f %% of transfer time)\n  %-28s %14.6f s\n",
           "kernel time", s->kernel_s, "transfer time", s->transfer_s, "transfer under compute", s->overlap_s,
           s->transfer_s > 0 ? 100.0 * s->overlap_s / s->transfer_s : 0.0, "wall time", s->wall_s);

@@ -59,7 +59,8 @@ static json_t *mark_json(const ot_trace_event *e) {
 static json_t *event_json(const ot_trace_event *e) {
   char nm[300];
   if (e->kind == OT_TRACE_MARK) return mark_json(e);
-  if (e->kind == OT_TRACE_KERNEL) snprintf(nm, sizeof nm, "%s", e->name);
+  if (e->kind == OT_TRACE_KERNEL) /* a recomputation shows as such in Perfetto (and the flag says it too) */
+    snprintf(nm, sizeof nm, "%s%s", e->name, e->flags & OT_TRACE_RECOMPUTE ? " (recompute)" : "");
   else if (e->kind == OT_TRACE_RUN) snprintf(nm, sizeof nm, "run %d", e->run);
   else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
   return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", nm,
