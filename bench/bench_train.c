@@ -130,21 +130,23 @@ static ot_status timed(ot_ctx *ctx, const args *a, int B, ot_recompute ck, const
     const ot_plan_stats ps = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
     printf("%-9s %s B=%-3d T=%ld checkpoint %-4s recomputed %2d layers: step %8.1f ms  %8.0f tok/s  moved %.2f GB up "
            "%.2f GB down  peak %.2f GiB  budget ok=%s  loss %.3f -> %.3f  activation homes %.2f GB (%.2f GB not "
-           "needed)  (setup %.1f s)\n",
+           "needed)  rebuilt %d tensors (%.2f GB)  (setup %.1f s)\n",
            label, ot_dtype_name(a->precision), B, a->T, ot_recompute_name(ck), rc, med, tok_s, (double)sm.bytes_to_device / 1e9,
            (double)sm.bytes_to_host / 1e9, (double)sm.peak_device_bytes / 1073741824.0, s == OT_OK ? "yes" : "NO", loss0,
-           loss, (double)ps.lazy_home_bytes / 1e9, (double)ps.lazy_skipped_bytes / 1e9, t_create);
+           loss, (double)ps.lazy_home_bytes / 1e9, (double)ps.lazy_skipped_bytes / 1e9, ps.recomputes,
+           (double)ps.recompute_bytes / 1e9, t_create);
     if (json)
       fprintf(json,
               "{\"bench\":\"train\",\"label\":\"%s\",\"precision\":\"%s\",\"B\":%d,\"T\":%ld,\"checkpoint\":\"%s\",\"recomputed\":%d,"
               "\"step_ms\":%.3f,\"tokens_per_second\":%.1f,\"bytes_up\":%llu,\"bytes_down\":%llu,\"peak\":%llu,"
               "\"budget\":%llu,\"budget_ok\":%s,\"loss_first\":%.5f,\"loss_last\":%.5f,\"lazy_home_bytes\":%llu,"
-              "\"lazy_skipped_bytes\":%llu}\n",
+              "\"lazy_skipped_bytes\":%llu,\"recomputes\":%d,\"recompute_bytes\":%llu}\n",
               label, a->precision == OT_BF16 ? "bf16" : a->precision == OT_F16 ? "f16" : "fp32", B, a->T, ot_recompute_name(ck), rc, med, tok_s,
               (unsigned long long)sm.bytes_to_device,
               (unsigned long long)sm.bytes_to_host, (unsigned long long)sm.peak_device_bytes,
               (unsigned long long)a->budget, s == OT_OK ? "true" : "false", loss0, loss,
-              (unsigned long long)ps.lazy_home_bytes, (unsigned long long)ps.lazy_skipped_bytes);
+              (unsigned long long)ps.lazy_home_bytes, (unsigned long long)ps.lazy_skipped_bytes, ps.recomputes,
+              (unsigned long long)ps.recompute_bytes);
   }
   ot_trace_destroy(tr);
   free(in);
