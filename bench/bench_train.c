@@ -4,7 +4,7 @@
  *
  *   bench_train --model DIR --budget 8GiB [--seq 1024] [--max-batch 64] [--steps 5]
  *               [--only-plan] [--json FILE] [--batches 4,16] [--checkpoints none,auto]
- *               [--precision fp32|bf16|f16] [--loss-chunk-rows N]
+ *               [--precision fp32|bf16|f16] [--loss-chunk-rows N] [--cpu-optimizer]
  *
  * DIR holds a GPT-2 config.json; the weights are initialized (GPT-2's init),
  * so no checkpoint is needed. Phase 1 (plans only, no activation memory):
@@ -30,7 +30,7 @@ typedef struct args {
   const char *model, *json, *trace; /* --trace: Chrome trace of the last timed step */
   uint64_t budget;
   long T, max_b, steps;
-  int only_plan;
+  int only_plan, cpu_opt;
   ot_dtype precision;
   long chunk_rows;
   char batches[256], ckpts[256]; /* explicit runs instead of the searched ones */
@@ -47,6 +47,7 @@ static ot_status make(ot_ctx *ctx, const args *a, int B, ot_recompute ck, int pl
   o.adam.lr = 3e-4f;
   o.precision = a->precision;
   o.loss_chunk_rows = (int)a->chunk_rows;
+  o.cpu_optimizer = a->cpu_opt;
   ot_sched_opts so = ot_sched_opts_default();
   so.budget_bytes = a->budget;
   return ot_gpt2_train_create(ctx, a->model, &o, &so, g);
@@ -162,6 +163,10 @@ static ot_status parse(int argc, char **argv, args *a) {
     const char *k = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(k, "--only-plan")) {
       a->only_plan = 1;
+      continue;
+    }
+    if (!strcmp(k, "--cpu-optimizer")) {
+      a->cpu_opt = 1;
       continue;
     }
     if (!v) return ot_set_error(OT_ERR_INVALID_ARG, "%s needs a value (see the top of bench/bench_train.c)", k);

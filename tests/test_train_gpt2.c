@@ -18,6 +18,7 @@
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
 enum { MAX_BT = 1024, MAX_STEPS = 20 };
 
@@ -681,6 +682,98 @@ static void f16_loss_scale_backs_off(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+/* The CPU optimizer (cpu_optimizer, ZeRO-Offload): AdamW on the host's
+ * cores on the homes gives bitwise the device optimizer's losses and
+ * parameters (the host-offload plugin runs the same kernel code), in f32
+ * and bf16, under the smallest budget too; its ops are the plan's host ops
+ * and no moment is ever uploaded (the trace has no "upload m." / "upload
+ * v." event) while the device optimizer under the same budget streams them. */
+static void cpu_optimizer(void **state) {
+  (void)state;
+#ifdef OT_OFFLOAD
+  ot_dtype prec[2] = {OT_F32, OT_BF16};
+  for (int k = 0; k < 2; k++) {
+    ref r;
+    big_batch(&r);
+    r.steps = 2;
+    r.precision = prec[k];
+    ot_ctx_opts co = ot_ctx_opts_default();
+    co.backend = OT_BACKEND_MAP;
+    ot_ctx *ctx;
+    OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+    uint64_t b_min;
+    ot_gpt2_trainer *g = make(ctx, &r, 0, OT_RECOMPUTE_NONE);
+    OT_ASSERT_OK(ot_sched_min_budget(ot_gpt2_train_program(g), &b_min, NULL));
+    ot_gpt2_train_destroy(g);
+    char *dir = ot_tmpdir_create();
+    float *res[2][2]; /* [device, cpu][unlimited, smallest]: losses then parameters */
+    int64_t np = 0;
+    for (int cpu = 0; cpu < 2; cpu++)
+      for (int tight = 0; tight < 2; tight++) {
+        ot_gpt2_train_opts o = ref_opts(&r, OT_RECOMPUTE_NONE);
+        o.cpu_optimizer = cpu;
+        ot_sched_opts so = ot_sched_opts_default();
+        so.budget_bytes = tight ? b_min + b_min / 2 : 0;
+        OT_ASSERT_OK(ot_gpt2_train_create(ctx, r.model, &o, &so, &g));
+        if (cpu) assert_int_equal(ot_plan_get_stats(ot_gpt2_train_plan(g), 1).n_host_ops, 5); /* wte, wpe, 2 layers, ln_f */
+        ot_trace *tr;
+        OT_ASSERT_OK(ot_trace_create(&tr));
+        float loss[MAX_STEPS];
+        for (int s = 0; s < r.steps; s++) OT_ASSERT_OK(ot_gpt2_train_step(g, r.inputs, r.targets, tr, &loss[s]));
+        OT_ASSERT_OK(ot_trace_check_budget(tr, so.budget_bytes ? so.budget_bytes : ot_ctx_budget(ctx, 0)));
+        OT_ASSERT_OK(ot_gpt2_train_sync(g));
+        if (tight) {
+          char path[600];
+          ot_tmp_path(path, sizeof path, dir, "trace.json");
+          OT_ASSERT_OK(ot_trace_write_chrome(tr, path));
+          char *json = ot_read_file(path, NULL);
+          const int moments_up = strstr(json, "upload m.") || strstr(json, "upload v.");
+          if (cpu && moments_up) fail_msg("cpu optimizer: a moment was uploaded");
+          if (!cpu && !moments_up) fail_msg("device optimizer under %llu bytes uploaded no moment: the check proves nothing",
+                                            (unsigned long long)so.budget_bytes);
+          free(json);
+        }
+        np = 0;
+        for (int i = 0; i < ot_gpt2_train_num_params(g); i++) np += ot_tensor_numel(ot_gpt2_train_param(g, i));
+        float *all = malloc(sizeof(float) * (size_t)(np + r.steps)), *q = all + r.steps;
+        assert_non_null(all);
+        memcpy(all, loss, sizeof(float) * (size_t)r.steps);
+        for (int i = 0; i < ot_gpt2_train_num_params(g); i++) {
+          const ot_tensor *t = ot_gpt2_train_param(g, i);
+          OT_ASSERT_OK(ot_tensor_read_f32(t, q, ot_tensor_numel(t)));
+          q += ot_tensor_numel(t);
+        }
+        res[cpu][tight] = all;
+        ot_trace_destroy(tr);
+        ot_gpt2_train_destroy(g);
+      }
+    for (int cpu = 0; cpu < 2; cpu++)
+      for (int tight = 0; tight < 2; tight++) {
+        if (memcmp(res[0][0], res[cpu][tight], sizeof(float) * (size_t)(np + r.steps)))
+          fail_msg("%s: %s optimizer%s differs from the device optimizer's unlimited run", ot_dtype_name(prec[k]),
+                   cpu ? "cpu" : "device", tight ? " under a small budget" : "");
+      }
+    for (int i = 0; i < 4; i++) free(res[i / 2][i % 2]);
+    ot_tmpdir_remove(dir);
+    ot_ctx_destroy(ctx);
+  }
+#endif
+  /* the host backend has no device to split with: refused by name */
+  ref r;
+  read_ref(&r);
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = OT_BACKEND_HOST;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_gpt2_train_opts o = ref_opts(&r, OT_RECOMPUTE_NONE);
+  o.cpu_optimizer = 1;
+  ot_gpt2_trainer *g = NULL;
+  assert_int_equal(ot_gpt2_train_create(ctx, r.model, &o, NULL, &g), OT_ERR_INVALID_ARG);
+  assert_null(g);
+  assert_non_null(strstr(ot_last_error(), "cpu_optimizer"));
+  ot_ctx_destroy(ctx);
+}
+
 /* Non-float precisions are refused by name. */
 static void precision_refused(void **state) {
   (void)state;
@@ -805,6 +898,7 @@ int main(void) {
       cmocka_unit_test(loss_in_chunks),
       cmocka_unit_test(precision_refused),
       cmocka_unit_test(lazy_homes),
+      cmocka_unit_test(cpu_optimizer),
       cmocka_unit_test(mixed_budget_is_bitwise),
       cmocka_unit_test(f16_loss_scale_backs_off),
       cmocka_unit_test(bf16_against_autocast),

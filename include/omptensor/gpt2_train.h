@@ -66,6 +66,11 @@ typedef struct ot_gpt2_train_opts {
                            B*T at a time, so the [B*T, vocab] logits never exist whole (0: chunks of at
                            most 256 MiB of logits; keep_logits: one chunk). With more than one chunk a
                            target of -100 (ignored) is refused: each chunk's mean would count its own rows */
+  int cpu_optimizer;    /* 1: AdamW runs on the host's cores, on the state's homes (ZeRO-Offload):
+                           the moments never cross PCIe, the gradients go home and the updated
+                           weights (or their 16-bit copies) come back when next used. A hybrid
+                           plan (sched.h host_ops): the state is not kept on the device between
+                           steps, and checkpoint auto's per-tensor recomputation is off */
   int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
                            checkpoint's names, shapes and dtypes are checked), ot_gpt2_train_step refuses:
                            checks a budget or a batch size without allocating gigabytes */

@@ -15,7 +15,7 @@
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
-       OPT_DRY, OPT_NODROP, OPT_PREC, OPT_CHUNK };
+       OPT_DRY, OPT_NODROP, OPT_PREC, OPT_CHUNK, OPT_CPUOPT };
 
 /* The default sequence length: the model's whole context up to 256 tokens,
  * long enough to learn from and short enough that a first try on a small
@@ -45,6 +45,8 @@ static const ot_opt train_opts[] = {
                           "scaling as GradScaler)", OPT_PREC},
     {"loss-chunk-rows", 0, "N", "compute the logits and the loss N rows at a time (default: 256 MiB of logits per "
                                 "chunk)", OPT_CHUNK},
+    {"cpu-optimizer", 0, NULL, "run AdamW on the host's cores on the state in host memory (ZeRO-Offload): the "
+                               "moments never cross PCIe; turns checkpoint auto's recomputation off", OPT_CPUOPT},
     {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
     {0}};
 
@@ -87,6 +89,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
     else return ot_set_error(OT_ERR_INVALID_ARG, "expected fp32, bf16 or f16");
     return OT_OK;
   case OPT_CHUNK: return ot_cli_int(v, 1, 1 << 30, &a->o.loss_chunk_rows);
+  case OPT_CPUOPT: a->o.cpu_optimizer = 1; return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }

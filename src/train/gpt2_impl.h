@@ -37,6 +37,7 @@ struct ot_gpt2_trainer {
   int *recompute;   /* [n_layer]: 1 if the layer is a checkpoint */
   ot_program *prog;
   ot_plan *plan;
+  unsigned char *host_ops; /* cpu_optimizer: [n_ops] 1 for the AdamW ops (the plan's host ops) */
   ot_tensor **ids, **targets, **loss; /* [accum] per micro-batch: [B*T] ids, [B*T] targets, [chunks] the
                                          mean loss of each chunk of rows */
   ot_tensor *logits;                  /* the last micro-batch's last chunk's [rows, vocab] (keep_logits: all) */

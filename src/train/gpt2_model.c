@@ -219,6 +219,7 @@ void ot_gpt2_train_destroy(ot_gpt2_trainer *g) {
   free(g->targets);
   free(g->loss);
   free(g->recompute);
+  free(g->host_ops);
   free(g->P);
   free(g);
 }

@@ -4,6 +4,9 @@
  * keeping it, writing it home (offload) and running its producer again
  * (ot_sched_opts.recompute, src/sched/README.md "Recomputation"), with the
  * trainer's rates as its cost model. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "train/gpt2_impl.h"
 
 void ot_gt_release_recording(ot_gpt2_trainer *g) {
@@ -33,5 +36,18 @@ ot_status ot_gt_choose_and_plan(ot_gpt2_trainer *g) {
   ot_status s = ot_gt_record(g);
   g->shapes_only = 0;
   OT_TRY(s);
+  if (g->o.cpu_optimizer) { /* the update on the host's cores: its ops are the plan's host ops */
+    const int n = ot_program_num_ops(g->prog);
+    free(g->host_ops);
+    g->host_ops = calloc((size_t)(n ? n : 1), 1);
+    if (!g->host_ops) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+    for (int i = 0; i < n; i++) g->host_ops[i] = !strncmp(ot_program_op_name(g->prog, i), "adamw", 5);
+    g->so.host_ops = g->host_ops;
+    g->so.defer_writeback = 0; /* the state lives at home: nothing to defer (and hybrid plans do not defer) */
+    s = ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);
+    if (s != OT_OK)
+      return ot_prefix_error(s, "gpt2_train: cpu_optimizer (--cpu-optimizer) needs a device apart from the host");
+    return OT_OK;
+  }
   return ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);
 }
