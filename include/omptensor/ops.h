@@ -217,6 +217,11 @@ ot_status ot_op_adamw_multi(ot_program *p, int n, ot_tensor *const *params, ot_t
  * replays with a changing scale. x [..] f32/f16/bf16 contiguous *= 2^k in
  * place (record it on the loss gradient, e.g. dlogits after ot_op_cross_entropy). */
 ot_status ot_op_loss_scale(ot_program *p, ot_tensor *x, int scale_slot);
+/* The host's rule for the next scale, torch.amp.GradScaler's with backoff
+ * 1/2 and growth 2: after a step whose gradients overflowed *k drops by one
+ * and *good_run restarts; after `growth_interval` good steps in a row *k
+ * rises by one. k stays within [-126, 127] (2^k a normal f32). */
+void ot_loss_scale_next(int *k, int *good_run, int growth_interval, int overflowed);
 /* stats [2] f32 += {sum of g^2 over the finite values, number of Inf/NaN in g}
  * for grad [..] f32/f16/bf16 contiguous. Record ot_op_zero(stats) first, then
  * one op per gradient; mark stats an output and read it after the run. */

@@ -30,7 +30,8 @@ struct mlp_trainer {
   int scale_slot, unscale_slot, skip_slot;  /* f16: loss scale 2^k of this step, 2^k of the previous, skip flag */
   ot_tensor *stats;                        /* f16: [2] grad_stats of this step (output) */
   int scale_k, prev_k, pending_skip;       /* f16: host side of the loss scaling */
-  int64_t updates, skipped, good_run;      /* applied updates (Adam's t), skipped steps, good steps in a row */
+  int64_t updates, skipped;                /* applied updates (Adam's t), skipped steps */
+  int good_run;                            /* good steps in a row (ot_loss_scale_next) */
   int recompute[MLP_MAX_LAYERS];
   int64_t steps_done;
   float *xbuf;                             /* [B, in] */

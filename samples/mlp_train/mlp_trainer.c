@@ -102,14 +102,8 @@ static void update_scale(mlp_trainer *t) {
   memcpy(st, ot_tensor_data(t->stats), sizeof st);
   t->prev_k = t->scale_k;
   t->pending_skip = st[1] != 0.0f;
-  if (t->pending_skip) {
-    t->skipped++;
-    t->good_run = 0;
-    if (t->scale_k > -126) t->scale_k--;
-  } else if (++t->good_run >= t->c.scale_growth_interval) {
-    t->good_run = 0;
-    if (t->scale_k < 127) t->scale_k++;
-  }
+  if (t->pending_skip) t->skipped++;
+  ot_loss_scale_next(&t->scale_k, &t->good_run, t->c.scale_growth_interval, t->pending_skip);
 }
 
 ot_status mlp_trainer_step(mlp_trainer *t, ot_trace *trace, float *loss) {

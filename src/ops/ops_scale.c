@@ -45,3 +45,13 @@ ot_status ot_op_grad_stats(ot_program *p, ot_tensor *stats, ot_tensor *grad) {
   ot_ops_acc(&a, stats);
   return ot_ops_record(p, op, grad, run_grad_stats, &a, NULL, 0, 2.0 * (double)ot_tensor_numel(grad));
 }
+
+void ot_loss_scale_next(int *k, int *good_run, int growth_interval, int overflowed) {
+  if (overflowed) {
+    *good_run = 0;
+    if (*k > -126) (*k)--;
+  } else if (++*good_run >= growth_interval) {
+    *good_run = 0;
+    if (*k < 127) (*k)++;
+  }
+}

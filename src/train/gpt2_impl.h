@@ -52,6 +52,12 @@ struct ot_gpt2_trainer {
   int64_t skipped;
 };
 
+/* Rows of the loss's chunk c (the last may be shorter). */
+static inline int64_t ot_gt_chunk_rows(const ot_gpt2_trainer *g, int64_t c) {
+  const int64_t BT = (int64_t)g->o.B * g->o.T, r0 = c * g->chunk_rows;
+  return BT - r0 < g->chunk_rows ? BT - r0 : g->chunk_rows;
+}
+
 /* The parameter of layer l (-1: the embeddings / final norm by their index). */
 static inline ot_gt_param *ot_gt_layer(ot_gpt2_trainer *g, int l, int which) { return &g->P[2 + l * GT_PER_LAYER + which]; }
 

@@ -242,29 +242,17 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   if (g->o.precision == OT_F16) OT_TRY(ot_program_set_scalar(g->prog, g->scale_slot, g->scale_k));
   OT_TRY(ot_sched_run(g->plan, trace));
   g->steps_done++;
-  if (g->o.precision == OT_F16) { /* GradScaler's rule: backoff 1/2, growth 2 */
-    const float *st = ot_tensor_data(g->stats);
-    if (st[1] != 0.0f) {
-      g->skipped++;
-      g->good_run = 0;
-      if (g->scale_k > -126) g->scale_k--;
-    } else {
-      g->updates++;
-      if (++g->good_run >= g->o.scale_growth_interval) {
-        g->good_run = 0;
-        if (g->scale_k < 127) g->scale_k++;
-      }
-    }
-  } else {
-    g->updates++;
-  }
+  /* f16: the device skipped the update if the gradients overflowed */
+  const int skipped = g->o.precision == OT_F16 && ((const float *)ot_tensor_data(g->stats))[1] != 0.0f;
+  if (skipped) g->skipped++;
+  else g->updates++;
+  if (g->o.precision == OT_F16) ot_loss_scale_next(&g->scale_k, &g->good_run, g->o.scale_growth_interval, skipped);
   /* each chunk's loss is the mean over its rows: weighted by its share */
   double sum = 0;
   for (int mb = 0; mb < g->o.accum; mb++)
     for (int64_t c = 0; c < g->n_chunks; c++) {
-      const int64_t r0 = c * g->chunk_rows, rows = (int64_t)n - r0 < g->chunk_rows ? (int64_t)n - r0 : g->chunk_rows;
       const double lc = ((const float *)ot_tensor_data(g->loss[mb]))[c];
-      sum += g->n_chunks == 1 ? lc : lc * (double)rows / (double)n;
+      sum += lc * (double)ot_gt_chunk_rows(g, c) / (double)n;
     }
   if (loss) *loss = (float)(sum / g->o.accum);
   /* Issue 14: non-finite logits make a non-finite loss, checked once per step

@@ -207,7 +207,7 @@ static ot_status head_and_loss(rec *r, int mb, ot_tensor *xf, ot_tensor *dxf) {
   const int64_t BT = r->B * r->T;
   ot_gt_param *wte = &g->P[0];
   for (int64_t c = 0; c < g->n_chunks; c++) {
-    const int64_t r0 = c * g->chunk_rows, n = BT - r0 < g->chunk_rows ? BT - r0 : g->chunk_rows;
+    const int64_t r0 = c * g->chunk_rows, n = ot_gt_chunk_rows(g, c);
     ot_tensor *xc, *dxc, *tc, *lc, *losses, *logits, *dlogits;
     OT_TRY(rows(r, xf, r0, n, &xc));
     OT_TRY(rows(r, dxf, r0, n, &dxc));
