@@ -123,7 +123,7 @@ def torch_largest_batch(cfg, T, budget, dev, attn, hi, precision="fp32"):
     return lo
 
 
-def run_ours(exe, model_dir, budget, T, steps, max_b, tmp, limit, precision="fp32", batches=""):
+def run_ours(exe, model_dir, budget, T, steps, max_b, tmp, limit, precision="fp32", batches="", cpu_optimizer=False):
     """bench_train: the batch search at the budget (and timed steps at the
     batches found), or with `batches` timed steps at those B (checkpoint
     none). Streams its output; returns (rc, its JSON rows)."""
@@ -132,6 +132,8 @@ def run_ours(exe, model_dir, budget, T, steps, max_b, tmp, limit, precision="fp3
         os.remove(jpath)
     cmd = ["timeout", "-k", "5", str(limit), exe, "--model", model_dir, "--budget", str(budget), "--seq", str(T), "--steps", str(steps),
            "--max-batch", str(max_b), "--json", jpath, "--precision", precision]
+    if cpu_optimizer:  # AdamW on the host homes (ZeRO-Offload style): the moments never cross PCIe
+        cmd.append("--cpu-optimizer")
     if batches:
         cmd += ["--batches", batches, "--checkpoints", ",".join("none" for _ in batches.split(","))]
     print("$", " ".join(cmd), flush=True)
@@ -205,7 +207,7 @@ def svg_curves(path, series, title):
         return L + (W - L - R) * i / max(1, n - 1)
     def py(v):
         return Tm + (H - Tm - Bm) * (hi - v) / (hi - lo)
-    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+    colors = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
     out = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{W}" height="{H}" font-family="sans-serif" font-size="12">',
            f'<rect width="{W}" height="{H}" fill="white"/>',
            f'<text x="{W / 2}" y="22" text-anchor="middle" font-size="14">{title}</text>',
@@ -234,7 +236,7 @@ def svg_curves(path, series, title):
 def run_curve(a, dev, out):
     """200 steps of GPT-2 124M from the same initial weights on the same
     token file: omptensor train (under --budget) against PyTorch (whole GPU),
-    both in --precision; the losses and an SVG beside --out."""
+    in each of --curve-precisions; the losses and one SVG beside --out."""
     from transformers import GPT2Config, GPT2LMHeadModel
     cfg = load_config(a.configs.split(",")[0])
     d = os.path.join(a.tmp, "curve-init")
@@ -246,32 +248,45 @@ def run_curve(a, dev, out):
     B, T, steps = a.curve_batch, a.seq, a.curve_steps
     path = os.path.join(a.tmp, "curve-tokens.bin")
     tok = write_tokens(path, steps * B * T + 1, cfg["vocab_size"])
-    cmd = ["timeout", "-k", "5", str(a.limit), a.omptensor, "train", d, "--data", path, "--batch", str(B), "--seq", str(T),
-           "--steps", str(steps), "--lr", str(a.curve_lr), "--precision", a.precision, "--gpu-memory-limit", a.budget,
-           "--json"]
-    print("$", " ".join(cmd), flush=True)
-    r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if r.returncode:
-        print(r.stderr[-3000:], flush=True)
-        out["curve"] = {"omptensor_rc": r.returncode}
-        return
-    ours = json.loads(r.stdout)
-    l_ours = [s_["loss"] for s_ in ours["steps"]]
-    t0 = time.perf_counter()
-    l_torch = torch_curve(d, tok, B, T, steps, a.curve_lr, dev, a.attn, a.precision)
-    t_torch = time.perf_counter() - t0
-    gap = max(abs(x - y) for x, y in zip(l_ours, l_torch))
-    last10 = sum(abs(x - y) for x, y in zip(l_ours[-10:], l_torch[-10:])) / 10
-    out["curve"] = {"B": B, "T": T, "steps": steps, "lr": a.curve_lr, "precision": a.precision,
-                    "budget": a.budget, "omptensor_losses": l_ours, "torch_losses": l_torch,
-                    "omptensor_tokens_per_second": ours.get("tokens_per_second"),
-                    "torch_tokens_per_second": steps * B * T / t_torch, "max_abs_gap": gap,
-                    "mean_abs_gap_last_10": last10}
-    svg = os.path.splitext(a.out)[0] + "-curve.svg"
-    svg_curves(svg, {f"omptensor {a.precision}, {a.budget} budget": l_ours, f"PyTorch {a.precision} (autocast)": l_torch},
-               f"GPT-2 124M, {steps} steps of {B} x {T} tokens, AdamW lr {a.curve_lr}")
-    print(f"curve: loss {l_ours[0]:.3f} -> {l_ours[-1]:.3f} (omptensor), {l_torch[0]:.3f} -> {l_torch[-1]:.3f} "
-          f"(PyTorch); max |gap| {gap:.4f}, mean over the last 10 steps {last10:.4f}; {svg}", flush=True)
+    series = {}
+    curves = out["curves"] = []
+    for prec in (a.curve_precisions or a.precision).split(","):
+        cmd = ["timeout", "-k", "5", str(a.limit), a.omptensor, "train", d, "--data", path, "--batch", str(B),
+               "--seq", str(T), "--steps", str(steps), "--lr", str(a.curve_lr), "--precision", prec,
+               "--gpu-memory-limit", a.budget, "--json"]
+        print("$", " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        if r.returncode:
+            print(r.stderr[-3000:], flush=True)
+            curves.append({"precision": prec, "omptensor_rc": r.returncode})
+            continue
+        ours = json.loads(r.stdout)
+        l_ours = [s_["loss"] for s_ in ours["steps"]]
+        t0 = time.perf_counter()
+        l_torch = torch_curve(d, tok, B, T, steps, a.curve_lr, dev, a.attn, prec)
+        t_torch = time.perf_counter() - t0
+        gap = max(abs(x - y) for x, y in zip(l_ours, l_torch))
+        last10 = sum(abs(x - y) for x, y in zip(l_ours[-10:], l_torch[-10:])) / 10
+        curves.append({"B": B, "T": T, "steps": steps, "lr": a.curve_lr, "precision": prec,
+                       "budget": a.budget, "omptensor_losses": l_ours, "torch_losses": l_torch,
+                       "omptensor_tokens_per_second": ours.get("tokens_per_second"),
+                       "torch_tokens_per_second": steps * B * T / t_torch, "max_abs_gap": gap,
+                       "mean_abs_gap_last_10": last10})
+        series[f"omptensor {prec}, {a.budget} budget"] = l_ours
+        series[f"PyTorch {prec}" + (" (autocast)" if prec != "fp32" else " (TF32 off)")] = l_torch
+        for attn in [x for x in a.curve_torch_attn.split(",") if x and x != a.attn]:
+            l_alt = torch_curve(d, tok, B, T, steps, a.curve_lr, dev, attn, prec)
+            curves[-1][f"torch_{attn}_losses"] = l_alt
+            series[f"PyTorch {prec}, {attn} attention"] = l_alt
+            print(f"curve {prec}: PyTorch with {attn} attention {l_alt[0]:.3f} -> {l_alt[-1]:.3f}; max |gap| to "
+                  f"{a.attn} {max(abs(x - y) for x, y in zip(l_alt, l_torch)):.4f}, to omptensor "
+                  f"{max(abs(x - y) for x, y in zip(l_alt, l_ours)):.4f}", flush=True)
+        print(f"curve {prec}: loss {l_ours[0]:.3f} -> {l_ours[-1]:.3f} (omptensor), {l_torch[0]:.3f} -> "
+              f"{l_torch[-1]:.3f} (PyTorch); max |gap| {gap:.4f}, mean over the last 10 steps {last10:.4f}", flush=True)
+    if series:
+        svg = os.path.splitext(a.out)[0] + "-curve.svg"
+        svg_curves(svg, series, f"GPT-2 124M, {steps} steps of {B} x {T} tokens, AdamW lr {a.curve_lr}")
+        print(f"curve: {svg}", flush=True)
 
 
 def run_speed(a, dev, out):
@@ -321,6 +336,13 @@ def main():
     ap.add_argument("--speed-budget", default="100GiB", help="omptensor's budget for --speed-batches")
     ap.add_argument("--curve-steps", type=int, default=0, help="only the loss curves: steps of both trainers")
     ap.add_argument("--curve-batch", type=int, default=8)
+    ap.add_argument("--curve-precisions", default="",
+                    help="curves in each of these precisions (default: --precision); e.g. bf16,fp32 tells a bf16 "
+                         "trajectory's drift from a defect")
+    ap.add_argument("--curve-torch-attn", default="",
+                    help="extra PyTorch curves with these attention implementations (e.g. sdpa: scores kept in fp32 "
+                         "under autocast, as omptensor's flash attention keeps them)")
+    ap.add_argument("--cpu-optimizer", action="store_true", help="bench_train --cpu-optimizer in the budget runs")
     ap.add_argument("--curve-lr", type=float, default=3e-4)
     ap.add_argument("--tmp", default="/tmp/train-h200")
     ap.add_argument("--out", default="train-h200.json")
@@ -359,8 +381,9 @@ def run_budget(a, dev, budget, out):
         ours = []
         if a.bench_train:
             rc, ours = run_ours(a.bench_train, os.path.join(HERE, "models", name), budget, a.seq, a.steps,
-                                max_b, a.tmp, a.limit, a.precision)
+                                max_b, a.tmp, a.limit, a.precision, cpu_optimizer=a.cpu_optimizer)
             res["omptensor_rc"] = rc
+            res["cpu_optimizer"] = a.cpu_optimizer
         res["omptensor"] = ours
         batches = sorted({r["B"] for r in ours if r["bench"] == "train"} |
                          {int(b) for b in a.torch_batches.split(",") if b}) or [1]
