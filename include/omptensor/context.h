@@ -44,6 +44,10 @@ typedef struct ot_ctx_opts {
   uint64_t budget_bytes; /* per device; 0: all the device memory the runtime reports (or 1 GiB for emulated devices) */
   uint64_t budgets[OT_MAX_DEVICES]; /* per-device override when non-zero (index = device - `device`) */
   int verbose;           /* print what was chosen on stderr */
+  uint64_t host_budget_bytes; /* host memory for tensor homes and staging (0: no limit). With a limit (map
+                                 backend only) the models' loaders home weights in their safetensors files
+                                 and each plan keeps in host memory only what fits; the rest is read from
+                                 the file every time it is uploaded (docs/disk.md) */
 } ot_ctx_opts;
 
 ot_ctx_opts ot_ctx_opts_default(void);
@@ -57,6 +61,8 @@ ot_backend ot_ctx_backend(const ot_ctx *ctx);  /* the resolved backend (never AU
 int ot_ctx_num_devices(const ot_ctx *ctx);     /* devices in use (>= 1; the host counts as one) */
 int ot_ctx_device(const ot_ctx *ctx, int i);   /* OpenMP number of the i-th device in use */
 uint64_t ot_ctx_budget(const ot_ctx *ctx, int i);
+uint64_t ot_ctx_host_budget(const ot_ctx *ctx); /* ot_ctx_opts.host_budget_bytes (0: none) */
+uint64_t ot_ctx_host_bytes(const ot_ctx *ctx);  /* host homes and staging rings the context holds now */
 
 /* Device bytes free/total as the runtime reports them (0/0 when unknown). */
 void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes);

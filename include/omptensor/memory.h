@@ -67,6 +67,12 @@ uint64_t ot_host_memory_available(void);
  * that come from files, checked before they are allocated. */
 ot_status ot_host_memory_check(uint64_t bytes, const char *what);
 
+/* File homes (a host budget, ot_ctx_opts.host_budget_bytes): how many
+ * checkpoint files this process opened to read weights from with O_DIRECT
+ * (past the page cache) and without (the filesystem has no O_DIRECT, or
+ * OMPTENSOR_DISK_IO=buffered). */
+void ot_disk_files_opened(int *direct, int *buffered);
+
 /* ---- arena: best-fit sub-allocation of one range, with coalescing frees ----
  *
  * Pure bookkeeping over offsets [0, capacity): the planner runs it on paper

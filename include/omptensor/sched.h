@@ -294,6 +294,11 @@ typedef struct ot_plan_stats {
    * bytes of host memory the plan gave lazy storages, and those it did not
    * need (their tensors live and die on the device) */
   uint64_t lazy_home_bytes, lazy_skipped_bytes;
+  /* a host budget (ot_ctx_opts.host_budget_bytes; all 0 without file homes): of the weights homed
+   * in their checkpoint files, the bytes this plan keeps in host memory and those it reads from the
+   * files when it uploads them; the bytes read per run (this schedule: the aligned spans); the
+   * staging ring; the host memory the context holds with this plan's ring (homes + rings) */
+  uint64_t host_weight_bytes, disk_weight_bytes, disk_read_bytes, ring_bytes, host_bytes;
   /* recomputation (ot_sched_opts.recompute): activations dropped instead of written home and
    * rebuilt before their next use, the ops run again to rebuild them (one or a few per rebuild:
    * the op that wrote it whole and those that wrote into it after), those ops' flops hints summed */

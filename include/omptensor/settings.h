@@ -107,6 +107,7 @@ ot_size ot_mem_limit_for(const ot_mem_limit *l, int dev);
 /* ---- the settings -------------------------------------------------------- */
 typedef enum ot_setting {
   OT_SET_GPU_MEMORY_LIMIT = 0,
+  OT_SET_CPU_MEMORY_LIMIT,
   OT_SET_OFFLOAD,
   OT_SET_BACKEND,
   OT_SET_DEVICE,
@@ -146,6 +147,7 @@ typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT
 
 typedef struct ot_settings {
   ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */
+  ot_size cpu_memory_limit;      /* unset: no host budget; else ot_ctx_opts.host_budget_bytes (a % of MemTotal) */
   ot_strategy offload;           /* default balanced (sched.h) */
   ot_backend backend;            /* default auto */
   int device;                    /* default -1: device 0 if any, else the host */

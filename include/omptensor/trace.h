@@ -36,6 +36,9 @@ typedef enum ot_trace_kind {
                         the kernel's times); it takes no device bytes (block_delta 0) */
   OT_TRACE_MARK,     /* a phase of the program starts (ot_trace_mark): name is its label; device -1 (every
                         device), no bytes, start = end; the summary and the budget check pass over it */
+  OT_TRACE_DISK,     /* a weight read from its checkpoint file into the host staging ring (a file home,
+                        ot_ctx_opts.host_budget_bytes) before its UPLOAD: bytes read (the aligned span);
+                        host_bytes: the host memory the context held then; no device bytes (block_delta 0) */
   OT_TRACE_KIND_COUNT
 } ot_trace_kind;
 
@@ -74,6 +77,8 @@ typedef struct ot_trace_event {
                              recorded in issue order, so this never decreases on one device; a transfer's
                              start_ns is later, when the transfer thread began the copy. 0 when adding:
                              start_ns */
+  uint64_t host_bytes;    /* OT_TRACE_DISK: host bytes (homes + staging) the context held when the read ran;
+                             0 for the other kinds */
 } ot_trace_event;
 
 typedef struct ot_trace ot_trace;
@@ -129,6 +134,10 @@ typedef struct ot_trace_summary {
   double overlap_s;             /* transfer time during which a kernel ran */
   double wall_s;                /* first event start to last event end */
   int recomputes;               /* KERNEL events flagged OT_TRACE_RECOMPUTE (also counted in kernels) */
+  int disk_reads;               /* DISK events: weights read from their checkpoint files */
+  uint64_t bytes_from_disk;     /* their bytes (saturating) */
+  uint64_t peak_host_bytes;     /* the most host bytes a DISK event saw the context hold (0: no disk reads) */
+  double disk_s;                /* busy time reading */
 } ot_trace_summary;
 
 ot_trace_summary ot_trace_summarize(const ot_trace *t);
@@ -144,6 +153,11 @@ ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget);
 /* The same per device: an event on devices[i] is checked against budgets[i];
  * an event on a device not listed is OT_ERR_STATE. */
 ot_status ot_trace_check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets);
+
+/* Checks that no DISK event saw the context hold more than `host_budget`
+ * bytes of host memory (homes and staging rings). OT_ERR_BUDGET naming the
+ * first one that did; OT_OK when the trace has no disk reads. */
+ot_status ot_trace_check_host_budget(const ot_trace *t, uint64_t host_budget);
 
 /* Records the budget of the runs that follow (the executor calls it). */
 void ot_trace_set_budget(ot_trace *t, uint64_t budget);

@@ -5,6 +5,7 @@
 
 #include "report.h"
 #include "omptensor/file.h"
+#include "omptensor/memory.h"
 
 ot_status ot_cli_check_output(const char *opt, const char *path) {
   if (!path) return OT_OK;
@@ -161,8 +162,38 @@ static json_t *summary_json(ot_cli_session *s, const char *model, const ot_lm *m
                                   "pcie_bytes_per_token", (json_int_t)d->bytes_up, "cross_bytes_per_token",
                                   (json_int_t)d->cross_bytes, "host_read_rate", d->host_read_rate));
   }
+  if (ot_ctx_host_budget(s->ctx)) {
+    const ot_plan_stats *d = &r->decode_plan;
+    int nd, nb;
+    ot_disk_files_opened(&nd, &nb);
+    json_object_set_new(
+        o, "disk",
+        json_pack("{s:I, s:I, s:I, s:I, s:I, s:s, s:I, s:I, s:i, s:f}", "cpu_budget_bytes",
+                  (json_int_t)ot_ctx_host_budget(s->ctx), "host_peak_bytes", (json_int_t)t->peak_host_bytes,
+                  "host_weight_bytes", (json_int_t)d->host_weight_bytes, "disk_weight_bytes",
+                  (json_int_t)d->disk_weight_bytes, "ring_bytes", (json_int_t)d->ring_bytes, "io",
+                  nb ? (nd ? "mixed" : "buffered") : "direct", "decode_disk_bytes_per_token",
+                  (json_int_t)d->disk_read_bytes, "disk_bytes_read", (json_int_t)t->bytes_from_disk, "disk_reads",
+                  t->disk_reads, "disk_s", t->disk_s));
+  }
   ot_cli_json_probe(o, &r->decode_probe);
   return o;
+}
+
+/* A host budget: where the weights live, and the trace's proof that the
+ * host memory held stayed under it. */
+static void print_disk(ot_cli_session *s, const ot_gen_result *r, const ot_trace_summary *t, FILE *f) {
+  if (!ot_ctx_host_budget(s->ctx)) return;
+  const ot_plan_stats *d = &r->decode_plan;
+  char a[32], b[32], c[32], e[32], g[32], h[32];
+  int nd, nb;
+  ot_disk_files_opened(&nd, &nb);
+  fprintf(f, "host budget %s (decode): weights %s in host memory, %s read from the checkpoint (%s per token, %s), "
+             "staging ring %s; peak host memory in the trace %s\n",
+          ot_size_format(ot_ctx_host_budget(s->ctx), a, sizeof a), ot_size_format(d->host_weight_bytes, b, sizeof b),
+          ot_size_format(d->disk_weight_bytes, c, sizeof c), ot_size_format(d->disk_read_bytes, e, sizeof e),
+          nb ? "buffered: through the page cache" : "O_DIRECT", ot_size_format(d->ring_bytes, g, sizeof g),
+          ot_size_format(t->peak_host_bytes, h, sizeof h));
 }
 
 /* -v / the text report: where the decode step's tensors live, and the probe. */
@@ -205,6 +236,8 @@ static void print_placement(ot_cli_session *s, const ot_gen_result *r, FILE *f) 
 
 ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, const ot_gen_result *r, FILE *f) {
   ot_trace_summary t = ot_trace_summarize(s->trace);
+  /* the promise of --cpu-memory-limit, checked from the trace as the device budget is */
+  if (ot_ctx_host_budget(s->ctx) && s->trace) OT_TRY(ot_trace_check_host_budget(s->trace, ot_ctx_host_budget(s->ctx)));
   if (s->settings.json) {
     OT_TRY(ot_cli_json_print(summary_json(s, model, m, r, &t)));
   } else {
@@ -214,6 +247,7 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
     ot_cli_print_setup(s, m->weight_bytes, f);
     print_placement(s, r, f);
+    print_disk(s, r, &t, f);
     if (m->experts) {
       const ot_experts_stats *x = &r->decode_experts;
       const int steps = r->n_tokens > 1 ? r->n_tokens - 1 : 1;

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "omptensor/args.h"
 #include "config/settings_internal.h"
@@ -28,6 +29,14 @@ typedef union value {
 } value;
 
 static ot_status parse_limit(const char *v, value *out) { return ot_mem_limit_parse(v, &out->limit); }
+/* One size for the host (a per-device list means nothing there). */
+static ot_status parse_cpu_limit(const char *v, value *out) {
+  OT_TRY(ot_mem_limit_parse(v, &out->limit));
+  for (int d = 0; d < OT_MAX_DEVICES; d++)
+    if (out->limit.per_device[d].kind != OT_SIZE_UNSET)
+      return ot_fail(OT_ERR_INVALID_ARG, "'%s': the host has one memory; give one size (2GB, 25%%)", v);
+  return OT_OK;
+}
 static ot_status parse_offload(const char *v, value *out) { return ot_strategy_parse(v, &out->offload); }
 static ot_status parse_backend(const char *v, value *out) { return ot_backend_parse(v, &out->backend); }
 static ot_status parse_placement(const char *v, value *out) { return ot_usm_placement_parse(v, &out->placement); }
@@ -127,6 +136,7 @@ static ot_status parse_seed(const char *v, value *out) { return ot_args_u64(v, 0
 static void keep(ot_settings *s, ot_setting k, value *v) {
   switch (k) {
   case OT_SET_GPU_MEMORY_LIMIT: s->gpu_memory_limit = v->limit; break;
+  case OT_SET_CPU_MEMORY_LIMIT: s->cpu_memory_limit = v->limit.all; break;
   case OT_SET_OFFLOAD: s->offload = v->offload; break;
   case OT_SET_BACKEND: s->backend = v->backend; break;
   case OT_SET_DEVICE: s->device = v->integer; break;
@@ -153,6 +163,11 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                                  "device memory budget: 3.5GB, 3GiB, 40%, or per device 0:20GB,1:30GB; a number without a "
                                  "unit is GB below 1024 (3.5 = 3.5GB) and bytes from 1024 up",
                                  parse_limit, NULL, 0, 0},
+    [OT_SET_CPU_MEMORY_LIMIT] = {"cpu-memory-limit", "OMPTENSOR_CPU_MEMORY_LIMIT", "memory.max_cpu_memory", "SIZE",
+                                 "host memory budget for weights, caches and staging: 2GB, 25% (of the machine's "
+                                 "memory); the weights that do not fit are read from the checkpoint's files every "
+                                 "time they are uploaded (backend map; safetensors checkpoints)",
+                                 parse_cpu_limit, NULL, 0, 0},
     [OT_SET_OFFLOAD] = {"offload", "OMPTENSOR_OFFLOAD", "memory.offload_strategy", "STRATEGY",
                         "none | minimal | balanced | aggressive (default balanced; --offload alone: balanced)",
                         parse_offload, "balanced", 0, 0},
@@ -290,6 +305,13 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
     if (i == 0) o->budget_bytes = bytes;
     o->budgets[i] = bytes;
   }
+  if (s->cpu_memory_limit.kind != OT_SIZE_UNSET) {
+    uint64_t total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    ot_status st = ot_size_resolve(s->cpu_memory_limit, total, &o->host_budget_bytes);
+    if (st != OT_OK)
+      return ot_fail_context(st, "cpu memory limit (from the %s)",
+                             ot_setting_source_name(s->source[OT_SET_CPU_MEMORY_LIMIT]));
+  }
   return OT_OK;
 }
 
@@ -320,6 +342,10 @@ void ot_settings_print(FILE *f, const ot_settings *s) {
           fprintf(f, ", device %d: ", d);
           print_size(f, s->gpu_memory_limit.per_device[d]);
         }
+      break;
+    case OT_SET_CPU_MEMORY_LIMIT:
+      if (s->cpu_memory_limit.kind == OT_SIZE_UNSET) fputs("none", f);
+      else print_size(f, s->cpu_memory_limit);
       break;
     case OT_SET_OFFLOAD: fputs(ot_strategy_name(s->offload), f); break;
     case OT_SET_BACKEND: fputs(ot_backend_name(s->backend), f); break;

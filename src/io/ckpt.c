@@ -7,9 +7,11 @@
 
 #include "core/error.h"
 #include "core/file.h"
+#include "io/ckpt_disk.h"
 #include "io/ckpt_internal.h"
 #include "io/fileio.h"
 #include "io/st_internal.h"
+#include "memory/diskfile.h"
 
 #define OT_INDEX_NAME "model.safetensors.index.json"
 #define OT_SINGLE_NAME "model.safetensors"
@@ -139,7 +141,11 @@ ot_status ot_ckpt_open(const char *path, ot_ckpt **out) {
 void ot_ckpt_close(ot_ckpt *c) {
   if (!c) return;
   ot_ckpt_gguf_free(c);
-  for (int i = 0; i < c->n_shards; i++) ot_st_close(c->shards[i]);
+  for (int i = 0; i < c->n_shards; i++) {
+    ot_st_close(c->shards[i]);
+    if (c->dfiles) ot_disk_file_unref(c->dfiles[i]);
+  }
+  free(c->dfiles);
   free(c->shards);
   free(c->infos);
   free(c->dir);
@@ -167,4 +173,20 @@ ot_status ot_ckpt_read(const ot_ckpt *c, const ot_st_info *info, void *dst, size
   if (!c || !info || info->shard < 0 || info->shard >= c->n_shards)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_ckpt_read: NULL argument or a tensor from another checkpoint");
   return ot_st_read(c->shards[info->shard], info, dst, bytes);
+}
+
+ot_status ot_ckpt_disk_file(const ot_ckpt *c, const ot_st_info *info, ot_disk_file **out, uint64_t *off) {
+  if (!c || !info || !out || !off) return ot_fail(OT_ERR_INVALID_ARG, "ot_ckpt_disk_file: NULL argument");
+  if (c->gg) return ot_fail(OT_ERR_UNSUPPORTED, "%s: a GGUF file cannot be a file home", c->dir);
+  if (info->shard < 0 || info->shard >= c->n_shards)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_ckpt_disk_file: a tensor from another checkpoint");
+  ot_ckpt *m = (ot_ckpt *)c; /* the shards' file homes are a cache of the checkpoint */
+  if (!m->dfiles && !(m->dfiles = calloc((size_t)c->n_shards, sizeof *m->dfiles)))
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory", c->dir);
+  ot_st_file *f = c->shards[info->shard];
+  if (!m->dfiles[info->shard])
+    OT_TRY(ot_disk_file_open(ot_st_path(f), ot_st_file_size(f), &m->dfiles[info->shard]));
+  *out = m->dfiles[info->shard];
+  *off = info->offset;
+  return OT_OK;
 }

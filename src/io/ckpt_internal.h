@@ -24,6 +24,7 @@ struct ot_ckpt {
   int fd;
   char **names;
   ot_ckpt_gguf_src *src;
+  struct ot_disk_file **dfiles; /* [n_shards], opened on first ot_ckpt_disk_file (memory/diskfile.h) */
 };
 
 ot_status ot_ckpt_gguf_open(ot_ckpt *c, const char *path);

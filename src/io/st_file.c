@@ -64,6 +64,7 @@ void ot_st_close(ot_st_file *f) {
 const char *ot_st_path(const ot_st_file *f) { return f ? f->path : ""; }
 int ot_st_count(const ot_st_file *f) { return f ? f->h.n : 0; }
 uint64_t ot_st_data_bytes(const ot_st_file *f) { return f ? f->h.data_bytes : 0; }
+uint64_t ot_st_file_size(const ot_st_file *f) { return f ? f->size : 0; }
 
 const ot_st_info *ot_st_at(const ot_st_file *f, int i) {
   return f && i >= 0 && i < f->h.n ? &f->h.tensors[i] : NULL;

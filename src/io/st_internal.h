@@ -57,4 +57,7 @@ typedef struct ot_st_index {
 ot_status ot_st_index_parse(const char *json, size_t len, const char *label, ot_st_index *out);
 void ot_st_index_free(ot_st_index *ix);
 
+/* The file's size when it was opened (its header checked against it). */
+uint64_t ot_st_file_size(const ot_st_file *f);
+
 #endif

@@ -149,9 +149,18 @@ ot_status ot_ctx_create(const ot_ctx_opts *opts, ot_ctx **out) {
     if (ot_dev_is_gpu(first + i)) gpus[n_gpus++] = first + i;
   OT_TRY(ot_gpu_wait_apply(gpus, n_gpus));
 
+  /* weights homed in their files are read into a staging ring and uploaded:
+   * that needs device copies (map); usm's kernels use the homes themselves,
+   * and the host backend computes on them */
+  if (o.host_budget_bytes && b != OT_BACKEND_MAP)
+    return ot_fail(OT_ERR_INVALID_ARG, "a host memory budget (--cpu-memory-limit) needs the map backend, not %s: "
+                   "weights beyond it are read from the checkpoint and uploaded to a device",
+                   ot_backend_name(b));
   ot_ctx *c = calloc(1, sizeof *c);
   if (!c) return ot_fail(OT_ERR_OUT_OF_MEMORY, "ot_ctx_create: no memory");
   c->backend = b;
+  c->host_budget = o.host_budget_bytes;
+  atomic_init(&c->host_bytes, 0);
   c->n_dev = n;
   c->verbose = o.verbose;
   for (int i = 0; i < n; i++) {
@@ -172,6 +181,8 @@ ot_backend ot_ctx_backend(const ot_ctx *ctx) { return ctx->backend; }
 int ot_ctx_num_devices(const ot_ctx *ctx) { return ctx->n_dev; }
 int ot_ctx_device(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? ctx->dev[i] : OT_DEVICE_HOST; }
 uint64_t ot_ctx_budget(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_dev ? ctx->budget[i] : 0; }
+uint64_t ot_ctx_host_budget(const ot_ctx *ctx) { return ctx->host_budget; }
+uint64_t ot_ctx_host_bytes(const ot_ctx *ctx) { return atomic_load(&((ot_ctx *)ctx)->host_bytes); }
 
 static void print_bytes(FILE *f, uint64_t b) {
   char h[OT_SIZE_FORMAT_LEN];

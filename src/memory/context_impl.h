@@ -2,6 +2,8 @@
 #ifndef OT_CORE_CONTEXT_IMPL_H
 #define OT_CORE_CONTEXT_IMPL_H
 
+#include <stdatomic.h>
+
 #include "omptensor/context.h"
 #include "omptensor/memory.h"
 
@@ -13,6 +15,8 @@ struct ot_ctx {
   uint64_t free_at_create[OT_MAX_DEVICES]; /* device free memory when the context was made (0: unknown) */
   ot_mem_space home_space;   /* where tensor homes live for this backend */
   int verbose;
+  uint64_t host_budget;      /* ot_ctx_opts.host_budget_bytes (0: none): weights may be homed in their files */
+  atomic_uint_fast64_t host_bytes; /* host homes and staging rings allocated now (tensor.c, sched/disk.c) */
 };
 
 #endif

@@ -6,6 +6,7 @@
 
 #include "memory/context_impl.h"
 #include "core/error.h"
+#include "memory/diskfile.h"
 #include "memory/tensor_impl.h"
 
 static atomic_uint_fast64_t next_storage_id = 1;
@@ -66,17 +67,42 @@ static void set_contiguous(ot_tensor *t, ot_dtype dt, int ndim, const int64_t *s
   }
 }
 
+/* Every home the context allocates is counted (ot_ctx_host_bytes): a host
+ * budget (ot_ctx_opts.host_budget_bytes) is checked against that sum. */
+static ot_status home_alloc(ot_storage *st) {
+  OT_TRY(ot_mem_alloc(st->space, st->home_dev, st->bytes, &st->home));
+  if (st->home) atomic_fetch_add(&st->ctx->host_bytes, st->bytes);
+  return OT_OK;
+}
+
+static void home_free(ot_storage *st) {
+  if (st->home) atomic_fetch_sub(&st->ctx->host_bytes, st->bytes);
+  ot_mem_free(st->space, st->home_dev, st->home);
+  st->home = NULL;
+}
+
 static void storage_release(ot_storage *st) {
   if (!st || --st->refs > 0) return;
-  if (st->owned) ot_mem_free(st->space, st->home_dev, st->home);
+  if (st->owned) home_free(st);
+  ot_disk_file_unref(st->file);
   free(st);
 }
 
 ot_status ot_storage_materialize(ot_storage *st) {
   if (!st->lazy || st->home || !st->bytes) return OT_OK;
-  OT_TRY(ot_mem_alloc(st->space, st->home_dev, st->bytes, &st->home));
-  if (st->home) memset(st->home, 0, st->bytes);
-  return OT_OK;
+  OT_TRY(home_alloc(st));
+  if (!st->home) return OT_OK;
+  if (!st->file) {
+    memset(st->home, 0, st->bytes);
+    return OT_OK;
+  }
+  ot_status s = ot_disk_file_read(st->file, st->home, st->bytes, st->file_off, "(host copy)");
+  if (s != OT_OK) home_free(st);
+  return s;
+}
+
+void ot_storage_drop_home(ot_storage *st) {
+  if (st->file && st->home) home_free(st);
 }
 
 /* data: wrapped memory; NULL: allocated here, or (lazy) when first needed. */
@@ -99,7 +125,7 @@ static ot_status make(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, cons
   } else if (lazy) {
     st->lazy = st->owned = 1;
   } else {
-    ot_status s = ot_mem_alloc(space, st->home_dev, st->bytes, &st->home);
+    ot_status s = home_alloc(st);
     if (s != OT_OK) {
       size_t bytes = st->bytes; /* read before the free (found by OMPTENSOR_FAULT under ASan) */
       free(st);
@@ -127,6 +153,15 @@ ot_status ot_tensor_create(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim,
 ot_status ot_tensor_create_lazy(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
                                 ot_tensor **out) {
   return make(ctx, name, dt, ndim, shape, NULL, 1, ctx ? ctx->home_space : OT_MEM_HOST, out);
+}
+
+ot_status ot_tensor_create_on_file(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
+                                   ot_disk_file *file, uint64_t off, ot_tensor **out) {
+  if (!file) return ot_fail(OT_ERR_INVALID_ARG, "tensor '%s': no file", name ? name : "");
+  OT_TRY(make(ctx, name, dt, ndim, shape, NULL, 1, ctx->home_space, out));
+  (*out)->st->file = ot_disk_file_ref(file);
+  (*out)->st->file_off = off;
+  return OT_OK;
 }
 
 ot_status ot_tensor_create_in(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,

@@ -19,11 +19,25 @@ typedef struct ot_storage {
   uint64_t id;           /* unique per process, stable order for plans */
   uint64_t cache_epoch;  /* a cache (program.h): set anew each time a plan places its block */
   int lazy;              /* ot_tensor_create_lazy: home NULL until a plan (or the caller) needs it */
+  struct ot_disk_file *file; /* a file home (diskfile.h): the bytes are file[file_off, + bytes); the host home,
+                                if any, is a copy the plan chose to keep (sched/homes.c); lazy is set */
+  uint64_t file_off;
 } ot_storage;
 
-/* Gives a lazy storage its (zeroed) home if it has none yet; OT_OK for any
- * other storage. */
+/* Gives a lazy storage its (zeroed) home if it has none yet, a file-homed
+ * one its bytes read from the file; OT_OK for any other storage. */
 ot_status ot_storage_materialize(ot_storage *st);
+
+/* A file-homed storage's host copy freed again (the file still has the
+ * bytes: the next upload reads them from it). Nothing for any other. */
+void ot_storage_drop_home(ot_storage *st);
+
+/* A read-only tensor whose home is `file` at byte `off` (it must hold the
+ * tensor's bytes exactly as the tensor stores them: same dtype, contiguous);
+ * no host memory until a plan or a caller asks (ot_tensor_data reads it).
+ * Takes a reference on the file. */
+ot_status ot_tensor_create_on_file(ot_ctx *ctx, const char *name, ot_dtype dt, int ndim, const int64_t *shape,
+                                   struct ot_disk_file *file, uint64_t off, ot_tensor **out);
 
 struct ot_tensor {
   ot_storage *st;

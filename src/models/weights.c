@@ -4,6 +4,8 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "io/ckpt_disk.h"
+#include "memory/context_impl.h"
 #include "memory/tensor_impl.h"
 #include "omptensor/lm.h"
 #include "omptensor/models.h"
@@ -55,6 +57,15 @@ ot_status ot_lm_load_weight(ot_ctx *ctx, const ot_ckpt *ck, const char *name, ot
   ot_status s;
   dt = ot_lm_weight_dtype(info, dt, ndim, shape);
   ot_tensor *t;
+  /* Under a host budget a weight stored as the file has it is homed in the
+   * file (memory/diskfile.h): no host memory until a plan keeps it there
+   * (sched/homes.c). A converted one must live converted in host memory. */
+  if (ctx->host_budget && info->dtype == dt && !ot_ckpt_is_gguf(ck)) {
+    ot_disk_file *df;
+    uint64_t off;
+    OT_TRY(ot_ckpt_disk_file(ck, info, &df, &off));
+    return ot_tensor_create_on_file(ctx, name, dt, ndim, shape, df, off, out);
+  }
   OT_TRY(ot_tensor_create(ctx, name, dt, ndim, shape, &t));
   if (info->dtype == dt) {
     s = ot_ckpt_read(ck, info, ot_tensor_data(t), info->bytes); /* straight into the home */

@@ -36,6 +36,8 @@
 #include "memory/copy.h"
 #include "memory/device.h"
 #include "sched/executor.h"
+#include "memory/diskfile.h"
+#include "sched/disk.h"
 #include "sched/movement.h"
 #include "sched/trace_impl.h"
 #include "sched/verify.h"
@@ -100,6 +102,8 @@ void ot_exec_release(ot_plan *plan) {
   if (plan->mv) ot_movement_wait_all(plan->mv);
   ot_movement_destroy(plan->mv);
   plan->mv = NULL;
+  ot_disk_destroy(plan->disk); /* after the transfer thread: it takes reads (disk.h) */
+  plan->disk = NULL;
   if (plan->base) ot_mem_free(OT_MEM_DEVICE, plan->dev, plan->base);
   plan->base = NULL;
   plan->base_bytes = 0;
@@ -170,7 +174,7 @@ static size_t record(run_state *r, ot_trace_kind k, unsigned flags, int op, cons
   if (!r->tr) return (size_t)-1;
   uint64_t t = ot_now_ns();
   /* issued_ns keeps this time: a transfer's start and end are set later, when it runs (movement.c) */
-  ot_trace_event e = {k, flags, r->run, op, r->dev_num, name, t, t, bytes, delta, r->used, t};
+  ot_trace_event e = {k, flags, r->run, op, r->dev_num, name, t, t, bytes, delta, r->used, t, 0};
   return ot_trace_add(r->tr, &e);
 }
 
@@ -239,7 +243,7 @@ static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_
                            up ? "to the device" : "home");
   if (r->tr) {
     ot_trace_event ev = {up ? OT_TRACE_UPLOAD : OT_TRACE_DOWNLOAD, e->flags, r->run, e->op, r->dev_num, ps->name,
-                         t0, t1, ps->bytes, up ? (int64_t)e->block : 0, r->used, t0};
+                         t0, t1, ps->bytes, up ? (int64_t)e->block : 0, r->used, t0, 0};
     ot_trace_add(r->tr, &ev);
   }
   x->ready = 0;
@@ -250,6 +254,13 @@ static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_
 }
 
 static ot_status recompute(run_state *r, const ot_plan_event *e);
+
+/* An upload that reads its storage from its checkpoint file: a file home
+ * (memory/diskfile.h) the homes pass (homes.c) left without a host copy. */
+static int from_disk(const run_state *r, const ot_plan_event *e, const ot_prog_storage *ps) {
+  return e->kind == OT_EV_UPLOAD && r->kind == OT_MV_COPY && !(e->flags & OT_TRACE_CROSS) &&
+         !(ps->role & OT_ROLE_CACHE) && ps->st->file && !ps->st->home;
+}
 
 static ot_status do_event(run_state *r, const ot_plan_event *e) {
   ot_plan *plan = r->plan;
@@ -282,9 +293,13 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
         x->ready = ot_movement_upload(plan->mv, ps->st->home, ps->st->home, ps->bytes, ps->name, NULL, NULL, (size_t)-1);
       return OT_OK;
     }
-    if (!ps->st->home) return no_home(ps);
+    if (!ps->st->home && !from_disk(r, e, ps)) return no_home(ps);
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
-    x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
+    if (!ps->st->home) /* a file home: run_schedule queued its read in this order */
+      x->ready = ot_movement_upload_disk(plan->mv, dev_addr(r, e->st), plan->disk, ps->bytes, ps->name, r->tr, ev);
+    else
+      x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, e->st),
+                                    r->tr, ev);
     return OT_OK;
   }
   case OT_EV_DOWNLOAD: {
@@ -374,7 +389,7 @@ static ot_status run_host_op(run_state *r, int i) {
     if (o->acc[k].write) plan->vrec[o->acc[k].st].has = 0;
   if (r->tr) {
     ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK | OT_TRACE_HOST, r->run, i, r->dev_num, o->name,
-                         t0, t1, 0, 0, r->used, t0};
+                         t0, t1, 0, 0, r->used, t0, 0};
     ot_trace_add(r->tr, &ev);
   }
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d, on the host)", o->name, i);
@@ -428,7 +443,7 @@ static ot_status recompute(run_state *r, const ot_plan_event *e) {
   plan->dirty[e->st].marked = 0;
   if (r->tr) {
     ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK | OT_TRACE_RECOMPUTE, r->run, k, r->dev_num, o->name,
-                         t0, t1, 0, 0, r->used, t0};
+                         t0, t1, 0, 0, r->used, t0, 0};
     ot_trace_add(r->tr, &ev);
   }
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d, recomputing '%s' for op #%d)", o->name, k, ps->name, e->op);
@@ -463,12 +478,12 @@ static ot_status run_op(run_state *r, int i) {
     d->marked = 0;
   }
   if (r->tr) {
-    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0};
+    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0, 0};
     ot_trace_add(r->tr, &ev);
     for (int k = 0; plan->place && k < o->n_acc; k++) { /* what the kernel read in place */
       const int st = o->acc[k].st;
       if (plan->place[st] != OT_PLACE_REMOTE) continue;
-      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used, t0};
+      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used, t0, 0};
       ot_trace_add(r->tr, &rv);
     }
   }
@@ -551,10 +566,54 @@ static ot_status restore_start(run_state *r, const ot_schedule *sc) {
   return OT_OK;
 }
 
+/* One read of a file-homed storage, queued on the reader (disk.h) and
+ * traced as a DISK event issued now. */
+static ot_status queue_read(run_state *r, const ot_prog_storage *ps, int op) {
+  uint64_t a0;
+  const size_t span = ot_disk_span(ps->st->file_off, ps->bytes, &a0);
+  size_t ev = record(r, OT_TRACE_DISK, 0, op, ps->name, span, 0);
+  return ot_disk_queue(r->plan->disk, ps->st, ps->name, r->tr, ev);
+}
+
+/* Every read the run's uploads will take, in the order they are issued
+ * (restore_start's, then the schedule's): the reader runs ahead of them as
+ * far as the staging ring allows, so the disk works while the device does. */
+static ot_status queue_disk_reads(run_state *r, const ot_schedule *sc) {
+  ot_plan *plan = r->plan;
+  const ot_program *p = plan->prog;
+  const ot_plan_event up = {0, 0, OT_EV_UPLOAD, OT_WHY_RELOAD, 0, 0, 0, 0, -1, -1, 0};
+  size_t span_max = 0;
+  int n = 0;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int k = 0; sc == &plan->first && k < sc->n_start; k++) {
+      const int st = sc->start[k].st;
+      if (plan->xs[st].resident || !from_disk(r, &up, &p->st[st])) continue;
+      if (pass) OT_TRY(queue_read(r, &p->st[st], -1));
+      else n++, span_max = p->st[st].bytes > span_max ? p->st[st].bytes : span_max;
+    }
+    for (int i = 0; i < sc->n_ev; i++) {
+      const ot_plan_event *e = &sc->ev[i];
+      if (!from_disk(r, e, &p->st[e->st])) continue;
+      if (pass) OT_TRY(queue_read(r, &p->st[e->st], e->op));
+      else n++, span_max = p->st[e->st].bytes > span_max ? p->st[e->st].bytes : span_max;
+    }
+    if (!n) return OT_OK;
+    if (!pass && !plan->disk) {
+      /* the homes pass sized the ring; a home dropped since (another plan's
+       * pass) may need one it did not plan: twice the largest read */
+      size_t ring = plan->ring_bytes ? plan->ring_bytes : 2 * (span_max + 2 * OT_DISK_ALIGN);
+      if (ring < span_max + 2 * OT_DISK_ALIGN) ring = span_max + 2 * OT_DISK_ALIGN;
+      OT_TRY(ot_disk_create(plan->ctx, ring, &plan->disk));
+    }
+  }
+  return OT_OK;
+}
+
 static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
   const ot_program *p = r->plan->prog;
   OT_TRY(start_state(r, sc));
   record(r, OT_TRACE_RUN, run_flags, -1, "run", 0, 0);
+  OT_TRY(queue_disk_reads(r, sc));
   OT_TRY(restore_start(r, sc));
   /* the probe: once, in the first replay, where it holds the most */
   int probe = r->plan->probe_budget && r->plan->runs == 1 && ot_dev_is_gpu(r->plan->dev);
@@ -597,6 +656,9 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
   ot_status s = run_schedule(&r, sc, later_stage ? OT_TRACE_STAGE : 0);
   ot_status w = ot_movement_wait_all(plan->mv);
   if (s == OT_OK) s = w;
+  if (s == OT_OK && plan->disk && ot_disk_pending(plan->disk))
+    s = ot_fail(OT_ERR_STATE, "executor: %d weights read from disk were never uploaded (executor bug)",
+                ot_disk_pending(plan->disk));
   free(r.pend);
   if (s != OT_OK) {
     plan->runs = 0; /* the device state is unknown: start the next run from nothing */
@@ -676,13 +738,17 @@ ot_status ot_op_fill(const ot_op_exec *e, int k, size_t off, const ot_tensor *sr
   ot_tensor_byte_span(src, &first, &end);
   const size_t bytes = end - first, at = ot_tensor_byte_offset(src) - first;
   const size_t win = ot_tensor_byte_offset(e->in_t[k]);
+  if (src->st->file && !src->st->home)
+    return ot_fail(OT_ERR_UNSUPPORTED, "ot_op_fill: op '%s': '%s' is homed in its checkpoint file (a host memory "
+                   "budget, --cpu-memory-limit): a cache fills from host memory; models with an expert window "
+                   "cannot run under a host budget yet", e->name, src->name);
   if (!src->st->home || (bytes && off > ps->bytes - win) || bytes > ps->bytes - win - off)
     return ot_fail(OT_ERR_INVALID_ARG, "ot_op_fill: op '%s': '%s' (%zu bytes) does not fit in cache '%s' at byte %zu "
                    "(%zu bytes)", e->name, src->name, bytes, ps->name, off, ps->bytes - win);
   const char *home = (const char *)src->st->home + first;
   const uint64_t t = ot_now_ns();
   ot_trace_event ev = {OT_TRACE_UPLOAD, OT_TRACE_FILL, r->run, e->op_index, r->dev_num, src->name, t, t, bytes, 0,
-                       r->used, t};
+                       r->used, t, 0};
   if (r->kind == OT_MV_COPY && !on_host) {
     char *dst = (char *)e->in[k] + off;
     size_t id = r->tr ? ot_trace_add(r->tr, &ev) : (size_t)-1;

@@ -9,11 +9,12 @@
 #include "core/fault.h"
 #include "memory/copy.h"
 #include "omptensor/context.h"
+#include "sched/disk.h"
 #include "sched/movement.h"
 #include "sched/verify.h"
 #include "sched/trace_impl.h"
 
-typedef enum { XFER_UP, XFER_DOWN, XFER_ADVISE, XFER_DISCARD } xfer_dir;
+typedef enum { XFER_UP, XFER_DOWN, XFER_ADVISE, XFER_DISCARD, XFER_UP_DISK } xfer_dir;
 
 typedef struct xfer {
   struct xfer *next;
@@ -28,6 +29,7 @@ typedef struct xfer {
   uint64_t ticket;
   int advice;         /* XFER_ADVISE: an ot_mem_advice (memory/copy.h) */
   size_t *rg, n_rg;   /* XFER_DOWN of some ranges: pairs {offset, length} (owned), or NULL: all bytes */
+  ot_disk *disk;      /* XFER_UP_DISK: the reader whose oldest read this upload takes (disk.h) */
 } xfer;
 
 struct ot_movement {
@@ -74,6 +76,7 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
     case XFER_DOWN: return ot_mem_prefetch(m->stream, x->dst, x->bytes, OT_DEVICE_HOST, why, why_len);
     case XFER_ADVISE: return ot_mem_advise(x->src, x->bytes, (ot_mem_advice)x->advice, m->dev, why, why_len);
     case XFER_DISCARD: return ot_mem_discard(m->stream, x->src, x->bytes, why, why_len);
+    case XFER_UP_DISK: return 0; /* transfer_from_disk; usm has no file homes (context.c) */
     }
   default: return 0;
   }
@@ -84,7 +87,7 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
 static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t *sum) {
   void *tmp = malloc(bytes);
   if (!tmp) return 0;
-  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0, NULL, 0};
+  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0, NULL, 0, NULL};
   char why[64];
   int ok = do_copy(m, &rb, why, sizeof why) == 0;
   if (ok) *sum = ot_checksum64(tmp, bytes);
@@ -95,8 +98,31 @@ static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t
 /* One transfer with the integrity checks of verify.h around it. Returns
  * 0, or -1 with *st and why[] set (why: the complete message for an
  * integrity failure, the cause for a device failure). */
+/* A file-homed weight: its read from the staging ring (disk.h), then the
+ * copy; the ring space is released either way. */
+static int transfer_from_disk(ot_movement *m, const xfer *x, ot_status *st, char *why, size_t why_len) {
+  const void *src;
+  size_t bytes;
+  ot_status s = ot_disk_take(x->disk, &src, &bytes);
+  if (s != OT_OK) {
+    *st = s;
+    snprintf(why, why_len, "%s", ot_last_error());
+    return -1;
+  }
+  int rc = 0;
+  if (x->bytes && ot_fault_hit(OT_FAULT_TRANSFER)) {
+    snprintf(why, why_len, "injected by OMPTENSOR_FAULT");
+    rc = -1;
+  } else if (m->kind == OT_MV_COPY) {
+    rc = ot_mem_copy_raw(x->dst, m->dev, src, OT_DEVICE_HOST, bytes, why, why_len);
+  }
+  ot_disk_release(x->disk);
+  return rc;
+}
+
 static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, size_t why_len) {
   *st = OT_ERR_DEVICE;
+  if (x->dir == XFER_UP_DISK) return transfer_from_disk(m, x, st, why, why_len);
   /* OMPTENSOR_FAULT=transfer:N (core/fault.h) fails the N-th real transfer. */
   if ((x->dir == XFER_UP || x->dir == XFER_DOWN) && x->bytes && ot_fault_hit(OT_FAULT_TRANSFER)) {
     snprintf(why, why_len, "injected by OMPTENSOR_FAULT");
@@ -149,12 +175,12 @@ static void run_one(ot_movement *m, xfer *x) {
     m->failed = 1;
     m->fail_status = st;
     char dir[48];
-    if (x->dir == XFER_UP) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
+    if (x->dir == XFER_UP || x->dir == XFER_UP_DISK) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
     else snprintf(dir, sizeof dir, "device %d -> host", m->dev);
     if (st == OT_ERR_INTEGRITY) snprintf(m->err, sizeof m->err, "%s", why);
     else
       snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
-               x->dir == XFER_UP ? "upload" : x->dir == XFER_DOWN ? "write-back" : x->dir == XFER_ADVISE ? "memory advice" : "discard",
+               x->dir == XFER_UP || x->dir == XFER_UP_DISK ? "upload" : x->dir == XFER_DOWN ? "write-back" : x->dir == XFER_ADVISE ? "memory advice" : "discard",
                x->name ? x->name : "?", x->bytes, dir, why);
   }
   m->done = x->ticket;
@@ -226,8 +252,9 @@ void ot_movement_destroy(ot_movement *m) {
 
 /* rg (may be NULL): ranges, owned by the entry from here on */
 static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
-                          ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice, size_t *rg, size_t n_rg) {
-  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice, rg, n_rg};
+                          ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice, size_t *rg, size_t n_rg,
+                          ot_disk *disk) {
+  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice, rg, n_rg, disk};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
@@ -258,12 +285,17 @@ static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *s
 
 static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
                         ot_verify_rec *rec, ot_trace *tr, size_t ev) {
-  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0, NULL, 0);
+  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0, NULL, 0, NULL);
 }
 
 uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
                             ot_verify_rec *rec, ot_trace *tr, size_t ev) {
   return enqueue(m, XFER_UP, dev_dst, home_src, bytes, name, rec, tr, ev);
+}
+
+uint64_t ot_movement_upload_disk(ot_movement *m, void *dev_dst, ot_disk *disk, size_t bytes, const char *name,
+                                 ot_trace *tr, size_t ev) {
+  return enqueue_x(m, XFER_UP_DISK, dev_dst, NULL, bytes, name, NULL, tr, ev, 0, NULL, 0, disk);
 }
 
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
@@ -278,12 +310,12 @@ uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void 
   size_t *own = n ? malloc(n * 2 * sizeof *own) : NULL;
   if (n && !own) return enqueue(m, XFER_DOWN, home_dst, dev_src, whole, name, NULL, tr, ev);
   if (n) memcpy(own, rg, n * 2 * sizeof *own);
-  return enqueue_x(m, XFER_DOWN, home_dst, dev_src, bytes, name, NULL, tr, ev, 0, own, n);
+  return enqueue_x(m, XFER_DOWN, home_dst, dev_src, bytes, name, NULL, tr, ev, 0, own, n, NULL);
 }
 
 uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name) {
   if (m->kind != OT_MV_PREFETCH) return 0;
-  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice, NULL, 0);
+  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice, NULL, 0, NULL);
 }
 
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name) {

@@ -49,6 +49,12 @@ void ot_movement_destroy(ot_movement *m); /* waits for the queue; NULL is fine *
  * times. Returns the ticket. */
 uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
                             ot_verify_rec *rec, ot_trace *tr, size_t ev);
+/* An upload of a file-homed storage with no host copy: the oldest read of
+ * `disk` (disk.h; the executor queued it there in this order), copied to
+ * dev_dst. */
+struct ot_disk;
+uint64_t ot_movement_upload_disk(ot_movement *m, void *dev_dst, struct ot_disk *disk, size_t bytes, const char *name,
+                                 ot_trace *tr, size_t ev);
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
                               ot_verify_rec *rec, ot_trace *tr, size_t ev);
 /* A write-back of only some byte ranges of a copy: n pairs {offset, length}

@@ -180,6 +180,8 @@ struct ot_plan {
   int inherited_live; /* the first run finds first.start resident in base (handed over, not yet run) */
   int spent;          /* its device memory went to a later plan (ot_sched_plan_after): it cannot run */
   struct ot_movement *mv;
+  struct ot_disk *disk; /* file-homed weights' reader and staging ring (disk.h), made at the first run that reads */
+  size_t ring_bytes;    /* its size, chosen by the homes pass (homes.c; 0: none needed then) */
   ot_exec_storage *xs; /* [n_st] */
   ot_exec_dirty *dirty; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */

@@ -129,7 +129,7 @@ out:
 ot_status ot_trace_mark(ot_trace *t, const char *label) {
   if (!t) return OT_OK;
   uint64_t now = ot_now_ns();
-  ot_trace_event e = {OT_TRACE_MARK, 0, ot_trace_next_run(t), -1, -1, label, now, now, 0, 0, 0, now};
+  ot_trace_event e = {OT_TRACE_MARK, 0, ot_trace_next_run(t), -1, -1, label, now, now, 0, 0, 0, now, 0};
   if (ot_trace_add(t, &e) == (size_t)-1)
     return ot_fail(OT_ERR_OUT_OF_MEMORY, "trace: no host memory to record the mark '%s'", label ? label : "");
   return OT_OK;
@@ -141,6 +141,12 @@ void ot_trace_set_times(ot_trace *t, size_t i, uint64_t start, uint64_t end) {
     t->ev[i].start_ns = rel(t, start);
     t->ev[i].end_ns = rel(t, end);
   }
+  pthread_mutex_unlock(&t->mu);
+}
+
+void ot_trace_set_host_bytes(ot_trace *t, size_t i, uint64_t host_bytes) {
+  pthread_mutex_lock(&t->mu);
+  if (i < t->n) t->ev[i].host_bytes = host_bytes;
   pthread_mutex_unlock(&t->mu);
 }
 
@@ -242,6 +248,12 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
     case OT_TRACE_ALLOC: s.allocs++; break;
+    case OT_TRACE_DISK:
+      s.disk_reads++;
+      s.bytes_from_disk = ot_add_sat_u64(s.bytes_from_disk, e->bytes);
+      s.disk_s += d;
+      if (e->host_bytes > s.peak_host_bytes) s.peak_host_bytes = e->host_bytes;
+      break;
     case OT_TRACE_REMOTE:
       s.remote_reads++;
       s.bytes_remote = ot_add_sat_u64(s.bytes_remote, e->bytes);
@@ -289,6 +301,11 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
           "uploads", s->uploads, "write-backs", s->downloads, "evictions", s->evictions, "write-backs avoided",
           s->writebacks_avoided);
   if (s->recomputes) fprintf(f, "  %-28s %14d\n", "of the kernels, recomputes", s->recomputes);
+  if (s->disk_reads) {
+    print_bytes(f, "read from disk", s->bytes_from_disk);
+    fprintf(f, "  %-28s %14d\n  %-28s %14.6f s\n", "disk reads", s->disk_reads, "disk time", s->disk_s);
+    print_bytes(f, "peak host bytes", s->peak_host_bytes);
+  }
   fprintf(f, "  %-28s %14.6f s\n  %-28s %14.6f s\n  %-28s %14.6f s (%.0f %% of transfer time)\n  %-28s %14.6f s\n",
           "kernel time", s->kernel_s, "transfer time", s->transfer_s, "transfer under compute", s->overlap_s,
           s->transfer_s > 0 ? 100.0 * s->overlap_s / s->transfer_s : 0.0, "wall time", s->wall_s);
@@ -354,6 +371,18 @@ static ot_status check_budgets(const ot_trace *t, int n, const int *devices, con
 }
 
 ot_status ot_trace_check_budget(const ot_trace *t, uint64_t budget) { return check_budgets(t, 1, NULL, &budget); }
+
+ot_status ot_trace_check_host_budget(const ot_trace *t, uint64_t host_budget) {
+  if (!t) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_check_host_budget: trace is NULL");
+  if (t->broken) return ot_fail(OT_ERR_STATE, "trace is incomplete (ran out of host memory while recording)");
+  for (size_t i = 0; i < t->n; i++) {
+    const ot_trace_event *e = &t->ev[i];
+    if (e->kind == OT_TRACE_DISK && e->host_bytes > host_budget)
+      return ot_fail(OT_ERR_BUDGET, "trace event %zu (run %d, read of '%s'): %llu host bytes held, host budget %llu", i,
+                     e->run, e->name, (unsigned long long)e->host_bytes, (unsigned long long)host_budget);
+  }
+  return OT_OK;
+}
 
 ot_status ot_trace_check_budgets(const ot_trace *t, int n, const int *devices, const uint64_t *budgets) {
   if (n < 1 || !devices || !budgets) return ot_fail(OT_ERR_INVALID_ARG, "ot_trace_check_budgets: no devices given");

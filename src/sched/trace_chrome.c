@@ -13,10 +13,10 @@
 #include "core/file.h"
 #include "sched/trace_impl.h"
 
-enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3, LANE_HOST = 4 };
+enum { LANE_COMPUTE = 1, LANE_TRANSFER = 2, LANE_MEMORY = 3, LANE_HOST = 4, LANE_DISK = 5 };
 
-static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run",  "kernel", "upload", "download",
-                                                           "alloc", "free",   "remote", "mark"};
+static const char *const kind_cat[OT_TRACE_KIND_COUNT] = {"run",  "kernel", "upload", "download", "alloc",
+                                                           "free", "remote", "mark",   "disk"};
 
 static int lane_of(ot_trace_kind k, unsigned flags) {
   switch (k) {
@@ -25,6 +25,7 @@ static int lane_of(ot_trace_kind k, unsigned flags) {
   case OT_TRACE_UPLOAD:
   case OT_TRACE_DOWNLOAD:
   case OT_TRACE_REMOTE: return LANE_TRANSFER;
+  case OT_TRACE_DISK: return LANE_DISK;
   default: return LANE_MEMORY;
   }
 }
@@ -43,7 +44,8 @@ static int add_device_meta(json_t *arr, int dev) {
   return push(arr, meta("process_name", dev, 0, nm)) && push(arr, meta("thread_name", dev, LANE_COMPUTE, "compute")) &&
          push(arr, meta("thread_name", dev, LANE_TRANSFER, "transfers")) &&
          push(arr, meta("thread_name", dev, LANE_MEMORY, "memory")) &&
-         push(arr, meta("thread_name", dev, LANE_HOST, "host compute"));
+         push(arr, meta("thread_name", dev, LANE_HOST, "host compute")) &&
+         push(arr, meta("thread_name", dev, LANE_DISK, "disk reads"));
 }
 
 /* A mark: a global instant event (Perfetto draws a line across every
@@ -63,12 +65,19 @@ static json_t *event_json(const ot_trace_event *e) {
     snprintf(nm, sizeof nm, "%s%s", e->name, e->flags & OT_TRACE_RECOMPUTE ? " (recompute)" : "");
   else if (e->kind == OT_TRACE_RUN) snprintf(nm, sizeof nm, "run %d", e->run);
   else snprintf(nm, sizeof nm, "%s %s", kind_cat[e->kind], e->name);
-  return json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", nm,
+  json_t *o = json_pack("{s:s, s:s, s:s, s:f, s:f, s:i, s:i, s:{s:s, s:I, s:i, s:i, s:I, s:I, s:i, s:f}}", "name", nm,
                    "cat", kind_cat[e->kind], "ph", "X", "ts", (double)e->start_ns / 1000.0, "dur",
                    (double)(e->end_ns - e->start_ns) / 1000.0, "pid", e->device, "tid", lane_of(e->kind, e->flags), "args",
                    "tensor", e->name, "bytes", (json_int_t)e->bytes, "op", e->op, "run", e->run, "device_bytes",
                    (json_int_t)e->device_bytes, "block_delta", (json_int_t)e->block_delta, "flags", (int)e->flags,
                    "issued", (double)e->issued_ns / 1000.0);
+  /* a disk read: the host memory held then (ot_trace_check_host_budget) */
+  if (o && e->kind == OT_TRACE_DISK &&
+      json_object_set_new(json_object_get(o, "args"), "host_bytes", json_integer((json_int_t)e->host_bytes))) {
+    json_decref(o);
+    return NULL;
+  }
+  return o;
 }
 
 /* At the time the event was issued, not its start: an upload's start is
@@ -102,7 +111,7 @@ static ot_status build(const ot_trace *t, const char *what, json_t **out) {
     }
     ok = ok && push(arr, event_json(e));
     if (ok && e->kind != OT_TRACE_KERNEL && e->kind != OT_TRACE_DOWNLOAD && e->kind != OT_TRACE_REMOTE &&
-        e->kind != OT_TRACE_MARK)
+        e->kind != OT_TRACE_MARK && e->kind != OT_TRACE_DISK)
       ok = push(arr, counter_json(e));
   }
   json_decref(arr);

@@ -18,6 +18,8 @@ size_t ot_trace_add(ot_trace *t, const ot_trace_event *e);
 
 /* Sets the times of event `i` (absolute ot_now_ns() values). Thread-safe. */
 void ot_trace_set_times(ot_trace *t, size_t i, uint64_t start, uint64_t end);
+/* A disk read's host bytes (OT_TRACE_DISK), set when it runs (disk.c). */
+void ot_trace_set_host_bytes(ot_trace *t, size_t i, uint64_t host_bytes);
 
 /* The trace's time origin (absolute ot_now_ns()), and the budget recorded. */
 uint64_t ot_trace_t0(const ot_trace *t);

@@ -23,7 +23,8 @@
 #include "core/file.h"
 #include "sched/trace_impl.h"
 
-static const char *const cats[OT_TRACE_KIND_COUNT] = {"run", "kernel", "upload", "download", "alloc", "free", "remote", "mark"};
+static const char *const cats[OT_TRACE_KIND_COUNT] = {"run",    "kernel", "upload", "download", "alloc",
+                                                       "free",   "remote", "mark",   "disk"};
 
 /* The largest time a trace may hold: 2^53 us (285 years). Below it a time in
  * microseconds is an exact double step of 1 and its nanoseconds (< 9.01e18)
@@ -63,6 +64,7 @@ static const field fields[F_N] = {
 static const field budget_field = {"otherData.budget_bytes", T_INT, 0, INT64_MAX};
 /* optional: files written before issue 17 lack it (the event was then issued at ts) */
 static const field issued_field = {"args.issued", T_TIME, 0, 0};
+static const field host_field = {"args.host_bytes", T_INT, 0, INT64_MAX};
 
 /* Where the reader is, for messages. */
 typedef struct rd {
@@ -185,7 +187,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   OT_TRY(get(r, &fields[F_CAT], json_object_get(e, "cat"), NULL, NULL, &cat));
   int kind = kind_of(cat);
   if (kind < 0)
-    return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free, remote, mark", cat);
+    return bad(r, "field cat is '%.32s', expected one of run, kernel, upload, download, alloc, free, remote, mark, disk", cat);
   r->cat = cats[kind];
   if (instant != (kind == OT_TRACE_MARK))
     return instant ? bad(r, "field ph is 'i' (instant): only marks are instant events, expected X")
@@ -201,6 +203,9 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   uint64_t issued = ts;
   const json_t *iv = json_object_get(args, "issued");
   if (iv) OT_TRY(get(r, &issued_field, iv, NULL, &issued, NULL));
+  json_int_t host = 0; /* optional (a disk read's; files before issue 23 have none) */
+  const json_t *hv = json_object_get(args, "host_bytes");
+  if (hv) OT_TRY(get(r, &host_field, hv, &host, NULL, NULL));
   uint64_t end;
   if (ot_add_u64(ts, dur, &end) || end > MAX_NS)
     return bad(r, "field dur: ts + dur = %.17g us is past the largest time a trace holds, %.0f us",
@@ -219,6 +224,7 @@ static ot_status read_event(rd *r, const json_t *e, uint64_t t0, sums *sum, ot_t
   ev->bytes = (uint64_t)v[F_BYTES];
   ev->device_bytes = (uint64_t)v[F_DEVBYTES];
   ev->block_delta = (int64_t)v[F_DELTA];
+  ev->host_bytes = (uint64_t)host;
   /* absolute times (ot_trace_add makes them relative to t0 again) */
   if (ot_add_u64(t0, ts, &ev->start_ns) || ot_add_u64(t0, end, &ev->end_ns) || ot_add_u64(t0, issued, &ev->issued_ns))
     return bad(r, "field ts: the time does not fit this process's clock");
