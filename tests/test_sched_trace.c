@@ -139,7 +139,7 @@ static void test_chrome_export(void **state) {
 }
 
 static size_t add(ot_trace *t, ot_trace_kind k, unsigned flags, int64_t delta, uint64_t used) {
-  ot_trace_event e = {k, flags, 0, 0, 0, "x", ot_now_ns(), ot_now_ns(), 256, delta, used, 0};
+  ot_trace_event e = {k, flags, 0, 0, 0, "x", ot_now_ns(), ot_now_ns(), 256, delta, used, 0, 0};
   return ot_trace_add(t, &e);
 }
 

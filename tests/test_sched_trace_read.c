@@ -220,7 +220,7 @@ static void test_sums_overflow(void **state) {
   /* device bytes in use recomputed from the blocks: int64 overflow in the
    * budget check is a failed check (OT_ERR_STATE), never signed overflow */
   assert_int_equal(ot_trace_create(&t), OT_OK);
-  ot_trace_event e = {OT_TRACE_RUN, 0, 0, 0, 0, "r", ot_now_ns(), ot_now_ns(), 0, 0, (uint64_t)INT64_MAX, 0};
+  ot_trace_event e = {OT_TRACE_RUN, 0, 0, 0, 0, "r", ot_now_ns(), ot_now_ns(), 0, 0, (uint64_t)INT64_MAX, 0, 0};
   ot_trace_add(t, &e);
   e.kind = OT_TRACE_ALLOC;
   e.block_delta = INT64_MAX;
@@ -260,7 +260,7 @@ static void test_overlap_union(void **state) {
   } iv[] = {{OT_TRACE_KERNEL, 0, 5},  {OT_TRACE_KERNEL, 0, 5},  {OT_TRACE_KERNEL, 1, 6},  {OT_TRACE_UPLOAD, 1, 2},
             {OT_TRACE_UPLOAD, 1, 2},  {OT_TRACE_DOWNLOAD, 1, 2}, {OT_TRACE_UPLOAD, 4, 6}};
   for (size_t i = 0; i < sizeof iv / sizeof *iv; i++) {
-    ot_trace_event e = {iv[i].k, OT_TRACE_RESIDENT_OK, 0, 0, 0, "x", z + iv[i].a * 1000, z + iv[i].b * 1000, 0, 0, 0, 0};
+    ot_trace_event e = {iv[i].k, OT_TRACE_RESIDENT_OK, 0, 0, 0, "x", z + iv[i].a * 1000, z + iv[i].b * 1000, 0, 0, 0, 0, 0};
     ot_trace_add(t, &e);
   }
   ot_trace_summary s = ot_trace_summarize(t);
@@ -278,12 +278,12 @@ static void test_device_slots(void **state) {
   assert_int_equal(ot_trace_create(&t), OT_OK);
   uint64_t now = ot_now_ns();
   ot_trace_event e[] = {
-      {OT_TRACE_RUN, 0, 0, 0, 0, "r", now, now, 0, 0, 0, 0},
-      {OT_TRACE_RUN, OT_TRACE_STAGE, 0, 0, 64, "r", now, now, 0, 0, 0, 0},
-      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0},
-      {OT_TRACE_ALLOC, 0, 0, 0, 64, "b", now, now, 256, 256, 256, 0},
-      {OT_TRACE_FREE, 0, 0, 0, 0, "a", now, now, 256, -256, 0, 0},
-      {OT_TRACE_FREE, 0, 0, 0, 64, "b", now, now, 256, -256, 0, 0},
+      {OT_TRACE_RUN, 0, 0, 0, 0, "r", now, now, 0, 0, 0, 0, 0},
+      {OT_TRACE_RUN, OT_TRACE_STAGE, 0, 0, 64, "r", now, now, 0, 0, 0, 0, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 64, "b", now, now, 256, 256, 256, 0, 0},
+      {OT_TRACE_FREE, 0, 0, 0, 0, "a", now, now, 256, -256, 0, 0, 0},
+      {OT_TRACE_FREE, 0, 0, 0, 64, "b", now, now, 256, -256, 0, 0, 0},
   };
   for (size_t i = 0; i < sizeof e / sizeof *e; i++) ot_trace_add(t, &e[i]);
   OT_ASSERT_OK(ot_trace_check_budget(t, 256));
@@ -416,9 +416,9 @@ static void test_marks(void **state) {
   ot_trace_set_budget(t, 1024);
   OT_ASSERT_OK(ot_trace_mark(t, "prefill"));
   ot_trace_event e[] = {
-      {OT_TRACE_RUN, 0, 0, -1, 0, "run", now, now, 0, 0, 0, 0},
-      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0},
-      {OT_TRACE_FREE, OT_TRACE_DEAD, 0, 0, 0, "a", now, now, 256, -256, 0, 0},
+      {OT_TRACE_RUN, 0, 0, -1, 0, "run", now, now, 0, 0, 0, 0, 0},
+      {OT_TRACE_ALLOC, 0, 0, 0, 0, "a", now, now, 256, 256, 256, 0, 0},
+      {OT_TRACE_FREE, OT_TRACE_DEAD, 0, 0, 0, "a", now, now, 256, -256, 0, 0, 0},
   };
   for (size_t i = 0; i < 3; i++) ot_trace_add(t, &e[i]);
   OT_ASSERT_OK(ot_trace_mark(t, "decode"));
