@@ -39,6 +39,7 @@ static const char *full_yaml = "# settings for a batch job\n"
                                "memory:\n"
                                "  offload_strategy: aggressive\n"
                                "  max_gpu_memory: 3GB\n"
+                               "  max_cpu_memory: 2GB\n"
                                "  usm_placement: remote\n"
                                "backend: map\n"
                                "compute: hybrid\n"
@@ -82,6 +83,8 @@ static void test_yaml_file(void **state) {
   OT_ASSERT_OK(ot_settings_load_file(&s, ot_tmp_path(path, sizeof path, dir, "c.yaml")));
   assert_int_equal(s.offload, OT_STRATEGY_AGGRESSIVE);
   assert_int_equal(s.gpu_memory_limit.all.bytes, 3000000000ull);
+  assert_int_equal(s.cpu_memory_limit.kind, OT_SIZE_BYTES);
+  assert_int_equal(s.cpu_memory_limit.bytes, 2000000000ull);
   assert_int_equal(s.backend, OT_BACKEND_MAP);
   assert_int_equal(s.device, 2);
   assert_int_equal(s.devices, 2);
@@ -201,7 +204,7 @@ static void test_yaml_errors(void **state) {
       {"memory:\n  offload_strategy: balanced\n  max_gpu_memory: 3XB\n", OT_ERR_INVALID_ARG,
        "conf.yaml:3: memory.max_gpu_memory", "bad size '3XB'"},
       {"memory:\n  offload: balanced\n", OT_ERR_FORMAT, "conf.yaml:2: unknown key 'memory.offload'",
-       "expected max_gpu_memory, offload_strategy"},
+       "expected max_gpu_memory, max_cpu_memory, offload_strategy"},
       {"backend: map\ngpus: 2\n", OT_ERR_FORMAT, "conf.yaml:2: unknown key 'gpus'", "memory, backend"},
       {"memory:\n  max_gpu_memory: 3GB\n max: 1\n", OT_ERR_FORMAT, "conf.yaml:3:", "malformed YAML"},
       {"memory: [1, 2\n", OT_ERR_FORMAT, "conf.yaml:2:1: malformed YAML", "flow sequence"},

@@ -121,7 +121,7 @@ static void test_chrome_export(void **state) {
   assert_int_equal(uploads, sm.uploads);
   assert_true(counters > 0);
   if (ot_num_devices() > 0) assert_true(late > 0); /* the case the counters' order is about did arise */
-  assert_int_equal(names, 5); /* process + four lanes (compute, transfers, memory, host compute) for the one device */
+  assert_int_equal(names, 6); /* process + five lanes (compute, transfers, memory, host compute, disk reads) for the one device */
   json_decref(root);
   assert_int_equal(ot_trace_write_chrome(tr, "/nonexistent-dir/x.json"), OT_ERR_IO);
   assert_non_null(strstr(ot_last_error(), "/nonexistent-dir/x.json"));
