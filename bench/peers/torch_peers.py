@@ -13,9 +13,16 @@ memory, budget and a note) and leaves nothing on the device behind it.
                       max_memory=...) does): what does not fit stays on the
                       CPU and its hooks copy it up for each forward;
   accelerate-cpu_offload  accelerate.cpu_offload(model, execution_device):
-                      everything on the CPU, copied up module by module.
+                      everything on the CPU, copied up module by module;
+  accelerate-offload_folder  from_pretrained(device_map='auto', max_memory=
+                      {0: device budget, 'cpu': host budget}, offload_folder):
+                      what fits neither is read from disk by the hooks each
+                      forward (from the checkpoint's own safetensors files:
+                      transformers indexes them in place).
 The two Accelerate peers copy from pageable memory and are slow (~1 token/s
 on the full model), so they decode fewer tokens (--slow-new-tokens)."""
+import os
+import shutil
 import time
 
 import torch
@@ -258,6 +265,69 @@ def cpu_offload(model_dir, prompt, n_new, dev, stop_at=None):
     del model
     free_memory(dev)
     return res
+
+
+def offload_folder(model_dir, prompt, n_new, dev, gpu_bytes, cpu_bytes, folder, stop_at=None,
+                   observe=None, drop=None):
+    """Accelerate's disk offload through transformers: from_pretrained with
+    device_map='auto', max_memory={0: gpu_bytes, 'cpu': cpu_bytes} and
+    offload_folder (emptied first). Two greedy decodes of the one load: as
+    it comes (what the page cache keeps of the weights read from disk helps
+    it, host memory outside max_memory), then 'cold', drop() called before
+    every forward (the files' pages dropped: each forward reads the disk).
+    observe() -> dict, taken before the load, after it and after each
+    decode (page cache, RSS). stop_at ends the decodes early (the first one
+    halfway through the time left). Returns [(suffix, result)]: '' and, with
+    drop, '-cold'."""
+    _begin(dev)
+    shutil.rmtree(folder, ignore_errors=True)
+    os.makedirs(folder, exist_ok=True)
+    observe = observe or (lambda: {})
+    max_memory = {"cpu": int(cpu_bytes)}
+    if dev.cuda:
+        max_memory = {0: int(gpu_bytes), "cpu": int(cpu_bytes)}
+    seen = dict(before_load=observe())
+    with DevMemPoller(dev) as poller:
+        t0 = time.perf_counter()
+        model = load_hf(model_dir, device_map="auto", max_memory=max_memory, offload_folder=folder)
+        load_s = time.perf_counter() - t0
+        seen["loaded"] = observe()
+        device_map = dict(getattr(model, "hf_device_map", None) or {"": "?"})
+        step = hf_step(model)
+        first_stop = stop_at
+        if stop_at is not None and drop is not None:
+            first_stop = time.perf_counter() + (stop_at - time.perf_counter()) / 2
+        warm = greedy_decode(step, model.config, prompt, n_new, dev, first_stop)
+        seen["decoded"] = observe()
+        cold = None
+        if drop is not None:
+            def cold_step(ids, cache, warm_step=step):
+                drop()
+                return warm_step(ids, cache)
+            cold = greedy_decode(cold_step, model.config, prompt, n_new, dev, stop_at)
+            seen["decoded_cold"] = observe()
+    placed = {k: _bytes_on(model, device_map, lambda d, k=k: str(d) == k)
+              for k in sorted({str(v) for v in device_map.values()})}
+    common = dict(_mem_stats(dev, poller), load_s=load_s, budget_bytes=int(gpu_bytes),
+                  cpu_budget_bytes=int(cpu_bytes), offload_folder=folder, placed_bytes=placed,
+                  max_memory={str(k): v for k, v in max_memory.items()},
+                  device_map_summary=_summarize_map(device_map), observed=seen)
+    out = []
+    for suffix, r in (("", warm), ("-cold", cold)):
+        if r is None:
+            continue
+        short = len(r["tokens"]) < n_new
+        r.update(common, requested_new_tokens=n_new, cut_short=short,
+                 note="max_memory={0: budget, 'cpu': host budget}, offload_folder; placed "
+                      + ", ".join(f"{k} {v / 1e9:.2f} GB" for k, v in placed.items())
+                      + ("; the files' pages dropped before every forward" if suffix
+                         else "; the page cache as it comes")
+                      + f"; {len(r['tokens'])} new tokens"
+                      + (" (cut short by its time limit)" if short else ""))
+        out.append((suffix, r))
+    del model, step
+    free_memory(dev)
+    return out
 
 
 def _bytes_on(model, device_map, pred):
