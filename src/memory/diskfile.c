@@ -131,6 +131,9 @@ ot_status ot_disk_file_read(const ot_disk_file *f, void *dst, size_t bytes, uint
   OT_TRY(ot_disk_file_check(f));
   size_t got;
   OT_TRY(pread_loop(f, f->fd, dst, bytes, off, &got, name));
+  /* the copy is in our budgeted home now: the page cache (host memory
+   * outside any budget) need not keep the file's pages too */
+  posix_fadvise(f->fd, (off_t)off, (off_t)bytes, POSIX_FADV_DONTNEED);
   return got == bytes ? OT_OK : short_read(f, name, bytes, off);
 }
 

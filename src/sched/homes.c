@@ -156,12 +156,12 @@ static ot_status file_homes(ot_plan *plan, int all) {
     }
     const uint64_t ring = ot_disk_ring_footprint(ring_for(f, n));
     if (other + kept + ring > budget) {
-      char b[4][48];
+      char b[5][48];
       s = ot_fail(OT_ERR_BUDGET, "host memory budget %s (--cpu-memory-limit) is too small: the context's other homes "
                   "(activations, caches) take %s, weights read at home %s and the staging ring for the weights read "
                   "from disk %s; give at least %s", mib(budget, b[0], sizeof b[0]), mib(other, b[1], sizeof b[1]),
                   mib(kept, b[2], sizeof b[2]), mib(ring, b[3], sizeof b[3]),
-                  mib(other + kept + ring, b[0], sizeof b[0]));
+                  mib(other + kept + ring, b[4], sizeof b[4]));
     }
     /* drops before reads, so the host never holds both */
     for (int i = 0; s == OT_OK && i < n; i++)
