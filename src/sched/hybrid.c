@@ -255,6 +255,10 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
   OT_TRY(ot_plan_schedules(plan));
   if (o->compute == OT_COMPUTE_GPU || why || src->n_ops < 2) return OT_OK;
   if (o->compute == OT_COMPUTE_AUTO && !ot_dev_is_gpu(plan->dev)) return OT_OK; /* an emulated device: asked only */
+  /* a host op reads its weights at home: under a host budget (file homes,
+   * homes.c) that would keep them in host memory whatever the budget, so
+   * auto leaves every op on the device there; --compute hybrid still asks */
+  if (o->compute == OT_COMPUTE_AUTO && plan->ctx->host_budget) return OT_OK;
   const int n = src->n_ops;
   split sp = {src, calloc((size_t)n, sizeof(double)), malloc((size_t)n * sizeof(double)), 0};
   double *ro = calloc((size_t)n, sizeof(double));
