@@ -6,6 +6,7 @@
 #include "core/error.h"
 #include "memory/device.h"
 #include "sched/executor.h"
+#include "sched/disk.h"
 #include "sched/plan_impl.h"
 
 static const char *const strategy_names[OT_STRATEGY_COUNT] = {"none", "minimal", "balanced", "aggressive"};
@@ -307,6 +308,11 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
    * plan starts from clean copies) or not (their memory is freed) */
   ot_status w = prev->defer ? ot_sched_sync(prev) : OT_OK;
   if (w != OT_OK) return ot_fail_context(w, "ot_sched_plan_after: the previous plan");
+  /* its staging ring (disk.h) before the new plan's homes pass counts the
+   * host memory: prev is between runs (every read taken), and a later run of
+   * prev, if planning fails, makes a new one */
+  ot_disk_destroy(prev->disk);
+  prev->disk = NULL;
   /* The new plan reuses prev's memory as it is (base_bytes, set by its
    * first run; never grown: growing would hold both at once, past the
    * budget). So: planned with the whole budget if it fits in that memory,
