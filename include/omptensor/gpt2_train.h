@@ -122,6 +122,20 @@ void ot_gpt2_train_destroy(ot_gpt2_trainer *g); /* NULL is fine */
  * weights are no longer finite either). */
 ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
 
+/* Data parallel: what the gradient reduction cost over the steps so far
+ * (all 0 without it). reduce_s: the comm thread's time in the collectives
+ * and the ordered sums, which overlaps the backward; wait_s: the time the
+ * step waited for it (in dp_wait, or for a bucket's staging memory to be
+ * free; the synchronous reduction of grad_direct counts here whole), the
+ * part not hidden; copy_s: the staging copies device <-> host on the
+ * step's thread; bytes: staging bytes each way. */
+typedef struct ot_grad_reduce_stats {
+  int64_t rounds; /* bucket reductions */
+  double reduce_s, wait_s, copy_s;
+  uint64_t bytes;
+} ot_grad_reduce_stats;
+ot_grad_reduce_stats ot_gpt2_train_reduce_stats(const ot_gpt2_trainer *g);
+
 /* f16: steps whose update was skipped (their gradients overflowed), and the
  * loss scale's log2 the next step uses (0 in f32/bf16). */
 int64_t ot_gpt2_train_skipped_steps(const ot_gpt2_trainer *g);

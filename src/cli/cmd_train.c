@@ -210,6 +210,8 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   json_t *layers = recomputed(g, rec, sizeof rec);
   const int R = ot_cli_ranks(s);
   double rate = mean_rate(L, (int64_t)R * a->o.accum * a->o.B * a->o.T);
+  const ot_grad_reduce_stats gr = ot_gpt2_train_reduce_stats(g);
+  const int n_steps = L->n > 0 ? L->n : 1;
   if (s->settings.json) {
     json_t *o = ot_cli_json_base(s, a->model, &t), *steps = json_array();
     for (int i = 0; i < L->n; i++)
@@ -235,6 +237,12 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
       json_object_set_new(o, "skipped_steps", json_integer((json_int_t)ot_gpt2_train_skipped_steps(g)));
       json_object_set_new(o, "loss_scale_log2", json_integer(ot_gpt2_train_loss_scale_log2(g)));
     }
+    if (gr.rounds) /* data parallel: what the gradient reduction cost per step (rank 0's) */
+      json_object_set_new(o, "grad_reduce_per_step",
+                          json_pack("{s:f, s:f, s:f, s:I, s:I}", "reduce_ms", gr.reduce_s * 1e3 / n_steps, "wait_ms",
+                                    gr.wait_s * 1e3 / n_steps, "copy_ms", gr.copy_s * 1e3 / n_steps, "bytes",
+                                    (json_int_t)(gr.bytes / (uint64_t)n_steps), "buckets",
+                                    (json_int_t)(gr.rounds / n_steps)));
     json_object_set_new(o, "plan_peak_bytes", json_integer((json_int_t)ps.peak_bytes));
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
@@ -257,6 +265,16 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
       if (a->o.precision == OT_F16)
         printf("f16 loss scale: 2^%d now; %lld steps skipped (their gradients overflowed)\n",
                ot_gpt2_train_loss_scale_log2(g), (long long)ot_gpt2_train_skipped_steps(g));
+    }
+    if (gr.rounds) {
+      double ms = 0;
+      for (int i = 0; i < L->n; i++) ms += L->ms[i];
+      ms /= n_steps;
+      printf("gradient reduction (%s, %d ranks) per step: %.1f ms reducing (%.0f %% of the %.1f ms step), %.1f ms of it "
+             "waited for, %.1f ms of staging copies\n",
+             ot_grad_reduce_name(a->o.grad_reduce == OT_GRAD_LOCAL ? OT_GRAD_ORDERED : a->o.grad_reduce), R,
+             gr.reduce_s * 1e3 / n_steps, ms > 0 ? 100 * gr.reduce_s * 1e3 / n_steps / ms : 0, ms,
+             gr.wait_s * 1e3 / n_steps, gr.copy_s * 1e3 / n_steps);
     }
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s, tensors: %d\n", pk, up,
            dn, ot_recompute_name(a->o.checkpoint), rec, ps.recomputes);

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "omptensor/memory.h"
 #include "train/dp.h"
@@ -42,6 +43,7 @@ struct ot_dp {
   pthread_cond_t work, done;
   dp_job *q;
   int q_cap, q_head, q_len;
+  ot_grad_reduce_stats st; /* under mu */
   ot_status err;        /* the comm thread's first failure, with its message: */
   char err_msg[512];    /* ot_last_error is per thread, so the waiting op raises it again */
 };
@@ -116,6 +118,19 @@ ot_status ot_dp_add_bucket(ot_dp *d, int n, ot_tensor *const *grads, int *id) {
   return OT_OK;
 }
 
+static double now_s(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec * 1e-9;
+}
+
+ot_grad_reduce_stats ot_dp_stats(ot_dp *d) {
+  pthread_mutex_lock(&d->mu);
+  ot_grad_reduce_stats s = d->st;
+  pthread_mutex_unlock(&d->mu);
+  return s;
+}
+
 /* ---- the comm thread ---- */
 
 /* One round of one bucket; the collective calls of every rank in the
@@ -152,8 +167,12 @@ static void *comm_thread(void *arg) {
     d->q_len--;
     const int failed = d->err != OT_OK;
     pthread_mutex_unlock(&d->mu);
+    const double t0 = now_s();
     ot_status st = failed ? OT_OK : reduce(d, &d->b[j.bucket], j.round);
+    const double t = now_s() - t0;
     pthread_mutex_lock(&d->mu);
+    d->st.reduce_s += t;
+    d->st.rounds++;
     if (st != OT_OK && d->err == OT_OK) {
       d->err = st;
       snprintf(d->err_msg, sizeof d->err_msg, "%s", ot_last_error());
@@ -205,19 +224,25 @@ static ot_status run_start(const ot_op_exec *e) {
   ot_dp *d = p->d;
   dp_bucket *b = &d->b[p->bucket];
   if (!d->started) return ot_set_error(OT_ERR_STATE, "data parallel: ot_dp_prepare was not called");
+  const double t0 = now_s();
   pthread_mutex_lock(&d->mu);
   if (p->round == 0) b->queued = b->done = 0; /* a new step: the last one's wait saw every round done */
   while (b->done < b->queued && d->err == OT_OK) pthread_cond_wait(&d->done, &d->mu);
   const ot_status err = d->err;
   pthread_mutex_unlock(&d->mu);
   if (err != OT_OK) return raise_err(d);
+  const double t1 = now_s();
   size_t at = 0;
   for (int k = 0; k < b->n; k++) {
     const size_t bytes = ot_tensor_nbytes(e->in_t[k]);
     OT_TRY(ot_mem_copy(b->send + at, OT_DEVICE_HOST, e->in[k], e->device, bytes));
     at += bytes / sizeof(float);
   }
+  const double t2 = now_s();
   pthread_mutex_lock(&d->mu);
+  d->st.wait_s += t1 - t0;
+  d->st.copy_s += t2 - t1;
+  d->st.bytes += at * sizeof(float);
   d->q[(d->q_head + d->q_len) % d->q_cap] = (dp_job){p->bucket, p->round};
   d->q_len++;
   b->queued = p->round + 1;
@@ -233,25 +258,40 @@ static ot_status run_wait(const ot_op_exec *e) {
   const dp_params *p = e->params;
   ot_dp *d = p->d;
   dp_bucket *b = &d->b[p->bucket];
+  const double t0 = now_s();
   pthread_mutex_lock(&d->mu);
   while (b->done < d->o.rounds && d->err == OT_OK) pthread_cond_wait(&d->done, &d->mu);
   const ot_status err = d->err;
   pthread_mutex_unlock(&d->mu);
   if (err != OT_OK) return raise_err(d);
+  const double t1 = now_s();
   size_t at = 0;
   for (int k = 0; k < b->n; k++) {
     const size_t bytes = ot_tensor_nbytes(e->out_t[k]);
     OT_TRY(ot_mem_copy(e->out[k], e->device, b->send + at, OT_DEVICE_HOST, bytes));
     at += bytes / sizeof(float);
   }
+  const double t2 = now_s();
+  pthread_mutex_lock(&d->mu);
+  d->st.wait_s += t1 - t0;
+  d->st.copy_s += t2 - t1;
+  pthread_mutex_unlock(&d->mu);
   return OT_OK;
 }
 
 /* direct: MPI on the device memory itself, in place, on the compute thread. */
 static ot_status run_direct(const ot_op_exec *e) {
   const dp_params *p = e->params;
+  ot_dp *d = p->d;
+  const double t0 = now_s();
   for (int k = 0; k < e->n_out; k++)
-    OT_TRY(ot_comm_allreduce_f32(p->d->o.comm, e->out[k], (size_t)ot_tensor_numel(e->out_t[k])));
+    OT_TRY(ot_comm_allreduce_f32(d->o.comm, e->out[k], (size_t)ot_tensor_numel(e->out_t[k])));
+  const double t = now_s() - t0;
+  pthread_mutex_lock(&d->mu);
+  d->st.reduce_s += t;
+  d->st.wait_s += t;
+  d->st.rounds++;
+  pthread_mutex_unlock(&d->mu);
   return OT_OK;
 }
 

@@ -61,6 +61,9 @@ ot_status ot_dp_add_bucket(ot_dp *d, int n, ot_tensor *const *grads, int *id);
 ot_status ot_dp_record_start(ot_dp *d, ot_program *p, int id, int round);
 ot_status ot_dp_record_wait(ot_dp *d, ot_program *p, int id);
 
+/* What the reduction cost so far (ot_grad_reduce_stats, gpt2_train.h). */
+ot_grad_reduce_stats ot_dp_stats(ot_dp *d);
+
 /* The host staging memory and the comm thread, once the buckets are known
  * (not for a trainer that only plans). `dev`: the device whose runtime
  * pins the staging memory. */

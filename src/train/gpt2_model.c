@@ -376,6 +376,9 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
 ot_status ot_gpt2_train_sync(ot_gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
 
 int64_t ot_gpt2_train_skipped_steps(const ot_gpt2_trainer *g) { return g->skipped; }
+ot_grad_reduce_stats ot_gpt2_train_reduce_stats(const ot_gpt2_trainer *g) {
+  return g->dp ? ot_dp_stats(g->dp) : (ot_grad_reduce_stats){0};
+}
 int ot_gpt2_train_loss_scale_log2(const ot_gpt2_trainer *g) { return g->o.precision == OT_F16 ? g->scale_k : 0; }
 int ot_gpt2_train_num_params(const ot_gpt2_trainer *g) { return g->n_params; }
 const char *ot_gpt2_train_param_name(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }
