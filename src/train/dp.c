@@ -217,6 +217,37 @@ static ot_status raise_err(ot_dp *d) {
                       d->err_msg);
 }
 
+/* Waits until bucket b has finished `rounds` rounds of this step (reset:
+ * a new step starts, the last one's wait saw every round done), the time
+ * counted as waited for. */
+static ot_status wait_rounds(ot_dp *d, dp_bucket *b, int rounds, int reset) {
+  const double t0 = now_s();
+  pthread_mutex_lock(&d->mu);
+  if (reset) b->queued = b->done = 0;
+  while (b->done < rounds && d->err == OT_OK) pthread_cond_wait(&d->done, &d->mu);
+  const ot_status err = d->err;
+  d->st.wait_s += now_s() - t0;
+  pthread_mutex_unlock(&d->mu);
+  return err == OT_OK ? OT_OK : raise_err(d);
+}
+
+/* The bucket's tensors (the op's views) to the staging memory or back. */
+static ot_status stage(ot_dp *d, const ot_op_exec *e, dp_bucket *b, int to_host) {
+  const double t0 = now_s();
+  size_t at = 0;
+  for (int k = 0; k < b->n; k++) {
+    const size_t bytes = ot_tensor_nbytes(to_host ? e->in_t[k] : e->out_t[k]);
+    OT_TRY(to_host ? ot_mem_copy(b->send + at, OT_DEVICE_HOST, e->in[k], e->device, bytes)
+                   : ot_mem_copy(e->out[k], e->device, b->send + at, OT_DEVICE_HOST, bytes));
+    at += bytes / sizeof(float);
+  }
+  pthread_mutex_lock(&d->mu);
+  d->st.copy_s += now_s() - t0;
+  if (to_host) d->st.bytes += at * sizeof(float);
+  pthread_mutex_unlock(&d->mu);
+  return OT_OK;
+}
+
 /* Copies the bucket into the staging memory and queues it. The previous
  * round of the same bucket must have left the staging memory first. */
 static ot_status run_start(const ot_op_exec *e) {
@@ -224,25 +255,9 @@ static ot_status run_start(const ot_op_exec *e) {
   ot_dp *d = p->d;
   dp_bucket *b = &d->b[p->bucket];
   if (!d->started) return ot_set_error(OT_ERR_STATE, "data parallel: ot_dp_prepare was not called");
-  const double t0 = now_s();
+  OT_TRY(wait_rounds(d, b, p->round, p->round == 0));
+  OT_TRY(stage(d, e, b, 1));
   pthread_mutex_lock(&d->mu);
-  if (p->round == 0) b->queued = b->done = 0; /* a new step: the last one's wait saw every round done */
-  while (b->done < b->queued && d->err == OT_OK) pthread_cond_wait(&d->done, &d->mu);
-  const ot_status err = d->err;
-  pthread_mutex_unlock(&d->mu);
-  if (err != OT_OK) return raise_err(d);
-  const double t1 = now_s();
-  size_t at = 0;
-  for (int k = 0; k < b->n; k++) {
-    const size_t bytes = ot_tensor_nbytes(e->in_t[k]);
-    OT_TRY(ot_mem_copy(b->send + at, OT_DEVICE_HOST, e->in[k], e->device, bytes));
-    at += bytes / sizeof(float);
-  }
-  const double t2 = now_s();
-  pthread_mutex_lock(&d->mu);
-  d->st.wait_s += t1 - t0;
-  d->st.copy_s += t2 - t1;
-  d->st.bytes += at * sizeof(float);
   d->q[(d->q_head + d->q_len) % d->q_cap] = (dp_job){p->bucket, p->round};
   d->q_len++;
   b->queued = p->round + 1;
@@ -258,25 +273,8 @@ static ot_status run_wait(const ot_op_exec *e) {
   const dp_params *p = e->params;
   ot_dp *d = p->d;
   dp_bucket *b = &d->b[p->bucket];
-  const double t0 = now_s();
-  pthread_mutex_lock(&d->mu);
-  while (b->done < d->o.rounds && d->err == OT_OK) pthread_cond_wait(&d->done, &d->mu);
-  const ot_status err = d->err;
-  pthread_mutex_unlock(&d->mu);
-  if (err != OT_OK) return raise_err(d);
-  const double t1 = now_s();
-  size_t at = 0;
-  for (int k = 0; k < b->n; k++) {
-    const size_t bytes = ot_tensor_nbytes(e->out_t[k]);
-    OT_TRY(ot_mem_copy(e->out[k], e->device, b->send + at, OT_DEVICE_HOST, bytes));
-    at += bytes / sizeof(float);
-  }
-  const double t2 = now_s();
-  pthread_mutex_lock(&d->mu);
-  d->st.wait_s += t1 - t0;
-  d->st.copy_s += t2 - t1;
-  pthread_mutex_unlock(&d->mu);
-  return OT_OK;
+  OT_TRY(wait_rounds(d, b, d->o.rounds, 0));
+  return stage(d, e, b, 0);
 }
 
 /* direct: MPI on the device memory itself, in place, on the compute thread. */
