@@ -14,5 +14,8 @@ export PMIX_INSTALL_PREFIX=$_ml/pmix2
 # Debian's /etc/openmpi/openmpi-mca-params.conf, which is not below the prefix
 export OMPI_MCA_btl_base_warn_component_unused=0 OMPI_MCA_mtl='^ofi' OMPI_MCA_btl='^uct,openib,ofi' \
        OMPI_MCA_pml='^ucx' OMPI_MCA_osc='^ucx,pt2pt'
+# In a container without ptrace rights the shared-memory transport's single-copy mode (CMA) fails
+# ("process_vm_readv: Operation not permitted"): copy through the shared segment instead.
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
 mpirun() { orterun "$@"; }
 echo "ompi-env: Open MPI from /tmp/ompi ($(orterun --version 2>/dev/null | head -1))"
