@@ -2,6 +2,7 @@
 # a review, keeps the layering:
 #
 #   core <- memory <- kernels, sched, io <- config, text <- ops <- models, train
+#   core <- comm (MPI, optional) <- train
 #
 # (cli sits on top and links only the public library.) Each layer is an
 # OBJECT library. Its headers are spelled "layer/header.h" and are reachable

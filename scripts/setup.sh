@@ -5,7 +5,9 @@
 #                             cmocka, jansson (JSON), libyaml, PCRE2 (tokenizer regexes), utf8proc
 #                             (tokenizer NFC/NFKC), librsvg (trace plot -o FILE.png; headers at build
 #                             time); make and binutils
-#                             (readelf) for scripts/check_install.sh
+#                             (readelf) for scripts/check_install.sh; Open MPI
+#                             (libopenmpi-dev, openmpi-bin) for the OT_MPI=ON
+#                             build that scripts/test.sh makes of offload-host
 #   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
 #                             into toolchain/cuda-11.8 (see docs/gpu.md:
 #                             LLVM 19 cannot load cubins from CUDA 13's ptxas)
@@ -31,7 +33,8 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 pkgs=(clang-19 clang-tools-19 llvm-19 libomp-19-dev libclang-rt-19-dev lld-19 cmake ninja-build pkg-config
-      libcmocka-dev libjansson-dev libyaml-dev libpcre2-dev librsvg2-dev libutf8proc-dev make binutils)
+      libcmocka-dev libjansson-dev libyaml-dev libpcre2-dev librsvg2-dev libutf8proc-dev make binutils
+      libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -64,6 +64,11 @@ uint64_t ot_ctx_budget(const ot_ctx *ctx, int i);
 uint64_t ot_ctx_host_budget(const ot_ctx *ctx); /* ot_ctx_opts.host_budget_bytes (0: none) */
 uint64_t ot_ctx_host_bytes(const ot_ctx *ctx);  /* host homes and staging rings the context holds now */
 
+/* OpenMP offload devices the runtime reports (0 in a build without offload
+ * targets, or with none found): the ranks of a job on one machine take
+ * device local_rank % ot_device_count() (comm.h). */
+int ot_device_count(void);
+
 /* Device bytes free/total as the runtime reports them (0/0 when unknown). */
 void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes);
 

@@ -20,6 +20,7 @@
 #ifndef OMPTENSOR_GPT2_TRAIN_H
 #define OMPTENSOR_GPT2_TRAIN_H
 
+#include "omptensor/comm.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/omptensor.h"
 #include "omptensor/ops.h"
@@ -28,6 +29,20 @@
 #ifdef __cplusplus
 extern "C" {
 #endif
+
+/* How the gradients of data-parallel ranks are summed (src/train/dp.h):
+ *   LOCAL      one process, no reduction: the micro-batches accumulate in
+ *              place (the default without a comm)
+ *   ORDERED    each micro-batch's gradient from zero, summed in the order of
+ *              the global micro-batches over an exchange of segments: the
+ *              same model, bitwise, for any number of ranks at a fixed
+ *              global batch (the default with a comm)
+ *   ALLREDUCE  each rank accumulates in place, then MPI_Allreduce (MPI's
+ *              order: the same model within fp32 rounding) */
+typedef enum ot_grad_reduce { OT_GRAD_LOCAL = 0, OT_GRAD_ORDERED, OT_GRAD_ALLREDUCE } ot_grad_reduce;
+
+const char *ot_grad_reduce_name(ot_grad_reduce r);
+ot_status ot_grad_reduce_parse(const char *s, ot_grad_reduce *out); /* "local" | "ordered" | "allreduce" */
 
 typedef struct ot_gpt2_train_opts {
   int B, T;             /* sequences per micro-batch and tokens per sequence (T <= n_positions) */
@@ -71,6 +86,19 @@ typedef struct ot_gpt2_train_opts {
                            weights (or their 16-bit copies) come back when next used. A hybrid
                            plan (sched.h host_ops): the state is not kept on the device between
                            steps, and checkpoint auto's per-tensor recomputation is off */
+  ot_comm *comm;        /* data parallel (NULL: one process): the ranks that train together, each on
+                           its own device and budget; every rank creates the trainer with the same
+                           options and passes the same global batch to ot_gpt2_train_step, of which
+                           rank r takes micro-batches r, r + size, r + 2 size, ... (accum of them);
+                           the gradients are summed across the ranks before AdamW, so every rank
+                           holds the same weights after every step. Not owned */
+  ot_grad_reduce grad_reduce; /* with a comm: ORDERED (LOCAL means ORDERED there) or ALLREDUCE; without
+                           one, ORDERED or ALLREDUCE run the same reduction on one process (ORDERED:
+                           bitwise the model R ranks train with accum / R each) */
+  int grad_direct;      /* ALLREDUCE: -1 (the default) MPI on the device memory itself when it can
+                           (a CUDA-aware MPI on a CUDA GPU, or the host's memory), else through host
+                           staging; 0: always host staging (overlapped with the backward); 1: direct,
+                           refused where MPI cannot read the device memory */
   int plan_only;        /* record and plan only: no tensor gets memory, no weight is read (the
                            checkpoint's names, shapes and dtypes are checked), ot_gpt2_train_step refuses:
                            checks a budget or a batch size without allocating gigabytes */
@@ -86,11 +114,27 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
                        ot_gpt2_trainer **out);
 void ot_gpt2_train_destroy(ot_gpt2_trainer *g); /* NULL is fine */
 
-/* One step on inputs/targets [accum*B*T] (row-major [accum, B, T]); *loss
- * gets the mean loss before the update. A loss that is not finite fails
+/* One step on inputs/targets [accum*B*T] (row-major [accum, B, T]); with
+ * a comm of R ranks the global batch [R*accum*B*T], the same on every rank
+ * (see comm above). *loss gets the mean loss before the update (with a
+ * comm: over the global batch, the same on every rank). A loss that is not finite fails
  * with OT_ERR_NUMERIC naming the step (the update has been made: the
  * weights are no longer finite either). */
 ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss);
+
+/* Data parallel: what the gradient reduction cost over the steps so far
+ * (all 0 without it). reduce_s: the comm thread's time in the collectives
+ * and the ordered sums, which overlaps the backward; wait_s: the time the
+ * step waited for it (in dp_wait, or for a bucket's staging memory to be
+ * free; the synchronous reduction of grad_direct counts here whole), the
+ * part not hidden; copy_s: the staging copies device <-> host on the
+ * step's thread; bytes: staging bytes each way. */
+typedef struct ot_grad_reduce_stats {
+  int64_t rounds; /* bucket reductions */
+  double reduce_s, wait_s, copy_s;
+  uint64_t bytes;
+} ot_grad_reduce_stats;
+ot_grad_reduce_stats ot_gpt2_train_reduce_stats(const ot_gpt2_trainer *g);
 
 /* f16: steps whose update was skipped (their gradients overflowed), and the
  * loss scale's log2 the next step uses (0 in f32/bf16). */

@@ -13,7 +13,13 @@
  * [1, 2, 3]}, optionally "max_new_tokens"; ID a string or an integer (the
  * line number when absent). Blank lines are skipped. Output lines: {"id",
  * "text" (with a tokenizer), "tokens", "prompt_tokens", "stopped" ("eos" or
- * "length"), "prefill_ms", "decode_ms", "tokens_per_second"}. */
+ * "length"), "prefill_ms", "decode_ms", "tokens_per_second"}.
+ *
+ * Under mpirun / srun the ranks share the job (mpi_batch.h): every rank
+ * reads IN (the same jobs, in the same order), rank 0 alone reads OUT and
+ * names the prompts left, hands them out one at a time and writes every
+ * rank's lines; with --batch N each rank takes every R-th of them (a
+ * static split: ot_generate_batch wants its prompts at the start). */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
@@ -23,7 +29,9 @@
 #include <unistd.h>
 
 #include "batch.h"
+#include "mpi_batch.h"
 #include "prompt.h"
+#include "ranks.h"
 #include "report.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/models.h"
@@ -50,11 +58,18 @@ typedef struct batch {
   size_t n_done;
   long bad_lines; /* lines refused while reading IN */
   long refused;   /* prompts the model refused while running */
+  int quiet;      /* a rank other than 0: the input's errors are rank 0's to print */
+  size_t *todo;   /* [n_todo] the jobs not in OUT (indices into jobs), as rank 0 found them */
+  size_t n_todo;
+  size_t next;    /* one process: the next of todo to run */
+  int fd;         /* OUT, appended to (rank 0 only) */
+  ot_cli_queue *q; /* several ranks: rank 0's work queue and writer */
 } batch;
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 static void line_error(const batch *b, long line, const char *what) {
+  if (b->quiet) return;
   ot_cli_progress_end();
   fprintf(stderr, "omptensor run: %s:%ld: %s\n", b->in, line, what);
 }
@@ -251,6 +266,21 @@ static ot_status append(int fd, const char *path, const char *text) {
   return OT_OK;
 }
 
+static ot_status write_line(void *user, const char *line) {
+  const batch *b = user;
+  return append(b->fd, b->out, line);
+}
+
+/* The position in todo of the next prompt to run (n_todo: none left). */
+static ot_status next_job(batch *b, size_t *pos) {
+  if (b->q) return ot_cli_queue_next(b->q, pos);
+  *pos = b->next < b->n_todo ? b->next++ : b->n_todo;
+  return OT_OK;
+}
+
+/* A finished prompt's line into OUT (through rank 0 with several ranks). */
+static ot_status emit(batch *b, const char *line) { return b->q ? ot_cli_queue_emit(b->q, line) : write_line(b, line); }
+
 static char *result_line(const job *j, const ot_gen_result *r) {
   json_t *o = json_object();
   json_object_set(o, "id", j->id);
@@ -270,17 +300,19 @@ static char *result_line(const job *j, const ot_gen_result *r) {
 /* The prompts not done yet, in input order. A prompt the model refuses (its
  * plan does not fit the budget, NaN logits: exit-2 kinds) is reported and
  * skipped; anything else stops the job. */
-static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t todo, size_t *ran) {
+static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, size_t *ran) {
   ot_gen_opts g = *b->g;
   g.sched = s->sched;
   g.trace = s->trace;
   g.tokenizer = b->tk;
   g.hold_device = 1; /* the weights go up once for the whole job (released by ot_lm_destroy) */
-  size_t k = 0;
-  for (size_t i = 0; i < b->n; i++) {
-    job *j = &b->jobs[i];
-    if (is_done(b, j->key)) continue;
-    k++;
+  char who[48] = "";
+  if (ot_cli_ranks(s) > 1) snprintf(who, sizeof who, " [rank %d/%d]", ot_cli_rank(s), ot_cli_ranks(s));
+  for (size_t k = 1;; k++) {
+    size_t pos;
+    OT_TRY(next_job(b, &pos));
+    if (pos >= b->n_todo) break;
+    job *j = &b->jobs[b->todo[pos]];
     g.max_new_tokens = j->max_new;
     ot_gen_result r;
     ot_status st = ot_cli_budget_error(s, ot_generate(m, j->ids, j->n_ids, &g, &r));
@@ -294,12 +326,12 @@ static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t 
     OT_TRY(st);
     char *l = result_line(j, &r);
     if (!l) st = ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for a result line");
-    else st = append(fd, b->out, l);
+    else st = emit(b, l);
     free(l);
     if (st == OT_OK) {
       (*ran)++;
-      fprintf(stderr, "omptensor run: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", k, todo, j->key,
-              r.n_tokens, r.stopped_at_eos ? "eos" : "length", r.decode_tokens_per_second);
+      fprintf(stderr, "omptensor run%s: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", who, k, b->n_todo,
+              j->key, r.n_tokens, r.stopped_at_eos ? "eos" : "length", r.decode_tokens_per_second);
     }
     ot_gen_result_free(&r);
     OT_TRY(st);
@@ -314,21 +346,21 @@ static ot_status run_jobs(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t 
  * on what shares its batch, nor on what a rerun skips. */
 typedef struct batched {
   batch *b;
-  int fd;
   job **jobs; /* [n] the jobs being run, in the order given */
   size_t n, ran;
   json_t *per; /* --json: each prompt's id, tokens and tokens/s */
+  char who[48]; /* " [rank r/R]" with several ranks */
 } batched;
 
 static ot_status batched_done(void *user, int seq, const ot_gen_result *r) {
   batched *x = user;
   const job *j = x->jobs[seq];
   char *l = result_line(j, r);
-  ot_status st = l ? append(x->fd, x->b->out, l) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for a result line");
+  ot_status st = l ? emit(x->b, l) : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for a result line");
   free(l);
   OT_TRY(st);
   x->ran++;
-  fprintf(stderr, "omptensor run: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", x->ran, x->n, j->key,
+  fprintf(stderr, "omptensor run%s: [%zu/%zu] id %s: %d tokens (%s), %.2f tokens/s\n", x->who, x->ran, x->n, j->key,
           r->n_tokens, r->stopped_at_eos ? "eos" : "length", r->decode_tokens_per_second);
   if (x->per)
     json_array_append_new(x->per, json_pack("{s:O, s:i, s:f}", "id", j->id, "tokens", r->n_tokens, "tokens_per_second",
@@ -336,9 +368,15 @@ static ot_status batched_done(void *user, int seq, const ot_gen_result *r) {
   return OT_OK;
 }
 
-static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int fd, size_t todo, int n_slots,
-                                  size_t *ran, json_t **summary) {
-  batched x = {.b = b, .fd = fd, .n = todo};
+static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int n_slots, size_t *ran,
+                                  json_t **summary) {
+  /* this rank's share: every R-th prompt left, from its rank on */
+  const size_t R = (size_t)ot_cli_ranks(s), me = (size_t)ot_cli_rank(s);
+  const size_t todo = b->n_todo > me ? (b->n_todo - me + R - 1) / R : 0;
+  *ran = 0;
+  if (!todo) return OT_OK;
+  batched x = {.b = b, .n = todo};
+  if (R > 1) snprintf(x.who, sizeof x.who, " [rank %zu/%zu]", me, R);
   ot_gen_seq *seqs = calloc(todo, sizeof *seqs);
   x.jobs = calloc(todo, sizeof *x.jobs);
   if (!seqs || !x.jobs) {
@@ -346,13 +384,11 @@ static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int fd,
     free(x.jobs);
     return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %zu prompts", todo);
   }
-  size_t k = 0;
-  for (size_t i = 0; i < b->n; i++) {
-    job *j = &b->jobs[i];
-    if (is_done(b, j->key)) continue;
+  for (size_t k = 0; k < todo; k++) {
+    job *j = &b->jobs[b->todo[me + k * R]];
     x.jobs[k] = j;
-    seqs[k++] = (ot_gen_seq){.prompt = j->ids, .n_prompt = j->n_ids, .max_new_tokens = j->max_new,
-                             .stream = (uint64_t)j->line};
+    seqs[k] = (ot_gen_seq){.prompt = j->ids, .n_prompt = j->n_ids, .max_new_tokens = j->max_new,
+                           .stream = (uint64_t)j->line};
   }
   ot_gen_opts g = *b->g;
   g.sched = s->sched;
@@ -392,47 +428,102 @@ static ot_status run_jobs_batched(batch *b, ot_cli_session *s, ot_lm *m, int fd,
   return st;
 }
 
+/* The jobs not yet in OUT, in input order. */
+static ot_status list_todo(batch *b) {
+  b->todo = malloc((b->n ? b->n : 1) * sizeof *b->todo);
+  if (!b->todo) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %zu prompts", b->n);
+  for (size_t i = 0; i < b->n; i++)
+    if (!is_done(b, b->jobs[i].key)) b->todo[b->n_todo++] = i;
+  return OT_OK;
+}
+
+/* Several ranks: rank 0's list of the jobs left, to every rank (the
+ * others have read IN alike, so an index names the same job there). */
+static ot_status share_todo(batch *b, ot_comm *c) {
+  uint64_t n = b->n_todo;
+  OT_TRY(ot_comm_bcast(c, &n, sizeof n, 0));
+  if (n > b->n) return ot_set_error(OT_ERR_STATE, "rank 0 has %llu prompts left of %zu in %s", (unsigned long long)n, b->n, b->in);
+  uint64_t *v = malloc((n ? n : 1) * sizeof *v);
+  size_t *t = ot_comm_rank(c) ? malloc((n ? n : 1) * sizeof *t) : b->todo;
+  ot_status st = v && t ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %llu prompts", (unsigned long long)n);
+  for (size_t i = 0; st == OT_OK && ot_comm_rank(c) == 0 && i < n; i++) v[i] = b->todo[i];
+  if (st == OT_OK) st = ot_comm_bcast(c, v, n * sizeof *v, 0);
+  for (size_t i = 0; st == OT_OK && i < n; i++) {
+    if (v[i] >= b->n) st = ot_set_error(OT_ERR_STATE, "rank 0 names prompt %llu of %zu", (unsigned long long)v[i], b->n);
+    else t[i] = (size_t)v[i];
+  }
+  free(v);
+  if (t != b->todo) {
+    free(b->todo);
+    b->todo = t;
+  }
+  b->n_todo = (size_t)n;
+  return st;
+}
+
 int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *tk, const ot_gen_opts *g,
                      const char *in, const char *out, int n_slots) {
   const char *prog = "omptensor run";
+  const int R = ot_cli_ranks(s), root = ot_cli_is_root(s);
   ot_hf_config cfg;
-  batch b = {.model = model, .in = in, .out = out, .tk = tk, .cfg = &cfg, .g = g};
+  batch b = {.model = model, .in = in, .out = out, .tk = tk, .cfg = &cfg, .g = g, .quiet = !root, .fd = -1};
   ot_status st = ot_hf_config_load(model, &cfg);
-  if (st == OT_OK) st = read_out(&b); /* first: a wrong --out is the user's to fix before anything runs */
+  /* OUT is rank 0's alone: it reads what is done (first: a wrong --out is the user's to fix before anything
+   * runs), names what is left and writes every line */
+  if (st == OT_OK && root) st = read_out(&b);
   if (st == OT_OK) st = read_in(&b);
-  size_t todo = 0, ran = 0;
-  for (size_t i = 0; st == OT_OK && i < b.n; i++) todo += !is_done(&b, b.jobs[i].key);
-  int fd = -1;
-  if (st == OT_OK && todo) {
-    fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-    if (fd < 0) st = ot_set_error(OT_ERR_IO, "--out %s: cannot open for appending: %s", out, strerror(errno));
+  if (st == OT_OK) st = list_todo(&b);
+  if (st == OT_OK && root && b.n_todo) {
+    b.fd = open(out, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
+    if (b.fd < 0) st = ot_set_error(OT_ERR_IO, "--out %s: cannot open for appending: %s", out, strerror(errno));
   }
   if (st == OT_OK) st = ot_cli_session_start(s);
   if (st == OT_OK) st = ot_cli_check_trace(s);
   ot_lm *m = NULL;
-  if (st == OT_OK && todo) st = ot_model_load(s->ctx, model, ot_cli_weight_dtype(&s->settings), ot_cli_progress, s, &m);
+  /* with several ranks only rank 0 knows yet whether anything is left: each loads the model */
+  if (st == OT_OK && (b.n_todo || R > 1))
+    st = ot_model_load(s->ctx, model, ot_cli_weight_dtype(&s->settings), ot_cli_progress, s, &m);
+  int quiet = 0;
+  if (R > 1) {
+    st = ot_cli_ranks_agree(s, st, &quiet); /* every rank starts the work, or none does */
+    if (st == OT_OK) st = share_todo(&b, s->comm);
+    if (st == OT_OK) st = ot_cli_queue_start(s->comm, b.n_todo, write_line, &b, &b.q);
+  }
   if (st == OT_OK) ot_cli_input_accepted();
   json_t *summary = NULL;
-  if (st == OT_OK && todo)
-    st = n_slots ? run_jobs_batched(&b, s, m, fd, todo, n_slots, &ran, &summary) : run_jobs(&b, s, m, fd, todo, &ran);
+  size_t ran = 0;
+  if (st == OT_OK && b.n_todo)
+    st = n_slots ? run_jobs_batched(&b, s, m, n_slots, &ran, &summary) : run_jobs(&b, s, m, &ran);
+  if (b.q) { /* this rank's last line is out; rank 0 waits for every rank's */
+    ot_status f = ot_cli_queue_finish(b.q);
+    if (st == OT_OK) st = f;
+  }
   if (st == OT_OK && s->settings.trace_path) st = ot_trace_write_chrome(s->trace, s->settings.trace_path);
-  if (fd >= 0) close(fd);
+  if (b.fd >= 0) close(b.fd);
   ot_lm_destroy(m);
-  const long refused = b.bad_lines + b.refused;
-  const size_t lines = b.n + (size_t)b.bad_lines;
-  int rc = st == OT_OK ? (refused ? 2 : 0) : ot_cli_fail(prog, st);
-  if (st == OT_OK || rc == 1) {
-    fprintf(stderr, "omptensor run: %s: %zu prompts: %zu done now, %zu already in %s, %ld refused%s\n", in, lines,
-            ran, b.n - todo, out, refused, refused ? " (see above)" : "");
+  /* several ranks: the job's counts and its worst status, by every rank (rank 0 prints them) */
+  int64_t tot[2] = {(int64_t)ran, b.refused};
+  if (R > 1 && b.q) {
+    if (ot_comm_allreduce_i64(s->comm, tot, 2, 0) != OT_OK && st == OT_OK) st = OT_ERR_IO;
+    st = ot_cli_ranks_agree(s, st, &quiet);
+  }
+  const long refused = b.bad_lines + (long)tot[1];
+  const size_t lines = b.n + (size_t)b.bad_lines, done_now = (size_t)tot[0];
+  int rc = st == OT_OK ? (refused ? 2 : 0) : quiet ? ot_cli_exit_code(st) : ot_cli_fail(prog, st);
+  if (root && (st == OT_OK || rc == 1)) {
+    char ranks[48] = "";
+    if (R > 1) snprintf(ranks, sizeof ranks, " by %d ranks", R);
+    fprintf(stderr, "omptensor run: %s: %zu prompts: %zu done now%s, %zu already in %s, %ld refused%s\n", in, lines,
+            done_now, ranks, b.n - b.n_todo, out, refused, refused ? " (see above)" : "");
     if (st == OT_OK && s->settings.json) {
       /* the setup and the memory summary of the whole job (budget, peak device bytes, transfers), as a
-       * single run's --json has them, then the job's counts */
+       * single run's --json has them (rank 0's with several ranks), then the job's counts */
       const ot_trace_summary t = ot_trace_summarize(s->trace);
       json_t *o = ot_cli_json_base(s, model, &t);
-      json_t *counts = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I}", "kv_dtype",
+      json_t *counts = json_pack("{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:i}", "kv_dtype",
                                  ot_dtype_name(s->settings.gen.kv_dtype), "prompts_file", in, "out", out, "prompts",
-                                 (json_int_t)lines, "done_now", (json_int_t)ran, "already_done",
-                                 (json_int_t)(b.n - todo), "refused", (json_int_t)refused);
+                                 (json_int_t)lines, "done_now", (json_int_t)done_now, "already_done",
+                                 (json_int_t)(b.n - b.n_todo), "refused", (json_int_t)refused, "ranks", R);
       if (o && (!counts || json_object_update(o, counts))) o = (json_decref(o), NULL);
       json_decref(counts);
       if (o && summary) json_object_set(o, "batch", summary); /* --batch N: the aggregate and each prompt's rate */
@@ -442,7 +533,8 @@ int ot_cli_run_batch(ot_cli_session *s, const char *model, const ot_tokenizer *t
   json_decref(summary);
   for (size_t i = 0; i < b.n; i++) job_free(&b.jobs[i]);
   free(b.jobs);
+  free(b.todo);
   for (size_t i = 0; i < b.n_done; i++) free(b.done[i]);
   free(b.done);
-  return rc;
+  return ot_cli_ranks_exit(s, rc);
 }

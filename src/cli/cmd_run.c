@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "ranks.h"
 #include "cli.h"
 #include "common.h"
 #include "prompt.h"
@@ -187,6 +188,13 @@ int ot_cli_run(int argc, char **argv) {
   if (st == OT_OK && !a.model) st = ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor run --help)");
   if (st == OT_OK) st = check_sources(&a);
   if (st == OT_OK) st = ot_cli_session_settings(&s);
+  /* under mpirun/srun the ranks share a batch job (batch.c); one prompt is one process's */
+  if (st == OT_OK) st = ot_cli_ranks_start(&s);
+  if (st == OT_OK && ot_cli_ranks(&s) > 1 && !a.prompts)
+    st = ot_set_error(OT_ERR_INVALID_ARG, "under mpirun/srun (%d ranks) run takes a batch job, --prompts IN.jsonl "
+                                          "--out OUT.jsonl, whose prompts the ranks share; run one prompt as one "
+                                          "process",
+                      ot_cli_ranks(&s));
   ot_gen_opts g = ot_gen_opts_default();
   if (st == OT_OK) st = gen_opts(&s, a.model, &g);
   const int text_in = a.text || a.text_file;
@@ -237,7 +245,8 @@ int ot_cli_run(int argc, char **argv) {
     if (stream && st == OT_OK) st = print_text(NULL, "\n", 1);
   }
   if (st == OT_OK) st = ot_cli_report(&s, a.model, m, &r, stream ? stderr : stdout);
-  int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
+  /* several ranks reach here only refused, each alike: rank 0 says why */
+  int rc = st == OT_OK ? 0 : ot_cli_is_root(&s) ? ot_cli_fail(prog, st) : ot_cli_exit_code(st);
   ot_gen_result_free(&r);
   ot_lm_destroy(m);
   ot_tokenizer_destroy(tk);

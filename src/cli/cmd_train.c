@@ -9,13 +9,14 @@
 
 #include "cli.h"
 #include "common.h"
+#include "ranks.h"
 #include "report.h"
 #include "omptensor/gpt2_train.h"
 #include "omptensor/tokens.h"
 #include "omptensor/hfconfig.h"
 
 enum { OPT_HELP = 1, OPT_DATA, OPT_BATCH, OPT_ACCUM, OPT_SEQ, OPT_STEPS, OPT_LR, OPT_WD, OPT_CKPT, OPT_INIT, OPT_SEED, OPT_SAVE,
-       OPT_DRY, OPT_NODROP, OPT_PREC, OPT_CHUNK, OPT_CPUOPT };
+       OPT_DRY, OPT_NODROP, OPT_PREC, OPT_CHUNK, OPT_CPUOPT, OPT_GRED, OPT_GMEM };
 
 /* The default sequence length: the model's whole context up to 256 tokens,
  * long enough to learn from and short enough that a first try on a small
@@ -48,6 +49,14 @@ static const ot_opt train_opts[] = {
     {"cpu-optimizer", 0, NULL, "run AdamW on the host's cores on the state in host memory (ZeRO-Offload): the "
                                "moments never cross PCIe; turns checkpoint auto's recomputation off", OPT_CPUOPT},
     {"dry-run", 0, NULL, "record and plan the step only: print whether and how it fits the budget", OPT_DRY},
+    {"grad-reduce", 0, "MODE", "under mpirun/srun, how the ranks' gradients are summed: ordered (default: each "
+                               "micro-batch's gradient added in the global micro-batches' order, the same model "
+                               "bitwise for any number of ranks at the same global batch) or allreduce "
+                               "(MPI_Allreduce of each rank's accumulated gradients); on one process ordered runs "
+                               "that reduction too, local (the default there) accumulates in place",
+     OPT_GRED},
+    {"grad-memory", 0, "WHERE", "allreduce: auto (default: the device memory itself with a CUDA-aware MPI on a GPU, "
+                                "else host staging overlapped with the backward), host or device", OPT_GMEM},
     {0}};
 
 typedef struct train_args {
@@ -90,6 +99,13 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
     return OT_OK;
   case OPT_CHUNK: return ot_cli_int(v, 1, 1 << 30, &a->o.loss_chunk_rows);
   case OPT_CPUOPT: a->o.cpu_optimizer = 1; return OT_OK;
+  case OPT_GRED: return ot_grad_reduce_parse(v, &a->o.grad_reduce);
+  case OPT_GMEM:
+    if (!strcmp(v, "auto")) a->o.grad_direct = -1;
+    else if (!strcmp(v, "host")) a->o.grad_direct = 0;
+    else if (!strcmp(v, "device")) a->o.grad_direct = 1;
+    else return ot_set_error(OT_ERR_INVALID_ARG, "expected auto, host or device");
+    return OT_OK;
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -117,11 +133,16 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
     return ot_set_error(OT_ERR_INVALID_ARG, "--accum %d x --batch %d: more than %d sequences per step; use fewer",
                         a->o.accum, a->o.B, INT32_MAX);
   OT_TRY(ot_tokens_open(a->data, c.vocab_size, data));
-  int64_t need = (int64_t)a->o.accum * a->o.B * a->o.T + 1;
+  const int R = ot_cli_ranks(a->s); /* data parallel: a step takes the micro-batches of every rank */
+  if ((int64_t)R * a->o.accum * a->o.B > INT32_MAX)
+    return ot_set_error(OT_ERR_INVALID_ARG, "%d ranks x --accum %d x --batch %d: more than %d sequences per step; use "
+                                            "fewer", R, a->o.accum, a->o.B, INT32_MAX);
+  int64_t need = (int64_t)R * a->o.accum * a->o.B * a->o.T + 1;
   if (ot_tokens_count(*data) < need)
-    return ot_set_error(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of --accum %d x --batch %d x --seq %d "
+    return ot_set_error(OT_ERR_INVALID_ARG, "--data %s: %lld tokens, but one step of %s--accum %d x --batch %d x --seq %d "
                    "needs %lld; use a longer file or a smaller --accum/--batch/--seq",
-                   a->data, (long long)ot_tokens_count(*data), a->o.accum, a->o.B, a->o.T, (long long)need);
+                   a->data, (long long)ot_tokens_count(*data), R > 1 ? "the ranks x " : "", a->o.accum, a->o.B, a->o.T,
+                   (long long)need);
   return OT_OK;
 }
 
@@ -187,7 +208,10 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   ot_plan_stats ps = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
   char rec[256];
   json_t *layers = recomputed(g, rec, sizeof rec);
-  double rate = mean_rate(L, (int64_t)a->o.accum * a->o.B * a->o.T);
+  const int R = ot_cli_ranks(s);
+  double rate = mean_rate(L, (int64_t)R * a->o.accum * a->o.B * a->o.T);
+  const ot_grad_reduce_stats gr = ot_gpt2_train_reduce_stats(g);
+  const int n_steps = L->n > 0 ? L->n : 1;
   if (s->settings.json) {
     json_t *o = ot_cli_json_base(s, a->model, &t), *steps = json_array();
     for (int i = 0; i < L->n; i++)
@@ -196,6 +220,10 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "dry_run", json_boolean(a->dry));
     json_object_set_new(o, "B", json_integer(a->o.B));
     json_object_set_new(o, "accum", json_integer(a->o.accum));
+    json_object_set_new(o, "ranks", json_integer(R)); /* data parallel: the global batch is ranks x accum x B */
+    if (R > 1 || a->o.grad_reduce != OT_GRAD_LOCAL)
+      json_object_set_new(o, "grad_reduce", json_string(ot_grad_reduce_name(
+                                                a->o.grad_reduce == OT_GRAD_LOCAL ? OT_GRAD_ORDERED : a->o.grad_reduce)));
     json_object_set_new(o, "T", json_integer(a->o.T));
     json_object_set_new(o, "steps", steps);
     json_object_set_new(o, "tokens_per_second", json_real(rate));
@@ -209,6 +237,12 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
       json_object_set_new(o, "skipped_steps", json_integer((json_int_t)ot_gpt2_train_skipped_steps(g)));
       json_object_set_new(o, "loss_scale_log2", json_integer(ot_gpt2_train_loss_scale_log2(g)));
     }
+    if (gr.rounds) /* data parallel: what the gradient reduction cost per step (rank 0's) */
+      json_object_set_new(o, "grad_reduce_per_step",
+                          json_pack("{s:f, s:f, s:f, s:I, s:I}", "reduce_ms", gr.reduce_s * 1e3 / n_steps, "wait_ms",
+                                    gr.wait_s * 1e3 / n_steps, "copy_ms", gr.copy_s * 1e3 / n_steps, "bytes",
+                                    (json_int_t)(gr.bytes / (uint64_t)n_steps), "buckets",
+                                    (json_int_t)(gr.rounds / n_steps)));
     json_object_set_new(o, "plan_peak_bytes", json_integer((json_int_t)ps.peak_bytes));
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
@@ -223,11 +257,24 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     if (a->dry) printf("dry run: the step of %d x %d x %d tokens fits the budget\n", a->o.accum, a->o.B, a->o.T);
     else {
       fmt_rate(r, sizeof r, rate);
-      printf("trained %d steps of %d x %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n,
-             a->o.accum, a->o.B, a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r, L->n > 1 ? "2.." : "1");
+      char ranks[48] = "";
+      if (R > 1) snprintf(ranks, sizeof ranks, "%d ranks x ", R);
+      printf("trained %d steps of %s%d x %d x %d tokens: loss %.4f -> %.4f, %s tok/s (mean over steps %s)\n", L->n,
+             ranks, a->o.accum, a->o.B, a->o.T, (double)L->loss[0], (double)L->loss[L->n - 1], r,
+             L->n > 1 ? "2.." : "1");
       if (a->o.precision == OT_F16)
         printf("f16 loss scale: 2^%d now; %lld steps skipped (their gradients overflowed)\n",
                ot_gpt2_train_loss_scale_log2(g), (long long)ot_gpt2_train_skipped_steps(g));
+    }
+    if (gr.rounds) {
+      double ms = 0;
+      for (int i = 0; i < L->n; i++) ms += L->ms[i];
+      ms /= n_steps;
+      printf("gradient reduction (%s, %d ranks) per step: %.1f ms reducing (%.0f %% of the %.1f ms step), %.1f ms of it "
+             "waited for, %.1f ms of staging copies\n",
+             ot_grad_reduce_name(a->o.grad_reduce == OT_GRAD_LOCAL ? OT_GRAD_ORDERED : a->o.grad_reduce), R,
+             gr.reduce_s * 1e3 / n_steps, ms > 0 ? 100 * gr.reduce_s * 1e3 / n_steps / ms : 0, ms,
+             gr.wait_s * 1e3 / n_steps, gr.copy_s * 1e3 / n_steps);
     }
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s, tensors: %d\n", pk, up,
            dn, ot_recompute_name(a->o.checkpoint), rec, ps.recomputes);
@@ -239,14 +286,15 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
 }
 
 static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_log *L) {
-  size_t n = (size_t)a->o.accum * (size_t)a->o.B * (size_t)a->o.T;
+  const int R = ot_cli_ranks(a->s); /* every rank reads the global batch; the trainer takes its share */
+  size_t n = (size_t)R * (size_t)a->o.accum * (size_t)a->o.B * (size_t)a->o.T;
   int32_t *in = malloc(n * sizeof *in), *tg = malloc(n * sizeof *tg);
   ot_status st = in && tg ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no host memory for a batch");
   /* With --json stdout holds the one JSON object; the step lines go to stderr. */
   FILE *f = a->s->settings.json ? stderr : stdout;
   for (int i = 0; st == OT_OK && i < a->steps; i++) {
     st = log_room(L, i);
-    if (st == OT_OK) st = ot_tokens_next(data, a->o.accum * a->o.B, a->o.T, in, tg); /* [accum, B, T] */
+    if (st == OT_OK) st = ot_tokens_next(data, R * a->o.accum * a->o.B, a->o.T, in, tg); /* [ranks x accum, B, T] */
     double t0 = now_ms();
     if (st == OT_OK) st = ot_gpt2_train_step(g, in, tg, a->s->trace, &L->loss[i]);
     if (st != OT_OK) break;
@@ -254,6 +302,7 @@ static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_
     L->n = i + 1;
     char r[32];
     fmt_rate(r, sizeof r, (double)n * 1e3 / (L->ms[i] > 0 ? L->ms[i] : 1e-3));
+    if (!ot_cli_is_root(a->s)) continue; /* every rank has the same loss: rank 0 prints it */
     fprintf(f, "step %d/%d  loss %.4f  %.0f ms  %s tok/s\n", i + 1, a->steps, (double)L->loss[i], L->ms[i], r);
     fflush(f);
   }
@@ -290,20 +339,29 @@ int ot_cli_train(int argc, char **argv) {
   ot_tokens *data = NULL;
   ot_gpt2_trainer *g = NULL;
   step_log L = {0};
+  /* under mpirun/srun: the ranks train one model together (data parallel), rank 0 prints and saves */
+  if (st == OT_OK) st = ot_cli_ranks_start(&s);
+  a.o.comm = s.comm;
+  const int root = ot_cli_is_root(&s);
   if (st == OT_OK) st = check_inputs(&a, &data);
   /* The outputs before the first step: a bad --save or --trace must not
    * wait for the end of training to be found. */
-  if (st == OT_OK && a.save && !a.dry && (st = ot_gpt2_train_check_save(a.save)) != OT_OK) ot_prefix_error(st, "--save");
+  if (st == OT_OK && root && a.save && !a.dry && (st = ot_gpt2_train_check_save(a.save)) != OT_OK)
+    ot_prefix_error(st, "--save");
   if (st == OT_OK) st = ot_cli_session_start(&s);
   if (st == OT_OK && !a.dry) st = ot_cli_check_trace(&s);
   a.o.plan_only = a.dry; /* a dry run allocates no activation memory */
   if (st == OT_OK) st = ot_cli_budget_error(&s, ot_gpt2_train_create(s.ctx, a.model, &a.o, &s.sched, &g));
+  int quiet = 0;
+  if (s.comm) st = ot_cli_ranks_agree(&s, st, &quiet); /* all ranks start the steps, or none does */
   if (st == OT_OK && s.verbose) ot_plan_print(ot_gpt2_train_plan(g), stderr);
   if (st == OT_OK) ot_cli_input_accepted(); /* the model is loaded and the step planned: the work starts */
   if (st == OT_OK && !a.dry) st = train(&a, g, data, &L);
-  if (st == OT_OK && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
-  if (st == OT_OK) st = report(&a, g, &L);
-  int rc = st == OT_OK ? 0 : ot_cli_fail(prog, st);
+  if (st == OT_OK && root && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
+  if (st == OT_OK && root) st = report(&a, g, &L);
+  else if (st == OT_OK && s.settings.trace_path && !a.dry) st = ot_trace_write_chrome(s.trace, s.settings.trace_path);
+  int rc = st == OT_OK ? 0 : quiet ? ot_cli_exit_code(st) : ot_cli_fail(prog, st);
+  rc = ot_cli_ranks_exit(&s, rc);
   free(L.loss);
   free(L.ms);
   ot_gpt2_train_destroy(g);

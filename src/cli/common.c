@@ -179,6 +179,7 @@ ot_status ot_cli_budget_error(const ot_cli_session *s, ot_status st) {
 void ot_cli_session_end(ot_cli_session *s) {
   ot_trace_destroy(s->trace);
   ot_ctx_destroy(s->ctx);
+  ot_comm_destroy(s->comm); /* MPI_Finalize: the last MPI call of the process */
   ot_settings_release(&s->settings);
   free(s->config_path);
   memset(s, 0, sizeof *s);

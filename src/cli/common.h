@@ -7,6 +7,7 @@
 #include <stdio.h>
 
 #include "omptensor/args.h"
+#include "omptensor/comm.h"
 #include "omptensor/omptensor.h"
 #include "omptensor/lm.h"
 #include "omptensor/sched.h"
@@ -51,6 +52,7 @@ typedef struct ot_cli_session {
   int verbose;
   int tty; /* stderr is a terminal: draw progress bars */
   int settings_loaded;
+  ot_comm *comm; /* the job's ranks under mpirun / srun (ranks.c); NULL: one process */
 } ot_cli_session;
 
 void ot_cli_session_init(ot_cli_session *s, const char *prog);

@@ -184,6 +184,8 @@ uint64_t ot_ctx_budget(const ot_ctx *ctx, int i) { return i >= 0 && i < ctx->n_d
 uint64_t ot_ctx_host_budget(const ot_ctx *ctx) { return ctx->host_budget; }
 uint64_t ot_ctx_host_bytes(const ot_ctx *ctx) { return atomic_load(&((ot_ctx *)ctx)->host_bytes); }
 
+int ot_device_count(void) { return ot_num_devices(); }
+
 static void print_bytes(FILE *f, uint64_t b) {
   char h[OT_SIZE_FORMAT_LEN];
   if (b == UINT64_MAX) fputs("unlimited", f);

@@ -8,6 +8,7 @@
 #include "omptensor/hfconfig.h"
 #include "omptensor/safetensors.h"
 #include "omptensor/tlist.h"
+#include "train/dp.h"
 
 /* One parameter: the f32 master weight, its gradient, AdamW moments, and
  * under mixed precision (matmul weights only) the low-precision copy the
@@ -50,7 +51,29 @@ struct ot_gpt2_trainer {
   ot_tensor *stats;
   int scale_k, good_run;
   int64_t skipped;
+  /* data parallel (dp.h; NULL: one process, accumulating in place): the
+   * buckets are the update's groups (ot_gt_group), bucket k = group k */
+  ot_dp *dp;
+  ot_comm *comm;     /* o.comm, or own_comm */
+  ot_comm *own_comm; /* ot_comm_self, for a reduction asked for without a comm */
+  ot_grad_reduce reduce;
+  int32_t *mb_in, *mb_tg; /* [accum*B*T]: this rank's micro-batches of the global batch */
+  float *losses;          /* [size][accum][n_chunks]: every rank's chunk losses, gathered */
 };
+
+/* The update's groups of parameters, in parameter order: wte, wpe, each
+ * layer's 12, ln_f's 2 (a multi-tensor AdamW each, and a bucket each). */
+static inline int ot_gt_num_groups(const ot_gpt2_trainer *g) { return (int)g->cfg.num_layers + 3; }
+static inline void ot_gt_group(const ot_gpt2_trainer *g, int k, int *i0, int *n) {
+  const int L = (int)g->cfg.num_layers;
+  if (k < 2) *i0 = k, *n = 1;
+  else if (k < L + 2) *i0 = 2 + (k - 2) * GT_PER_LAYER, *n = GT_PER_LAYER;
+  else *i0 = g->n_params - 2, *n = 2;
+}
+enum { GT_GROUP_WTE = 0, GT_GROUP_WPE = 1 }; /* layer l: 2 + l; ln_f: n_layer + 2 */
+
+/* The ranks training together (1 without data parallelism). */
+static inline int ot_gt_ranks(const ot_gpt2_trainer *g) { return g->dp ? ot_comm_size(g->comm) : 1; }
 
 /* Rows of the loss's chunk c (the last may be shorter). */
 static inline int64_t ot_gt_chunk_rows(const ot_gpt2_trainer *g, int64_t c) {

@@ -6,13 +6,14 @@
 #include <string.h>
 
 #include "core/checked.h"
+#include "memory/device.h"
 #include "omptensor/memory.h"
 #include "train/gpt2_impl.h"
 
 ot_gpt2_train_opts ot_gpt2_train_opts_default(void) {
   ot_gpt2_train_opts o = {.B = 1, .T = 64, .accum = 1, .adam = ot_adamw_opts_default(), .checkpoint = OT_RECOMPUTE_NONE,
                   .pcie_bytes_per_s = 55e9, .flops_per_s = 20e12, .seed = 1234, .loss_scale_log2 = 16,
-                  .scale_growth_interval = 2000};
+                  .scale_growth_interval = 2000, .grad_direct = -1};
   o.adam.weight_decay = 0.0f;
   return o;
 }
@@ -147,6 +148,71 @@ static void choose_chunks(ot_gpt2_trainer *g) {
   g->n_chunks = (BT + n - 1) / n;
 }
 
+const char *ot_grad_reduce_name(ot_grad_reduce r) {
+  switch (r) {
+  case OT_GRAD_LOCAL: return "local";
+  case OT_GRAD_ORDERED: return "ordered";
+  case OT_GRAD_ALLREDUCE: return "allreduce";
+  }
+  return "?";
+}
+
+ot_status ot_grad_reduce_parse(const char *s, ot_grad_reduce *out) {
+  for (int r = OT_GRAD_LOCAL; r <= OT_GRAD_ALLREDUCE; r++)
+    if (s && !strcmp(s, ot_grad_reduce_name((ot_grad_reduce)r))) return *out = (ot_grad_reduce)r, OT_OK;
+  return ot_set_error(OT_ERR_INVALID_ARG, "'%s': expected local, ordered or allreduce", s ? s : "");
+}
+
+/* Whether MPI may be handed the device memory itself: a CUDA-aware MPI on
+ * a CUDA GPU, or device memory that is the host's (the host backend, the
+ * x86_64 host-offload plugin's emulated devices). */
+static int mpi_reads_device(const ot_gpt2_trainer *g, int dev) {
+  if (ot_ctx_backend(g->ctx) == OT_BACKEND_HOST || ot_dev_is_host(dev) || !strcmp(OT_OFFLOAD_NAME, "host")) return 1;
+  return ot_dev_is_gpu(dev) && ot_comm_cuda_aware(g->comm);
+}
+
+/* Data parallel (dp.h): asked for by a comm or by grad_reduce; a bucket
+ * per update group. */
+static ot_status setup_dp(ot_gpt2_trainer *g) {
+  g->reduce = g->o.grad_reduce;
+  if (!g->o.comm && g->reduce == OT_GRAD_LOCAL) return OT_OK;
+  if (g->reduce == OT_GRAD_LOCAL) g->reduce = OT_GRAD_ORDERED;
+  if ((unsigned)g->reduce > OT_GRAD_ALLREDUCE)
+    return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: grad_reduce %d is not local, ordered or allreduce",
+                        (int)g->reduce);
+  g->comm = g->o.comm;
+  if (!g->comm) OT_TRY(ot_comm_self(&g->own_comm));
+  if (!g->comm) g->comm = g->own_comm;
+  const int dev = ot_ctx_device(g->ctx, g->so.device_index);
+  int direct = 0;
+  if (g->reduce == OT_GRAD_ALLREDUCE && g->o.grad_direct != 0) {
+    const int can = mpi_reads_device(g, dev);
+    if (g->o.grad_direct == 1 && !can)
+      return ot_set_error(OT_ERR_UNSUPPORTED,
+                          "gpt2_train: grad_direct: %s cannot read device memory (it is not CUDA-aware); use host "
+                          "staging (grad_direct 0 or -1)",
+                          ot_comm_describe(g->comm));
+    /* auto: direct only where it saves the copies: a CUDA-aware MPI on a GPU */
+    direct = g->o.grad_direct == 1 || (can && ot_dev_is_gpu(dev));
+  }
+  ot_dp_opts d = {.comm = g->comm, .mode = g->reduce, .rounds = g->o.accum, .direct = direct};
+  OT_TRY(ot_dp_create(&d, &g->dp));
+  for (int k = 0; k < ot_gt_num_groups(g); k++) {
+    int i0, n, id;
+    ot_gt_group(g, k, &i0, &n);
+    ot_tensor *t[GT_PER_LAYER];
+    for (int j = 0; j < n; j++) t[j] = g->P[i0 + j].g;
+    OT_TRY(ot_dp_add_bucket(g->dp, n, t, &id));
+  }
+  const size_t n = (size_t)g->o.accum * (size_t)g->o.B * (size_t)g->o.T;
+  const size_t nl = (size_t)ot_comm_size(g->comm) * (size_t)g->o.accum * (size_t)g->n_chunks;
+  g->mb_in = malloc(n * sizeof *g->mb_in);
+  g->mb_tg = malloc(n * sizeof *g->mb_tg);
+  g->losses = malloc(nl * sizeof *g->losses);
+  if (!g->mb_in || !g->mb_tg || !g->losses) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+  return OT_OK;
+}
+
 ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2_train_opts *o, const ot_sched_opts *so,
                        ot_gpt2_trainer **out) {
   *out = NULL;
@@ -202,7 +268,9 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
   if (s == OT_OK && !g->o.init_random) s = ot_ckpt_open(model_dir, &ck);
   if (s == OT_OK) s = load(g, ck);
   ot_ckpt_close(ck);
+  if (s == OT_OK) s = setup_dp(g);
   if (s == OT_OK) s = ot_gt_choose_and_plan(g);
+  if (s == OT_OK && g->dp && !g->o.plan_only) s = ot_dp_prepare(g->dp, ot_ctx_device(ctx, g->so.device_index));
   if (s != OT_OK) {
     ot_gpt2_train_destroy(g);
     return s;
@@ -214,6 +282,11 @@ ot_status ot_gpt2_train_create(ot_ctx *ctx, const char *model_dir, const ot_gpt2
 void ot_gpt2_train_destroy(ot_gpt2_trainer *g) {
   if (!g) return;
   if (g->ids) ot_gt_release_recording(g);
+  ot_dp_destroy(g->dp); /* after the plan: no op of it runs any more */
+  ot_comm_destroy(g->own_comm);
+  free(g->mb_in);
+  free(g->mb_tg);
+  free(g->losses);
   ot_tlist_release(&g->keep);
   free(g->ids);
   free(g->targets);
@@ -224,10 +297,49 @@ void ot_gpt2_train_destroy(ot_gpt2_trainer *g) {
   free(g);
 }
 
+/* The sum over the step's micro-batches of each one's mean loss (each
+ * chunk's loss is the mean over its rows: weighted by its share), in the
+ * order of the global micro-batches: with data parallelism every rank's
+ * chunk losses are gathered first, so every rank (and any number of
+ * ranks) adds the same numbers in the same order. */
+static ot_status step_loss(ot_gpt2_trainer *g, double *sum) {
+  const int R = ot_gt_ranks(g), A = g->o.accum;
+  const int64_t C = g->n_chunks;
+  const double n = (double)g->o.B * (double)g->o.T;
+  if (g->dp) {
+    float *mine = g->losses + (size_t)ot_comm_rank(g->comm) * (size_t)A * (size_t)C;
+    for (int mb = 0; mb < A; mb++) memcpy(mine + mb * C, ot_tensor_data(g->loss[mb]), (size_t)C * sizeof *mine);
+    const size_t bytes = (size_t)A * (size_t)C * sizeof *mine;
+    float *own = malloc(bytes); /* allgather's send and receive buffers must not overlap */
+    if (!own) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
+    memcpy(own, mine, bytes);
+    ot_status st = ot_comm_allgather(g->comm, own, bytes, g->losses);
+    free(own);
+    OT_TRY(st);
+  }
+  *sum = 0;
+  for (int k = 0; k < A * R; k++) { /* global micro-batch k: rank k % R's local k / R */
+    const float *l = g->dp ? g->losses + ((size_t)(k % R) * (size_t)A + (size_t)(k / R)) * (size_t)C
+                           : (const float *)ot_tensor_data(g->loss[k]);
+    for (int64_t c = 0; c < C; c++) *sum += (double)l[c] * (double)ot_gt_chunk_rows(g, c) / n;
+  }
+  return OT_OK;
+}
+
 ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const int32_t *targets, ot_trace *trace, float *loss) {
   if (g->o.plan_only)
     return ot_set_error(OT_ERR_INVALID_ARG, "gpt2_train: the trainer was made with plan_only; it cannot run a step");
   const size_t n = (size_t)g->o.B * (size_t)g->o.T;
+  if (g->dp) { /* this rank's micro-batches of the global batch: j * size + rank */
+    const int R = ot_comm_size(g->comm), me = ot_comm_rank(g->comm);
+    for (int mb = 0; mb < g->o.accum; mb++) {
+      const size_t k = (size_t)mb * (size_t)R + (size_t)me;
+      memcpy(g->mb_in + mb * n, inputs + k * n, n * sizeof *inputs);
+      memcpy(g->mb_tg + mb * n, targets + k * n, n * sizeof *targets);
+    }
+    inputs = g->mb_in;
+    targets = g->mb_tg;
+  }
   for (size_t i = 0; g->n_chunks > 1 && i < n * (size_t)g->o.accum; i++)
     if (targets[i] == -100)
       return ot_set_error(OT_ERR_INVALID_ARG,
@@ -247,14 +359,9 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
   if (skipped) g->skipped++;
   else g->updates++;
   if (g->o.precision == OT_F16) ot_loss_scale_next(&g->scale_k, &g->good_run, g->o.scale_growth_interval, skipped);
-  /* each chunk's loss is the mean over its rows: weighted by its share */
-  double sum = 0;
-  for (int mb = 0; mb < g->o.accum; mb++)
-    for (int64_t c = 0; c < g->n_chunks; c++) {
-      const double lc = ((const float *)ot_tensor_data(g->loss[mb]))[c];
-      sum += lc * (double)ot_gt_chunk_rows(g, c) / (double)n;
-    }
-  if (loss) *loss = (float)(sum / g->o.accum);
+  double sum;
+  OT_TRY(step_loss(g, &sum));
+  if (loss) *loss = (float)(sum / (double)(g->o.accum * ot_gt_ranks(g))); /* one division: the same for any split of accum x ranks */
   /* Issue 14: non-finite logits make a non-finite loss, checked once per step
    * (the update has used it already: the weights are no longer finite) */
   if (!isfinite(sum))
@@ -269,6 +376,9 @@ ot_status ot_gpt2_train_step(ot_gpt2_trainer *g, const int32_t *inputs, const in
 ot_status ot_gpt2_train_sync(ot_gpt2_trainer *g) { return g->plan ? ot_sched_sync(g->plan) : OT_OK; }
 
 int64_t ot_gpt2_train_skipped_steps(const ot_gpt2_trainer *g) { return g->skipped; }
+ot_grad_reduce_stats ot_gpt2_train_reduce_stats(const ot_gpt2_trainer *g) {
+  return g->dp ? ot_dp_stats(g->dp) : (ot_grad_reduce_stats){0};
+}
 int ot_gpt2_train_loss_scale_log2(const ot_gpt2_trainer *g) { return g->o.precision == OT_F16 ? g->scale_k : 0; }
 int ot_gpt2_train_num_params(const ot_gpt2_trainer *g) { return g->n_params; }
 const char *ot_gpt2_train_param_name(const ot_gpt2_trainer *g, int i) { return i >= 0 && i < g->n_params ? g->P[i].name : NULL; }

@@ -41,7 +41,10 @@ ot_status ot_gt_choose_and_plan(ot_gpt2_trainer *g) {
     free(g->host_ops);
     g->host_ops = calloc((size_t)(n ? n : 1), 1);
     if (!g->host_ops) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "gpt2_train: no host memory");
-    for (int i = 0; i < n; i++) g->host_ops[i] = !strncmp(ot_program_op_name(g->prog, i), "adamw", 5);
+    /* and the data-parallel waits before them: the sums go straight into the homes AdamW reads there */
+    for (int i = 0; i < n; i++)
+      g->host_ops[i] = !strncmp(ot_program_op_name(g->prog, i), "adamw", 5) ||
+                       !strncmp(ot_program_op_name(g->prog, i), "dp_wait", 7);
     g->so.host_ops = g->host_ops;
     g->so.defer_writeback = 0; /* the state lives at home: nothing to defer (and hybrid plans do not defer) */
     s = ot_sched_plan(g->ctx, g->prog, &g->so, &g->plan);

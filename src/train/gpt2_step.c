@@ -221,7 +221,8 @@ static ot_status head_and_loss(rec *r, int mb, ot_tensor *xf, ot_tensor *dxf) {
     if (g->o.keep_logits) OT_TRY(mat(r, r->lp, n, r->V, &dlogits, "d.logits", (int)c));
     int64_t sn[1] = {n};
     OT_TRY(act(r, OT_F32, 1, sn, &losses, "losses", (int)c));
-    const float share = (float)((double)n / (double)BT / (double)g->o.accum);
+    /* the mean over every micro-batch of every rank: each gradient carries its share */
+    const float share = (float)((double)n / (double)BT / (double)g->o.accum / (double)ot_gt_ranks(g));
     OT_TRY(ot_op_cross_entropy(r->p, lc, losses, dlogits, logits, tc, share));
     if (g->o.precision == OT_F16) OT_TRY(ot_op_loss_scale(r->p, dlogits, g->scale_slot)); /* x 2^k */
     OT_TRY(ot_op_matmul_backward(r->p, dxc, wte->g, dlogits, xc, ot_gt_mm(wte), 1));
@@ -230,9 +231,20 @@ static ot_status head_and_loss(rec *r, int mb, ot_tensor *xf, ot_tensor *dxf) {
   return OT_OK;
 }
 
+/* Data parallel: bucket k's reduction starts after micro-batch mb's last
+ * write to it: in every micro-batch (ORDERED: each is a round) or after
+ * the last one's (ALLREDUCE: the ranks accumulate locally first). */
+static ot_status dp_start(rec *r, int mb, int k) {
+  ot_gpt2_trainer *g = r->g;
+  if (!g->dp) return OT_OK;
+  if (g->reduce == OT_GRAD_ORDERED) return ot_dp_record_start(g->dp, r->p, k, mb);
+  return mb == g->o.accum - 1 ? ot_dp_record_start(g->dp, r->p, k, 0) : OT_OK;
+}
+
 /* Micro-batch mb: forward, the loss, the gradients zeroed before the first
- * micro-batch's backward, then the backward, which accumulates.
- * A: [n_layer] scratch for the layer activations. */
+ * micro-batch's backward (ORDERED data parallel: before each one's, so
+ * that each micro-batch's gradient is its own), then the backward, which
+ * accumulates. A: [n_layer] scratch for the layer activations. */
 static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
   ot_gpt2_trainer *g = r->g;
   const ot_hf_config *c = &g->cfg;
@@ -261,12 +273,14 @@ static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
   OT_TRY(mat(r, r->lp, BT, r->D, &xf, "x.f", 0));
   OT_TRY(ot_op_layernorm(r->p, xf, h, lnf_w->w, lnf_b->w, eps));
   /* the gradients start at zero before the first accumulating op */
-  for (int i = 0; mb == 0 && i < g->n_params; i++) OT_TRY(ot_op_zero(r->p, g->P[i].g));
+  const int fresh = mb == 0 || (g->dp && g->reduce == OT_GRAD_ORDERED);
+  for (int i = 0; fresh && i < g->n_params; i++) OT_TRY(ot_op_zero(r->p, g->P[i].g));
   OT_TRY(mat(r, OT_F32, BT, r->D, &dxf, "d.x.f", 0));
   OT_TRY(head_and_loss(r, mb, xf, dxf));
   /* backward */
   OT_TRY(mat(r, OT_F32, BT, r->D, &dh, "d.h", (int)L));
   OT_TRY(ot_op_layernorm_backward(r->p, dh, lnf_w->g, lnf_b->g, dxf, h, lnf_w->w, eps));
+  OT_TRY(dp_start(r, mb, (int)L + 2));
   for (int l = (int)L - 1; l >= 0; l--) {
     layer_acts *Al = &A[l], R = {.h = A[l].h};
     if (g->recompute[l]) { /* the checkpoint h is all that was kept of this layer */
@@ -276,12 +290,15 @@ static ot_status record_micro_batch(rec *r, int mb, layer_acts *A) {
       Al = &R;
     }
     OT_TRY(backward_layer(r, l, Al, dh, &dh));
+    OT_TRY(dp_start(r, mb, 2 + l));
   }
   OT_TRY(ot_op_embedding_backward(r->p, wte->g, dh, g->ids[mb]));
+  OT_TRY(dp_start(r, mb, GT_GROUP_WTE));
   ot_tensor *dh3 = NULL;
   int64_t s3[3] = {r->B, r->T, r->D};
   OT_TRY(keep(r, ot_tensor_reshape(dh, 3, s3, &dh3), dh3));
   OT_TRY(ot_op_positions_backward(r->p, wpe->g, dh3, g->pos_slot));
+  OT_TRY(dp_start(r, mb, GT_GROUP_WPE));
   OT_TRY(ot_program_mark_input(r->p, g->ids[mb]));
   OT_TRY(ot_program_mark_input(r->p, g->targets[mb]));
   return ot_program_mark_output(r->p, g->loss[mb]);
@@ -308,6 +325,8 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
    * not one per tensor */
   ot_adamw_opts o = g->o.adam;
   o.step_slot = g->step_slot;
+  /* data parallel and f16: every bucket's sum before the statistics that decide the skip */
+  for (int k = 0; s == OT_OK && g->dp && f16 && k < ot_gt_num_groups(g); k++) s = ot_dp_record_wait(g->dp, r.p, k);
   if (s == OT_OK && f16) { /* the gradients carry 2^k: unscaled by AdamW, skipped if any overflowed */
     int64_t s2[1] = {2};
     s = ot_tlist_add(&g->acts, g->ctx, OT_F32, 1, s2, g->shapes_only, &g->stats, "grad_stats");
@@ -318,8 +337,14 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
     o.skip_if = g->stats;
   }
   enum { GROUP = GT_PER_LAYER };
-  for (int i0 = 0; s == OT_OK && i0 < g->n_params;) {
-    const int n = i0 < 2 ? 1 : i0 + GROUP <= g->n_params - 2 ? GROUP : g->n_params - i0;
+  const int n_groups = ot_gt_num_groups(g);
+  for (int j = 0; s == OT_OK && j < n_groups; j++) {
+    /* data parallel: the last bucket reduced first (ln_f, the last layer, ...), each right after its
+     * wait, so the update of one group overlaps the reduction of the next */
+    const int grp = g->dp ? n_groups - 1 - j : j;
+    int i0, n;
+    ot_gt_group(g, grp, &i0, &n);
+    if (g->dp && !f16) s = ot_dp_record_wait(g->dp, r.p, grp);
     ot_tensor *w[GROUP], *gr[GROUP], *m[GROUP], *v[GROUP], *cp[GROUP];
     for (int k = 0; k < n; k++) {
       ot_gt_param *q = &g->P[i0 + k];
@@ -331,7 +356,6 @@ ot_status ot_gt_record(ot_gpt2_trainer *g) {
       if (s == OT_OK && g->o.keep_grads) s = ot_program_mark_output(r.p, q->g);
     }
     if (s == OT_OK) s = ot_op_adamw_multi(r.p, n, w, gr, m, v, cp, &o);
-    i0 += n;
   }
   if (s == OT_OK && g->o.keep_logits) s = ot_program_mark_output(r.p, g->logits);
   return s;
