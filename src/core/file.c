@@ -1,5 +1,9 @@
 /* file.c — checked opens and atomic outputs (file.h, omptensor/file.h). */
-#define _GNU_SOURCE /* renameat2, RENAME_EXCHANGE (glibc >= 2.28) */
+/* renameat2, RENAME_EXCHANGE (glibc >= 2.28): _GNU_SOURCE, which CMakeLists.txt also passes on the command line
+ * (an amdgcn device pass reads glibc's features.h before this line). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -1,5 +1,9 @@
 /* diskfile.c — checkpoint files as homes (diskfile.h). */
-#define _GNU_SOURCE /* O_DIRECT */
+/* O_DIRECT: _GNU_SOURCE, which CMakeLists.txt also passes on the command line
+ * (an amdgcn device pass reads glibc's features.h before this line). */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <fcntl.h>
 #include <stdatomic.h>
