@@ -3,15 +3,30 @@
  * shuffles, over LLVM's kernel-language extensions (ompx.h). Like the
  * directives, these are spelled only here.
  *
- *     OT_GPU_KERNEL(dev, nblocks, 256, OT_DEVPTR(x) firstprivate(n))
+ *     OT_GPU_KERNEL(dev, nblocks, 8 * OT_WARP_SIZE, OT_DEVPTR(x) firstprivate(n))
  *     {
- *       const int tid = OT_GPU_THREAD_ID(), lane = tid & 31;
+ *       const int tid = OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
  *       const int64_t b = OT_GPU_BLOCK_ID();
- *       ... s += OT_WARP_SHFL_DOWN(s, 16) ... OT_GPU_BLOCK_SYNC(); ...
+ *       ... s += OT_WARP_SHFL_DOWN(s, o) for o = OT_WARP_SIZE / 2 ... 1 ... OT_GPU_BLOCK_SYNC(); ...
  *     }
  *
- * Only meaningful in code that runs on a GPU: ompx.h's host fallbacks of
- * the shuffles trap. */
+ * Warps. The kernels are written for warps of OT_WARP_SIZE = 32 lanes: the
+ * host sizes the grid from it (nthreads = warps * OT_WARP_SIZE, decided on
+ * the host, which cannot know the device's wavefront at compile time) and
+ * the device groups threads by it. On NVIDIA a warp is the hardware's.
+ * Most AMD GPUs (gfx9: MI200, MI300) run wavefronts of 64: there a warp is
+ * one half of a wavefront, and every warp operation here works within it
+ * (the shuffles take the width, OT_WARP_SIZE, and stay in the caller's 32
+ * lanes: LLVM 19's ompx_shfl_down_sync_f honours it on amdgcn, and
+ * warp_ops.h's broadcasts and butterflies index within the half). AMD's
+ * wave32 GPUs (gfx10+) are warps of 32 like NVIDIA's. OT_GPU_WAVEFRONT_SIZE
+ * is the target's own width (32 on nvptx, __AMDGCN_WAVEFRONT_SIZE__ on
+ * amdgcn, set by -mcpu); the build stops on a GPU target whose wavefront
+ * is not a multiple of OT_WARP_SIZE, and on a GPU target this file does
+ * not know (give it its wavefront and shuffles first). A host device
+ * (plain host, the x86_64 offload plugin) compiles these regions too but
+ * never runs them: ot_kfast_gpu(dev) keeps them to GPUs; ompx.h's host
+ * fallbacks of the shuffles trap. */
 #ifndef OT_GPU_H
 #define OT_GPU_H
 
@@ -27,8 +42,28 @@
  * (shared arrays, OT_TEAM_SHARED). */
 #define OT_GPU_BLOCK_SYNC() ompx_sync_block_acq_rel()
 
-/* Float v of the lane `delta` lanes above the caller, within the full warp
- * of 32 lanes (all lanes must take part). */
-#define OT_WARP_SHFL_DOWN(v, delta) ompx_shfl_down_sync_f(~0ull, (v), (unsigned)(delta), 32)
+/* Lanes of a warp as the kernels use them (see above). */
+#define OT_WARP_SIZE 32
+
+#if defined(__NVPTX__)
+#define OT_GPU_WAVEFRONT_SIZE 32
+#elif defined(__AMDGCN__)
+#define OT_GPU_WAVEFRONT_SIZE __AMDGCN_WAVEFRONT_SIZE__
+#elif defined(__SPIRV__) || defined(__SPIRV32__) || defined(__SPIRV64__)
+#error "ot_gpu.h: a GPU target without a wavefront size and warp shuffles here: add them (see the comment above)"
+#endif
+#ifdef OT_GPU_WAVEFRONT_SIZE
+_Static_assert(OT_GPU_WAVEFRONT_SIZE % OT_WARP_SIZE == 0,
+               "the warp operations assume warps of OT_WARP_SIZE lanes inside this target's wavefront");
+#endif
+
+/* Thread `tid`'s lane in its warp and its warp's index in the block. */
+#define OT_WARP_LANE(tid) ((int)((unsigned)(tid) % OT_WARP_SIZE))
+#define OT_WARP_INDEX(tid) ((int)((unsigned)(tid) / OT_WARP_SIZE))
+
+/* Float v of the lane `delta` lanes above the caller, within its warp of
+ * OT_WARP_SIZE lanes (all lanes of the warp must take part; a lane past
+ * the warp's end gets its own v). */
+#define OT_WARP_SHFL_DOWN(v, delta) ompx_shfl_down_sync_f(~0ull, (v), (unsigned)(delta), OT_WARP_SIZE)
 
 #endif /* OT_GPU_H */

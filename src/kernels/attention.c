@@ -15,6 +15,7 @@
 #include "kernels/attention_tile.h"
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
+#include "ot_gpu.h"
 
 static ot_status kv_check(ot_kview cache, ot_kview x, int64_t pos) {
   OT_TRY(ot_kcheck("kv_append", "cache", cache, 3, 3, OT_KM_FLOAT));
@@ -95,7 +96,7 @@ ot_status ot_k_attention_window(int dev, ot_kview out, ot_kview q, ot_kview k, o
   const int64_t k0 = k.nb[0], k1 = k.nb[1], k2 = k.nb[2], v0 = v.nb[0], v1 = v.nb[1], v2 = v.nb[2];
   /* the warp kernel has no window: a windowed call takes the portable one */
   if (ot_kfast_gpu(dev) && !window && q.dt == OT_F32 && k.dt == OT_F32 && v.dt == OT_F32 && out.dt == OT_F32 &&
-      q.nb[2] == 1 && k.nb[2] == 1 && v.nb[2] == 1 && out.nb[2] == 1 && D % 32 == 0 && D <= OT_KATTN_MAX_D &&
+      q.nb[2] == 1 && k.nb[2] == 1 && v.nb[2] == 1 && out.nb[2] == 1 && D % OT_WARP_SIZE == 0 && D <= OT_KATTN_MAX_D &&
       k.nb[0] % 4 == 0 && k.nb[1] % 4 == 0 && (uintptr_t)k.p % 16 == 0) {
     ot_kattn_gpu(dev, out.p, out.nb[0], out.nb[1], q.p, q.nb[0], q.nb[1], k.p, k.nb[0], k.nb[1], v.p, v.nb[0], v.nb[1],
                  S, H, k.ne[1], D, pos);

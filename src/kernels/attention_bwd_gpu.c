@@ -15,11 +15,12 @@
 #include "kernels/warp_ops.h"
 #include "ot_gpu.h"
 
-#define ROWS 8               /* warps (rows) per block of 256 threads */
-#define TILE 32              /* partner rows per shared tile: one per lane */
+#define ROWS 8               /* warps (rows) per block of ROWS * OT_WARP_SIZE = 256 threads */
+#define TILE OT_WARP_SIZE    /* partner rows per shared tile: one per lane */
 #define MD OT_KATTN_BWD_MAX_D
 #define PD (MD + 1)          /* padded tile row: lane l reads bank (l * PD + d) % 32, all distinct */
-#define PER (MD / 32)        /* head dims per lane */
+#define PER (MD / OT_WARP_SIZE) /* head dims per lane */
+_Static_assert(MD % OT_WARP_SIZE == 0, "lanes own MD / OT_WARP_SIZE head dims each");
 
 int ot_kattn_bwd_gpu_ok(int64_t hd) { return hd > 0 && hd <= OT_KATTN_BWD_MAX_D; }
 
@@ -33,18 +34,18 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
   const int64_t dq0 = a->dq0, dq1 = a->dq1, w0 = a->w0, w1 = a->w1, w2 = a->w2;
   const float scale = a->scale;
   const int md = mode;
-  OT_GPU_KERNEL(dev, a->H * qb, 32 * ROWS,
+  OT_GPU_KERNEL(dev, a->H * qb, OT_WARP_SIZE * ROWS,
                 OT_DEVPTR(q, k, v, go, ws, dq) firstprivate(T, hd, grp, qb, q0, q1, k0, k1, v0, v1, o0, o1, dq0, dq1,
                                                             w0, w1, w2, scale, md))
   {
     float sq[ROWS][MD], sg[ROWS][MD], sk[TILE][PD], sv[TILE][PD];
     OT_TEAM_SHARED(sq, sg, sk, sv)
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, w = tid >> 5;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), w = OT_WARP_INDEX(tid);
     const int64_t b = OT_GPU_BLOCK_ID(), h = b / qb, ib = (b % qb) * ROWS, hk = h / grp, i = ib + w;
     const int64_t imax = ib + ROWS - 1 < T - 1 ? ib + ROWS - 1 : T - 1; /* the block's last query */
     const int valid = i < T;
     if (valid)
-      for (int64_t d = lane; d < hd; d += 32) {
+      for (int64_t d = lane; d < hd; d += OT_WARP_SIZE) {
         sq[w][d] = q[i * q0 + h * q1 + d];
         sg[w][d] = go[i * o0 + h * o1 + d];
       }
@@ -56,7 +57,7 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
     }
     for (int64_t j0 = 0; j0 <= imax; j0 += TILE) {
       OT_GPU_BLOCK_SYNC(); /* the previous tile is consumed (and the rows above staged) */
-      for (int64_t e = tid; e < TILE * hd; e += 32 * ROWS) {
+      for (int64_t e = tid; e < TILE * hd; e += OT_WARP_SIZE * ROWS) {
         const int64_t jj = e / hd, d = e % hd, j = j0 + jj;
         sk[jj][d] = j <= imax ? k[j * k0 + hk * k1 + d] : 0.0f;
         sv[jj][d] = j <= imax ? v[j * v0 + hk * v1 + d] : 0.0f;
@@ -82,7 +83,7 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
           for (int64_t jj = 0; jj < nj; jj++) {
             const float gj = ot_warp_bcast(dS, (int)jj);
             for (int t = 0; t < PER; t++)
-              if (lane + 32 * t < hd) acc[t] += gj * sk[jj][lane + 32 * t];
+              if (lane + OT_WARP_SIZE * t < hd) acc[t] += gj * sk[jj][lane + OT_WARP_SIZE * t];
           }
         }
       }
@@ -93,7 +94,7 @@ static void query_pass(int dev, const ot_kattn_bwd_gpu_args *a, int mode) {
     }
     if (valid && md)
       for (int t = 0; t < PER; t++)
-        if (lane + 32 * t < hd) dq[i * dq0 + h * dq1 + lane + 32 * t] = scale * acc[t];
+        if (lane + OT_WARP_SIZE * t < hd) dq[i * dq0 + h * dq1 + lane + OT_WARP_SIZE * t] = scale * acc[t];
   }
 }
 
@@ -106,17 +107,17 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
   const int64_t q0 = a->q0, q1 = a->q1, k0 = a->k0, k1 = a->k1, v0 = a->v0, v1 = a->v1, o0 = a->o0, o1 = a->o1;
   const int64_t dk0 = a->dk0, dk1 = a->dk1, dv0 = a->dv0, dv1 = a->dv1, w0 = a->w0, w1 = a->w1, w2 = a->w2;
   const float scale = a->scale;
-  OT_GPU_KERNEL(dev, a->Hk * kb, 32 * ROWS,
+  OT_GPU_KERNEL(dev, a->Hk * kb, OT_WARP_SIZE * ROWS,
                 OT_DEVPTR(q, k, v, go, ws, dk, dv) firstprivate(T, hd, grp, kb, q0, q1, k0, k1, v0, v1, o0, o1, dk0,
                                                                 dk1, dv0, dv1, w0, w1, w2, scale))
   {
     float sk[ROWS][MD], sv[ROWS][MD], tq[TILE][PD], tg[TILE][PD], tl[TILE], tD[TILE];
     OT_TEAM_SHARED(sk, sv, tq, tg, tl, tD)
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, w = tid >> 5;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), w = OT_WARP_INDEX(tid);
     const int64_t b = OT_GPU_BLOCK_ID(), hk = b / kb, jb = (b % kb) * ROWS, j = jb + w;
     const int valid = j < T;
     if (valid)
-      for (int64_t d = lane; d < hd; d += 32) {
+      for (int64_t d = lane; d < hd; d += OT_WARP_SIZE) {
         sk[w][d] = k[j * k0 + hk * k1 + d];
         sv[w][d] = v[j * v0 + hk * v1 + d];
       }
@@ -125,7 +126,7 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
     for (int64_t h = hk * grp; h < (hk + 1) * grp; h++)
       for (int64_t i0 = jb; i0 < T; i0 += TILE) { /* queries from the block's first key */
         OT_GPU_BLOCK_SYNC();
-        for (int64_t e = tid; e < TILE * hd; e += 32 * ROWS) {
+        for (int64_t e = tid; e < TILE * hd; e += OT_WARP_SIZE * ROWS) {
           const int64_t ii = e / hd, d = e % hd, i = i0 + ii;
           tq[ii][d] = i < T ? q[i * q0 + h * q1 + d] : 0.0f;
           tg[ii][d] = i < T ? go[i * o0 + h * o1 + d] : 0.0f;
@@ -148,18 +149,18 @@ static void key_pass(int dev, const ot_kattn_bwd_gpu_args *a) {
           for (int ii = 0; ii < TILE; ii++) {
             const float pi = ot_warp_bcast(P, ii), gi = ot_warp_bcast(dS, ii);
             for (int t = 0; t < PER; t++)
-              if (lane + 32 * t < hd) {
-                ak[t] += gi * tq[ii][lane + 32 * t];
-                av[t] += pi * tg[ii][lane + 32 * t];
+              if (lane + OT_WARP_SIZE * t < hd) {
+                ak[t] += gi * tq[ii][lane + OT_WARP_SIZE * t];
+                av[t] += pi * tg[ii][lane + OT_WARP_SIZE * t];
               }
           }
         }
       }
     if (valid)
       for (int t = 0; t < PER; t++)
-        if (lane + 32 * t < hd) {
-          dk[j * dk0 + hk * dk1 + lane + 32 * t] = scale * ak[t];
-          dv[j * dv0 + hk * dv1 + lane + 32 * t] = av[t];
+        if (lane + OT_WARP_SIZE * t < hd) {
+          dk[j * dk0 + hk * dk1 + lane + OT_WARP_SIZE * t] = scale * ak[t];
+          dv[j * dv0 + hk * dv1 + lane + OT_WARP_SIZE * t] = av[t];
         }
   }
 }

@@ -55,7 +55,8 @@
 /* ---- forward: a block per (sequence, head, BQ queries), key tiles of BK ---- */
 static void ATK_FN(atk_fwd)(int dev, const ot_katrain_gpu_args *a) {
   enum { HD = ATK_HD, BQ = ATK_F_BQ, BK = ATK_F_BK, RM = ATK_F_RM, NY = BQ / RM, NX = ATK_NT / NY, CM = BK / NX, OC = HD / NX };
-  _Static_assert(NX * NY == ATK_NT && CM * NX == BK && OC * NX == HD && NX <= 32, "forward tile");
+  _Static_assert(NX * NY == ATK_NT && CM * NX == BK && OC * NX == HD, "forward tile");
+  _Static_assert(OT_WARP_SIZE % NX == 0, "a row group is NX aligned lanes of one warp");
   typedef ATK_ROWV(ATK_F_RM) rowv; /* a thread's RM rows */
   ATK_LOCALS(a);
   const int64_t nqb = (T + BQ - 1) / BQ, nbh = B * H;
@@ -151,7 +152,8 @@ static void ATK_FN(atk_fwd)(int dev, const ot_katrain_gpu_args *a) {
  * tile S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K. */
 static void ATK_FN(atk_dq)(int dev, const ot_katrain_gpu_args *a) {
   enum { HD = ATK_HD, BQ = ATK_Q_BQ, BK = ATK_Q_BK, RM = ATK_Q_RM, NY = BQ / RM, NX = ATK_NT / NY, CM = BK / NX, OC = HD / NX };
-  _Static_assert(NX * NY == ATK_NT && CM * NX == BK && OC * NX == HD && NX <= 32 && BK >= BQ, "dq tile");
+  _Static_assert(NX * NY == ATK_NT && CM * NX == BK && OC * NX == HD && BK >= BQ, "dq tile");
+  _Static_assert(OT_WARP_SIZE % NX == 0, "a row group is NX aligned lanes of one warp");
   typedef ATK_ROWV(ATK_Q_RM) rowv;
   ATK_LOCALS(a);
   const int64_t nqb = (T + BQ - 1) / BQ, nbh = B * H;
@@ -239,7 +241,8 @@ static void ATK_FN(atk_dq)(int dev, const ot_katrain_gpu_args *a) {
  * S^T = K Q^T, dP^T = V dO^T, P^T and dS^T, dV += P^T dO, dK += dS^T Q. */
 static void ATK_FN(atk_dkv)(int dev, const ot_katrain_gpu_args *a) {
   enum { HD = ATK_HD, BK = ATK_K_BK, BQ = ATK_K_BQ, RM = ATK_K_RM, NY = BK / RM, NX = ATK_NT / NY, CM = BQ / NX, OC = HD / NX };
-  _Static_assert(NX * NY == ATK_NT && CM * NX == BQ && OC * NX == HD && NX <= 32, "dk/dv tile");
+  _Static_assert(NX * NY == ATK_NT && CM * NX == BQ && OC * NX == HD, "dk/dv tile");
+  _Static_assert(OT_WARP_SIZE % NX == 0, "a row group is NX aligned lanes of one warp");
   typedef ATK_ROWV(ATK_K_RM) rowv;
   ATK_LOCALS(a);
   const int64_t nkb = (T + BK - 1) / BK, nbk = B * KV;

@@ -101,9 +101,9 @@ static void cg8_run(int dev, int64_t rows, int64_t d, int hb, const void *ap, in
   OT_GPU_KERNEL(dev, (int)nblk, CG_T,
                 OT_DEVPTR(ap, bp, prod, sum) firstprivate(rows, hb, ra, rb, adt, bdt, pdt, ps, sdt, ss))
   {
-    float ws[CG_T / 32][OT_KV], wq[CG_T / 32][OT_KV];
+    float ws[CG_T / OT_WARP_SIZE][OT_KV], wq[CG_T / OT_WARP_SIZE][OT_KV];
     OT_TEAM_SHARED(ws, wq)
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int64_t c0 = (int64_t)OT_GPU_BLOCK_ID() * OT_KV;
     float s[OT_KV], q[OT_KV];
     OT_UNROLL
@@ -115,7 +115,7 @@ static void cg8_run(int dev, int64_t rows, int64_t d, int hb, const void *ap, in
     }
     OT_UNROLL
     for (int k = 0; k < OT_KV; k++) {
-      for (int o = 16; o > 0; o >>= 1) {
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) {
         s[k] += OT_WARP_SHFL_DOWN(s[k], o);
         q[k] += OT_WARP_SHFL_DOWN(q[k], o);
       }
@@ -124,7 +124,7 @@ static void cg8_run(int dev, int64_t rows, int64_t d, int hb, const void *ap, in
     OT_GPU_BLOCK_SYNC();
     if (tid < OT_KV) {
       float ts = 0.0f, tq = 0.0f;
-      for (int w = 0; w < CG_T / 32; w++) ts += ws[w][tid], tq += wq[w][tid];
+      for (int w = 0; w < CG_T / OT_WARP_SIZE; w++) ts += ws[w][tid], tq += wq[w][tid];
       const int64_t c = c0 + tid;
       if (sum) ot_kst(sdt, sum, c * ss, ot_kld(sdt, sum, c * ss) + ts);
       if (prod) ot_kst(pdt, prod, c * ps, ot_kld(pdt, prod, c * ps) + tq);

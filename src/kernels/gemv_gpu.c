@@ -84,14 +84,15 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
     const u128 *row = (const u128 *)((const T *)w + n * ldw);                                                   \
     const int64_t nv = K / (ELEMS);                                                                             \
     int64_t v = lane;                                                                                           \
-    for (; v + 96 < nv; v += 128) {                                                                             \
-      const u128 q0 = row[v], q1 = row[v + 32], q2 = row[v + 64], q3 = row[v + 96];                             \
+    for (; v + 3 * OT_WARP_SIZE < nv; v += 4 * OT_WARP_SIZE) {                                                  \
+      const u128 q0 = row[v], q1 = row[v + OT_WARP_SIZE];                                                       \
+      const u128 q2 = row[v + 2 * OT_WARP_SIZE], q3 = row[v + 3 * OT_WARP_SIZE];                                \
       DOT(s0, q0, a + v * (ELEMS));                                                                             \
-      DOT(s1, q1, a + (v + 32) * (ELEMS));                                                                      \
-      DOT(s2, q2, a + (v + 64) * (ELEMS));                                                                      \
-      DOT(s3, q3, a + (v + 96) * (ELEMS));                                                                      \
+      DOT(s1, q1, a + (v + OT_WARP_SIZE) * (ELEMS));                                                            \
+      DOT(s2, q2, a + (v + 2 * OT_WARP_SIZE) * (ELEMS));                                                        \
+      DOT(s3, q3, a + (v + 3 * OT_WARP_SIZE) * (ELEMS));                                                        \
     }                                                                                                           \
-    for (; v < nv; v += 32) {                                                                                   \
+    for (; v < nv; v += OT_WARP_SIZE) {                                                                         \
       const u128 q0 = row[v];                                                                                   \
       DOT(s0, q0, a + v * (ELEMS));                                                                             \
     }                                                                                                           \
@@ -116,9 +117,9 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
   if (cap < 0) cap = env_i64("OMPTENSOR_GEMV_GRID", 0);
   const int64_t rows_blocks = (N + WARPS - 1) / WARPS;
   const int64_t nteams = cap > 0 && cap < rows_blocks ? cap : rows_blocks;
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in, nteams))
+  OT_GPU_KERNEL(dev, nteams, WARPS * OT_WARP_SIZE, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in, nteams))
   {
-    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int lane = OT_WARP_LANE(OT_GPU_THREAD_ID()), warp = OT_WARP_INDEX(OT_GPU_THREAD_ID());
     for (int64_t n = (int64_t)OT_GPU_BLOCK_ID() * WARPS + warp; n < N; n += nteams * WARPS) {
       float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
       if (wt == OT_BF16) GEMV1_ROW(uint16_t, 8, DOT8_BF);
@@ -126,7 +127,7 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
       else if (wt == OT_F32) GEMV1_ROW(float, 4, DOT4_32);
       else { /* q8b: one 36-byte block per lane and step */
         const ot_q8b_block *row = (const ot_q8b_block *)w + n * (ldw / 32);
-        for (int64_t b = lane; b < K / 32; b += 32) {
+        for (int64_t b = lane; b < K / 32; b += OT_WARP_SIZE) {
           const uint32_t *q = (const uint32_t *)row[b].q;
           const float sc = row[b].scale;
           const float *x = a + b * 32;
@@ -140,7 +141,7 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
         }
       }
       float s = (s0 + s1) + (s2 + s3);
-      for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
       if (lane == 0) c[n] = acc_in ? c[n] + s : s;
     }
   }
@@ -159,9 +160,9 @@ static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int6
 static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, int64_t ldw, int64_t N, int64_t K,
                      int acc_in) {
   const int64_t nteams = (N + WARPS * Q4_ROWS - 1) / (WARPS * Q4_ROWS);
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in))
+  OT_GPU_KERNEL(dev, nteams, WARPS * OT_WARP_SIZE, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in))
   {
-    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int lane = OT_WARP_LANE(OT_GPU_THREAD_ID()), warp = OT_WARP_INDEX(OT_GPU_THREAD_ID());
     const int64_t n0 = ((int64_t)OT_GPU_BLOCK_ID() * WARPS + warp) * Q4_ROWS;
     if (n0 < N) {
       const int nr = N - n0 < Q4_ROWS ? (int)(N - n0) : Q4_ROWS;
@@ -169,7 +170,7 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
       for (int r = 0; r < Q4_ROWS; r++) acc[r] = 0.0f;
       if (wt == OT_Q4B) {
         const int64_t rb = ldw / 32;
-        for (int64_t b = lane; b < K / 32; b += 32) {
+        for (int64_t b = lane; b < K / 32; b += OT_WARP_SIZE) {
           float xv[32];
           for (int j = 0; j < 32; j++) xv[j] = a[b * 32 + j];
           for (int r = 0; r < Q4_ROWS; r++)
@@ -190,7 +191,7 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
         const int64_t rb = ldw / 256;
         const int qc = lane & 3; /* the lane's 64 values: sub-blocks 2 qc (low nibbles) and 2 qc + 1 (high) */
         const int s_lo = 2 * qc, s_hi = 2 * qc + 1;
-        for (int64_t b = lane >> 2; b < K / 256; b += 8) {
+        for (int64_t b = lane >> 2; b < K / 256; b += OT_WARP_SIZE / 4) {
           float xl[32], xh[32], sl = 0.0f, sh = 0.0f;
           for (int j = 0; j < 32; j++) {
             xl[j] = a[b * 256 + 64 * qc + j], xh[j] = a[b * 256 + 64 * qc + 32 + j];
@@ -221,7 +222,7 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
       for (int r = 0; r < Q4_ROWS; r++)
         if (r < nr) {
           float s = acc[r];
-          for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+          for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
           if (lane == 0) c[n0 + r] = acc_in ? c[n0 + r] + s : s;
         }
     }
@@ -255,9 +256,10 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
    * before chunks. */
   const int rr = mm > OT_GEMV_CHUNK ? OT_GEMV_ROWS : 1;
   const int64_t nteams = (N + (int64_t)WARPS * rr - 1) / ((int64_t)WARPS * rr);
-  OT_GPU_KERNEL(dev, nteams, WARPS * 32, OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm, rr))
+  OT_GPU_KERNEL(dev, nteams, WARPS * OT_WARP_SIZE,
+                OT_DEVPTR(c, a, w) firstprivate(ldc, lda, ldw, N, K, wt, acc_in, mm, rr))
   {
-    const int lane = (int)(OT_GPU_THREAD_ID() & 31), warp = (int)(OT_GPU_THREAD_ID() >> 5);
+    const int lane = OT_WARP_LANE(OT_GPU_THREAD_ID()), warp = OT_WARP_INDEX(OT_GPU_THREAD_ID());
     const int64_t n0 = ((int64_t)OT_GPU_BLOCK_ID() * WARPS + warp) * rr;
     if (n0 < N) {
       const int nr = N - n0 < rr ? (int)(N - n0) : rr;
@@ -269,7 +271,7 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
           for (int m = 0; m < OT_GEMV_CHUNK; m++) acc[r][m] = 0.0f;
         if (wt == OT_BF16 || wt == OT_F16) {
           const int bf = wt == OT_BF16;
-          for (int64_t v = lane; v < K / 8; v += 32) {
+          for (int64_t v = lane; v < K / 8; v += OT_WARP_SIZE) {
             float wv[OT_GEMV_ROWS][8];
             for (int r = 0; r < OT_GEMV_ROWS; r++)
               if (r < nr) {
@@ -291,7 +293,7 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
               }
           }
         } else if (wt == OT_F32) {
-          for (int64_t v = lane; v < K / 4; v += 32) {
+          for (int64_t v = lane; v < K / 4; v += OT_WARP_SIZE) {
             float wv[OT_GEMV_ROWS][4];
             for (int r = 0; r < OT_GEMV_ROWS; r++)
               if (r < nr) {
@@ -309,7 +311,7 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
           for (int r = 0; r < OT_GEMV_ROWS; r++)
             if (r < nr) {
               const ot_q8b_block *row = (const ot_q8b_block *)w + (n0 + r) * (ldw / 32);
-              for (int64_t b = lane; b < K / 32; b += 32) {
+              for (int64_t b = lane; b < K / 32; b += OT_WARP_SIZE) {
                 const uint32_t *q = (const uint32_t *)row[b].q;
                 const float sc = row[b].scale;
                 for (int m = 0; m < OT_GEMV_CHUNK; m++)
@@ -331,7 +333,7 @@ void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, c
             for (int m = 0; m < OT_GEMV_CHUNK; m++)
               if (m < mb) {
                 float s = acc[r][m];
-                for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+                for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
                 const int64_t co = (int64_t)(m0 + m) * ldc + n0 + r;
                 if (lane == 0) c[co] = acc_in ? c[co] + s : s;
               }

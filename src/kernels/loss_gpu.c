@@ -16,7 +16,7 @@
 #include "ot_gpu.h"
 
 #define CE_T 512
-#define CE_W (CE_T / 32)
+#define CE_W (CE_T / OT_WARP_SIZE)
 
 /* (m, s) += (m2, s2): running max and the sum of exp(x - max) */
 #define CE_COMBINE(m, s, m2, s2)                          \
@@ -48,7 +48,7 @@
     {                                                                                                          \
       float rm[CE_W], rsum[CE_W];                                                                              \
       OT_TEAM_SHARED(rm, rsum)                                                                                 \
-      const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;                               \
+      const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);            \
       const int64_t r = OT_GPU_BLOCK_ID(), lo = r * l0;                                                        \
       const int32_t t = tp[r * t0];                                                                            \
       const int valid = t >= 0 && t < n;                                                                       \
@@ -73,7 +73,7 @@
           for (int e = 0; e < OT_KV; e++) s += expf(v[e] - m);                                                 \
         }                                                                                                      \
       }                                                                                                        \
-      for (int o = 16; o > 0; o >>= 1) {                                                                       \
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) {                                                         \
         const float m2 = OT_WARP_SHFL_DOWN(m, o), s2 = OT_WARP_SHFL_DOWN(s, o);                                \
         CE_COMBINE(m, s, m2, s2);                                                                              \
       }                                                                                                        \

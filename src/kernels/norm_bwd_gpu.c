@@ -11,6 +11,8 @@
 #include "kernels/warp_ops.h"
 #include "ot_gpu.h"
 
+#define NB_WARPS (256 / OT_WARP_SIZE) /* rows (warps) per block of 256 threads */
+
 void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
   const void *x = a->x, *g = a->g, *w = a->w;
   void *dx = a->dx;
@@ -20,12 +22,12 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
   const int64_t x0 = a->xs[0], x1 = a->xs[1], x2 = a->xs[2], x3 = a->xs[3];
   const int64_t g0 = a->gs[0], g1 = a->gs[1], g2 = a->gs[2], g3 = a->gs[3];
   const int64_t d0 = a->ds[0], d1 = a->ds[1], d2 = a->ds[2], d3 = a->ds[3];
-  OT_GPU_KERNEL(dev, (rows + 7) / 8, 256,
+  OT_GPU_KERNEL(dev, (rows + NB_WARPS - 1) / NB_WARPS, 256,
                 OT_DEVPTR(x, g, w, dx) firstprivate(ln, wdx, xdt, gdt, wdt, ddt, eps, rows, d, n1, n2, ws, x0, x1, x2, x3, g0, g1, g2, g3,
                                                     d0, d1, d2, d3))
   {
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31;
-    const int64_t r = (int64_t)OT_GPU_BLOCK_ID() * 8 + (tid >> 5);
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid);
+    const int64_t r = (int64_t)OT_GPU_BLOCK_ID() * NB_WARPS + OT_WARP_INDEX(tid);
     if (r < rows) { /* uniform per warp; no block barrier below */
       const int64_t xo = ot_krow_off(r, n1, n2, x0, x1, x2), go = ot_krow_off(r, n1, n2, g0, g1, g2),
                     dO = ot_krow_off(r, n1, n2, d0, d1, d2);
@@ -35,26 +37,26 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
       float mean = 0.0f;
       if (ln) {
         float s = 0.0f;
-        for (int64_t c = lane; c < d; c += 32) s += XR(c);
+        for (int64_t c = lane; c < d; c += OT_WARP_SIZE) s += XR(c);
         mean = ot_warp_sum(s) / (float)d;
       }
       float ss = 0.0f;
-      for (int64_t c = lane; c < d; c += 32) {
+      for (int64_t c = lane; c < d; c += OT_WARP_SIZE) {
         const float v = XR(c) - mean;
         ss += v * v;
       }
       const float rs = 1.0f / sqrtf(ot_warp_sum(ss) / (float)d + eps);
       if (!wdx) {
-        for (int64_t c = lane; c < d; c += 32) ot_kst(ddt, dx, dO + c * d3, (XR(c) - mean) * rs);
+        for (int64_t c = lane; c < d; c += OT_WARP_SIZE) ot_kst(ddt, dx, dO + c * d3, (XR(c) - mean) * rs);
       } else {
         float sg = 0.0f, sgx = 0.0f;
-        for (int64_t c = lane; c < d; c += 32) {
+        for (int64_t c = lane; c < d; c += OT_WARP_SIZE) {
           const float gv = WR(c) * GR(c);
           sg += gv;
           sgx += gv * (XR(c) - mean) * rs;
         }
         const float mg = ln ? ot_warp_sum(sg) / (float)d : 0.0f, mgx = ot_warp_sum(sgx) / (float)d;
-        for (int64_t c = lane; c < d; c += 32) {
+        for (int64_t c = lane; c < d; c += OT_WARP_SIZE) {
           const float xh = (XR(c) - mean) * rs;
           ot_kst(ddt, dx, dO + c * d3, rs * (WR(c) * GR(c) - mg - xh * mgx));
         }
@@ -70,7 +72,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
  * The loop above loads one element per lane per step and reads x up to four
  * times (330 us of GPT-2's 400 us layernorm backward on the H200). Here a
  * warp still owns a row, but each lane holds up to NB_NV octets of it
- * (octet c = lane + 32 i), loaded once with 16-byte accesses; same formulas,
+ * (octet c = lane + OT_WARP_SIZE i), loaded once with 16-byte accesses; same formulas,
  * sums in another fixed order. x and dy share a dtype; w is f32 or that
  * dtype; dx any of f32/f16/bf16. */
 #define NB_NV 4
@@ -84,12 +86,12 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
     const int64_t rows = a->rows, d = a->d, n1 = a->n1, n2 = a->n2;                                            \
     const int64_t x0 = a->xs[0], x1 = a->xs[1], x2 = a->xs[2], g0 = a->gs[0], g1 = a->gs[1], g2 = a->gs[2];    \
     const int64_t d0 = a->ds[0], d1 = a->ds[1], d2 = a->ds[2];                                                 \
-    OT_GPU_KERNEL(dev, (rows + 7) / 8, 256,                                                                    \
+    OT_GPU_KERNEL(dev, (rows + NB_WARPS - 1) / NB_WARPS, 256,                                                  \
                   OT_DEVPTR(x, g, w, dx) firstprivate(ln, wdx, w32, eps, rows, d, n1, n2, x0, x1, x2, g0, g1, g2, \
                                                       d0, d1, d2))                                             \
     {                                                                                                          \
-      const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31;                                                \
-      const int64_t r = (int64_t)OT_GPU_BLOCK_ID() * 8 + (tid >> 5), nv = d / OT_KV;                           \
+      const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid);                                       \
+      const int64_t r = (int64_t)OT_GPU_BLOCK_ID() * NB_WARPS + OT_WARP_INDEX(tid), nv = d / OT_KV;            \
       if (r < rows) { /* uniform per warp; no block barrier below */                                          \
         const int64_t xo = ot_krow_off(r, n1, n2, x0, x1, x2), go = ot_krow_off(r, n1, n2, g0, g1, g2),        \
                       dO = ot_krow_off(r, n1, n2, d0, d1, d2);                                                 \
@@ -97,7 +99,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
         float s = 0.0f;                                                                                        \
         OT_UNROLL                                                                                              \
         for (int i = 0; i < NB_NV; i++) {                                                                      \
-          const int64_t c = lane + 32 * i;                                                                     \
+          const int64_t c = lane + OT_WARP_SIZE * i;                                                           \
           if (c < nv) {                                                                                        \
             ot_kld8_##X(x, xo + c * OT_KV, xv[i]);                                                             \
           } else {                                                                                             \
@@ -111,7 +113,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
         float ss = 0.0f;                                                                                       \
         OT_UNROLL                                                                                              \
         for (int i = 0; i < NB_NV; i++)                                                                        \
-          if (lane + 32 * i < nv) {                                                                            \
+          if (lane + OT_WARP_SIZE * i < nv) {                                                                  \
             OT_UNROLL                                                                                          \
             for (int k = 0; k < OT_KV; k++) {                                                                  \
               const float v = xv[i][k] - mean;                                                                 \
@@ -122,7 +124,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
         if (!wdx) {                                                                                            \
           OT_UNROLL                                                                                            \
           for (int i = 0; i < NB_NV; i++) {                                                                    \
-            const int64_t c = lane + 32 * i;                                                                   \
+            const int64_t c = lane + OT_WARP_SIZE * i;                                                         \
             if (c < nv) {                                                                                      \
               float o[OT_KV];                                                                                  \
               OT_UNROLL                                                                                        \
@@ -135,7 +137,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
           float sg = 0.0f, sgx = 0.0f;                                                                         \
           OT_UNROLL                                                                                            \
           for (int i = 0; i < NB_NV; i++) {                                                                    \
-            const int64_t c = lane + 32 * i;                                                                   \
+            const int64_t c = lane + OT_WARP_SIZE * i;                                                         \
             if (c < nv) {                                                                                      \
               float wv[OT_KV];                                                                                 \
               ot_kld8_##X(g, go + c * OT_KV, gw[i]);                                                           \
@@ -153,7 +155,7 @@ void ot_knorm_bwd_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
           const float mg = ln ? ot_warp_sum(sg) / (float)d : 0.0f, mgx = ot_warp_sum(sgx) / (float)d;          \
           OT_UNROLL                                                                                            \
           for (int i = 0; i < NB_NV; i++) {                                                                    \
-            const int64_t c = lane + 32 * i;                                                                   \
+            const int64_t c = lane + OT_WARP_SIZE * i;                                                         \
             if (c < nv) {                                                                                      \
               float o[OT_KV];                                                                                  \
               OT_UNROLL                                                                                        \
@@ -179,8 +181,8 @@ NB8(f16, f16)
 int ot_knorm_bwd8_gpu(int dev, const ot_knorm_bwd_gpu_args *a) {
   const int64_t xe = ot_kfloat_bytes(a->xdt), de = ot_kfloat_bytes(a->ddt), d = a->d;
   if (!ot_kfast_gpu(dev) || !xe || !de || a->gdt != a->xdt || (a->wdt != OT_F32 && a->wdt != a->xdt)) return 0;
-  if (d % OT_KV != 0 || d > 32 * NB_NV * OT_KV || a->xs[3] != 1 || a->gs[3] != 1 || a->ds[3] != 1 || a->ws != 1)
-    return 0;
+  if (d % OT_KV != 0 || d > OT_WARP_SIZE * NB_NV * OT_KV) return 0;
+  if (a->xs[3] != 1 || a->gs[3] != 1 || a->ds[3] != 1 || a->ws != 1) return 0;
   const int64_t ne[3] = {a->rows / (a->n1 * a->n2), a->n1, a->n2};
   const int64_t we = ot_kfloat_bytes(a->wdt);
   if (!ot_kalign16(a->x, 0, xe) || !ot_kalign16(a->g, 0, xe) || !ot_kalign16(a->dx, 0, de) ||

@@ -17,7 +17,7 @@
 #include "ot_gpu.h"
 
 #define RT 256       /* threads per block (a row) */
-#define RW (RT / 32) /* warps per block */
+#define RW (RT / OT_WARP_SIZE) /* warps per block */
 /* Each kernel is built for NV = 1, 2 and 4 octets per thread (rows of up to
  * 2048, 4096, 8192 elements): the registers a row takes bound how many rows
  * an SM keeps in flight, so short rows take the smallest NV (ptxas, sm_90:
@@ -44,7 +44,7 @@ OT_DECLARE_TARGET_BEGIN
 /* Sum / max of v over the block: every thread gets it. red: RW team-shared
  * floats, free again on return (every thread passes both barriers). */
 static inline float rows_sum(float v, float *red, int lane, int warp) {
-  for (int o = 16; o > 0; o >>= 1) v += OT_WARP_SHFL_DOWN(v, o);
+  for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) v += OT_WARP_SHFL_DOWN(v, o);
   if (lane == 0) red[warp] = v;
   OT_GPU_BLOCK_SYNC();
   float t = 0.0f;
@@ -54,7 +54,7 @@ static inline float rows_sum(float v, float *red, int lane, int warp) {
 }
 
 static inline float rows_max(float v, float *red, int lane, int warp) {
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, OT_WARP_SHFL_DOWN(v, o));
+  for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) v = fmaxf(v, OT_WARP_SHFL_DOWN(v, o));
   if (lane == 0) red[warp] = v;
   OT_GPU_BLOCK_SYNC();
   float t = -INFINITY;
@@ -74,7 +74,7 @@ OT_DECLARE_TARGET_END
     {                                                                                                          \
       float red[RW];                                                                                           \
       OT_TEAM_SHARED(red)                                                                                      \
-      const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;                               \
+      const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);            \
       const int64_t r = OT_GPU_BLOCK_ID(), nv = L.d / OT_KV;                                                   \
       const int64_t xo = ot_krow_off(r, L.n1, L.n2, L.xs[0], L.xs[1], L.xs[2]);                                \
       const int64_t yo = ot_krow_off(r, L.n1, L.n2, L.ys[0], L.ys[1], L.ys[2]);                                \
@@ -172,7 +172,7 @@ void ot_knorm8_gpu(int dev, int pick, int layer, void *y, const void *x, const v
     {                                                                                                          \
       float red[RW];                                                                                           \
       OT_TEAM_SHARED(red)                                                                                      \
-      const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;                               \
+      const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);            \
       const int64_t r = OT_GPU_BLOCK_ID(), nv = L.d / OT_KV, m = ot_ksm_ncols(causal, r, L.n2, L.d);           \
       const int64_t xo = ot_krow_off(r, L.n1, L.n2, L.xs[0], L.xs[1], L.xs[2]);                                \
       const int64_t yo = ot_krow_off(r, L.n1, L.n2, L.ys[0], L.ys[1], L.ys[2]);                                \

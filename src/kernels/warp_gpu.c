@@ -10,7 +10,7 @@
 #include "kernels/warp_ops.h"
 #include "ot_gpu.h"
 
-#define WARPS 8 /* rows per block of 256 threads */
+#define WARPS (256 / OT_WARP_SIZE) /* warps per block of 256 threads */
 
 typedef struct __attribute__((aligned(16))) f4 {
   float x, y, z, w;
@@ -27,9 +27,9 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
   const int64_t nvec = d / 4;
   OT_GPU_KERNEL(dev, rows, 256, OT_DEVPTR(y, x, w, b) firstprivate(ys, xs, nvec, d, eps, ln))
   {
-    float red[8];
+    float red[WARPS];
     OT_TEAM_SHARED(red)
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int64_t r = OT_GPU_BLOCK_ID();
     const f4 *xr = (const f4 *)(x + r * xs);
     f4 v[NV];
@@ -41,11 +41,11 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
     }
     float mean = 0.0f;
     if (ln) {
-      for (int o = 16; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
       if (lane == 0) red[warp] = s;
       OT_GPU_BLOCK_SYNC();
       float t = 0.0f;
-      for (int i = 0; i < 8; i++) t += red[i];
+      for (int i = 0; i < WARPS; i++) t += red[i];
       mean = t / (float)d;
       OT_GPU_BLOCK_SYNC(); /* red is reused below */
     }
@@ -55,11 +55,11 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
         const float a = v[i].x - mean, bb = v[i].y - mean, c = v[i].z - mean, e = v[i].w - mean;
         ss += a * a + bb * bb + c * c + e * e;
       }
-    for (int o = 16; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
+    for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
     if (lane == 0) red[warp] = ss;
     OT_GPU_BLOCK_SYNC();
     float t = 0.0f;
-    for (int i = 0; i < 8; i++) t += red[i];
+    for (int i = 0; i < WARPS; i++) t += red[i];
     const float rs = 1.0f / sqrtf(t / (float)d + eps);
     f4 *yr = (f4 *)(y + r * ys);
     const f4 *wv = (const f4 *)w, *bv = (const f4 *)b;
@@ -90,26 +90,26 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
                   int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
                   int64_t D, int64_t pos) {
   const int64_t nrows = S * H, group = H / KVH;
-  const int per = (int)(D / 32); /* dims per lane, <= OT_KATTN_MAX_D / 32 */
+  const int per = (int)(D / OT_WARP_SIZE); /* dims per lane, <= OT_KATTN_MAX_D / OT_WARP_SIZE */
   const int dd = (int)D;
   const float scale = 1.0f / sqrtf((float)D);
   OT_GPU_KERNEL(dev, nrows, 256,
                 OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, H, group, per, dd, scale, pos))
   {
-    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[8], wl[8], wacc[8][OT_KATTN_MAX_D];
+    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[WARPS], wl[WARPS], wacc[WARPS][OT_KATTN_MAX_D];
     OT_TEAM_SHARED(qs, wm, wl, wacc)
-    const int tid = (int)OT_GPU_THREAD_ID(), lane = tid & 31, warp = tid >> 5;
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int64_t t = OT_GPU_BLOCK_ID(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
     const float *qr = q + s * q0 + h * q1;
     for (int d = tid; d < dd; d += 256) qs[d] = qr[d] * scale;
     OT_GPU_BLOCK_SYNC();
-    float acc[OT_KATTN_MAX_D / 32], mx = -INFINITY, sum = 0.0f;
+    float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
     for (int i = 0; i < per; i++) acc[i] = 0.0f;
-    for (int64_t j0 = (int64_t)warp * 32; j0 < nkeys; j0 += 256) {
+    for (int64_t j0 = (int64_t)warp * OT_WARP_SIZE; j0 < nkeys; j0 += WARPS * OT_WARP_SIZE) {
       const int64_t j = j0 + lane;
       float sc = -INFINITY;
       if (j < nkeys) {
-        const f4 *kr = (const f4 *)(k + j * k0 + kh * k1); /* rows are 16-byte aligned: D % 32 == 0 */
+        const f4 *kr = (const f4 *)(k + j * k0 + kh * k1); /* rows are 16-byte aligned: D % OT_WARP_SIZE == 0 */
         const f4 *qv = (const f4 *)qs;
         float dot = 0.0f;
         for (int d = 0; d < dd / 4; d++) {
@@ -121,14 +121,14 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
       const float p = j < nkeys ? expf(sc - m2) : 0.0f;
       float ps = p;
-      for (int o = 16; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
       sum = sum * alpha + ot_warp_bcast(ps, 0);
       for (int i = 0; i < per; i++) acc[i] *= alpha;
-      const int64_t nj = nkeys - j0 < 32 ? nkeys - j0 : 32;
+      const int64_t nj = nkeys - j0 < OT_WARP_SIZE ? nkeys - j0 : OT_WARP_SIZE;
       for (int jj = 0; jj < nj; jj++) {
         const float pj = ot_warp_bcast(p, jj);
         const float *vr = v + (j0 + jj) * v0 + kh * v1;
-        for (int i = 0; i < per; i++) acc[i] += pj * vr[lane + 32 * i];
+        for (int i = 0; i < per; i++) acc[i] += pj * vr[lane + OT_WARP_SIZE * i];
       }
       mx = m2;
     }
@@ -137,16 +137,16 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       wm[warp] = mx;
       wl[warp] = sum;
     }
-    for (int i = 0; i < per; i++) wacc[warp][lane + 32 * i] = acc[i];
+    for (int i = 0; i < per; i++) wacc[warp][lane + OT_WARP_SIZE * i] = acc[i];
     OT_GPU_BLOCK_SYNC();
     float M = -INFINITY;
-    for (int w = 0; w < 8; w++) M = fmaxf(M, wm[w]);
+    for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);
     float L = 0.0f;
-    for (int w = 0; w < 8; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
+    for (int w = 0; w < WARPS; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
     float *orow = out + s * o0 + h * o1;
     for (int d = tid; d < dd; d += 256) {
       float a = 0.0f;
-      for (int w = 0; w < 8; w++) a += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
+      for (int w = 0; w < WARPS; w++) a += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
       orow[d] = a / L;
     }
   }

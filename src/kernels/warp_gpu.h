@@ -17,7 +17,7 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
                   int64_t rows, int64_t d, float eps);
 
 /* Causal GQA attention over caches k, v [max_seq, KVH, D] for q, out
- * [S, H, D] (strides given for dims 0 and 1; dim 2 is unit), D % 32 == 0. */
+ * [S, H, D] (strides given for dims 0 and 1; dim 2 is unit), D % OT_WARP_SIZE == 0. */
 void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const float *k,
                   int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
                   int64_t D, int64_t pos);
