@@ -35,15 +35,7 @@ elseif(OT_OFFLOAD STREQUAL "host")
 elseif(OT_OFFLOAD STREQUAL "nvptx")
   _ot_check_nvptx()
 elseif(OT_OFFLOAD STREQUAL "amdgcn")
-  set(OT_ROCM_DEVICE_LIBS "/usr/lib/x86_64-linux-gnu/amdgcn/bitcode" CACHE PATH "ROCm device bitcode")
-  set(_t amdgcn-amd-amdhsa)
-  # SHELL: keeps each -Xopenmp-target pair together: CMake de-duplicates
-  # options, which would drop the second -Xopenmp-target=${_t}.
-  list(APPEND OT_OFFLOAD_FLAGS -fopenmp-targets=${_t} "SHELL:-Xopenmp-target=${_t} -march=${OT_GPU_ARCH}"
-       # code object v5 makes ld.lld fail with "unknown abi version" (docs/gpu.md, AMD GPUs)
-       "SHELL:-Xopenmp-target=${_t} -mcode-object-version=4"
-       --rocm-device-lib-path=${OT_ROCM_DEVICE_LIBS})
-  list(APPEND OT_OFFLOAD_DEFINES OT_OFFLOAD=1)
+  _ot_check_amdgcn()
 else()
   message(FATAL_ERROR "OT_OFFLOAD='${OT_OFFLOAD}': use none, host, nvptx or amdgcn")
 endif()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# setup.sh [--gpu] — install what omptensor needs on Debian 12 (bookworm), as root.
+# setup.sh [--gpu] [--amdgcn] — install what omptensor needs on Debian 12 (bookworm), as root.
 #
 #   scripts/setup.sh          clang-19 + OpenMP offload runtime, cmake, ninja,
 #                             cmocka, jansson (JSON), libyaml, PCRE2 (tokenizer regexes), utf8proc
@@ -11,18 +11,23 @@
 #   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
 #                             into toolchain/cuda-11.8 (see docs/gpu.md:
 #                             LLVM 19 cannot load cubins from CUDA 13's ptxas)
+#   scripts/setup.sh --amdgcn also install ROCm's device libraries (Debian
+#                             rocm-device-libs 5.2.3) and make toolchain/amdgcn-bitcode:
+#                             links to them plus oclc_isa_version_942.bc, which
+#                             5.2.3 predates (see docs/gpu.md, AMD GPUs)
 #
 # Idempotent: packages already installed and a toolchain folder already
 # complete are left alone, so a second run takes a second or two.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
-want_gpu=0
+want_gpu=0 want_amdgcn=0
 for a in "$@"; do
   case "$a" in
     --gpu) want_gpu=1 ;;
-    -h|--help) sed -n '2,13p' "$0"; exit 0 ;;
-    *) echo "setup.sh: unknown option '$a' (use --gpu or --help)" >&2; exit 2 ;;
+    --amdgcn) want_amdgcn=1 ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
+    *) echo "setup.sh: unknown option '$a' (use --gpu, --amdgcn or --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -35,6 +40,7 @@ fi
 pkgs=(clang-19 clang-tools-19 llvm-19 libomp-19-dev libclang-rt-19-dev lld-19 cmake ninja-build pkg-config
       libcmocka-dev libjansson-dev libyaml-dev libpcre2-dev librsvg2-dev libutf8proc-dev make binutils
       libopenmpi-dev openmpi-bin)
+[ "$want_amdgcn" -eq 0 ] || pkgs+=(rocm-device-libs)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -46,6 +52,30 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 else
   echo "setup.sh: Debian packages already installed"
+fi
+
+# --- ROCm device libraries for the amdgcn build ---
+if [ "$want_amdgcn" -eq 1 ]; then
+  # clang takes one folder of device libraries (--rocm-device-lib-path):
+  # Debian's, linked file by file, plus the ISA-version file of gfx942.
+  # Debian's 5.2.3 stops at gfx940; that file defines only
+  # __oclc_ISA_version, and ocml/ockl 5.2.3 compare it with nothing between
+  # 9400 and 9402 (docs/gpu.md), so gfx940's file with 9402 is what a
+  # gfx942 one would do.
+  deb=/usr/lib/x86_64-linux-gnu/amdgcn/bitcode
+  amd="$here/toolchain/amdgcn-bitcode"
+  if [ -f "$amd/ocml.bc" ] && [ -f "$amd/oclc_isa_version_942.bc" ]; then
+    echo "setup.sh: $amd already complete"
+  else
+    mkdir -p "$amd"
+    for f in "$deb"/*.bc; do ln -sf "$f" "$amd/"; done
+    llvm-dis-19 "$deb/oclc_isa_version_940.bc" -o - |
+      sed 's/constant i32 9400,/constant i32 9402,/; s/oclc_isa_version_940/oclc_isa_version_942/' |
+      llvm-as-19 -o "$amd/oclc_isa_version_942.bc"
+    llvm-dis-19 "$amd/oclc_isa_version_942.bc" -o - | grep -q 'constant i32 9402,' ||
+      { echo "setup.sh: could not make $amd/oclc_isa_version_942.bc" >&2; exit 1; }
+    echo "setup.sh: ROCm device libraries (rocm-device-libs $(dpkg-query -W -f='${Version}' rocm-device-libs)) in $amd"
+  fi
 fi
 
 [ "$want_gpu" -eq 1 ] || exit 0

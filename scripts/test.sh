@@ -9,21 +9,27 @@
 # (offload-host under AddressSanitizer + UBSan + LeakSanitizer) — for host and
 # offload-host then also installs the build and builds and runs two samples
 # against the installed library (scripts/check_install.sh) —, compiles
-# (does not run) the GPU builds nvptx and nvptx-usm with the CUDA 11.8 device tools and the
-# samples against its installed tree (check_install.sh --no-run), and
+# (does not run) the GPU builds nvptx and nvptx-usm with the CUDA 11.8 device tools and
+# amdgcn (AMD gfx90a and gfx942) with Debian's ROCm device libraries, and the
+# samples against each one's installed tree (check_install.sh --no-run), and
 # last runs the libFuzzer targets (preset fuzz, scripts/fuzz.sh) for
 # OT_FUZZ_SECONDS each (default 30: eight targets, about 5 minutes in all).
 #
-#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx nvptx-usm fuzz
+#   scripts/test.sh [PRESET ...]     default: host offload-host asan nvptx nvptx-usm amdgcn fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 presets=("$@")
-[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx nvptx-usm fuzz)
+[ ${#presets[@]} -gt 0 ] || presets=(host offload-host asan nvptx nvptx-usm amdgcn fuzz)
 
-gpu_flag=""
-for p in "${presets[@]}"; do case "$p" in nvptx*) gpu_flag=--gpu ;; esac; done
-scripts/setup.sh $gpu_flag
+setup_flags=()
+for p in "${presets[@]}"; do
+  case "$p" in
+    nvptx*) setup_flags+=(--gpu) ;;
+    amdgcn*) setup_flags+=(--amdgcn) ;;
+  esac
+done
+scripts/setup.sh "${setup_flags[@]}"
 
 jobs=$(nproc 2>/dev/null || echo 2)
 failed=()
@@ -36,8 +42,8 @@ for p in "${presets[@]}"; do
   cmake --preset "$p" "${extra[@]}" >/dev/null
   cmake --build "build/$p" -j"$jobs"
   case "$p" in
-    nvptx*)
-      echo "=== preset $p: compiled (GPU binaries are run on the GPU machine, not here)"
+    nvptx*|amdgcn*)
+      echo "=== preset $p: compiled (GPU binaries are run on a GPU machine, not here)"
       echo "=== preset $p: install + build the samples against it, not run (scripts/check_install.sh --no-run)"
       if ! scripts/check_install.sh --no-run "$p" 2>&1; then failed+=("$p"); fi
       ;;
