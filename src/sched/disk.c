@@ -44,27 +44,25 @@ static void req_free(rd_req *q) {
   free(q);
 }
 
-/* Space for `span` bytes: at wpos, or at 0 leaving the tail unused. 1 if
- * placed. The occupied bytes are [tail_start, wpos) circularly, where
- * tail_start is the oldest untaken read's pos - pad. */
+/* Space for q's span: at wpos, or at 0 leaving the ring's end unused (q's
+ * pad). 1 if placed. While reads are untaken, the occupied bytes run
+ * circularly from the oldest one's start (its pos less its pad) to wpos. */
 static int ring_place(ot_disk *d, rd_req *q) {
-  if (d->used == 0) d->wpos = 0;
-  /* a wrapped read's pad is the ring's end just before its pos (0) */
-  const size_t oldest = d->head && d->head != q ? (d->head->pos + d->cap - d->head->pad) % d->cap : d->wpos;
-  if (d->used == 0 || d->wpos > oldest || (d->wpos == oldest && d->used == 0)) {
-    if (d->cap - d->wpos >= q->span) { /* [wpos, cap) */
-      q->pos = d->wpos, q->pad = 0;
-    } else if (oldest >= q->span || d->used == 0) { /* wrap: [0, oldest) */
-      q->pad = d->cap - d->wpos;
-      q->pos = 0;
-      if (d->used == 0) q->pad = 0;
+  q->pad = 0;
+  if (d->used == 0) {
+    d->wpos = q->pos = 0; /* empty: a span never exceeds the ring (ot_disk_queue) */
+  } else {
+    /* used > 0: the oldest untaken read is placed (reads are placed in order) */
+    const size_t oldest = (d->head->pos + d->cap - d->head->pad) % d->cap;
+    if (d->wpos > oldest) { /* free: [wpos, cap), then [0, oldest) */
+      if (d->cap - d->wpos >= q->span) q->pos = d->wpos;
+      else if (oldest >= q->span) q->pos = 0, q->pad = d->cap - d->wpos;
+      else return 0;
+    } else if (oldest - d->wpos >= q->span) { /* free: [wpos, oldest) */
+      q->pos = d->wpos;
     } else {
       return 0;
     }
-  } else if (oldest - d->wpos >= q->span) { /* [wpos, oldest) */
-    q->pos = d->wpos, q->pad = 0;
-  } else {
-    return 0;
   }
   d->used += q->pad + q->span;
   d->wpos = q->pos + q->span;

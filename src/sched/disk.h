@@ -28,6 +28,14 @@
 
 typedef struct ot_disk ot_disk;
 
+/* Whether schedule event e (of storage ps) is an upload whose bytes come
+ * from a file: a file home left without a host copy (homes.c), not a cache
+ * (placed, never uploaded) nor a crossing (an activation). The executor
+ * queues exactly these reads; the homes pass counts their bytes. */
+#define OT_UPLOAD_READS_FILE(e, ps)                                                                  \
+  ((e)->kind == OT_EV_UPLOAD && !((e)->flags & OT_TRACE_CROSS) && !((ps)->role & OT_ROLE_CACHE) &&    \
+   (ps)->st->file && !(ps)->st->home)
+
 /* A reader with a ring of ring_bytes of pinned memory on ctx's first device
  * (counted in ot_ctx_host_bytes). */
 ot_status ot_disk_create(ot_ctx *ctx, size_t ring_bytes, ot_disk **out);

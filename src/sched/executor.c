@@ -258,8 +258,7 @@ static ot_status recompute(run_state *r, const ot_plan_event *e);
 /* An upload that reads its storage from its checkpoint file: a file home
  * (memory/diskfile.h) the homes pass (homes.c) left without a host copy. */
 static int from_disk(const run_state *r, const ot_plan_event *e, const ot_prog_storage *ps) {
-  return e->kind == OT_EV_UPLOAD && r->kind == OT_MV_COPY && !(e->flags & OT_TRACE_CROSS) &&
-         !(ps->role & OT_ROLE_CACHE) && ps->st->file && !ps->st->home;
+  return r->kind == OT_MV_COPY && OT_UPLOAD_READS_FILE(e, ps);
 }
 
 static ot_status do_event(run_state *r, const ot_plan_event *e) {

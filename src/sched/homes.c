@@ -102,10 +102,10 @@ static void count_uploads(const ot_schedule *s, fh *f, const int *slot, int stea
 static uint64_t read_bytes(const ot_schedule *s, const ot_program *p) {
   uint64_t b = 0;
   for (int i = 0; i < s->n_ev; i++) {
-    const ot_storage *st = p->st[s->ev[i].st].st;
-    if (s->ev[i].kind == OT_EV_UPLOAD && !(s->ev[i].flags & OT_TRACE_CROSS) && st->file && !st->home) {
+    const ot_prog_storage *ps = &p->st[s->ev[i].st];
+    if (OT_UPLOAD_READS_FILE(&s->ev[i], ps)) {
       uint64_t a0;
-      b += ot_disk_span(st->file_off, st->bytes, &a0);
+      b += ot_disk_span(ps->st->file_off, ps->st->bytes, &a0);
     }
   }
   return b;
