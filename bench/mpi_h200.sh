@@ -42,6 +42,7 @@ BATCH=${BATCH:-8}
 BUDGET_GB=${BUDGET_GB:-16}
 TRAIN_BUDGET_GB=${TRAIN_BUDGET_GB:-16}
 SEQ=${SEQ:-512}
+ONLY=${ONLY:-} # batch | train: one half of the run (each fits one 600 s device call); both when empty
 mkdir -p "$WORK"
 "$exe" --version || { echo "mpi_h200.sh: $exe does not start" >&2; exit 1; }
 half() { python3 -c "print(f'{$1 / 2:g}GB')"; }
@@ -99,7 +100,7 @@ print(json.dumps(dict(case=name, kind="batch", ranks=int(ranks), budget_per_rank
 EOF
   tail -1 "$out/cases.jsonl"
 }
-for bn in 1 "$BATCH"; do
+[ "$ONLY" = train ] || for bn in 1 "$BATCH"; do
   batch_case "b${bn}_r1" 1 "${BUDGET_GB}GB" "$bn"
   batch_case "b${bn}_r2" 2 "$(half "$BUDGET_GB")" "$bn"
   # the same tokens for every id, whoever ran it
@@ -150,10 +151,12 @@ print(json.dumps(dict(case=name, kind="train", ranks=int(ranks), budget_per_rank
 EOF
   tail -1 "$out/cases.jsonl"
 }
+[ "$ONLY" = batch ] || {
 train_case t_r1 1 "${TRAIN_BUDGET_GB}GB" 2
 train_case t_r1_ordered 1 "${TRAIN_BUDGET_GB}GB" 2 --grad-reduce ordered
 train_case t_r2 2 "$(half "$TRAIN_BUDGET_GB")" 1
 train_case t_r2_allreduce 2 "$(half "$TRAIN_BUDGET_GB")" 1 --grad-reduce allreduce
+}
 
 # ---- the table ----
 python3 - "$out/cases.jsonl" "$out/mpi-h200.json" <<'EOF'
