@@ -99,6 +99,26 @@
  * OT_TRACE_STAGE and share the run number), events carry their device.
  * ot_plan_get_stats sums the stages (peak_bytes and arena_bytes: the sum over
  * the devices); ot_plan_stage gives each stage.
+ *
+ * Micro-batches (a pipeline planned with opts.micro_batches > 1). One run
+ * keeps all but one device idle; ot_sched_run_micro runs n runs of the
+ * program (micro-batches: in batched decoding, groups of sequences) so that
+ * micro-batch m is in stage k while m + 1 is in stage k - 1, stage k on its
+ * own thread and device, each device streaming its own weights over its own
+ * link. For that, each stage has private homes of the values that cross it
+ * (the program's inputs and outputs, the activations at its boundaries):
+ * copied in from the micro-batch's packet (host memory, one per micro-batch
+ * in flight) before the stage runs it and out after, so two stages never
+ * share a home. A value written by one stage and read by another is copied
+ * home by the writer, into the packet, and uploaded by the reader (host
+ * staging; a direct device-to-device copy is not done: see
+ * src/sched/README.md). A run of n micro-batches over S stages takes
+ * n + S - 1 stage times where one after another takes n * S. Persistent
+ * state used by more than one stage is refused (its value would depend on
+ * which micro-batch got there first). In the trace each micro-batch is a run
+ * of its own (the later stages' RUN events carry its number and
+ * OT_TRACE_STAGE), so kernels of different runs overlap in time on
+ * different devices.
  */
 #ifndef OMPTENSOR_SCHED_H
 #define OMPTENSOR_SCHED_H
@@ -205,6 +225,10 @@ typedef struct ot_sched_opts {
                             for strategy none, pipelines, hybrid compute and the usm backend */
   double pcie_bytes_per_s; /* recompute: the rate an offloaded activation goes home and back at; 0: 54e9 */
   double flops_per_s;     /* recompute: the rate the producing op runs at (its flops hint); 0: 20e12 */
+  int micro_batches;      /* pipelines: > 1 plans the stages so that ot_sched_run_micro can run up to
+                            this many micro-batches at once, a different one in each stage ("Micro-
+                            batches" above); 0 or 1, the default: stages share the program's homes and
+                            run one after another. Ignored for one device */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -251,6 +275,20 @@ ot_status ot_sched_total_bytes(const ot_program *prog, uint64_t *bytes);
  * tensor's home holds its result (persistent ones: unless defer_writeback
  * kept them on the device, see ot_sched_sync). `trace` may be NULL. */
 ot_status ot_sched_run(ot_plan *plan, ot_trace *trace);
+
+/* Runs the program n times, as n micro-batches ("Micro-batches" above):
+ * fill(user, m) writes run m's inputs into the program's input tensors (and
+ * sets its scalars), take(user, m) reads run m's outputs from the program's
+ * output tensors. Both are called on the calling thread: fill for every m
+ * in order before any stage runs, take for every m in order after all
+ * have. A pipeline planned with micro_batches > 1 runs micro-batch m in
+ * stage k while m + 1 is in stage k - 1, each stage on its own thread and
+ * device; any other plan runs the n one after another. Each micro-batch's
+ * results are those of ot_sched_run on its inputs. take may be NULL. On a
+ * failure: the first error (the others stop at their next
+ * micro-batch) and take is not called. */
+typedef ot_status (*ot_micro_fn)(void *user, int m);
+ot_status ot_sched_run_micro(ot_plan *plan, int n, ot_micro_fn fill, ot_micro_fn take, void *user, ot_trace *trace);
 
 /* Forgets the device copies kept between runs (after the caller wrote the
  * home of a weight or persistent tensor). With defer_writeback it first

@@ -14,7 +14,8 @@
 #include "omptensor/models.h"
 #include "omptensor/tokenizer.h"
 
-enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS, OPT_BATCH };
+enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS, OPT_BATCH,
+       OPT_MICRO };
 
 static const ot_opt run_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
@@ -29,6 +30,9 @@ static const ot_opt run_opts[] = {
     {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
     {"batch", 0, "N", "with --prompts: decode up to N prompts at once, one weight stream for all (a finished "
      "prompt's place goes to the next at once); without it, one prompt after another", OPT_BATCH},
+    {"micro-batches", 0, "M", "with --batch N and --devices 2 or more: each decode step's N sequences in M groups "
+     "that are in different devices' stages at once (a pipeline; default 1: the step goes through the devices one "
+     "after another)", OPT_MICRO},
     {0}};
 
 typedef struct run_args {
@@ -37,6 +41,7 @@ typedef struct run_args {
   const char *text, *text_file, *ids_text, *ids_file, *prompts, *out, *logits_out;
   int help;
   int batch; /* --batch N (0: not given) */
+  int micro; /* --micro-batches M (0: not given) */
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -53,6 +58,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_OUT: a->out = v; return OT_OK;
   case OPT_LOGITS: a->logits_out = v; return OT_OK;
   case OPT_BATCH: return ot_cli_int(v, 1, 4096, &a->batch);
+  case OPT_MICRO: return ot_cli_int(v, 1, 4096, &a->micro);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -72,6 +78,9 @@ static ot_status check_sources(const run_args *a) {
   if (a->batch && !a->prompts)
     return ot_set_error(OT_ERR_INVALID_ARG, "--batch %d runs the prompts of a batch job at once; it needs --prompts "
                                             "IN.jsonl", a->batch);
+  if (a->micro > 1 && a->batch < 2)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d splits the sequences decoded at once; it needs "
+                                            "--prompts IN.jsonl with --batch N of at least 2", a->micro);
   if (a->prompts && a->logits_out)
     return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out writes one prompt's logits; it does not go with --prompts");
   return OT_OK;
@@ -197,6 +206,10 @@ int ot_cli_run(int argc, char **argv) {
                       ot_cli_ranks(&s));
   ot_gen_opts g = ot_gen_opts_default();
   if (st == OT_OK) st = gen_opts(&s, a.model, &g);
+  if (st == OT_OK && a.micro > 1 && s.settings.devices < 2)
+    st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
+                                          "devices; give --devices 2 or more (one device has one stage)", a.micro);
+  s.micro_batches = a.micro; /* into s.sched when the session starts */
   const int text_in = a.text || a.text_file;
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);

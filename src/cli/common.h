@@ -49,6 +49,7 @@ typedef struct ot_cli_session {
   ot_ctx *ctx;
   ot_trace *trace;
   ot_sched_opts sched;
+  int micro_batches; /* run --micro-batches (0: not given), copied into sched at the start */
   int verbose;
   int tty; /* stderr is a terminal: draw progress bars */
   int settings_loaded;

@@ -195,6 +195,23 @@ static ot_status clone_view(const ot_tensor *t, const char *suffix, ot_tensor **
   return OT_OK;
 }
 
+ot_status ot_tensor_view_on(const ot_tensor *like, ot_storage *st, ot_tensor **out) {
+  if (!out) return ot_fail(OT_ERR_INVALID_ARG, "view: out is NULL");
+  *out = NULL;
+  if (!like || !st) return ot_fail(OT_ERR_INVALID_ARG, "view: NULL tensor or storage");
+  if (st->bytes != like->st->bytes)
+    return ot_fail(OT_ERR_SHAPE, "view of '%s' on another storage: %zu bytes, its own has %zu", like->name, st->bytes,
+                   like->st->bytes);
+  ot_tensor *v = new_view(st, like->name);
+  if (!v) return ot_fail(OT_ERR_OUT_OF_MEMORY, "view of '%s': no host memory", like->name);
+  char *keep = v->name;
+  *v = *like;
+  v->name = keep;
+  v->st = st;
+  *out = v;
+  return OT_OK;
+}
+
 ot_status ot_tensor_slice(const ot_tensor *t, int dim, int64_t start, int64_t len, ot_tensor **out) {
   if (out) *out = NULL;
   if (!t) return ot_fail(OT_ERR_INVALID_ARG, "slice of a NULL tensor");

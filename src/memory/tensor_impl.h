@@ -55,4 +55,9 @@ size_t ot_tensor_byte_offset(const ot_tensor *t);
 /* Bytes of the storage range the view touches [first, last]. */
 void ot_tensor_byte_span(const ot_tensor *t, size_t *first, size_t *end);
 
+/* A view with `like`'s name, dtype, shape, strides and offset on storage
+ * `st`, which must have as many bytes as like's: a pipeline stage's private
+ * home of a value (sched/pipeline.c). */
+ot_status ot_tensor_view_on(const ot_tensor *like, ot_storage *st, ot_tensor **out);
+
 #endif

@@ -166,6 +166,7 @@ uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o) {
 ot_sched_opts ot_gen_sched(const ot_gen_opts *o) {
   ot_sched_opts so = o->sched;
   if (!so.measure_rates) so.measure_rates = ot_k_host_rates;
+  so.micro_batches = 0; /* only the batched decode step runs micro-batches (generate_batch.c, micro_groups) */
   return so;
 }
 

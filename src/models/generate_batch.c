@@ -54,6 +54,11 @@ typedef struct run {
   ot_lm_step pre;    /* the prompt step whose plan is `plan` (else empty) */
   ot_plan *plan;     /* the plan that ran last, or NULL */
   int plan_is_decode;
+  int n_micro;       /* decode micro-batches (1: none): groups of `rows` slots, group g slots g*rows.. */
+  int rows;          /* the decode step's rows: n_slots / n_micro rounded up */
+  int *groups;       /* [n_micro] scratch: the groups a decode step runs */
+  int n_live;        /* the decode step's live sequences, in pack (scratch) */
+  double t0;         /* when the decode step started */
   int probe_seen;    /* the decode plan's budget probe is in the result */
   uint64_t done_tokens, all_tokens; /* for progress */
 } run;
@@ -161,9 +166,10 @@ static ot_status took_row(run *R, int k, const float *row, int64_t pos, const ch
 
 /* Plans `st` after the plan that ran last (or from nothing), which goes,
  * with the prompt step it belonged to. */
-static ot_status plan_next(run *R, ot_lm_step *st, ot_plan **out) {
+static ot_status plan_next(run *R, ot_lm_step *st, int decode, ot_plan **out) {
   *out = NULL;
-  const ot_sched_opts so = ot_gen_sched(R->o);
+  ot_sched_opts so = ot_gen_sched(R->o);
+  if (decode && R->n_micro > 1) so.micro_batches = R->n_micro;
   ot_status s = R->plan ? ot_sched_plan_after(R->plan, st->prog, &so, out)
                         : ot_sched_plan(R->m->ctx, st->prog, &so, out);
   ot_plan_destroy(R->plan); /* after the handoff: it reads this plan's program */
@@ -206,7 +212,7 @@ static ot_status prefill(run *R, int *started) {
   ot_lm_step st = {0};
   ot_plan *plan = NULL;
   ot_status s = R->m->vt->build_batch(R->m, (int)T, np, &st);
-  if (s == OT_OK) s = plan_next(R, &st, &plan);
+  if (s == OT_OK) s = plan_next(R, &st, 0, &plan);
   if (s != OT_OK) {
     ot_lm_step_destroy(&st);
     return s;
@@ -244,26 +250,26 @@ static ot_status prefill(run *R, int *started) {
   return OT_OK;
 }
 
-/* One decode step: a token for every live slot. */
-static ot_status decode(run *R) {
-  if (!R->plan_is_decode) {
-    ot_plan *plan;
-    OT_TRY(plan_next(R, &R->dec, &plan));
-    R->plan = plan;
-    R->plan_is_decode = 1;
-    R->probe_seen = 0;
-    OT_TRY(ot_trace_mark(R->o->trace, "decode"));
-  }
+/* Decode micro-batch m: group R->groups[m]'s slots as the step's rows (an
+ * idle slot's row, and the rows past n_slots, are padding). */
+static ot_status fill_group(void *user, int m) {
+  run *R = user;
   int32_t *ids = ot_tensor_data(R->dec.ids), *rows = ot_tensor_data(R->dec.rows);
-  for (int k = 0; k < R->n_slots; k++) {
-    const slot *sl = &R->sl[k];
-    ids[k] = sl->seq >= 0 ? sl->next : 0;
-    rows[2 * k] = sl->seq >= 0 ? k : -1; /* an idle slot's row: padding */
-    rows[2 * k + 1] = sl->seq >= 0 ? (int32_t)sl->pos : 0;
+  for (int j = 0; j < R->rows; j++) {
+    const int k = R->groups[m] * R->rows + j;
+    const slot *sl = k < R->n_slots ? &R->sl[k] : NULL;
+    const int live = sl && sl->seq >= 0;
+    ids[j] = live ? sl->next : 0;
+    rows[2 * j] = live ? k : -1;
+    rows[2 * j + 1] = live ? (int32_t)sl->pos : 0;
   }
-  const double t0 = ot_gen_now_ms();
-  OT_TRY(ot_sched_run(R->plan, R->o->trace));
-  double ms = ot_gen_now_ms() - t0;
+  return OT_OK;
+}
+
+/* The decode step has run (every micro-batch of it): its time, less the
+ * budget probe's, is every live sequence's decode time. */
+static void step_ran(run *R) {
+  double ms = ot_gen_now_ms() - R->t0;
   ot_budget_probe pr;
   if (!R->probe_seen && ot_plan_budget_probe(R->plan, &pr) == OT_OK && pr.done) {
     R->probe_seen = 1; /* made once per plan, in its first replay: not the product's work (lm.h) */
@@ -272,18 +278,51 @@ static ot_status decode(run *R) {
   }
   R->r->decode_ms += ms;
   R->r->decode_steps++;
+  for (int i = 0; i < R->n_live; i++) R->r->seqs[R->pack[i]].decode_ms += ms;
+}
+
+/* Micro-batch m's logits: a token for each live slot of its group. All
+ * micro-batches have run when the first is taken (ot_sched_run_micro). */
+static ot_status take_group(void *user, int m) {
+  run *R = user;
+  if (m == 0) step_ran(R);
   const float *logits = ot_tensor_data(R->dec.logits);
-  for (int k = 0; k < R->n_slots; k++) {
+  for (int j = 0; j < R->rows; j++) {
+    const int k = R->groups[m] * R->rows + j;
+    if (k >= R->n_slots) break;
     slot *sl = &R->sl[k];
     if (sl->seq < 0) continue;
     char what[64];
     snprintf(what, sizeof what, "decode step %d (position %lld)", R->r->seqs[sl->seq].n_tokens, (long long)sl->pos);
-    R->r->seqs[sl->seq].decode_ms += ms;
     R->r->decode_tokens++;
     const int64_t pos = sl->pos++;
-    OT_TRY(took_row(R, k, logits + (int64_t)k * R->m->vocab, pos, what));
+    OT_TRY(took_row(R, k, logits + (int64_t)j * R->m->vocab, pos, what));
   }
   return OT_OK;
+}
+
+/* One decode step: a token for every live slot, the groups with a live slot
+ * as micro-batches (one group of every slot without micro-batches). */
+static ot_status decode(run *R) {
+  if (!R->plan_is_decode) {
+    ot_plan *plan;
+    OT_TRY(plan_next(R, &R->dec, 1, &plan));
+    R->plan = plan;
+    R->plan_is_decode = 1;
+    R->probe_seen = 0;
+    OT_TRY(ot_trace_mark(R->o->trace, "decode"));
+  }
+  int ng = 0;
+  for (int g = 0; g < R->n_micro; g++) {
+    int live = 0;
+    for (int k = g * R->rows; k < (g + 1) * R->rows && k < R->n_slots; k++) live |= R->sl[k].seq >= 0;
+    if (live) R->groups[ng++] = g;
+  }
+  R->n_live = 0;
+  for (int k = 0; k < R->n_slots; k++)
+    if (R->sl[k].seq >= 0) R->pack[R->n_live++] = R->sl[k].seq;
+  R->t0 = ot_gen_now_ms();
+  return ot_sched_run_micro(R->plan, ng, fill_group, take_group, R, R->o->trace);
 }
 
 static ot_status run_job(run *R) {
@@ -295,6 +334,16 @@ static ot_status run_job(run *R) {
     if (R->live) OT_TRY(decode(R));
   }
   return OT_OK;
+}
+
+/* How many decode micro-batches: sched.micro_batches (at most one per slot)
+ * when the step is a pipeline over several devices; else 1 (on one device a
+ * micro-batch would stream the weights once more for fewer rows). */
+static int micro_groups(const ot_lm *m, const ot_gen_opts *o, int n_slots) {
+  const int n_dev = ot_ctx_num_devices(m->ctx) - o->sched.device_index;
+  const int stages = o->sched.n_stages == OT_SCHED_ALL_DEVICES ? n_dev : o->sched.n_stages;
+  if (o->sched.micro_batches <= 1 || stages <= 1) return 1;
+  return o->sched.micro_batches < n_slots ? o->sched.micro_batches : n_slots;
 }
 
 /* A model without batched steps: n_slots 1 is ot_generate per sequence. */
@@ -356,8 +405,12 @@ ot_status ot_generate_batch(ot_lm *m, const ot_gen_seq *seqs, int n, int n_slots
     R.pack = calloc((size_t)n_slots, sizeof *R.pack);
     s = R.sl && R.pack ? OT_OK : ot_fail(OT_ERR_OUT_OF_MEMORY, "generate_batch: no host memory");
     for (int k = 0; s == OT_OK && k < n_slots; k++) R.sl[k].seq = -1;
+    R.n_micro = micro_groups(m, o, n_slots);
+    R.rows = (n_slots + R.n_micro - 1) / R.n_micro;
+    R.groups = calloc((size_t)R.n_micro, sizeof *R.groups);
+    if (s == OT_OK && !R.groups) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "generate_batch: no host memory");
     if (s == OT_OK) s = ot_lm_fit(m, ot_gen_budget(m, o), max_pack);
-    if (s == OT_OK) s = m->vt->build_batch(m, n_slots, n_slots, &R.dec);
+    if (s == OT_OK) s = m->vt->build_batch(m, R.rows, R.rows, &R.dec);
     if (s == OT_OK) s = run_job(&R);
     if (R.plan && R.plan_is_decode) r->decode_plan = ot_plan_get_stats(R.plan, 1);
     ot_plan_destroy(R.plan);
@@ -366,6 +419,7 @@ ot_status ot_generate_batch(ot_lm *m, const ot_gen_seq *seqs, int n, int n_slots
     for (int k = 0; R.sl && k < n_slots; k++) ot_text_stream_destroy(R.sl[k].ts);
     free(R.sl);
     free(R.pack);
+    free(R.groups);
     m->n_slots = 0; /* the next steps are one sequence's again (a fit measures those) */
   }
   if (s == OT_OK && r->decode_ms > 0) r->decode_tokens_per_second = (double)r->decode_tokens / (r->decode_ms / 1e3);

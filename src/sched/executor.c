@@ -627,32 +627,37 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
   return OT_OK;
 }
 
-ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
-  if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_run: plan is NULL");
+ot_status ot_exec_runnable(const ot_plan *plan, const char *fn) {
   if (plan->version != plan->src->version)
-    return ot_fail(OT_ERR_STATE, "ot_sched_run: the program changed after it was planned (ops or marks added); "
-                                 "plan it again");
+    return ot_fail(OT_ERR_STATE, "%s: the program changed after it was planned (ops or marks added); plan it again",
+                   fn);
   if (plan->spent)
-    return ot_fail(OT_ERR_STATE, "ot_sched_run: this plan handed its device memory to a later plan "
-                                 "(ot_sched_plan_after) and cannot run; destroy it, or plan the program again");
-  if (plan->n_stages) return ot_pipeline_run(plan, trace);
-  return ot_exec_run(plan, trace, 0);
+    return ot_fail(OT_ERR_STATE, "%s: this plan handed its device memory to a later plan (ot_sched_plan_after) and "
+                                 "cannot run; destroy it, or plan the program again", fn);
+  return OT_OK;
 }
 
-ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage) {
+ot_status ot_sched_run(ot_plan *plan, ot_trace *trace) {
+  if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_run: plan is NULL");
+  OT_TRY(ot_exec_runnable(plan, "ot_sched_run"));
+  if (plan->n_stages) return ot_pipeline_run(plan, trace);
+  return ot_exec_run(plan, trace, -1);
+}
+
+ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run) {
   OT_TRY(prepare(plan));
   run_state r = {0};
   r.plan = plan;
   r.tr = trace;
   r.dev_num = ot_omp_device(plan->dev);
   r.kind = mv_kind(plan);
-  r.run = trace ? ot_trace_next_run(trace) - (later_stage ? 1 : 0) : 0;
+  r.run = !trace ? 0 : stage_of_run >= 0 ? stage_of_run : ot_trace_next_run(trace);
   if (trace) ot_trace_set_budget(trace, plan->budget);
   const ot_schedule *sc = plan->runs ? &plan->steady : &plan->first;
   if (plan->vrec) /* inputs are rewritten between runs: verified only within one (verify.h) */
     for (int i = 0; i < plan->prog->n_st; i++)
       if (plan->prog->st[i].role & OT_ROLE_INPUT) plan->vrec[i].has = 0;
-  ot_status s = run_schedule(&r, sc, later_stage ? OT_TRACE_STAGE : 0);
+  ot_status s = run_schedule(&r, sc, stage_of_run >= 0 ? OT_TRACE_STAGE : 0);
   ot_status w = ot_movement_wait_all(plan->mv);
   if (s == OT_OK) s = w;
   if (s == OT_OK && plan->disk && ot_disk_pending(plan->disk))

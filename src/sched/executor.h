@@ -8,9 +8,15 @@
  * thread and scratch (ot_plan_destroy calls it). */
 void ot_exec_release(ot_plan *plan);
 
-/* ot_sched_run of a single-device plan; later_stage: the plan is a later
- * stage of a pipeline run, so its RUN event shares the run number the first
- * stage opened and carries OT_TRACE_STAGE. */
-ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int later_stage);
+/* OT_OK if the plan can run now, else why not (fn: the caller, for the message). */
+ot_status ot_exec_runnable(const ot_plan *plan, const char *fn);
+
+/* ot_sched_run of a single-device plan. stage_of_run < 0: a run of its own
+ * (its RUN event opens the trace's next run number); >= 0: the plan is a
+ * later stage of that pipeline run, so its RUN event carries that number
+ * and OT_TRACE_STAGE. The number is passed, not taken from the trace's
+ * count, because micro-batched stages run while later runs open (the first
+ * stage is already on the next micro-batch). */
+ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run);
 
 #endif

@@ -94,12 +94,25 @@ struct ot_movement;
 
 /* One stage of a pipeline plan (pipeline.c): ops [first_op, first_op + n_ops)
  * of the program, recorded again as a sub-program and planned on one device. */
+/* A value that crosses a stage of a micro-batched pipeline (pipeline.c):
+ * the stage's own storage of the program's storage `st`, copied in from the
+ * run's packet before the stage runs and out after it. */
+typedef struct ot_stage_home {
+  int st;             /* the program's storage */
+  ot_tensor *mine;    /* the stage's storage of the same bytes (I8; sub uses views of it) */
+  unsigned char in, out;
+} ot_stage_home;
+
 typedef struct ot_stage {
   int first_op, n_ops;
   int dev_index;
   uint64_t weight_bytes;
   ot_program *sub;
   ot_plan *plan;
+  int n_homes;        /* private homes (micro-batched pipelines only): the values that cross the stage */
+  ot_stage_home *homes;
+  int n_views;        /* the views of them that sub's ops use (destroyed with the stage) */
+  ot_tensor **views;
 } ot_stage;
 
 /* Executor state of one storage. */
@@ -193,6 +206,15 @@ struct ot_plan {
    * strategy, dev_index, dev (the first stage's), budget (the first stage's) */
   int n_stages;
   ot_stage *stages;
+  /* micro-batched pipelines (opts.micro_batches > 1, pipeline_micro.c):
+   * each run's values that cross stages in a packet of its own, laid out
+   * by pk_off (per program storage; SIZE_MAX: not in a packet), then the
+   * program's scalars */
+  int micro;          /* the stages have private homes */
+  size_t *pk_off;     /* [n_st] */
+  size_t pk_bytes;
+  unsigned char *packets; /* n_packets * pk_bytes */
+  int n_packets;
 };
 
 /* Plans the usm placements and the schedules of a single-device usm plan
