@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "cli_test.h"
+#include "memory/device.h"
 #include "ot_testio.h"
 
 static char *tmp, data[4096];
@@ -360,6 +361,29 @@ static void test_batch_slots(void **state) {
   json_decref(ref);
 }
 
+/* --batch 3 --devices 2 --micro-batches 2 (issue 26): the model split over
+ * two devices, each decode step's sequences in two groups in the two
+ * stages at once: every line still transformers' ids and text. Needs two
+ * devices (the emulated ones of offload-host). */
+static void test_batch_micro(void **state) {
+  (void)state;
+  if (ot_num_devices() < 2) skip();
+  json_t *ref = expected("llama_text");
+  write_job(json_object_get(ref, "cases"), "inm.jsonl");
+  char p[4200];
+  unlink(ot_tmp_path(p, sizeof p, tmp, "outm.jsonl"));
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "inm.jsonl", "--out", "outm.jsonl", "--batch", "3",
+                        "--devices", "2", "--micro-batches", "2", "--gpu-memory-limit", "0:400KB,1:400KB", NULL};
+  ot_cli_res r = run(args);
+  if (r.status != 2 || !strstr(r.err, "6 done now, 0 already in outm.jsonl, 1 refused"))
+    fail_msg("--micro-batches 2: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  json_t *out = read_jsonl("outm.jsonl");
+  check_out(ref, out);
+  json_decref(out);
+  json_decref(ref);
+}
+
 static void expect_refused(const char *const *args, const char *says) {
   ot_cli_res r = run(args);
   if (r.status != 2 || !strstr(r.err, says))
@@ -382,6 +406,12 @@ static void test_refusals(void **state) {
   expect_refused(a4b, "--batch 2 runs the prompts of a batch job at once; it needs --prompts");
   const char *a4c[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--batch", "0", NULL};
   expect_refused(a4c, "--batch");
+  const char *a4d[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--micro-batches", "2", NULL};
+  expect_refused(a4d, "--micro-batches 2 splits the sequences decoded at once; it needs --prompts IN.jsonl with --batch");
+  const char *a4e[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--batch", "4", "--micro-batches", "2", NULL};
+  expect_refused(a4e, "give --devices 2 or more");
+  const char *a4f[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--micro-batches", "0", NULL};
+  expect_refused(a4f, "--micro-batches");
   ot_write_text(tmp, "notres.jsonl", "hello\n");
   ot_write_text(tmp, "one.jsonl", "{\"prompt\": \"x\"}\n");
   const char *a5[] = {"run", m, "--prompts", "one.jsonl", "--out", "notres.jsonl", NULL};
@@ -413,6 +443,7 @@ int main(void) {
       cmocka_unit_test(test_generate_matches_transformers), cmocka_unit_test(test_streamed_text),
       cmocka_unit_test(test_generation_defaults),           cmocka_unit_test(test_batch_job_resumes),
       cmocka_unit_test(test_batch_slots),                   cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_batch_micro),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
