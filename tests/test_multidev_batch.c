@@ -70,6 +70,21 @@ static ot_ctx *make_ctx(int n_dev, uint64_t budget) {
   return ctx;
 }
 
+/* The job: sequence i the first lens[i] tokens of the set's prompt, news[i] new ones, stream i. */
+static void make_job(const char *set, ot_test_manifest *mf, ot_gen_seq *seqs) {
+  ot_test_read_manifest(set, mf);
+  for (int i = 0; i < 7; i++)
+    seqs[i] = (ot_gen_seq){.prompt = mf->prompt, .n_prompt = lens[i], .max_new_tokens = news[i], .stream = (uint64_t)i};
+}
+
+static ot_lm *load(ot_ctx *ctx, const char *set) {
+  char *dir = ot_test_model_path(set, "");
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  free(dir);
+  return m;
+}
+
 typedef struct job_out {
   capture c;
   int runs, steps;  /* the trace's runs; the job's prompt + decode steps */
@@ -96,15 +111,10 @@ static int stages_overlap(const ot_trace *tr) {
 static void run_job(const char *set, int n_dev, uint64_t budget, int micro, job_out *out) {
   memset(out, 0, sizeof *out);
   ot_test_manifest mf;
-  ot_test_read_manifest(set, &mf);
   ot_gen_seq seqs[7];
-  for (int i = 0; i < 7; i++)
-    seqs[i] = (ot_gen_seq){.prompt = mf.prompt, .n_prompt = lens[i], .max_new_tokens = news[i], .stream = (uint64_t)i};
+  make_job(set, &mf, seqs);
   ot_ctx *ctx = make_ctx(n_dev, budget);
-  char *dir = ot_test_model_path(set, "");
-  ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-  free(dir);
+  ot_lm *m = load(ctx, set);
   ot_trace *tr;
   OT_ASSERT_OK(ot_trace_create(&tr));
   ot_gen_opts g = ot_gen_opts_default();
@@ -153,15 +163,10 @@ static void same_results(const char *what, const capture *got, const capture *wa
 /* The smallest budget of the job's steps on one device: every stage fits it. */
 static uint64_t job_floor(const char *set) {
   ot_test_manifest mf;
-  ot_test_read_manifest(set, &mf);
   ot_gen_seq seqs[7];
-  for (int i = 0; i < 7; i++)
-    seqs[i] = (ot_gen_seq){.prompt = mf.prompt, .n_prompt = lens[i], .max_new_tokens = news[i], .stream = (uint64_t)i};
+  make_job(set, &mf, seqs);
   ot_ctx *ctx = make_ctx(1, 0);
-  char *dir = ot_test_model_path(set, "");
-  ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-  free(dir);
+  ot_lm *m = load(ctx, set);
   ot_gen_opts g = ot_gen_opts_default();
   uint64_t b;
   OT_ASSERT_OK(ot_generate_batch_min_budget(m, seqs, 7, 4, &g, &b));
@@ -214,10 +219,7 @@ static void moe_refused(void **state) {
   ot_gen_seq seqs[2] = {{.prompt = mf.prompt, .n_prompt = 5, .max_new_tokens = 4},
                         {.prompt = mf.prompt, .n_prompt = 3, .max_new_tokens = 4, .stream = 1}};
   ot_ctx *ctx = make_ctx(2, 0);
-  char *dir = ot_test_model_path("mixtral_tiny", "");
-  ot_lm *m;
-  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
-  free(dir);
+  ot_lm *m = load(ctx, "mixtral_tiny");
   ot_gen_opts g = ot_gen_opts_default();
   g.n_eos = 0;
   g.sched.micro_batches = 2;
