@@ -14,6 +14,9 @@
  *     kernels on every device;
  *   - a mixture of experts (one expert window for all layers) is refused
  *     by name.
+ *   - activations cross between stages device to device (stage copies
+ *     auto, the emulated devices reaching each other) or, asked, through
+ *     the host: the same tokens and logits either way;
  * Skipped with fewer devices than asked (a build without the offload plugin). */
 #include <stdio.h>
 #include <stdlib.h>
@@ -89,6 +92,7 @@ typedef struct job_out {
   capture c;
   int runs, steps;  /* the trace's runs; the job's prompt + decode steps */
   int overlap;      /* kernels of different runs at once on different devices */
+  uint64_t bytes_peer; /* copied device to device (stage copies) */
 } job_out;
 
 /* Kernels of different runs on different devices whose times overlap. */
@@ -108,7 +112,7 @@ static int stages_overlap(const ot_trace *tr) {
 }
 
 /* The job on devices 0..n_dev-1 under `budget` each (0: the default), 4 slots. */
-static void run_job(const char *set, int n_dev, uint64_t budget, int micro, job_out *out) {
+static void run_job(const char *set, int n_dev, uint64_t budget, int micro, ot_stage_copies how, job_out *out) {
   memset(out, 0, sizeof *out);
   ot_test_manifest mf;
   ot_gen_seq seqs[7];
@@ -121,6 +125,7 @@ static void run_job(const char *set, int n_dev, uint64_t budget, int micro, job_
   g.n_eos = 0;
   g.trace = tr;
   g.sched.micro_batches = micro;
+  g.sched.stage_copies = how;
   g.sched.strategy = budget ? OT_STRATEGY_AGGRESSIVE : OT_STRATEGY_BALANCED;
   g.on_logits = on_logits;
   g.logits_user = &out->c;
@@ -143,6 +148,7 @@ static void run_job(const char *set, int n_dev, uint64_t budget, int micro, job_
     if (!kernels) fail_msg("%s over %d devices: no kernel ran on device %d", set, n_dev, devs[k]);
   }
   out->runs = ot_trace_summarize(tr).runs;
+  out->bytes_peer = ot_trace_summarize(tr).bytes_peer;
   out->overlap = stages_overlap(tr);
   ot_trace_destroy(tr);
   ot_lm_destroy(m);
@@ -181,9 +187,9 @@ static void pipelined(int n_dev) {
   static const char *sets[] = {"llama_gqa", "mistral_tiny"};
   for (size_t s = 0; s < sizeof sets / sizeof *sets; s++) {
     job_out one, seq;
-    run_job(sets[s], 1, 0, 1, &one);
+    run_job(sets[s], 1, 0, 1, OT_STAGE_COPY_AUTO, &one);
     /* one step through the stages at a time: the same, and never two runs at once */
-    run_job(sets[s], n_dev, 0, 1, &seq);
+    run_job(sets[s], n_dev, 0, 1, OT_STAGE_COPY_AUTO, &seq);
     char what[160];
     snprintf(what, sizeof what, "%s over %d devices, no micro-batches", sets[s], n_dev);
     same_results(what, &seq.c, &one.c);
@@ -193,16 +199,22 @@ static void pipelined(int n_dev) {
     const uint64_t floor_b = job_floor(sets[s]);
     for (int tight = 0; tight < 2; tight++)
       for (int micro = 2; micro <= 4; micro += 2) {
+        /* activations between stages device to device (auto: the emulated
+         * devices reach each other) and, once, through the host */
+        for (int how = OT_STAGE_COPY_AUTO; how <= (micro == 2 && !tight ? OT_STAGE_COPY_HOST : OT_STAGE_COPY_AUTO); how++) {
         job_out got;
-        run_job(sets[s], n_dev, tight ? floor_b : 0, micro, &got);
-        snprintf(what, sizeof what, "%s over %d devices, %d micro-batches, %s budgets", sets[s], n_dev, micro,
-                 tight ? "the job's floor as" : "default");
+        run_job(sets[s], n_dev, tight ? floor_b : 0, micro, (ot_stage_copies)how, &got);
+        snprintf(what, sizeof what, "%s over %d devices, %d micro-batches, %s budgets, stage copies %s", sets[s], n_dev,
+                 micro, tight ? "the job's floor as" : "default", ot_stage_copies_name((ot_stage_copies)how));
         same_results(what, &got.c, &one.c);
+        if ((got.bytes_peer > 0) != (how == OT_STAGE_COPY_AUTO))
+          fail_msg("%s: %llu bytes copied device to device", what, (unsigned long long)got.bytes_peer);
         if (got.runs <= got.steps)
           fail_msg("%s: %d runs in the trace for %d steps: the micro-batches did not run as runs", what, got.runs,
                    got.steps);
         if (!got.overlap) fail_msg("%s: no kernels of different micro-batches at once on different devices", what);
         capture_free(&got.c);
+        }
       }
     capture_free(&one.c);
   }

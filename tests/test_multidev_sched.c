@@ -290,10 +290,168 @@ static void host_backend(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+/* ---- device-to-device crossings of micro-batched pipelines (ot_stage_copies) ---- */
+
+#define MICRO 4 /* micro-batches in flight the plans are made for */
+
+typedef struct micro_job {
+  chain *c;
+  float out[8][1024]; /* h7 of each micro-batch */
+} micro_job;
+
+static ot_status fill_x(void *user, int m) {
+  micro_job *j = user;
+  ts_fill(j->c->x, 100 + (uint64_t)m);
+  return OT_OK;
+}
+
+static ot_status take_h7(void *user, int m) {
+  micro_job *j = user;
+  memcpy(j->out[m], ot_tensor_data(j->c->h[7]), sizeof j->out[m]);
+  return OT_OK;
+}
+
+typedef struct peer_run {
+  micro_job job;
+  ot_plan_stage_info si[3];
+  int peer_down[3], peer_up[3]; /* PEER events per device */
+  uint64_t bytes_peer, to_host;
+  uint64_t first_run_bytes[3]; /* device bytes of each device's first RUN event */
+} peer_run;
+
+/* n micro-batches of the chain over n_dev devices, values crossing as `how`
+ * says; the plan's status (nothing else done when it fails). */
+static ot_status run_micro(int n_dev, const uint64_t *budgets, ot_stage_copies how, int n, peer_run *r) {
+  memset(r, 0, sizeof *r);
+  ot_ctx *ctx = make_ctx(OT_BACKEND_MAP, n_dev, budgets);
+  chain c;
+  chain_make(ctx, &c);
+  r->job.c = &c;
+  ot_sched_opts o = ot_sched_opts_default();
+  o.n_stages = n_dev;
+  o.micro_batches = MICRO;
+  o.stage_copies = how;
+  ot_plan *plan = NULL;
+  ot_status ps = ot_sched_plan(ctx, c.p, &o, &plan);
+  if (ps == OT_OK) {
+    ot_trace *tr;
+    assert_int_equal(ot_trace_create(&tr), OT_OK);
+    for (int k = 0; k < n_dev; k++) assert_int_equal(ot_plan_stage(plan, k, &r->si[k]), OT_OK);
+    if (ot_sched_run_micro(plan, n, fill_x, take_h7, &r->job, tr) != OT_OK) fail_msg("%s", ot_last_error());
+    int devs[3] = {0, 1, 2};
+    if (ot_trace_check_budgets(tr, n_dev, devs, budgets) != OT_OK) fail_msg("%s", ot_last_error());
+    int seen[3] = {0};
+    for (size_t i = 0; i < ot_trace_count(tr); i++) {
+      const ot_trace_event *e = ot_trace_event_at(tr, i);
+      if (e->device < 0 || e->device >= n_dev) continue;
+      if (e->kind == OT_TRACE_RUN && !seen[e->device]++) r->first_run_bytes[e->device] = e->device_bytes;
+      if (!(e->flags & OT_TRACE_PEER)) continue;
+      r->peer_down[e->device] += e->kind == OT_TRACE_DOWNLOAD;
+      r->peer_up[e->device] += e->kind == OT_TRACE_UPLOAD;
+    }
+    ot_trace_summary sm = ot_trace_summarize(tr);
+    r->bytes_peer = sm.bytes_peer;
+    r->to_host = sm.bytes_to_host;
+    ot_trace_destroy(tr);
+    ot_plan_destroy(plan);
+  }
+  chain_free(&c);
+  ot_ctx_destroy(ctx);
+  return ps;
+}
+
+/* Each micro-batch's h7 as one device computes it, run by run. */
+static void reference(int n, float (*want)[1024]) {
+  ot_ctx *ctx = make_ctx(OT_BACKEND_MAP, 1, NULL);
+  chain c;
+  chain_make(ctx, &c);
+  ot_sched_opts o = ot_sched_opts_default();
+  ot_plan *plan;
+  assert_int_equal(ot_sched_plan(ctx, c.p, &o, &plan), OT_OK);
+  for (int m = 0; m < n; m++) {
+    ts_fill(c.x, 100 + (uint64_t)m);
+    assert_int_equal(ot_sched_run(plan, NULL), OT_OK);
+    memcpy(want[m], ot_tensor_data(c.h[7]), sizeof want[m]);
+  }
+  ot_plan_destroy(plan);
+  chain_free(&c);
+  ot_ctx_destroy(ctx);
+}
+
+/* Values between stages go device to device (peer) or through the host:
+ * the same results as one device either way; with peer each boundary's
+ * activation (one h, 4 KiB) goes down into the next device's mailbox once
+ * per micro-batch and never home, the mailboxes (MICRO x 4 KiB) are counted
+ * from the reading device's first RUN on, and the budgets hold with them.
+ * 6 micro-batches over 4 slots: a stage waits for its mailbox slot. */
+static void peer_copies(void **state) {
+  (void)state;
+  for (int n_dev = 2; n_dev <= 3; n_dev++) {
+    if (ot_num_devices() < n_dev) skip();
+    const uint64_t unlimited[3] = {UNLIMITED, UNLIMITED, UNLIMITED};
+    for (int n = MICRO; n <= MICRO + 2; n += 2) {
+      float want[8][1024];
+      reference(n, want);
+      peer_run host, peer, aut;
+      assert_int_equal(run_micro(n_dev, unlimited, OT_STAGE_COPY_HOST, n, &host), OT_OK);
+      assert_int_equal(run_micro(n_dev, unlimited, OT_STAGE_COPY_PEER, n, &peer), OT_OK);
+      assert_int_equal(run_micro(n_dev, unlimited, OT_STAGE_COPY_AUTO, n, &aut), OT_OK);
+      for (int m = 0; m < n; m++) {
+        if (memcmp(host.job.out[m], want[m], sizeof want[m])) fail_msg("host staging, micro-batch %d: not one device's", m);
+        if (memcmp(peer.job.out[m], want[m], sizeof want[m])) fail_msg("peer copies, micro-batch %d: not one device's", m);
+        if (memcmp(aut.job.out[m], want[m], sizeof want[m])) fail_msg("auto, micro-batch %d: not one device's", m);
+      }
+      for (int k = 0; k < n_dev; k++) {
+        const int reads = k > 0; /* stage k > 0 reads one h from the stage before */
+        assert_int_equal(host.si[k].peer_values, 0);
+        assert_int_equal(host.si[k].mailbox_bytes, 0);
+        assert_int_equal(host.peer_down[k] + host.peer_up[k], 0);
+        assert_int_equal(peer.si[k].peer_values, reads);
+        assert_int_equal(peer.si[k].mailbox_bytes, reads ? MICRO * 4096 : 0);
+        assert_int_equal(aut.si[k].peer_values, reads); /* emulated devices reach each other */
+        assert_int_equal(peer.peer_up[k], reads ? n : 0);          /* the mailbox into the arena */
+        assert_int_equal(peer.peer_down[k], k < n_dev - 1 ? n : 0); /* into the next device's mailbox */
+        /* the first run on a reading device starts with its mailboxes held */
+        assert_int_equal(peer.first_run_bytes[k], reads ? MICRO * 4096 : 0);
+        assert_int_equal(host.first_run_bytes[k], 0);
+      }
+      assert_int_equal(peer.bytes_peer, 2 * (uint64_t)n * (n_dev - 1) * 4096); /* down and up per boundary */
+      assert_int_equal(host.bytes_peer, 0);
+      assert_int_equal(host.to_host - peer.to_host, (uint64_t)n * (n_dev - 1) * 4096);
+    }
+  }
+}
+
+/* A reading device whose budget cannot also hold its mailboxes: peer is
+ * refused, saying so; auto takes the host path there (and gives one
+ * device's results). A backend that does not copy (host) refuses peer. */
+static void peer_refused(void **state) {
+  (void)state;
+  if (ot_num_devices() < 2) skip();
+  const uint64_t budgets[2] = {UNLIMITED, 20 * 1024};
+  peer_run r;
+  assert_int_equal(run_micro(2, budgets, OT_STAGE_COPY_PEER, MICRO, &r), OT_ERR_UNSUPPORTED);
+  if (!strstr(ot_last_error(), "no room for the mailboxes") || !strstr(ot_last_error(), "device 1"))
+    fail_msg("the refusal does not say why: %s", ot_last_error());
+  assert_int_equal(run_micro(2, budgets, OT_STAGE_COPY_AUTO, MICRO, &r), OT_OK);
+  assert_int_equal(r.si[1].peer_values, 0);
+  assert_int_equal(r.bytes_peer, 0);
+  float want[8][1024];
+  reference(MICRO, want);
+  for (int m = 0; m < MICRO; m++)
+    if (memcmp(r.job.out[m], want[m], sizeof want[m])) fail_msg("auto on the host path, micro-batch %d", m);
+  ot_stage_copies c;
+  assert_int_equal(ot_stage_copies_parse("peer", &c), OT_OK);
+  assert_int_equal(c, OT_STAGE_COPY_PEER);
+  assert_int_equal(ot_stage_copies_parse("nvlink", &c), OT_ERR_INVALID_ARG);
+  assert_non_null(strstr(ot_last_error(), "auto, host or peer"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(two_devices),      cmocka_unit_test(three_devices),    cmocka_unit_test(four_devices),
       cmocka_unit_test(split_follows_budgets), cmocka_unit_test(infeasible_split), cmocka_unit_test(host_backend),
+      cmocka_unit_test(peer_copies),      cmocka_unit_test(peer_refused),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

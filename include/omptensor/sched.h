@@ -146,6 +146,32 @@ typedef enum ot_strategy {
 } ot_strategy;
 
 const char *ot_strategy_name(ot_strategy s);
+
+/* How a micro-batched pipeline's activations cross from one stage's device
+ * to the next (opts.stage_copies; "Micro-batches" above):
+ *   AUTO  device to device where the two devices can reach each other (a
+ *         CUDA build: the driver's peer access, NVLink or a PCIe switch;
+ *         the host-offload plugin's emulated devices: always; AMD GPUs:
+ *         not asked yet, so never), through host memory where not
+ *   HOST  always through pinned host memory (device -> home -> packet ->
+ *         home -> device), as before device-to-device copies existed
+ *   PEER  device to device, refused (OT_ERR_UNSUPPORTED, naming the
+ *         devices) where the devices cannot reach each other or a stage's
+ *         budget has no room for its mailboxes
+ * A value goes device to device when exactly one stage writes it, exactly
+ * one later stage reads it, and the program neither fills it nor wants it
+ * home (a hidden state between layers); the others (the program's inputs,
+ * its logits, what several stages read) stay on the host path. The reading
+ * stage holds a mailbox per value and micro-batch in flight on its device
+ * (opts.micro_batches of them), planned out of its budget and counted in
+ * its trace's device bytes; the writing stage's write-back lands there, a
+ * copy between devices (flagged OT_TRACE_PEER, in the summary's
+ * bytes_peer, not in bytes_to_host), and the reader's upload is a copy
+ * within its device. */
+typedef enum ot_stage_copies { OT_STAGE_COPY_AUTO = 0, OT_STAGE_COPY_HOST, OT_STAGE_COPY_PEER } ot_stage_copies;
+const char *ot_stage_copies_name(ot_stage_copies c);
+/* "auto", "host", "peer" -> *out; OT_ERR_INVALID_ARG naming the choices. */
+ot_status ot_stage_copies_parse(const char *s, ot_stage_copies *out);
 ot_status ot_strategy_parse(const char *s, ot_strategy *out);
 
 /* Where a tensor lives while a usm plan runs (backend usm only; see
@@ -229,6 +255,9 @@ typedef struct ot_sched_opts {
                             this many micro-batches at once, a different one in each stage ("Micro-
                             batches" above); 0 or 1, the default: stages share the program's homes and
                             run one after another. Ignored for one device */
+  ot_stage_copies stage_copies; /* micro-batched pipelines: how values cross between stages' devices (above);
+                            OT_STAGE_COPY_AUTO, the default: device to device where the devices reach each
+                            other */
 } ot_sched_opts;
 
 ot_sched_opts ot_sched_opts_default(void);
@@ -392,6 +421,8 @@ typedef struct ot_plan_stage_info {
   uint64_t budget;
   uint64_t weight_bytes; /* weights and persistent state it uses (blocks; what the split balanced) */
   const ot_plan *plan;   /* the stage's single-device plan (of a sub-program; for stats and printing) */
+  int peer_values;       /* micro-batched: values that reach this stage device to device (ot_stage_copies) */
+  uint64_t mailbox_bytes; /* their mailboxes on this device (inside budget; the stage's plan got the rest) */
 } ot_plan_stage_info;
 
 /* Stage k (0 .. ot_plan_num_stages - 1); a single-device plan is its own stage 0. */

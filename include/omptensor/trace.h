@@ -62,6 +62,11 @@ typedef enum ot_trace_kind {
                                    plan dropped instead of writing it home (ot_sched_opts.recompute; op: the
                                    producing op); ALLOC: that activation's block; FREE: the drop */
 
+#define OT_TRACE_PEER 4096u    /* UPLOAD/DOWNLOAD: a copy between two devices' memories, not over the host: a
+                                   value crossing between stages of a micro-batched pipeline (sched.h,
+                                   ot_sched_opts.stage_copies). DOWNLOAD: the producing stage's copy into the
+                                   consuming device's mailbox; UPLOAD: that mailbox into the consumer's arena
+                                   (both on the consumer's device). No bytes to or from the host */
 typedef struct ot_trace_event {
   ot_trace_kind kind;
   unsigned flags;
@@ -124,6 +129,7 @@ typedef struct ot_trace_summary {
   uint64_t peak_device_bytes;
   uint64_t current_device_bytes; /* after the last event */
   uint64_t bytes_to_device, bytes_to_host; /* saturate at UINT64_MAX (a trace read from a file never gets there) */
+  uint64_t bytes_peer;          /* transfers flagged OT_TRACE_PEER (device to device; not in the two above) */
   int kernels, uploads, downloads, allocs, frees;
   int evictions;                /* frees of live copies */
   int remote_reads;             /* REMOTE events: tensors kernels read in place (usm remote placement) */

@@ -15,7 +15,7 @@
 #include "omptensor/tokenizer.h"
 
 enum { OPT_HELP = 1, OPT_TEXT, OPT_TEXT_FILE, OPT_IDS, OPT_IDS_FILE, OPT_PROMPTS, OPT_OUT, OPT_LOGITS, OPT_BATCH,
-       OPT_MICRO };
+       OPT_MICRO, OPT_STAGE_COPIES };
 
 static const ot_opt run_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
@@ -33,6 +33,9 @@ static const ot_opt run_opts[] = {
     {"micro-batches", 0, "M", "with --batch N and --devices 2 or more: each decode step's N sequences in M groups "
      "that are in different devices' stages at once (a pipeline; default 1: the step goes through the devices one "
      "after another)", OPT_MICRO},
+    {"stage-copies", 0, "auto|host|peer", "with --micro-batches: how activations cross from one device's stage to "
+     "the next: peer (device to device), host (through pinned host memory), auto (peer where the devices reach "
+     "each other, the default)", OPT_STAGE_COPIES},
     {0}};
 
 typedef struct run_args {
@@ -42,6 +45,7 @@ typedef struct run_args {
   int help;
   int batch; /* --batch N (0: not given) */
   int micro; /* --micro-batches M (0: not given) */
+  const char *stage_copies; /* --stage-copies (NULL: auto) */
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -59,6 +63,12 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_LOGITS: a->logits_out = v; return OT_OK;
   case OPT_BATCH: return ot_cli_int(v, 1, 4096, &a->batch);
   case OPT_MICRO: return ot_cli_int(v, 1, 4096, &a->micro);
+  case OPT_STAGE_COPIES: {
+    ot_stage_copies c;
+    OT_TRY(ot_stage_copies_parse(v, &c));
+    a->stage_copies = v;
+    return OT_OK;
+  }
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -81,6 +91,9 @@ static ot_status check_sources(const run_args *a) {
   if (a->micro > 1 && a->batch < 2)
     return ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d splits the sequences decoded at once; it needs "
                                             "--prompts IN.jsonl with --batch N of at least 2", a->micro);
+  if (a->stage_copies && a->micro < 2)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--stage-copies %s chooses how micro-batches cross between devices; it "
+                                            "needs --micro-batches M of at least 2", a->stage_copies);
   if (a->prompts && a->logits_out)
     return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out writes one prompt's logits; it does not go with --prompts");
   return OT_OK;
@@ -210,6 +223,7 @@ int ot_cli_run(int argc, char **argv) {
     st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
                                           "devices; give --devices 2 or more (one device has one stage)", a.micro);
   s.micro_batches = a.micro; /* into s.sched when the session starts */
+  if (a.stage_copies) (void)ot_stage_copies_parse(a.stage_copies, &s.stage_copies); /* checked as parsed */
   const int text_in = a.text || a.text_file;
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);

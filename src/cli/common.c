@@ -160,6 +160,7 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
   s->sched.device_index = 0;
   s->sched.n_stages = OT_SCHED_ALL_DEVICES; /* --devices N: the model split over N devices */
   s->sched.micro_batches = s->micro_batches;
+  s->sched.stage_copies = s->stage_copies;
   /* Always traced: the summary (and --json) report measured bytes and peaks;
    * the file is written only with --trace. */
   OT_TRY(ot_trace_create(&s->trace));

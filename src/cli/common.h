@@ -50,6 +50,7 @@ typedef struct ot_cli_session {
   ot_trace *trace;
   ot_sched_opts sched;
   int micro_batches; /* run --micro-batches (0: not given), copied into sched at the start */
+  ot_stage_copies stage_copies; /* run --stage-copies (default auto), likewise */
   int verbose;
   int tty; /* stderr is a terminal: draw progress bars */
   int settings_loaded;

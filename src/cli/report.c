@@ -47,6 +47,7 @@ json_t *ot_cli_json_base(ot_cli_session *s, const char *model, const ot_trace_su
   json_object_set_new(o, "peak_device_bytes", json_integer((json_int_t)t->peak_device_bytes));
   json_object_set_new(o, "bytes_to_device", json_integer((json_int_t)t->bytes_to_device));
   json_object_set_new(o, "bytes_to_host", json_integer((json_int_t)t->bytes_to_host));
+  json_object_set_new(o, "bytes_device_to_device", json_integer((json_int_t)t->bytes_peer));
   json_object_set_new(o, "bytes_read_remote", json_integer((json_int_t)t->bytes_remote));
   json_object_set_new(o, "uploads", json_integer(t->uploads));
   json_object_set_new(o, "evictions", json_integer(t->evictions));

@@ -9,6 +9,10 @@
 #include "memory/device.h"
 #include "omptensor/context.h"
 
+#ifdef OT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
 int ot_num_devices(void) {
 #ifdef OT_OFFLOAD
   return omp_get_num_devices();
@@ -29,6 +33,21 @@ int ot_dev_is_gpu(int dev) {
 #else
   (void)dev;
   return 0;
+#endif
+}
+
+int ot_dev_peer_access(int a, int b) {
+  if (a == b || ot_dev_is_host(a) || ot_dev_is_host(b)) return 0;
+#ifdef OT_HAVE_CUDA
+  /* the OpenMP device number is the CUDA ordinal (copy.c) */
+  int ab = 0, ba = 0;
+  if (cudaDeviceCanAccessPeer(&ab, a, b) != cudaSuccess || cudaDeviceCanAccessPeer(&ba, b, a) != cudaSuccess) {
+    cudaGetLastError(); /* not sticky */
+    return 0;
+  }
+  return ab && ba;
+#else
+  return strcmp(OT_OFFLOAD_NAME, "host") == 0;
 #endif
 }
 

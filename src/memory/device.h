@@ -15,6 +15,15 @@ int ot_dev_is_host(int dev);
  * (false for the x86_64 host-offload plugin's emulated devices). */
 int ot_dev_is_gpu(int dev);
 
+/* Can a copy between devices a and b (OpenMP numbers) go from one to the
+ * other directly? A CUDA build asks the driver (cudaDeviceCanAccessPeer,
+ * both ways: NVLink or a PCIe switch; libomptarget's CUDA plugin then copies
+ * with cuMemcpyPeer). The host-offload plugin's emulated devices are all
+ * host memory: 1. Anything else (the host, one device with itself, AMD
+ * GPUs, which are not asked yet): 0, and copies between them go through
+ * host memory. */
+int ot_dev_peer_access(int a, int b);
+
 /* "device 3", or "the host" for the host device: for messages. */
 const char *ot_dev_label(int dev, char buf[32]);
 

@@ -16,6 +16,10 @@ typedef struct ot_storage {
   ot_mem_space space;
   int owned;             /* home allocated by us (freed with the storage) */
   int home_dev;          /* device that allocated a pinned/managed home */
+  int home_on;           /* 0: home is host memory. d + 1: home points, for now, into OpenMP device d's memory
+                            (a micro-batched pipeline's mailbox, sched/pipeline_micro.c, swapped in for one
+                            stage run): the executor copies to and from it device to device, and nothing
+                            may read it on the host */
   uint64_t id;           /* unique per process, stable order for plans */
   uint64_t cache_epoch;  /* a cache (program.h): set anew each time a plan places its block */
   int lazy;              /* ot_tensor_create_lazy: home NULL until a plan (or the caller) needs it */

@@ -293,8 +293,12 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     if (!ps->st->home && !from_disk(r, e, ps)) return no_home(ps);
-    size_t ev = record(r, OT_TRACE_UPLOAD, e->flags, e->op, ps->name, ps->bytes, (int64_t)e->block);
-    if (!ps->st->home) /* a file home: run_schedule queued its read in this order */
+    const unsigned peer = ps->st->home_on && r->kind == OT_MV_COPY ? OT_TRACE_PEER : 0;
+    size_t ev = record(r, OT_TRACE_UPLOAD, e->flags | peer, e->op, ps->name, ps->bytes, (int64_t)e->block);
+    if (peer) /* a mailbox on a device (pipeline_micro.c) */
+      x->ready = ot_movement_upload_peer(plan->mv, dev_addr(r, e->st), ps->st->home, ps->st->home_on - 1, ps->bytes,
+                                         ps->name, r->tr, ev);
+    else if (!ps->st->home) /* a file home: run_schedule queued its read in this order */
       x->ready = ot_movement_upload_disk(plan->mv, dev_addr(r, e->st), plan->disk, ps->bytes, ps->name, r->tr, ev);
     else
       x->ready = ot_movement_upload(plan->mv, dev_addr(r, e->st), ps->st->home, ps->bytes, ps->name, vrec_of(plan, e->st),
@@ -311,7 +315,11 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     if (!ps->st->home) return no_home(ps);
     if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) return cross_copy(r, e, ps, x, 0);
     uint64_t t;
-    if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
+    if (ps->st->home_on && r->kind == OT_MV_COPY) { /* into the next stage's mailbox, whole (pipeline_micro.c) */
+      size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PEER, e->op, ps->name, ps->bytes, 0);
+      t = ot_movement_download_peer(plan->mv, ps->st->home, ps->st->home_on - 1, dev_addr(r, e->st), ps->bytes,
+                                    ps->name, r->tr, ev);
+    } else if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
       size_t bytes = 0;
       for (size_t q = 0; q < d->n; q++) bytes += d->rg[2 * q + 1];
       size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PARTIAL, e->op, ps->name, bytes, 0);
@@ -494,6 +502,7 @@ static ot_status run_op(run_state *r, int i) {
 static ot_status start_state(run_state *r, const ot_schedule *sc) {
   ot_plan *plan = r->plan;
   const ot_program *p = plan->prog;
+  r->used = plan->reserved; /* held outside the arena all along (a stage's mailboxes): in every count */
   if (sc == &plan->first) {
     for (int i = 0; i < p->n_st; i++) {
       plan->xs[i] = (ot_exec_storage){0, 0, 0, 0, 0};
@@ -827,6 +836,6 @@ const void *ot_op_input_home(const ot_op_exec *e, int k) {
   if (!r || k < 0 || k >= e->n_in) return NULL;
   const ot_op *o = &r->plan->prog->ops[e->op_index];
   const ot_prog_storage *ps = &r->plan->prog->st[o->ts[k]];
-  if (!(ps->role & OT_ROLE_INPUT) || (ps->role & OT_ROLE_WRITTEN) || !ps->st->home) return NULL;
+  if (!(ps->role & OT_ROLE_INPUT) || (ps->role & OT_ROLE_WRITTEN) || !ps->st->home || ps->st->home_on) return NULL;
   return (const char *)ps->st->home + ot_tensor_byte_offset(e->in_t[k]);
 }

@@ -30,6 +30,8 @@ typedef struct xfer {
   int advice;         /* XFER_ADVISE: an ot_mem_advice (memory/copy.h) */
   size_t *rg, n_rg;   /* XFER_DOWN of some ranges: pairs {offset, length} (owned), or NULL: all bytes */
   ot_disk *disk;      /* XFER_UP_DISK: the reader whose oldest read this upload takes (disk.h) */
+  int home_dev;       /* XFER_UP/XFER_DOWN: where the home side is: OT_DEVICE_HOST, or an OpenMP device
+                         (a peer copy: ot_movement_upload_peer, ot_movement_download_peer) */
 } xfer;
 
 struct ot_movement {
@@ -63,8 +65,8 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
   }
   switch (m->kind) {
   case OT_MV_COPY:
-    if (x->dir == XFER_UP) return ot_mem_copy_raw(x->dst, m->dev, x->src, OT_DEVICE_HOST, x->bytes, why, why_len);
-    if (x->dir == XFER_DOWN) return ot_mem_copy_raw(x->dst, OT_DEVICE_HOST, x->src, m->dev, x->bytes, why, why_len);
+    if (x->dir == XFER_UP) return ot_mem_copy_raw(x->dst, m->dev, x->src, x->home_dev, x->bytes, why, why_len);
+    if (x->dir == XFER_DOWN) return ot_mem_copy_raw(x->dst, x->home_dev, x->src, m->dev, x->bytes, why, why_len);
     return 0;
   case OT_MV_PREFETCH:
     /* up: the pages to the device; a write-back: home. Advice is not
@@ -87,7 +89,7 @@ static int do_copy(ot_movement *m, const xfer *x, char *why, size_t why_len) {
 static int read_back(ot_movement *m, const void *dev_src, size_t bytes, uint64_t *sum) {
   void *tmp = malloc(bytes);
   if (!tmp) return 0;
-  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0, NULL, 0, NULL};
+  xfer rb = {NULL, XFER_DOWN, tmp, dev_src, bytes, NULL, NULL, NULL, (size_t)-1, 0, 0, NULL, 0, NULL, OT_DEVICE_HOST};
   char why[64];
   int ok = do_copy(m, &rb, why, sizeof why) == 0;
   if (ok) *sum = ot_checksum64(tmp, bytes);
@@ -253,8 +255,8 @@ void ot_movement_destroy(ot_movement *m) {
 /* rg (may be NULL): ranges, owned by the entry from here on */
 static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
                           ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice, size_t *rg, size_t n_rg,
-                          ot_disk *disk) {
-  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice, rg, n_rg, disk};
+                          ot_disk *disk, int home_dev) {
+  xfer local = {NULL, dir, dst, src, bytes, name, rec, tr, ev, 0, advice, rg, n_rg, disk, home_dev};
   if (m->kind == OT_MV_NONE) {
     uint64_t t = ot_now_ns();
     if (tr && ev != (size_t)-1) ot_trace_set_times(tr, ev, t, t);
@@ -285,7 +287,7 @@ static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *s
 
 static uint64_t enqueue(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
                         ot_verify_rec *rec, ot_trace *tr, size_t ev) {
-  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0, NULL, 0, NULL);
+  return enqueue_x(m, dir, dst, src, bytes, name, rec, tr, ev, 0, NULL, 0, NULL, OT_DEVICE_HOST);
 }
 
 uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src, size_t bytes, const char *name,
@@ -295,12 +297,22 @@ uint64_t ot_movement_upload(ot_movement *m, void *dev_dst, const void *home_src,
 
 uint64_t ot_movement_upload_disk(ot_movement *m, void *dev_dst, ot_disk *disk, size_t bytes, const char *name,
                                  ot_trace *tr, size_t ev) {
-  return enqueue_x(m, XFER_UP_DISK, dev_dst, NULL, bytes, name, NULL, tr, ev, 0, NULL, 0, disk);
+  return enqueue_x(m, XFER_UP_DISK, dev_dst, NULL, bytes, name, NULL, tr, ev, 0, NULL, 0, disk, OT_DEVICE_HOST);
 }
 
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
                               ot_verify_rec *rec, ot_trace *tr, size_t ev) {
   return enqueue(m, XFER_DOWN, home_dst, dev_src, bytes, name, rec, tr, ev);
+}
+
+uint64_t ot_movement_upload_peer(ot_movement *m, void *dev_dst, const void *src, int src_dev, size_t bytes,
+                                 const char *name, ot_trace *tr, size_t ev) {
+  return enqueue_x(m, XFER_UP, dev_dst, src, bytes, name, NULL, tr, ev, 0, NULL, 0, NULL, src_dev);
+}
+
+uint64_t ot_movement_download_peer(ot_movement *m, void *dst, int dst_dev, const void *dev_src, size_t bytes,
+                                   const char *name, ot_trace *tr, size_t ev) {
+  return enqueue_x(m, XFER_DOWN, dst, dev_src, bytes, name, NULL, tr, ev, 0, NULL, 0, NULL, dst_dev);
 }
 
 uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void *dev_src, const size_t *rg, size_t n,
@@ -310,12 +322,12 @@ uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void 
   size_t *own = n ? malloc(n * 2 * sizeof *own) : NULL;
   if (n && !own) return enqueue(m, XFER_DOWN, home_dst, dev_src, whole, name, NULL, tr, ev);
   if (n) memcpy(own, rg, n * 2 * sizeof *own);
-  return enqueue_x(m, XFER_DOWN, home_dst, dev_src, bytes, name, NULL, tr, ev, 0, own, n, NULL);
+  return enqueue_x(m, XFER_DOWN, home_dst, dev_src, bytes, name, NULL, tr, ev, 0, own, n, NULL, OT_DEVICE_HOST);
 }
 
 uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name) {
   if (m->kind != OT_MV_PREFETCH) return 0;
-  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice, NULL, 0, NULL);
+  return enqueue_x(m, XFER_ADVISE, NULL, home, bytes, name, NULL, NULL, (size_t)-1, advice, NULL, 0, NULL, OT_DEVICE_HOST);
 }
 
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name) {

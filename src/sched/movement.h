@@ -57,6 +57,16 @@ uint64_t ot_movement_upload_disk(ot_movement *m, void *dev_dst, struct ot_disk *
                                  ot_trace *tr, size_t ev);
 uint64_t ot_movement_download(ot_movement *m, void *home_dst, const void *dev_src, size_t bytes, const char *name,
                               ot_verify_rec *rec, ot_trace *tr, size_t ev);
+/* A copy between the device and another device's memory (a micro-batched
+ * pipeline's mailbox, sched/pipeline_micro.c): up from `src` on OpenMP
+ * device src_dev into this queue's device, or down from this queue's
+ * device into `dst` on dst_dev (peer to peer where the runtime can, through
+ * a host buffer of libomptarget's where not). Never verified (verify.h
+ * checksums host homes). */
+uint64_t ot_movement_upload_peer(ot_movement *m, void *dev_dst, const void *src, int src_dev, size_t bytes,
+                                 const char *name, ot_trace *tr, size_t ev);
+uint64_t ot_movement_download_peer(ot_movement *m, void *dst, int dst_dev, const void *dev_src, size_t bytes,
+                                   const char *name, ot_trace *tr, size_t ev);
 /* A write-back of only some byte ranges of a copy: n pairs {offset, length}
  * in rg (copied; offsets from home_dst / dev_src) as one transfer (one
  * ticket, one trace event). `whole`: the storage's bytes, copied whole if

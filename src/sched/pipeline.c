@@ -8,7 +8,9 @@
 
 #include "memory/context_impl.h"
 #include "core/error.h"
+#include "memory/device.h"
 #include "memory/tensor_impl.h"
+#include "omptensor/memory.h"
 #include "sched/executor.h"
 #include "sched/pipeline.h"
 
@@ -156,11 +158,159 @@ static ot_status build_sub(ot_ctx *ctx, const ot_program *p, const unsigned char
   return s;
 }
 
-static ot_status plan_stages(ot_plan *plan, const ot_sched_opts *o, int n, const int *cut, const uint64_t *weight) {
+/* ---- device-to-device crossings (ot_stage_copies, sched.h) ---- */
+
+/* Does the executor copy between homes and arenas on device `dev` (map, or
+ * usm on an emulated device), rather than compute on the homes (host) or
+ * prefetch managed pages (usm on a GPU)? Only there can a home be a
+ * mailbox on another device. */
+static int copies_there(const ot_ctx *ctx, int dev) {
+  if (ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(dev)) return 0;
+  return !(ctx->backend == OT_BACKEND_USM && ot_dev_is_gpu(dev));
+}
+
+static ot_stage_home *home_for(ot_stage *st, int s) {
+  for (int i = 0; i < st->n_homes; i++)
+    if (st->homes[i].st == s) return &st->homes[i];
+  return NULL;
+}
+
+/* The stage whose value of s stage k reads: the last one before k that
+ * writes it out (-1: none, the program's own). */
+static int writer_before(const ot_program *p, const unsigned char *u, int n, int k, int s) {
+  for (int q = k - 1; q >= 0; q--) {
+    int in, out;
+    crossing(p, u, n, q, s, &in, &out);
+    if (out) return q;
+  }
+  return -1;
+}
+
+/* The one stage that reads stage q's value of s (those after q that read
+ * it first, up to the next that writes it out), or -1 if not exactly one. */
+static int only_reader(const ot_program *p, const unsigned char *u, int n, int q, int s) {
+  int found = -1;
+  for (int j = q + 1; j < n; j++) {
+    int in, out;
+    crossing(p, u, n, j, s, &in, &out);
+    if (in) {
+      if (found >= 0) return -1;
+      found = j;
+    }
+    if (out) break;
+  }
+  return found;
+}
+
+/* Marks the values that reach stage k device to device, and lays out its
+ * mailbox slot: an activation stage k reads (in, not out here) that the last
+ * stage before it to write it out, q, wrote (out, not in there), no stage but
+ * k reads that value, and the program neither fills it nor wants it home;
+ * between two devices that reach each other, neither stage running host ops.
+ * Buffers a model reuses in every layer (a scratch "gate") qualify: each
+ * stage's value of them is its own. Stage q is planned already (q < k). */
+static void choose_peers(ot_plan *plan, const ot_sched_opts *o, const unsigned char *u, int n, int k) {
+  const ot_program *p = plan->prog;
+  ot_stage *st = &plan->stages[k];
+  const int dev = plan->ctx->dev[st->dev_index];
+  const unsigned stay = OT_ROLE_INPUT | OT_ROLE_OUTPUT | OT_ROLE_NEEDS_HOME | OT_ROLE_WRITEBACK | OT_ROLE_PERSIST |
+                        OT_ROLE_CACHE;
+  st->n_mail = 0;
+  st->mail_slot_bytes = 0;
+  if (!plan->micro || o->stage_copies == OT_STAGE_COPY_HOST || !copies_there(plan->ctx, dev)) return;
+  for (int i = 0; i < st->n_homes; i++) {
+    ot_stage_home *h = &st->homes[i];
+    if (!h->in || h->out || (p->st[h->st].role & stay)) continue;
+    const int q = writer_before(p, u, n, k, h->st);
+    if (q < 0 || only_reader(p, u, n, q, h->st) != k) continue;
+    ot_stage *from = &plan->stages[q];
+    ot_stage_home *g = home_for(from, h->st);
+    const int qdev = plan->ctx->dev[from->dev_index];
+    if (!g || g->in || !g->out || from->plan->n_host_ops || !ot_dev_peer_access(qdev, dev)) continue;
+    g->peer = h->peer = 1;
+    g->mail_stage = h->mail_stage = k;
+    g->mail_off = h->mail_off = st->mail_slot_bytes;
+    st->mail_slot_bytes += (p->st[h->st].bytes + OT_SCHED_ALIGN - 1) & ~(size_t)(OT_SCHED_ALIGN - 1);
+    st->n_mail++;
+  }
+  st->mail_slots = o->micro_batches;
+}
+
+/* Stage k goes back to the host path (no room for its mailboxes, or it runs
+ * host ops): its values and their writers' homes unmarked. */
+static void drop_peers(ot_plan *plan, int k) {
+  for (int q = 0; q <= k; q++)
+    for (int i = 0; i < plan->stages[q].n_homes; i++) {
+      ot_stage_home *h = &plan->stages[q].homes[i];
+      if (h->peer && h->mail_stage == k) h->peer = 0;
+    }
+  plan->stages[k].n_mail = 0;
+  plan->stages[k].mail_slot_bytes = 0;
+}
+
+/* Stage k's plan: under its budget less its mailboxes where it has any.
+ * Under AUTO a stage whose budget cannot also hold them (or that turns out
+ * to run host ops) is planned again without them, on the host path; PEER
+ * refuses instead, saying why. */
+static ot_status plan_stage(ot_plan *plan, const ot_sched_opts *o, int k, uint64_t cap) {
+  ot_stage *st = &plan->stages[k];
+  ot_sched_opts so = *o;
+  so.device_index = st->dev_index;
+  so.n_stages = 1;
+  const uint64_t mail = (uint64_t)st->mail_slot_bytes * (uint64_t)st->mail_slots;
+  const int dev = plan->ctx->dev[st->dev_index];
+  if (st->n_mail) {
+    ot_status s = mail < cap ? OT_OK : OT_ERR_BUDGET;
+    if (s == OT_OK) {
+      so.budget_bytes = cap - mail;
+      s = ot_sched_plan(plan->ctx, st->sub, &so, &st->plan);
+    }
+    if (s == OT_OK && !st->plan->n_host_ops) {
+      st->plan->reserved = mail;
+      return OT_OK;
+    }
+    if (o->stage_copies == OT_STAGE_COPY_PEER)
+      return s != OT_OK ? ot_fail(OT_ERR_UNSUPPORTED,
+                                  "stage copies peer: device %d's budget of %llu bytes has no room for the mailboxes "
+                                  "of its %d values from the stage before (%llu bytes: %d micro-batches x %zu); give "
+                                  "the device more memory, fewer micro-batches, or stage copies auto or host",
+                                  dev, (unsigned long long)cap, st->n_mail, (unsigned long long)mail, st->mail_slots,
+                                  st->mail_slot_bytes)
+                        : ot_fail(OT_ERR_UNSUPPORTED,
+                                  "stage copies peer: the stage on device %d runs ops on the host's cores (hybrid "
+                                  "compute), which read homes a device-to-device copy would skip; use stage "
+                                  "copies auto or host, or compute gpu", dev);
+    ot_plan_destroy(st->plan);
+    st->plan = NULL;
+    drop_peers(plan, k);
+    so.budget_bytes = o->budget_bytes;
+  }
+  return ot_sched_plan(plan->ctx, st->sub, &so, &st->plan);
+}
+
+/* PEER: every value that would cross device to device must. */
+static ot_status peers_all_possible(const ot_plan *plan, const ot_sched_opts *o, int n) {
+  for (int k = 1; k < n; k++) {
+    const int a = plan->ctx->dev[o->device_index + k - 1], b = plan->ctx->dev[o->device_index + k];
+    if (!copies_there(plan->ctx, a) || !copies_there(plan->ctx, b))
+      return ot_fail(OT_ERR_UNSUPPORTED, "stage copies peer: the %s backend does not copy between homes and device "
+                     "memory on devices %d and %d; use the map backend, or stage copies auto or host",
+                     ot_backend_name(plan->ctx->backend), a, b);
+    if (!ot_dev_peer_access(a, b))
+      return ot_fail(OT_ERR_UNSUPPORTED, "stage copies peer: devices %d and %d cannot copy to each other directly "
+                     "(no peer access: no NVLink or shared PCIe switch, or a GPU kind this build cannot ask); use "
+                     "stage copies auto (host staging there) or host", a, b);
+  }
+  return OT_OK;
+}
+
+static ot_status plan_stages(ot_plan *plan, const ot_sched_opts *o, int n, const int *cut, const uint64_t *weight,
+                             const size_t *cap) {
   const ot_program *p = plan->prog;
   unsigned char *u = stage_uses(p, n, cut);
   if (!u) return ot_fail(OT_ERR_OUT_OF_MEMORY, "pipeline: no host memory");
   ot_status s = OT_OK;
+  if (plan->micro && o->stage_copies == OT_STAGE_COPY_PEER) s = peers_all_possible(plan, o, n);
   for (int k = 0; s == OT_OK && k < n; k++) {
     ot_stage *st = &plan->stages[k];
     st->first_op = cut[k];
@@ -169,10 +319,8 @@ static ot_status plan_stages(ot_plan *plan, const ot_sched_opts *o, int n, const
     st->weight_bytes = weight[k];
     plan->n_stages = k + 1; /* what ot_pipeline_free must release (st->sub too, once made) */
     s = build_sub(plan->ctx, p, u, n, k, cut, plan->micro, st);
-    ot_sched_opts so = *o;
-    so.device_index = st->dev_index;
-    so.n_stages = 1;
-    if (s == OT_OK) s = ot_sched_plan(plan->ctx, st->sub, &so, &st->plan);
+    if (s == OT_OK) choose_peers(plan, o, u, n, k);
+    if (s == OT_OK) s = plan_stage(plan, o, k, cap[k]);
     if (s != OT_OK)
       s = ot_fail_context(s, "pipeline stage %d of %d (ops #%d '%s' .. #%d '%s', device %d)", k, n, cut[k],
                           p->ops[cut[k]].name, cut[k + 1] - 1, p->ops[cut[k + 1] - 1].name,
@@ -217,7 +365,7 @@ ot_status ot_pipeline_plan(ot_plan *plan, const ot_sched_opts *o, int n_stages) 
     cap[k] = c > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)c;
   }
   if (s == OT_OK) s = ot_pipeline_split(p, n, cap, cut, weight);
-  if (s == OT_OK) s = plan_stages(plan, o, n, cut, weight);
+  if (s == OT_OK) s = plan_stages(plan, o, n, cut, weight, cap);
   if (s == OT_OK && plan->micro) s = packet_layout(plan);
   free(cap);
   free(cut);
@@ -232,6 +380,7 @@ void ot_pipeline_free(ot_plan *plan) {
     ot_program_destroy(st->sub);
     for (int i = 0; i < st->n_views; i++) ot_tensor_destroy(st->views[i]); /* after the program that used them */
     for (int i = 0; i < st->n_homes; i++) ot_tensor_destroy(st->homes[i].mine);
+    ot_mem_free(OT_MEM_DEVICE, plan->ctx->dev[st->dev_index], st->mail);
     free(st->views);
     free(st->homes);
   }

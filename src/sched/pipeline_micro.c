@@ -9,7 +9,9 @@
 
 #include "core/error.h"
 #include "memory/context_impl.h"
+#include "memory/device.h"
 #include "memory/tensor_impl.h"
+#include "omptensor/memory.h"
 #include "sched/executor.h"
 #include "sched/program_impl.h"
 #include "sched/pipeline.h"
@@ -34,35 +36,61 @@ static int64_t *packet_scalars(const ot_plan *plan, unsigned char *pk) {
   return (int64_t *)(void *)(pk + plan->pk_bytes - (size_t)plan->prog->n_scalars * sizeof(int64_t));
 }
 
+/* A value crossing device to device (h->peer) in micro-batch m: mine's home
+ * becomes the micro-batch's mailbox on the reading stage's device for the
+ * stage's run (on = 1), and its host home again after it (on = 0). Only
+ * this stage's thread touches mine. */
+static void mailbox_swap(ot_plan *plan, ot_stage_home *h, int m, int on) {
+  ot_storage *sto = h->mine->st;
+  if (!on) {
+    sto->home = h->host_home;
+    sto->home_on = 0;
+    return;
+  }
+  const ot_stage *rd = &plan->stages[h->mail_stage];
+  h->host_home = sto->home;
+  sto->home = (char *)rd->mail + (size_t)(m % rd->mail_slots) * rd->mail_slot_bytes + h->mail_off;
+  sto->home_on = ot_omp_device(plan->ctx->dev[rd->dev_index]) + 1;
+}
+
 /* Stage k runs once: its scalars and (micro-batched) its private homes from
- * pk, its results back into pk. run_no: the run's number in the trace (the
- * first stage opens it). */
-static ot_status stage_run(ot_plan *plan, int k, unsigned char *pk, int run_no, ot_trace *trace) {
+ * pk, its results back into pk; values crossing device to device go through
+ * micro-batch m's mailboxes instead (pk only). run_no: the run's number in
+ * the trace (the first stage opens it). */
+static ot_status stage_run(ot_plan *plan, int k, unsigned char *pk, int m, int run_no, ot_trace *trace) {
   const ot_program *p = plan->prog;
   ot_stage *st = &plan->stages[k];
   if (p->n_scalars) /* the scalars set for this run */
     memcpy(st->sub->scalars, pk ? packet_scalars(plan, pk) : p->scalars, (size_t)p->n_scalars * sizeof *p->scalars);
   for (int i = 0; i < st->n_homes; i++) {
-    const ot_stage_home *h = &st->homes[i];
+    ot_stage_home *h = &st->homes[i];
     unsigned char *v;
+    if (h->peer && pk) {
+      mailbox_swap(plan, h, m, 1);
+      continue;
+    }
     if (!h->in) continue;
     OT_TRY(value_of(plan, pk, h->st, &v));
     memcpy(h->mine->st->home, v, p->st[h->st].bytes);
   }
-  OT_TRY(ot_exec_run(st->plan, trace, k ? run_no : -1));
+  ot_status s = ot_exec_run(st->plan, trace, k ? run_no : -1);
   for (int i = 0; i < st->n_homes; i++) {
-    const ot_stage_home *h = &st->homes[i];
+    ot_stage_home *h = &st->homes[i];
     unsigned char *v;
-    if (!h->out) continue;
-    OT_TRY(value_of(plan, pk, h->st, &v));
-    memcpy(v, h->mine->st->home, p->st[h->st].bytes);
+    if (h->peer && pk) {
+      mailbox_swap(plan, h, m, 0);
+      continue;
+    }
+    if (!h->out || s != OT_OK) continue;
+    s = value_of(plan, pk, h->st, &v);
+    if (s == OT_OK) memcpy(v, h->mine->st->home, p->st[h->st].bytes);
   }
-  return OT_OK;
+  return s;
 }
 
 ot_status ot_pipeline_run(ot_plan *plan, ot_trace *trace) {
   const int run_no = trace ? ot_trace_next_run(trace) : 0;
-  for (int k = 0; k < plan->n_stages; k++) OT_TRY(stage_run(plan, k, NULL, run_no, trace));
+  for (int k = 0; k < plan->n_stages; k++) OT_TRY(stage_run(plan, k, NULL, 0, run_no, trace));
   return OT_OK;
 }
 
@@ -88,15 +116,28 @@ typedef struct worker {
 
 /* Stage k takes micro-batches 0..n-1 in order, each as soon as stage k - 1
  * is done with it; the first failure stops every stage at its next one. */
+/* Does stage k have to wait before micro-batch m: the stage before has not
+ * finished m, or a mailbox slot m would write into still holds micro-batch
+ * m - slots for a later stage that has not finished it? */
+static int must_wait(const flight *F, int k, int m) {
+  const ot_plan *plan = F->plan;
+  if (k > 0 && F->done[k - 1] <= m) return 1;
+  for (int i = 0; i < plan->stages[k].n_homes; i++) {
+    const ot_stage_home *h = &plan->stages[k].homes[i];
+    if (h->peer && h->out && F->done[h->mail_stage] <= m - plan->stages[h->mail_stage].mail_slots) return 1;
+  }
+  return 0;
+}
+
 static void stage_loop(flight *F, int k) {
   ot_plan *plan = F->plan;
   for (int m = 0; m < F->n; m++) {
     pthread_mutex_lock(&F->mu);
-    while (!F->failed && k > 0 && F->done[k - 1] <= m) pthread_cond_wait(&F->cv, &F->mu);
+    while (!F->failed && must_wait(F, k, m)) pthread_cond_wait(&F->cv, &F->mu);
     const int stop = F->failed;
     pthread_mutex_unlock(&F->mu);
     if (stop) return;
-    ot_status s = stage_run(plan, k, plan->packets + (size_t)m * plan->pk_bytes, F->run0 + m, F->trace);
+    ot_status s = stage_run(plan, k, plan->packets + (size_t)m * plan->pk_bytes, m, F->run0 + m, F->trace);
     if (s != OT_OK)
       s = ot_fail_context(s, "micro-batch %d of %d, pipeline stage %d (device %d)", m, F->n, k,
                           plan->ctx->dev[plan->stages[k].dev_index]);
@@ -182,6 +223,15 @@ ot_status ot_sched_run_micro(ot_plan *plan, int n, ot_micro_fn fill, ot_micro_fn
     return OT_OK;
   }
   OT_TRY(ot_exec_runnable(plan, "ot_sched_run_micro"));
+  for (int k = 0; k < plan->n_stages; k++) { /* the mailboxes, once (their bytes are in the stage's budget) */
+    ot_stage *st = &plan->stages[k];
+    if (!st->n_mail || st->mail) continue;
+    ot_status s = ot_mem_alloc(OT_MEM_DEVICE, plan->ctx->dev[st->dev_index],
+                               (size_t)st->mail_slots * st->mail_slot_bytes, &st->mail);
+    if (s != OT_OK)
+      return ot_fail_context(s, "ot_sched_run_micro: the mailboxes of pipeline stage %d (%d values x %d micro-batches)",
+                             k, st->n_mail, st->mail_slots);
+  }
   if (plan->n_packets < n) {
     unsigned char *g = realloc(plan->packets, (size_t)n * plan->pk_bytes);
     if (!g)

@@ -39,6 +39,20 @@ ot_status ot_usm_placement_parse(const char *s, ot_usm_placement *out) {
                  s ? s : "(null)");
 }
 
+const char *ot_stage_copies_name(ot_stage_copies c) {
+  static const char *const n[] = {"auto", "host", "peer"};
+  return (unsigned)c < 3 ? n[c] : "?";
+}
+
+ot_status ot_stage_copies_parse(const char *s, ot_stage_copies *out) {
+  for (int c = 0; s && out && c < 3; c++)
+    if (!strcmp(s, ot_stage_copies_name((ot_stage_copies)c))) {
+      *out = (ot_stage_copies)c;
+      return OT_OK;
+    }
+  return ot_fail(OT_ERR_INVALID_ARG, "stage copies '%s': give auto, host or peer", s ? s : "(null)");
+}
+
 ot_sched_opts ot_sched_opts_default(void) {
   ot_sched_opts o;
   memset(&o, 0, sizeof o);
@@ -397,13 +411,13 @@ ot_status ot_plan_stage(const ot_plan *plan, int k, ot_plan_stage_info *out) {
   if (k < 0 || k >= ot_plan_num_stages(plan))
     return ot_fail(OT_ERR_INVALID_ARG, "ot_plan_stage: stage %d, but the plan has %d", k, ot_plan_num_stages(plan));
   if (!plan->n_stages) {
-    *out = (ot_plan_stage_info){0, plan->prog->n_ops, plan->dev_index, plan->dev, plan->budget, 0, plan};
+    *out = (ot_plan_stage_info){0, plan->prog->n_ops, plan->dev_index, plan->dev, plan->budget, 0, plan, 0, 0};
     for (int i = 0; i < plan->prog->n_st; i++)
       if (plan->prog->st[i].role & OT_ROLE_KEEP) out->weight_bytes += plan->prog->st[i].block;
     return OT_OK;
   }
   const ot_stage *st = &plan->stages[k];
-  *out = (ot_plan_stage_info){st->first_op, st->n_ops, st->dev_index, st->plan->dev, st->plan->budget,
-                              st->weight_bytes, st->plan};
+  *out = (ot_plan_stage_info){st->first_op, st->n_ops,     st->dev_index, st->plan->dev,     st->plan->budget,
+                              st->weight_bytes, st->plan,  st->n_mail,    st->plan->reserved};
   return OT_OK;
 }

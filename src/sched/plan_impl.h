@@ -101,6 +101,11 @@ typedef struct ot_stage_home {
   int st;             /* the program's storage */
   ot_tensor *mine;    /* the stage's storage of the same bytes (I8; sub uses views of it) */
   unsigned char in, out;
+  unsigned char peer; /* it crosses device to device (ot_stage_copies): while a micro-batch runs, mine's home
+                         is that micro-batch's mailbox on stage mail_stage's device, at mail_off of its slot */
+  int mail_stage;     /* the reading stage (which holds the mailboxes) */
+  size_t mail_off;
+  void *host_home;    /* mine's host home while a mailbox stands in for it */
 } ot_stage_home;
 
 typedef struct ot_stage {
@@ -113,6 +118,12 @@ typedef struct ot_stage {
   ot_stage_home *homes;
   int n_views;        /* the views of them that sub's ops use (destroyed with the stage) */
   ot_tensor **views;
+  /* mailboxes (values reaching this stage device to device, ot_stage_copies): n_mail values, mail_slots
+   * slots (one per micro-batch in flight) of mail_slot_bytes each, on this stage's device; made at the
+   * first micro-batched run (mail NULL until then) */
+  int n_mail, mail_slots;
+  size_t mail_slot_bytes;
+  void *mail;
 } ot_stage;
 
 /* Executor state of one storage. */
@@ -199,6 +210,9 @@ struct ot_plan {
   ot_exec_dirty *dirty; /* [n_st] */
   void **args;        /* [max_args] device addresses for ot_op_exec */
   struct ot_verify_rec *vrec; /* [n_st] OMPTENSOR_VERIFY records (sched/verify.h); NULL when off */
+  uint64_t reserved;  /* device bytes held outside the arena for this plan's runs (a micro-batched pipeline
+                         stage's mailboxes, pipeline_micro.c): planned out of its budget and counted in every
+                         trace event's device bytes, so the budget check covers them */
   int probe_budget;   /* ot_sched_opts.probe_budget */
   ot_budget_probe probe;
   /* pipeline (pipeline.c): n_stages > 0 makes this plan a list of stage plans;

@@ -237,13 +237,15 @@ ot_trace_summary ot_trace_summarize(const ot_trace *t) {
       break;
     case OT_TRACE_UPLOAD:
       s.uploads++;
-      s.bytes_to_device = ot_add_sat_u64(s.bytes_to_device, e->bytes);
+      if (e->flags & OT_TRACE_PEER) s.bytes_peer = ot_add_sat_u64(s.bytes_peer, e->bytes);
+      else s.bytes_to_device = ot_add_sat_u64(s.bytes_to_device, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
     case OT_TRACE_DOWNLOAD:
       s.downloads++;
-      s.bytes_to_host = ot_add_sat_u64(s.bytes_to_host, e->bytes);
+      if (e->flags & OT_TRACE_PEER) s.bytes_peer = ot_add_sat_u64(s.bytes_peer, e->bytes);
+      else s.bytes_to_host = ot_add_sat_u64(s.bytes_to_host, e->bytes);
       s.transfer_s += d;
       if (x) x[nx][0] = e->start_ns, x[nx++][1] = e->end_ns;
       break;
@@ -296,6 +298,7 @@ void ot_trace_summary_print(const ot_trace_summary *s, FILE *f) {
   print_bytes(f, "current device bytes", s->current_device_bytes);
   print_bytes(f, "to device", s->bytes_to_device);
   print_bytes(f, "to host", s->bytes_to_host);
+  if (s->bytes_peer) print_bytes(f, "device to device", s->bytes_peer);
   if (s->remote_reads) print_bytes(f, "read in place (remote)", s->bytes_remote);
   fprintf(f, "  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n  %-28s %14d\n", "kernels", s->kernels,
           "uploads", s->uploads, "write-backs", s->downloads, "evictions", s->evictions, "write-backs avoided",

@@ -32,7 +32,7 @@ int ot_trace_next_run(ot_trace *t);
 #define OT_TRACE_FLAGS_ALL                                                                              \
   (OT_TRACE_RESIDENT_OK | OT_TRACE_DEAD | OT_TRACE_CLEAN_DROP | OT_TRACE_EVICT | OT_TRACE_PREFETCH | \
    OT_TRACE_DIRTY | OT_TRACE_STAGE | OT_TRACE_FILL | OT_TRACE_PARTIAL | OT_TRACE_HOST | OT_TRACE_CROSS | \
-   OT_TRACE_RECOMPUTE)
+   OT_TRACE_RECOMPUTE | OT_TRACE_PEER)
 
 /* ot_trace_read_chrome on the text of a file (len bytes, no terminator
  * needed); `name` stands for the file in messages. For the fuzzer
