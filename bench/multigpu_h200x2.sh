@@ -6,6 +6,8 @@
 # (--micro-batches 1) and pipelined (--micro-batches 2 and 4), at
 #   1.75 GB per GPU  (both GPUs offloading; one GPU at 1.75 GB the peer), and
 #   3.5 GB per GPU   (the model resident on the two; one GPU resident, 16 GB, the peer).
+# Pipelined cases pass --stage-copies auto (peer to peer between the GPUs
+# where they reach each other); two more rows take the host path instead.
 # Per case: the decode tokens/s of the job (all sequences together: its
 # decode tokens over its decode time, from run --json) and the whole job's
 # tokens/s of wall time (prompts included), and whether every id's tokens are
@@ -18,7 +20,7 @@
 # build-gpu/libomptensor.so* (nvptx), .gpu/ (shared/gpu/bundle.sh), python3
 # with torch + transformers (the model). CPU smoke test (emulated devices):
 #   BIN=build/offload-host MODEL=tests/data/models/llama_text VOCAB=256 NEW=4 N=8 BATCH=4 \
-#   LOW=60KB HIGH=120KB ONE_HIGH=1GB bash bench/multigpu_h200x2.sh OUT
+#   LOW=300KB HIGH=600KB ONE_HIGH=1GB bash bench/multigpu_h200x2.sh OUT
 set -u
 out=${1:?usage: bench/multigpu_h200x2.sh OUT}
 mkdir -p "$out"
@@ -59,22 +61,23 @@ model=$(cat "$WORK/model_dir")
 
 # CASE GPUS BUDGET MICRO: the job, timed; the one-GPU case of its budget row is the reference
 job_case() {
-  local name=$1 gpus=$2 budget=$3 micro=$4 ref=${5:-} o="$WORK/$1.jsonl" lim
+  local name=$1 gpus=$2 budget=$3 micro=$4 ref=${5:-} copies=${6:-auto} o="$WORK/$1.jsonl" lim
   rm -f "$o"
   lim=$budget
   [ "$gpus" = 2 ] && lim="0:$budget,1:$budget"
   local args=(run "$model" --prompts "$WORK/job.jsonl" --out "$o" --batch "$BATCH" --gpu-memory-limit "$lim"
               --offload aggressive --greedy --json)
   [ "$gpus" = 2 ] && args+=(--devices 2 --micro-batches "$micro")
+  [ "$gpus" = 2 ] && [ "$micro" -gt 1 ] && args+=(--stage-copies "$copies")
   local t0 t1 rc
   t0=$(date +%s.%N)
   timeout -k 5 300 "$exe" "${args[@]}" >"$out/$name.json" 2>"$out/$name.log"
   rc=$?
   t1=$(date +%s.%N)
-  python3 - "$name" "$gpus" "$budget" "$micro" "$rc" "$t0" "$t1" "$o" "$out/$name.json" "$BATCH" "${ref:+$WORK/$ref.jsonl}" \
-    >>"$out/cases.jsonl" <<'PY'
+  python3 - "$name" "$gpus" "$budget" "$micro" "$rc" "$t0" "$t1" "$o" "$out/$name.json" "$BATCH" "$copies" \
+    "${ref:+$WORK/$ref.jsonl}" >>"$out/cases.jsonl" <<'PY'
 import json, re, sys
-name, gpus, budget, micro, rc, t0, t1, path, js, batch, ref = sys.argv[1:]
+name, gpus, budget, micro, rc, t0, t1, path, js, batch, copies, ref = sys.argv[1:]
 def size(s):
     m = re.fullmatch(r"([0-9.]+)\s*([KMG]?)B?", s.strip(), re.I)
     return int(float(m[1]) * {"": 1, "K": 1e3, "M": 1e6, "G": 1e9}[m[2].upper()])
@@ -95,7 +98,8 @@ same = None
 if ref:
     r = toks(ref); same = bool(r) and all(got.get(k) == v for k, v in r.items())
 print(json.dumps(dict(case=name, gpus=int(gpus), budget_bytes_per_gpu=size(budget), batch=int(batch),
-                      micro_batches=int(micro), rc=int(rc), tokens_per_second=round(dec, 2) if dec else None,
+                      micro_batches=int(micro), stage_copies=copies if int(gpus) > 1 and int(micro) > 1 else None,
+                      rc=int(rc), tokens_per_second=round(dec, 2) if dec else None,
                       job_tokens_per_second=round(n_tok / wall, 2) if wall > 0 else None, prompts=len(got),
                       tokens=n_tok, peak_device_bytes=j.get("peak_device_bytes"), same_tokens_as_one_gpu=same)))
 PY
@@ -105,19 +109,23 @@ job_case g1_low 1 "$LOW" 1
 for m in 1 2 4; do job_case "g2_low_m$m" 2 "$LOW" "$m" g1_low; done
 job_case g1_resident 1 "$ONE_HIGH" 1
 for m in 1 2 4; do job_case "g2_high_m$m" 2 "$HIGH" "$m" g1_resident; done
+# activations between the GPUs through pinned host memory instead of peer to peer (--stage-copies)
+job_case g2_low_m2_host 2 "$LOW" 2 g1_low host
+job_case g2_high_m4_host 2 "$HIGH" 4 g1_resident host
 
 python3 - "$out/cases.jsonl" "$out/multigpu-h200x2.json" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
 json.dump(rows, open(sys.argv[2], "w"), indent=1)
 peer = {}
-print("\n| case | GPUs | budget per GPU | batch | micro-batches | decode tokens/s | vs one GPU | job tokens/s | same tokens |")
-print("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+print("\n| case | GPUs | budget per GPU | batch | micro-batches | stage copies | decode tokens/s | vs one GPU | job tokens/s | same tokens |")
+print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 for r in rows:
     if r["gpus"] == 1:
         peer = r
     t, p = r["tokens_per_second"], peer.get("tokens_per_second")
     ratio = f"{t / p:.2f}x" if t and p else ""
     print(f"| {r['case']} | {r['gpus']} | {r['budget_bytes_per_gpu'] / 1e9:g} GB | {r['batch']} | {r['micro_batches']} | "
+          f"{r.get('stage_copies') or ''} | "
           f"{t} | {ratio} | {r['job_tokens_per_second']} | {r['same_tokens_as_one_gpu']} |")
 PY

@@ -370,17 +370,24 @@ static void test_batch_micro(void **state) {
   if (ot_num_devices() < 2) skip();
   json_t *ref = expected("llama_text");
   write_job(json_object_get(ref, "cases"), "inm.jsonl");
-  char p[4200];
-  unlink(ot_tmp_path(p, sizeof p, tmp, "outm.jsonl"));
-  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "inm.jsonl", "--out", "outm.jsonl", "--batch", "3",
-                        "--devices", "2", "--micro-batches", "2", "--gpu-memory-limit", "0:400KB,1:400KB", NULL};
-  ot_cli_res r = run(args);
-  if (r.status != 2 || !strstr(r.err, "6 done now, 0 already in outm.jsonl, 1 refused"))
-    fail_msg("--micro-batches 2: exit %d, stderr %s", r.status, r.err);
-  ot_cli_res_free(&r);
-  json_t *out = read_jsonl("outm.jsonl");
-  check_out(ref, out);
-  json_decref(out);
+  /* activations between the devices peer to peer (the default, auto; and
+   * peer asked for) and through host memory: the same lines */
+  static const char *const copies[] = {"auto", "host", "peer"};
+  for (int c = 0; c < 3; c++) {
+    char p[4200];
+    unlink(ot_tmp_path(p, sizeof p, tmp, "outm.jsonl"));
+    const char *args[] = {"run",          model_dir("llama_text"), "--prompts",          "inm.jsonl",
+                          "--out",        "outm.jsonl",            "--batch",            "3",
+                          "--devices",    "2",                     "--micro-batches",    "2",
+                          "--gpu-memory-limit", "0:400KB,1:400KB", "--stage-copies", copies[c], NULL};
+    ot_cli_res r = run(args);
+    if (r.status != 2 || !strstr(r.err, "6 done now, 0 already in outm.jsonl, 1 refused"))
+      fail_msg("--micro-batches 2 --stage-copies %s: exit %d, stderr %s", copies[c], r.status, r.err);
+    ot_cli_res_free(&r);
+    json_t *out = read_jsonl("outm.jsonl");
+    check_out(ref, out);
+    json_decref(out);
+  }
   json_decref(ref);
 }
 
@@ -412,6 +419,12 @@ static void test_refusals(void **state) {
   expect_refused(a4e, "give --devices 2 or more");
   const char *a4f[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--micro-batches", "0", NULL};
   expect_refused(a4f, "--micro-batches");
+  const char *a4g[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--batch", "4", "--stage-copies", "peer",
+                       NULL};
+  expect_refused(a4g, "--stage-copies peer chooses how micro-batches cross between devices; it needs --micro-batches");
+  const char *a4h[] = {"run", m, "--prompts", "in.jsonl", "--out", "o.jsonl", "--batch", "4", "--micro-batches", "2",
+                       "--stage-copies", "nvlink", NULL};
+  expect_refused(a4h, "stage copies 'nvlink': give auto, host or peer");
   ot_write_text(tmp, "notres.jsonl", "hello\n");
   ot_write_text(tmp, "one.jsonl", "{\"prompt\": \"x\"}\n");
   const char *a5[] = {"run", m, "--prompts", "one.jsonl", "--out", "notres.jsonl", NULL};

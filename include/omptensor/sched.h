@@ -109,10 +109,11 @@
  * (the program's inputs and outputs, the activations at its boundaries):
  * copied in from the micro-batch's packet (host memory, one per micro-batch
  * in flight) before the stage runs it and out after, so two stages never
- * share a home. A value written by one stage and read by another is copied
- * home by the writer, into the packet, and uploaded by the reader (host
- * staging; a direct device-to-device copy is not done: see
- * src/sched/README.md). A run of n micro-batches over S stages takes
+ * share a home. A value written by one stage and read by one other goes
+ * device to device where it can (opts.stage_copies, ot_stage_copies below:
+ * the writer's write-back lands in a mailbox on the reader's device);
+ * otherwise it is copied home by the writer, into the packet, and uploaded
+ * by the reader (host staging). A run of n micro-batches over S stages takes
  * n + S - 1 stage times where one after another takes n * S. Persistent
  * state used by more than one stage is refused (its value would depend on
  * which micro-batch got there first). In the trace each micro-batch is a run
