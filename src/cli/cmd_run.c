@@ -45,7 +45,8 @@ typedef struct run_args {
   int help;
   int batch; /* --batch N (0: not given) */
   int micro; /* --micro-batches M (0: not given) */
-  const char *stage_copies; /* --stage-copies (NULL: auto) */
+  int copies_given;              /* --stage-copies given */
+  ot_stage_copies stage_copies;  /* its value (default auto) */
 } run_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -63,12 +64,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_LOGITS: a->logits_out = v; return OT_OK;
   case OPT_BATCH: return ot_cli_int(v, 1, 4096, &a->batch);
   case OPT_MICRO: return ot_cli_int(v, 1, 4096, &a->micro);
-  case OPT_STAGE_COPIES: {
-    ot_stage_copies c;
-    OT_TRY(ot_stage_copies_parse(v, &c));
-    a->stage_copies = v;
-    return OT_OK;
-  }
+  case OPT_STAGE_COPIES: a->copies_given = 1; return ot_stage_copies_parse(v, &a->stage_copies);
   default: return ot_set_error(OT_ERR_INVALID_ARG, "unhandled option --%s", o->name);
   }
 }
@@ -91,9 +87,9 @@ static ot_status check_sources(const run_args *a) {
   if (a->micro > 1 && a->batch < 2)
     return ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d splits the sequences decoded at once; it needs "
                                             "--prompts IN.jsonl with --batch N of at least 2", a->micro);
-  if (a->stage_copies && a->micro < 2)
+  if (a->copies_given && a->micro < 2)
     return ot_set_error(OT_ERR_INVALID_ARG, "--stage-copies %s chooses how micro-batches cross between devices; it "
-                                            "needs --micro-batches M of at least 2", a->stage_copies);
+                                            "needs --micro-batches M of at least 2", ot_stage_copies_name(a->stage_copies));
   if (a->prompts && a->logits_out)
     return ot_set_error(OT_ERR_INVALID_ARG, "--logits-out writes one prompt's logits; it does not go with --prompts");
   return OT_OK;
@@ -223,7 +219,7 @@ int ot_cli_run(int argc, char **argv) {
     st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
                                           "devices; give --devices 2 or more (one device has one stage)", a.micro);
   s.micro_batches = a.micro; /* into s.sched when the session starts */
-  if (a.stage_copies) (void)ot_stage_copies_parse(a.stage_copies, &s.stage_copies); /* checked as parsed */
+  s.stage_copies = a.stage_copies;
   const int text_in = a.text || a.text_file;
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);

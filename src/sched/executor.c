@@ -58,10 +58,18 @@ typedef struct run_state {
   int n_pend, cap_pend;
 } run_state;
 
-static ot_mv_kind mv_kind(const ot_plan *plan) {
-  if (plan->ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(plan->dev)) return OT_MV_NONE;
-  if (plan->ctx->backend == OT_BACKEND_USM && ot_dev_is_gpu(plan->dev)) return OT_MV_PREFETCH;
+ot_mv_kind ot_exec_mv_kind(const ot_ctx *ctx, int dev) {
+  if (ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(dev)) return OT_MV_NONE;
+  if (ctx->backend == OT_BACKEND_USM && ot_dev_is_gpu(dev)) return OT_MV_PREFETCH;
   return OT_MV_COPY;
+}
+
+static ot_mv_kind mv_kind(const ot_plan *plan) { return ot_exec_mv_kind(plan->ctx, plan->dev); }
+
+/* A home that is a mailbox on another device (pipeline_micro.c): copied to
+ * and from device to device, where the executor copies at all. */
+static int peer_home(const run_state *r, const ot_prog_storage *ps) {
+  return ps->st->home_on && r->kind == OT_MV_COPY;
 }
 
 /* A lazy storage the plan moves without having given it a home (homes.c
@@ -293,7 +301,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       return OT_OK;
     }
     if (!ps->st->home && !from_disk(r, e, ps)) return no_home(ps);
-    const unsigned peer = ps->st->home_on && r->kind == OT_MV_COPY ? OT_TRACE_PEER : 0;
+    const unsigned peer = peer_home(r, ps) ? OT_TRACE_PEER : 0;
     size_t ev = record(r, OT_TRACE_UPLOAD, e->flags | peer, e->op, ps->name, ps->bytes, (int64_t)e->block);
     if (peer) /* a mailbox on a device (pipeline_micro.c) */
       x->ready = ot_movement_upload_peer(plan->mv, dev_addr(r, e->st), ps->st->home, ps->st->home_on - 1, ps->bytes,
@@ -315,7 +323,7 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
     if (!ps->st->home) return no_home(ps);
     if ((e->flags & OT_TRACE_CROSS) && r->kind == OT_MV_COPY) return cross_copy(r, e, ps, x, 0);
     uint64_t t;
-    if (ps->st->home_on && r->kind == OT_MV_COPY) { /* into the next stage's mailbox, whole (pipeline_micro.c) */
+    if (peer_home(r, ps)) { /* into the next stage's mailbox, whole (pipeline_micro.c) */
       size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PEER, e->op, ps->name, ps->bytes, 0);
       t = ot_movement_download_peer(plan->mv, ps->st->home, ps->st->home_on - 1, dev_addr(r, e->st), ps->bytes,
                                     ps->name, r->tr, ev);

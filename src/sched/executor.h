@@ -2,11 +2,18 @@
 #ifndef OT_SCHED_EXECUTOR_H
 #define OT_SCHED_EXECUTOR_H
 
+#include "sched/movement.h"
 #include "sched/plan_impl.h"
 
 /* Waits for the plan's transfers and frees its device arena, transfer
  * thread and scratch (ot_plan_destroy calls it). */
 void ot_exec_release(ot_plan *plan);
+
+/* How the executor moves a storage between its home and device `dev` (an
+ * OpenMP number) under the context's backend (movement.h): nothing for the
+ * host backend or the host itself, prefetches for usm on a GPU, copies
+ * otherwise. */
+ot_mv_kind ot_exec_mv_kind(const ot_ctx *ctx, int dev);
 
 /* OT_OK if the plan can run now, else why not (fn: the caller, for the message). */
 ot_status ot_exec_runnable(const ot_plan *plan, const char *fn);

@@ -160,14 +160,9 @@ static ot_status build_sub(ot_ctx *ctx, const ot_program *p, const unsigned char
 
 /* ---- device-to-device crossings (ot_stage_copies, sched.h) ---- */
 
-/* Does the executor copy between homes and arenas on device `dev` (map, or
- * usm on an emulated device), rather than compute on the homes (host) or
- * prefetch managed pages (usm on a GPU)? Only there can a home be a
- * mailbox on another device. */
-static int copies_there(const ot_ctx *ctx, int dev) {
-  if (ctx->backend == OT_BACKEND_HOST || ot_dev_is_host(dev)) return 0;
-  return !(ctx->backend == OT_BACKEND_USM && ot_dev_is_gpu(dev));
-}
+/* Only where the executor copies between homes and arenas (map, or usm on
+ * an emulated device) can a home be a mailbox on another device. */
+static int copies_there(const ot_ctx *ctx, int dev) { return ot_exec_mv_kind(ctx, dev) == OT_MV_COPY; }
 
 static ot_stage_home *home_for(ot_stage *st, int s) {
   for (int i = 0; i < st->n_homes; i++)
@@ -230,7 +225,7 @@ static void choose_peers(ot_plan *plan, const ot_sched_opts *o, const unsigned c
     g->peer = h->peer = 1;
     g->mail_stage = h->mail_stage = k;
     g->mail_off = h->mail_off = st->mail_slot_bytes;
-    st->mail_slot_bytes += (p->st[h->st].bytes + OT_SCHED_ALIGN - 1) & ~(size_t)(OT_SCHED_ALIGN - 1);
+    st->mail_slot_bytes += p->st[h->st].block;
     st->n_mail++;
   }
   st->mail_slots = o->micro_batches;

@@ -114,8 +114,6 @@ typedef struct worker {
   pthread_t th;
 } worker;
 
-/* Stage k takes micro-batches 0..n-1 in order, each as soon as stage k - 1
- * is done with it; the first failure stops every stage at its next one. */
 /* Does stage k have to wait before micro-batch m: the stage before has not
  * finished m, or a mailbox slot m would write into still holds micro-batch
  * m - slots for a later stage that has not finished it? */
@@ -129,6 +127,9 @@ static int must_wait(const flight *F, int k, int m) {
   return 0;
 }
 
+/* Stage k takes micro-batches 0..n-1 in order, each as soon as stage k - 1
+ * is done with it (and its mailbox slot is free); the first failure stops
+ * every stage at its next one. */
 static void stage_loop(flight *F, int k) {
   ot_plan *plan = F->plan;
   for (int m = 0; m < F->n; m++) {

@@ -417,7 +417,7 @@ ot_status ot_plan_stage(const ot_plan *plan, int k, ot_plan_stage_info *out) {
     return OT_OK;
   }
   const ot_stage *st = &plan->stages[k];
-  *out = (ot_plan_stage_info){st->first_op, st->n_ops,     st->dev_index, st->plan->dev,     st->plan->budget,
-                              st->weight_bytes, st->plan,  st->n_mail,    st->plan->reserved};
+  *out = (ot_plan_stage_info){st->first_op, st->n_ops, st->dev_index, st->plan->dev, st->plan->budget,
+                              st->weight_bytes, st->plan, st->n_mail, st->plan->reserved};
   return OT_OK;
 }
