@@ -28,6 +28,7 @@
 #include "omptensor/npy.h"
 #include "omptensor/omptensor.h"
 #include "cli_test.h"
+#include "memory/device.h"
 #include "ot_testio.h"
 
 static char *tmp;          /* scratch directory */
@@ -270,6 +271,46 @@ static void test_save_and_reload(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+/* Issue 43: --devices 2 (the step split over two emulated devices) prints
+ * the losses of --devices 1 and saves the weights it trained, bitwise the
+ * one-device ones; it saved the untrained weights before, and its losses
+ * left one device's from step 2 on. */
+static void test_two_devices(void **state) {
+  (void)state;
+  if (ot_num_devices() < 2) skip();
+  double loss[2][4];
+  char saved[2][4096], args[8192];
+  for (int d = 0; d < 2; d++) {
+    ot_tmp_path(saved[d], sizeof saved[d], tmp, d ? "dev2" : "dev1");
+    snprintf(args, sizeof args,
+             "train %s --data %s --steps 4 --batch 2 --seq 16 --lr 3e-3 --checkpoint none --devices %d --save %s --json",
+             model, tokens, d + 1, saved[d]);
+    res r = cli(args);
+    expect_ok(&r, args);
+    json_t *o = json_loads(r.out, 0, NULL);
+    assert_non_null(o);
+    json_t *st = json_object_get(o, "steps");
+    assert_int_equal(json_array_size(st), 4);
+    for (int i = 0; i < 4; i++) loss[d][i] = json_number_value(json_object_get(json_array_get(st, (size_t)i), "loss"));
+    json_decref(o);
+    res_free(&r);
+  }
+  for (int i = 0; i < 4; i++)
+    if (loss[0][i] != loss[1][i]) fail_msg("step %d: loss %.6f with --devices 2, %.6f with 1", i + 1, loss[1][i], loss[0][i]);
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
+  int64_t n0, n1, n2;
+  float *orig = params_of(ctx, model, &n0), *one = params_of(ctx, saved[0], &n1), *two = params_of(ctx, saved[1], &n2);
+  assert_int_equal(n0, n1);
+  assert_int_equal(n0, n2);
+  if (max_diff(orig, two, n0) == 0) fail_msg("--devices 2 --save wrote the untrained weights");
+  if (memcmp(one, two, (size_t)n0 * sizeof *one)) fail_msg("--devices 2 saved other weights than --devices 1");
+  free(orig);
+  free(one);
+  free(two);
+  ot_ctx_destroy(ctx);
+}
+
 static void test_dry_run(void **state) {
   (void)state;
   char args[8192];
@@ -347,6 +388,7 @@ int main(void) {
       cmocka_unit_test(test_loss_falls_json),
       cmocka_unit_test(test_accumulation),
       cmocka_unit_test(test_save_and_reload),
+      cmocka_unit_test(test_two_devices),
       cmocka_unit_test(test_dry_run),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_dropout),

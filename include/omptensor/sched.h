@@ -224,8 +224,9 @@ typedef struct ot_sched_opts {
   int n_stages;          /* 0 or 1: one device; > 1: a pipeline over that many devices (see above);
                             OT_SCHED_ALL_DEVICES: as many as the context has from device_index on */
   int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
-                            home after each run (see ot_sched_sync); one device, strategies other
-                            than none; ignored otherwise */
+                            home after each run (see ot_sched_sync); strategies other than none
+                            (ignored there); never an output; in a pipeline only the state one
+                            stage alone uses */
   unsigned transfer_delay_us; /* debugging: every transfer of the plan first waits this long (0, the
                             default: none). Results must not change: a kernel that ran before
                             its upload finished, or a block reused while a write-back still read
@@ -331,9 +332,10 @@ void ot_sched_invalidate(ot_plan *plan);
  * only when the plan evicts it, when it leaves the kept set, on
  * ot_sched_sync and on ot_plan_destroy, not after every run: a training step
  * or a decoded token no longer pays a copy of the whole state. Its home is
- * stale between syncs. ot_sched_sync writes every such copy home and waits;
- * without defer_writeback (or before the first run) it does nothing. If a
- * run fails, the device copies are lost and the homes hold the last sync. */
+ * stale between syncs. ot_sched_sync writes every such copy home and waits
+ * (a pipeline's: every stage's); without defer_writeback (or before the first
+ * run) it does nothing. If a run fails, the device copies are lost and the
+ * homes hold the last sync. */
 ot_status ot_sched_sync(ot_plan *plan);
 
 /* Prints every decision with its reason. */
