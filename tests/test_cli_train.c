@@ -283,7 +283,8 @@ static void test_two_devices(void **state) {
   for (int d = 0; d < 2; d++) {
     ot_tmp_path(saved[d], sizeof saved[d], tmp, d ? "dev2" : "dev1");
     snprintf(args, sizeof args,
-             "train %s --data %s --steps 4 --batch 2 --seq 16 --lr 3e-3 --checkpoint none --devices %d --save %s --json",
+             "train %s --data %s --steps 4 --batch 2 --seq 16 --lr 3e-3 --checkpoint none --devices %d --save %s "
+             "--json",
              model, tokens, d + 1, saved[d]);
     res r = cli(args);
     expect_ok(&r, args);
@@ -296,7 +297,8 @@ static void test_two_devices(void **state) {
     res_free(&r);
   }
   for (int i = 0; i < 4; i++)
-    if (loss[0][i] != loss[1][i]) fail_msg("step %d: loss %.6f with --devices 2, %.6f with 1", i + 1, loss[1][i], loss[0][i]);
+    if (loss[0][i] != loss[1][i])
+      fail_msg("step %d: loss %.6f with --devices 2, %.6f with 1", i + 1, loss[1][i], loss[0][i]);
   ot_ctx *ctx;
   OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
   int64_t n0, n1, n2;
