@@ -13,7 +13,8 @@
  *     after loading makes the next generation fail with OT_ERR_IO naming the
  *     file (never garbage, never a crash; the model is still destroyed
  *     cleanly: ASan/LSan in CI);
- *   - a host budget on a backend that computes on homes is refused by name. */
+ *   - a host budget on a backend that computes on homes is refused by name;
+ *   - weights no file can home (a GGUF's) count under the host budget too. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -240,6 +241,35 @@ static void changed_checkpoint(void **state) {
   }
 }
 
+/* Issue 43: a host budget holds every home, not only file homes. A GGUF's
+ * weights are never homed in their file (the loader keeps them in host
+ * memory): under a host budget smaller than them generation is OT_ERR_BUDGET
+ * naming the budget (it ran, ignoring the budget, before); one that holds
+ * them runs. */
+static void gguf_under_host_budget(void **state) {
+  (void)state;
+  NEEDS_MAP();
+  char *path = ot_test_model_path("../gguf/llama-mixed.gguf", "");
+  ot_test_manifest mf = {.prompt = {1, 5, 9, 13}, .n_prompt = 4, .n_gen = 2};
+  ot_ctx *ctx = ctx_with(0);
+  ot_test_gen ref;
+  OT_ASSERT_OK(gen(ctx, path, &mf, 0, NULL, &ref));
+  ot_ctx_destroy(ctx);
+  ctx = ctx_with(ref.weight_bytes / 2);
+  ot_test_gen got;
+  assert_int_equal(gen(ctx, path, &mf, 0, NULL, &got), OT_ERR_BUDGET);
+  if (!strstr(ot_last_error(), "host memory budget") || !strstr(ot_last_error(), "--cpu-memory-limit"))
+    fail_msg("the refusal does not name the host budget: %s", ot_last_error());
+  ot_ctx_destroy(ctx);
+  ctx = ctx_with(ref.weight_bytes * 4);
+  OT_ASSERT_OK(gen(ctx, path, &mf, 0, NULL, &got));
+  expect_same(&got, &ref, "gguf, a host budget that holds its weights");
+  ot_npy_free(&got.logits);
+  ot_npy_free(&ref.logits);
+  ot_ctx_destroy(ctx);
+  free(path);
+}
+
 /* The host backend computes on homes, usm uses them as device memory:
  * neither can leave weights in their files. */
 static void refused_off_map(void **state) {
@@ -259,6 +289,7 @@ int main(void) {
       cmocka_unit_test(shards),
       cmocka_unit_test(bf16),
       cmocka_unit_test(changed_checkpoint),
+      cmocka_unit_test(gguf_under_host_budget),
       cmocka_unit_test(refused_off_map),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

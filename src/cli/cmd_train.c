@@ -247,6 +247,9 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
     if (a->save && !a->dry) json_object_set_new(o, "saved", json_string(a->save));
+    if (ot_ctx_host_budget(s->ctx)) /* --cpu-memory-limit: what the homes it holds take (all in host memory) */
+      json_object_set_new(o, "host", json_pack("{s:I, s:I}", "cpu_budget_bytes", (json_int_t)ot_ctx_host_budget(s->ctx),
+                                               "host_bytes", (json_int_t)ot_ctx_host_bytes(s->ctx)));
     OT_TRY(ot_cli_json_print(o));
   } else {
     json_decref(layers);
@@ -279,6 +282,12 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s, tensors: %d\n", pk, up,
            dn, ot_recompute_name(a->o.checkpoint), rec, ps.recomputes);
     ot_cli_print_setup(s, (uint64_t)ot_gpt2_train_num_weights(g) * sizeof(float), stdout);
+    if (ot_ctx_host_budget(s->ctx)) { /* --cpu-memory-limit: what the homes it holds take */
+      char hb[32], hh[32];
+      printf("host budget %s: the weights, gradients, optimizer state and the activations at home take %s\n",
+             ot_size_format(ot_ctx_host_budget(s->ctx), hb, sizeof hb),
+             ot_size_format(ot_ctx_host_bytes(s->ctx), hh, sizeof hh));
+    }
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);
   }
