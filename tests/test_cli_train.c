@@ -373,6 +373,14 @@ static void test_bad_input(void **state) {
   expect_bad(args, "not a token file");
   snprintf(args, sizeof args, "train %s/../llama_gqa --data %s", model, tokens);
   expect_bad(args, "GPT-2");
+  /* issue 43: options that apply only beside another were accepted and ignored alone */
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --seed 3", model, tokens);
+  expect_bad(args, "--seed seeds the initialization of --init random");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --grad-memory host", model, tokens);
+  expect_bad(args, "--grad-memory chooses where --grad-reduce allreduce");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --grad-reduce ordered --grad-memory host",
+           model, tokens);
+  expect_bad(args, "--grad-memory chooses where --grad-reduce allreduce");
 }
 
 /* Hugging Face's gpt2 asks for dropout 0.1 (an absent rate is GPT2Config's

@@ -64,6 +64,7 @@ typedef struct train_args {
   const char *model, *data, *save;
   ot_gpt2_train_opts o;
   int steps, dry, help, T_given;
+  int seed_given, gmem_given; /* options that apply only beside another (check_inputs) */
 } train_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -87,7 +88,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
     if (strcmp(v, "random")) return ot_set_error(OT_ERR_INVALID_ARG, "only 'random' is known");
     a->o.init_random = 1;
     return OT_OK;
-  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
+  case OPT_SEED: a->seed_given = 1; return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
   case OPT_NODROP: a->o.no_dropout = 1; return OT_OK;
@@ -101,6 +102,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_CPUOPT: a->o.cpu_optimizer = 1; return OT_OK;
   case OPT_GRED: return ot_grad_reduce_parse(v, &a->o.grad_reduce);
   case OPT_GMEM:
+    a->gmem_given = 1;
     if (!strcmp(v, "auto")) a->o.grad_direct = -1;
     else if (!strcmp(v, "host")) a->o.grad_direct = 0;
     else if (!strcmp(v, "device")) a->o.grad_direct = 1;
@@ -117,6 +119,14 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
   if (!a->model) return ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
   if (!a->data)
     return ot_set_error(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
+  /* an option that only applies beside another is refused alone, not ignored (issue 43) */
+  if (a->seed_given && !a->o.init_random)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--seed seeds the initialization of --init random; without it the "
+                                            "weights are read from the model directory: give --init random, or leave "
+                                            "--seed out");
+  if (a->gmem_given && a->o.grad_reduce != OT_GRAD_ALLREDUCE)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--grad-memory chooses where --grad-reduce allreduce sums the gradients; "
+                                            "give --grad-reduce allreduce, or leave --grad-memory out");
   if (a->s->settings.has_dtype && a->s->settings.dtype != OT_F32)
     return ot_set_error(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
                    ot_dtype_name(a->s->settings.dtype));
