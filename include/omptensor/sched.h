@@ -239,9 +239,10 @@ typedef struct ot_sched_opts {
                             measure_rates, else 40e9 */
   double pcie_rate;      /* hybrid: bytes/s the device's weight stream gets beside the host ops; 0: from
                             measure_rates, else 54e9 */
-  void (*measure_rates)(int dev, double *host_read_rate, double *pcie_rate); /* hybrid: called (pcie_rate
-                            NULL when given) only when a plan that streams weighs a split and no host rate
-                            is given; ot_generate passes ot_k_host_rates (kernels.h) */
+  ot_status (*measure_rates)(int dev, double *host_read_rate, double *pcie_rate); /* hybrid: called
+                            (pcie_rate NULL when given) only when a plan that streams weighs a split and no
+                            host rate is given; a failure fails the plan; ot_generate passes
+                            ot_k_host_rates (kernels.h) */
   double cross_latency_s; /* hybrid: seconds one small copy between host and device takes; 0: measured
                             once per process (a few 4 KiB copies each way) */
   const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and
