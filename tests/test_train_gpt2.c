@@ -883,6 +883,7 @@ static void state_stays_on_device(void **state) {
 #endif
 }
 
+#ifdef OT_OFFLOAD
 /* Issue 43: r's steps on n_dev devices (a pipeline of n_dev stages), with
  * the device or the CPU optimizer; returns the losses then the parameters
  * after ot_gpt2_train_sync (*n values), and whether they moved from the
@@ -933,6 +934,7 @@ static float *train_devices(const ref *r, int n_dev, int cpu, int64_t *n, int *m
   ot_ctx_destroy(ctx);
   return all;
 }
+#endif
 
 /* Issue 43: training over two devices (the step split into a pipeline of
  * two stages) gives bitwise one device's losses and trained parameters,
