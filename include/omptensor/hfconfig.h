@@ -121,6 +121,9 @@ ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
  * RoPE scaling recognized from rope_freqs.weight; mixture-of-experts files
  * and any other architecture are OT_ERR_UNSUPPORTED, named. */
 ot_status ot_hf_config_from_gguf(const char *path, ot_hf_config *out);
+/* The same on a GGUF file's `len` bytes in memory; label names it in
+ * messages (the fuzzer, the tests). */
+ot_status ot_hf_config_from_gguf_mem(const void *data, size_t len, const char *label, ot_hf_config *out);
 
 /* The same on a buffer (label names it in messages). */
 ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);
