@@ -41,6 +41,7 @@
 #include "omptensor/models.h"
 #include "omptensor/trace.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
 #define SET "../gguf/llama-mixed.gguf" /* ot_test_model_path is under models/ */
 #define V 128
@@ -282,6 +283,29 @@ static void rope_scaling_as_llama_cpp(void **state) {
   }
 }
 
+/* A tensor whose shape the metadata does not imply: the message names the
+ * metadata, not a config.json a GGUF file does not have. */
+static void shape_against_metadata(void **state) {
+  (void)state;
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_llama(&b, NULL); /* hidden 64, vocab 32 */
+  const uint64_t ne[2] = {48, 32};
+  ot_gb_tensor(&b, "token_embd.weight", 2, ne, OT_GGUF_F32, 0);
+  ot_gb_finish(&b, 48 * 32 * 4);
+  char *dir = ot_tmpdir_create(), p[512];
+  ot_write_bytes(dir, "shape.gguf", b.p, b.len);
+  ot_gb_free(&b);
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  ot_lm *m = NULL;
+  OT_ASSERT_ERR(ot_model_load(ctx, ot_tmp_path(p, sizeof p, dir, "shape.gguf"), OT_DTYPE_KEEP, NULL, NULL, &m),
+                OT_ERR_SHAPE, "shape.gguf: tensor 'model.embed_tokens.weight' has shape [32, 48], but its metadata "
+                "implies [32, 64]");
+  assert_null(m);
+  ot_ctx_destroy(ctx);
+  ot_tmpdir_remove(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(checkpoint_table),
@@ -289,6 +313,7 @@ int main(void) {
       cmocka_unit_test(refused_models),
       cmocka_unit_test(metadata_types_refused),
       cmocka_unit_test(rope_scaling_as_llama_cpp),
+      cmocka_unit_test(shape_against_metadata),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
