@@ -211,7 +211,16 @@ static void test_yaml_errors(void **state) {
       {"backend: \"map\n", OT_ERR_FORMAT, "conf.yaml:", "malformed YAML"},
       {"memory: 3GB\n", OT_ERR_FORMAT, "conf.yaml:1: 'memory' must be a mapping", ""},
       {"backend: [map, usm]\n", OT_ERR_FORMAT, "conf.yaml:1: 'backend' must be a single value, not a list", ""},
-      {"backend: map\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:2: 'backend' given twice", ""},
+      {"backend: map\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:2: 'backend' given twice", "first at line 1"},
+      /* issue 43: a repeated key is refused at every level, a section too
+       * (its two mappings were merged) */
+      {"memory:\n  max_gpu_memory: 1GB\nbackend: map\nmemory:\n  offload_strategy: minimal\n", OT_ERR_FORMAT,
+       "conf.yaml:4: 'memory' given twice", "first at line 1"},
+      {"memory:\n  max_gpu_memory: 1GB\n  offload_strategy: minimal\n  max_gpu_memory: 2GB\n", OT_ERR_FORMAT,
+       "conf.yaml:4: 'memory.max_gpu_memory' given twice", "first at line 2"},
+      {"generation:\n  seed: 1\ngeneration:\n", OT_ERR_FORMAT, "conf.yaml:3: 'generation' given twice", ""},
+      {"memory:\nmemory: {max_gpu_memory: 1GB}\n", OT_ERR_FORMAT, "conf.yaml:2: 'memory' given twice", ""},
+      {"{backend: map, json: true, backend: usm}", OT_ERR_FORMAT, "conf.yaml:1: 'backend' given twice", ""},
       {"- backend\n- map\n", OT_ERR_FORMAT, "conf.yaml:1: the configuration must be a mapping", ""},
       {"backend: map\n---\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:3: a second YAML document", ""},
       {"device: two\n", OT_ERR_INVALID_ARG, "conf.yaml:1: device", "bad device 'two'"},
