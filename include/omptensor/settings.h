@@ -71,9 +71,11 @@ typedef struct ot_size {
 
 /* Units B, KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers
  * of 1024), any case, no space; a decimal fraction is allowed with a unit
- * ("1.5TB", floored to whole bytes); a plain number is bytes. A percentage
- * is in (0, 100]. Zero, negative, exponent forms, overflow and anything
- * else are OT_ERR_INVALID_ARG with a message quoting the string. */
+ * ("1.5TB", floored to whole bytes). A number without a unit is bytes,
+ * whatever its size ("3.5" is refused: not whole bytes). A percentage is in
+ * (0, 100]. Zero, negative, exponent forms, more than INT64_MAX bytes (8 EiB:
+ * sizes are reported as signed 64-bit JSON integers) and anything else are
+ * OT_ERR_INVALID_ARG with a message quoting the string. */
 ot_status ot_size_parse(const char *s, ot_size *out);
 
 /* The other way round: `bytes` for a person to read, in the binary unit its
@@ -96,9 +98,7 @@ typedef struct ot_mem_limit {
   ot_size per_device[OT_MAX_DEVICES];
 } ot_mem_limit;
 
-/* Each size as ot_size_parse reads it, except that a number without a unit
- * below 1024 is gigabytes ("3.5" = 3.5GB, "40" = 40GB: how articles on
- * offloading write a GPU memory limit); from 1024 up it stays bytes. */
+/* Each size as ot_size_parse reads it (a number without a unit is bytes). */
 ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out);
 
 /* The limit that applies to device `dev` (its own entry, else `all`). */

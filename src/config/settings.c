@@ -160,8 +160,8 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
 
 const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_GPU_MEMORY_LIMIT] = {"gpu-memory-limit", "OMPTENSOR_GPU_MEMORY_LIMIT", "memory.max_gpu_memory", "SIZE",
-                                 "device memory budget: 3.5GB, 3GiB, 40%, or per device 0:20GB,1:30GB; a number without a "
-                                 "unit is GB below 1024 (3.5 = 3.5GB) and bytes from 1024 up",
+                                 "device memory budget: 3.5GB, 3GiB, 40% (of the device's memory), or per device "
+                                 "0:20GB,1:30GB; a number without a unit is bytes",
                                  parse_limit, NULL, 0, 0},
     [OT_SET_CPU_MEMORY_LIMIT] = {"cpu-memory-limit", "OMPTENSOR_CPU_MEMORY_LIMIT", "memory.max_cpu_memory", "SIZE",
                                  "host memory budget for weights, caches and staging: 2GB, 25% (of the machine's "
