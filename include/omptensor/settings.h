@@ -186,10 +186,12 @@ ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, co
 
 /* Fills backend, device, n_devices (when `devices` is set) and budgets of `o`
  * (budget_bytes and budgets[0 .. o->n_devices - 1], for devices device,
- * device + 1, ...), resolving
- * percentages against the memory each device reports; a percentage on a
- * device that reports no size (an emulated one) is OT_ERR_UNSUPPORTED.
- * With the host backend, or no offload device, percentages are skipped. */
+ * device + 1, ...), resolving percentages against each device's memory as
+ * ot_device_capacity counts it (an emulated device's 1 GiB too). Refused
+ * (OT_ERR_INVALID_ARG, naming where the limit came from: the flag, the
+ * variable, or the file and key): a budget larger than the device's memory,
+ * and a per-device limit for a device the run does not use. With the host
+ * backend, or no offload device, percentages are skipped. */
 ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o);
 
 /* "default", "file", "environment", "flag". */
