@@ -82,7 +82,7 @@ ot_status ot_size_parse(const char *s, ot_size *out) {
     unsigned __int128 scaled = (unsigned __int128)m * units[i].mult;
     if (units[i].mult == 1 && scaled % pow10 != 0)
       return bad(s, units[i].unit[0] ? "not a whole number of bytes"
-                                     : "not a whole number of bytes (a number without a unit is bytes: 3.5GB, 3.5GiB)");
+                                     : "not a whole number of bytes; a number without a unit is bytes");
     unsigned __int128 bytes = scaled / pow10;
     /* Sizes travel as signed 64-bit integers (JSON reports, trace files),
      * and 2^64-1 means "no limit" inside; 8 EiB is beyond any machine. */
