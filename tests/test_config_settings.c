@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/env.h"
 #include "memory/device.h"
 #include "omptensor/settings.h"
 #include "ot_testio.h"
@@ -187,6 +188,57 @@ static void test_env_errors(void **state) {
   unsetenv("OMPTENSOR_BACKEND");
   OT_ASSERT_OK(ot_settings_load_env(&s));
   assert_int_equal(s.gpu_memory_limit.all.bytes, 512ull << 20);
+  ot_settings_release(&s);
+}
+
+/* The notices of this process (ot_set_notice_handler), one per line. */
+static char notices[4096];
+static void on_notice(void *user, const char *m) {
+  (void)user;
+  size_t n = strlen(notices);
+  snprintf(notices + n, sizeof notices - n, "%s\n", m);
+}
+
+/* Issue 43: junk in the library's own variables (OMPTENSOR_DEBUG,
+ * OMPTENSOR_DISK_IO, ...) was a silent default, and a misspelt OMPTENSOR_*
+ * name went unnoticed: each is one notice naming the variable, the value
+ * and what it takes, once, at ot_settings_load_env. */
+static void test_env_junk_noticed(void **state) {
+  (void)state;
+  ot_set_notice_handler(on_notice, NULL);
+  notices[0] = '\0';
+  setenv("OMPTENSOR_DISK_IO", "direkt", 1);
+  setenv("OMPTENSOR_DEBUG", "io,plan", 1);
+  setenv("OMPTENSOR_GEMV_GRID", "-3", 1);
+  setenv("OMPTENSOR_GPU_MEMORY_LIMT", "1GB", 1);
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_load_env(&s)); /* notices, not errors */
+  static const char *const want[] = {
+      "OMPTENSOR_DISK_IO='direkt' ignored: use direct", "OMPTENSOR_DEBUG='io,plan' ignored: use plan",
+      "OMPTENSOR_GEMV_GRID='-3' ignored", "OMPTENSOR_GPU_MEMORY_LIMT: not a variable omptensor reads"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(notices, want[i])) fail_msg("no notice '%s'; the notices:\n%s", want[i], notices);
+  int lines = 0;
+  for (const char *p = notices; *p; p++) lines += *p == '\n';
+  assert_int_equal(lines, 4); /* one line each */
+  /* the readers read them as the notices say, and say nothing twice */
+  notices[0] = '\0';
+  assert_int_equal(ot_env_choice("OMPTENSOR_DISK_IO", 0), 0);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "plan"), 1);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "probe"), 0);
+  assert_int_equal(ot_env_int("OMPTENSOR_GEMV_GRID", 0), 0);
+  assert_string_equal(notices, "");
+  setenv("OMPTENSOR_DISK_IO", "Buffered", 1);
+  setenv("OMPTENSOR_DEBUG", "probe,plan", 1);
+  setenv("OMPTENSOR_GEMV_GRID", "12", 1);
+  assert_int_equal(ot_env_choice("OMPTENSOR_DISK_IO", 0), 1);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "probe"), 1);
+  assert_int_equal(ot_env_int("OMPTENSOR_GEMV_GRID", 0), 12);
+  static const char *const vars[] = {"OMPTENSOR_DISK_IO", "OMPTENSOR_DEBUG", "OMPTENSOR_GEMV_GRID",
+                                     "OMPTENSOR_GPU_MEMORY_LIMT"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  ot_set_notice_handler(NULL, NULL);
   ot_settings_release(&s);
 }
 
@@ -390,6 +442,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_precedence_any_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(test_env_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_env_junk_noticed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_lenient_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_usm_placement, setup, teardown),

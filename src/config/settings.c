@@ -10,6 +10,7 @@
 
 #include "omptensor/args.h"
 #include "config/settings_internal.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "io/fileio.h"
 #include "memory/device.h"
@@ -270,8 +271,33 @@ ot_status ot_settings_set_flag(ot_settings *s, const char *name, const char *val
   return ot_settings_set(s, OT_SRC_FLAG, name, value);
 }
 
+/* An OMPTENSOR_* variable that nothing reads (a typo such as
+ * OMPTENSOR_GPU_MEMORY_LIMT) would leave its setting at the default without
+ * a word: one notice names every such variable. */
+static void unknown_variables(void) {
+  extern char **environ;
+  char names[512] = "";
+  size_t len = 0;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "OMPTENSOR_", 10)) continue;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+    int known = ot_env_known(name);
+    for (int k = 0; k < OT_SET_COUNT && !known; k++) known = !strcmp(name, ot_setting_defs[k].env);
+    if (!known && len + strlen(name) + 8 < sizeof names)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", name);
+  }
+  if (len)
+    ot_warn_once("env-unknown", "%s: not a variable omptensor reads, ignored (the OMPTENSOR_* settings are in the "
+                 "README's Configuration)", names);
+}
+
 ot_status ot_settings_load_env(ot_settings *s) {
   if (!s) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_env: NULL argument");
+  /* the library's own variables (core/env.h) told now, at the start, not when
+   * the code that reads one first runs */
+  ot_env_check();
+  unknown_variables();
   for (int k = 0; k < OT_SET_COUNT; k++) {
     const char *v = getenv(ot_setting_defs[k].env);
     if (!v) continue;
