@@ -838,6 +838,30 @@ static void test_info_json_and_options(void **state) {
   expect_bad(cli("demo", "--temperature", "0.5"), "demo --temperature", "unknown option '--temperature'");
 }
 
+/* Issue 43: a failure while running (exit 1) is one line too: what the
+ * library noticed before it ("no GPU: pinned host memory falls back ...")
+ * follows the error on its line; it was a line of its own before it. */
+static void test_runtime_error_one_line(void **state) {
+  (void)state;
+  if (ot_num_devices() == 0) return; /* the host backend allocates no pinned memory to fail */
+  const char *env[] = {"OMPTENSOR_FAULT=pinned_alloc:3", NULL};
+  cli_res r = cli_with(env, "run", gqa, "--prompt-ids", "1,2", "-n", "2");
+  int lines = 0;
+  const char *line = NULL;
+  for (const char *p = r.err; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (!is_progress_line(p, len)) lines++, line = p;
+    p += len + (e ? 1 : 0);
+  }
+  if (r.status != 1 || lines != 1 || strncmp(line, "omptensor run: ", 15) || !strstr(line, "injected by OMPTENSOR_FAULT") ||
+      (!ot_dev_is_gpu(0) && !strstr(line, "(noticed before: no GPU: pinned host memory"))) {
+    show(&r);
+    fail_msg("a failure while running: want exit 1 and one line (besides progress) with the notice on it");
+  }
+  cli_free(&r);
+}
+
 /* --version: the library's version, which is the headers' (version.h, from
  * the project's VERSION), and the offload target of the build. */
 static void test_version(void **state) {
@@ -875,6 +899,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_demo, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_and_info, setup, teardown),
       cmocka_unit_test_setup_teardown(test_info_json_and_options, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_runtime_error_one_line, setup, teardown),
       cmocka_unit_test_setup_teardown(test_version, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, NULL);
