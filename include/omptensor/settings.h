@@ -18,7 +18,7 @@
  *
  *     memory:
  *       offload_strategy: balanced   # none | minimal | balanced | aggressive
- *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
+ *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789 (bytes), "0:20GB,1:30GB"
  *       usm_placement: auto          # auto | resident | streamed | remote (backend usm)
  *     backend: auto                  # auto | map | usm | host
  *     compute: auto                  # auto | gpu | hybrid (ops also on the host's cores, sched.h)
@@ -37,7 +37,8 @@
  *       ignore_eos: false            # true: go on past the model's EOS ids
  *       kv_dtype: bf16               # the KV caches: f32 (default) | bf16 | f16 (half the bytes)
  *
- * Unknown keys are errors naming the key and line. Environment:
+ * Unknown and repeated keys (at any level: a section too) are errors naming
+ * the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
  * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
  * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_COMPUTE, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,

@@ -17,7 +17,8 @@ enum { OPT_HELP = 1, OPT_SIZE, OPT_MAXNEW, OPT_SEED };
 
 static const ot_opt demo_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
-    {"size", 0, "SIZE", "weight bytes of the synthetic model (default: 128MB on the host/emulated device, 8GiB on a GPU)", OPT_SIZE},
+    {"size", 0, "SIZE", "weight bytes of the synthetic model (default: 128MB on the host/emulated device, 8GiB on a GPU; "
+     "at least the smallest model, one layer)", OPT_SIZE},
     {"max-new-tokens", 'n', "N", "tokens to generate (default 32)", OPT_MAXNEW},
     {"seed", 0, "N", "seed of the synthetic weights and prompt (default 1)", OPT_SEED},
     {0}};
@@ -147,7 +148,7 @@ int ot_cli_demo(int argc, char **argv) {
            "Generates tokens with a deterministic synthetic Llama-shaped model (made in memory\n"
            "from a seed) about 4x larger than the device memory budget, offloading as it goes,\n"
            "and prints tokens/s and the memory summary. --gpu-memory-limit defaults to a quarter\n"
-           "of --size.\n\noptions:\n");
+           "of --size (at most the device's memory).\n\noptions:\n");
     ot_args_print_help(stdout, tables);
     ot_cli_session_end(&s);
     return 0;
