@@ -834,7 +834,8 @@ static void test_info_json_and_options(void **state) {
   path_in(t, sizeof t, "t.json");
   expect_bad(cli("info", "--trace", t), "info --trace", "unknown option '--trace'");
   expect_bad(cli("info", "--offload", "aggressive"), "info --offload", "unknown option '--offload'");
-  expect_bad(cli("demo", "--cpu-memory-limit", "1GB"), "demo --cpu-memory-limit", "unknown option '--cpu-memory-limit'");
+  expect_bad(cli("demo", "--cpu-memory-limit", "1GB"), "demo --cpu-memory-limit",
+             "unknown option '--cpu-memory-limit'");
   expect_bad(cli("demo", "--temperature", "0.5"), "demo --temperature", "unknown option '--temperature'");
 }
 
@@ -854,7 +855,8 @@ static void test_runtime_error_one_line(void **state) {
     if (!is_progress_line(p, len)) lines++, line = p;
     p += len + (e ? 1 : 0);
   }
-  if (r.status != 1 || lines != 1 || strncmp(line, "omptensor run: ", 15) || !strstr(line, "injected by OMPTENSOR_FAULT") ||
+  if (r.status != 1 || lines != 1 || strncmp(line, "omptensor run: ", 15) ||
+      !strstr(line, "injected by OMPTENSOR_FAULT") ||
       (!ot_dev_is_gpu(0) && !strstr(line, "(noticed before: no GPU: pinned host memory"))) {
     show(&r);
     fail_msg("a failure while running: want exit 1 and one line (besides progress) with the notice on it");

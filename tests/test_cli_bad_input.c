@@ -517,7 +517,9 @@ static void settings_refused(void **state) {
       {{"run", m, "--prompt-ids", "1", "--gpu-memory-limit", "0:1MB,3:1MB"},
        {"--gpu-memory-limit", "a limit for device 3", "device 0 only"}, NULL},
       /* one rule for sizes: a number without a unit is bytes */
-      {{"run", m, "--prompt-ids", "1", "--gpu-memory-limit", "2.5"}, {"--gpu-memory-limit", "'2.5'", "without a unit is bytes"}, NULL},
+      {{"run", m, "--prompt-ids", "1", "--gpu-memory-limit", "2.5"},
+       {"--gpu-memory-limit", "'2.5'", "without a unit is bytes"},
+       NULL},
       /* 2^64-1 was a budget, reported as budget_bytes: null */
       {{"run", m, "--prompt-ids", "1", "--json", "--gpu-memory-limit", "18446744073709551615"},
        {"--gpu-memory-limit", "too large", "9223372036854775807"}, NULL},

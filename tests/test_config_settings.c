@@ -381,7 +381,8 @@ static void test_ctx_opts_devices(void **state) {
   ot_settings_init(&s);
   setenv("OMPTENSOR_GPU_MEMORY_LIMIT", "3:1MB", 1); /* named by where it came from */
   OT_ASSERT_OK(ot_settings_load_env(&s));
-  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "OMPTENSOR_GPU_MEMORY_LIMIT: a limit for device 3");
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG,
+                "OMPTENSOR_GPU_MEMORY_LIMIT: a limit for device 3");
   unsetenv("OMPTENSOR_GPU_MEMORY_LIMIT");
   ot_settings_release(&s);
   if (ot_num_devices() == 0) return; /* the rest is about a device's memory */

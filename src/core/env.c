@@ -25,7 +25,8 @@ typedef struct env_var {
 static const env_var vars[] = {
     {"OMPTENSOR_DEBUG", WORDS, {"plan", "probe"}, 0, 0,
      "plan (print every plan), probe (check the budget against the GPU), comma-separated"},
-    {"OMPTENSOR_DISK_IO", CHOICE, {"direct", "buffered"}, 0, 0, "direct (the default: O_DIRECT where the filesystem has it) or buffered"},
+    {"OMPTENSOR_DISK_IO", CHOICE, {"direct", "buffered"}, 0, 0,
+     "direct (the default: O_DIRECT where the filesystem has it) or buffered"},
     {"OMPTENSOR_GEMM", CHOICE, {"portable", "auto", "cublas"}, 0, 0, "auto (the default), portable or cublas"},
     {"OMPTENSOR_GEMV_GRID", INT, {NULL}, 0, INT32_MAX, "a number of blocks, 0 (the default) for one row per warp"},
     {"OMPTENSOR_GEMV_M1", CHOICE, {"0", "1"}, 0, 0, "1 (the default: the decode GEMV's own kernel) or 0"},

@@ -248,7 +248,8 @@ void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
           in.n_devices, in.initial_device, in.omp_target_offload ? in.omp_target_offload : "(unset)", in.host_threads);
   for (int d = 0; d < in.n_devices && d < OT_MAX_DEVICES; d++) {
     const ot_info_device *i = &in.dev[d];
-    fprintf(f, "device %d:   %s, memory ", d, i->gpu ? "GPU" : "emulated (host-offload plugin: separate buffers, real copies)");
+    fprintf(f, "device %d:   %s, memory ", d,
+            i->gpu ? "GPU" : "emulated (host-offload plugin: separate buffers, real copies)");
     print_bytes(f, i->capacity);
     if (i->total) {
       fputs(", free ", f);
