@@ -178,11 +178,13 @@ static ot_status print_text(void *user, const char *piece, size_t n) {
 }
 
 static void print_help(const ot_opt *const *tables) {
-  printf("usage: omptensor run MODEL_DIR (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
+  printf("usage: omptensor run MODEL_DIR|MODEL.gguf (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
          "                               --prompt-ids-file FILE | --prompts IN.jsonl --out OUT.jsonl [--batch N])\n"
          "                              [options]\n\n"
-         "Generates from a Hugging Face model directory (config.json, *.safetensors, tokenizer.json;\n"
-         "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget. A text prompt's\n"
+         "Generates under the device memory budget from a Hugging Face model directory (config.json,\n"
+         "model.safetensors or shards, tokenizer.json) of Llama 1-3, Mistral, Qwen2, Gemma, Phi-3,\n"
+         "Mixtral, Qwen2-MoE or GPT-2, or from a llama.cpp GGUF file of architecture llama (Llama,\n"
+         "Mistral) or qwen2 (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K tensors). A text prompt's\n"
          "continuation is streamed to stdout as it is generated, the summary goes to stderr; with\n"
          "--json one JSON object on stdout has it as \"text\" beside \"tokens\". Generation stops at the\n"
          "model's EOS ids (config.json / generation_config.json) unless --ignore-eos, and takes\n"
