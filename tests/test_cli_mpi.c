@@ -107,7 +107,7 @@ static json_t *results(const char *name) {
   json_t *by_id = json_object();
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     json_error_t e;
-    json_t *o = json_loads(line, 0, &e);
+    json_t *o = json_loads(line, JSON_ALLOW_NUL, &e); /* a result's text may hold U+0000 */
     if (!o) fail_msg("%s: a line is not JSON (%s): %s", name, e.text, line);
     const char *id = json_string_value(json_object_get(o, "id"));
     assert_non_null(id);
