@@ -165,6 +165,12 @@ static void batch_ranks(void **state) {
   assert_non_null(strstr(err, "0 done now by 2 ranks, 40 already in three.jsonl"));
   free(err);
   expect_same_results("three.jsonl", "one.jsonl");
+  /* --prompts - (stdin, issue 43) is one process's: every rank reads the prompts */
+  snprintf(args, sizeof args, "run '%s' --prompts - --out four.jsonl", llama);
+  assert_int_equal(run(2, "dash", args), 2);
+  err = slurp("dash.err");
+  if (!strstr(err, "--prompts -: under mpirun/srun every rank reads the prompts")) fail_msg("--prompts -: %s", err);
+  free(err);
 }
 
 /* A child of `parent` whose environment holds `var` (NULL: any child);

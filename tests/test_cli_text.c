@@ -763,7 +763,8 @@ static void test_sigint(void **state) {
 }
 
 /* --trace failing to write (a full disk: the first write step of an output
- * fails) comes before the --json success object, never after it. */
+ * fails) comes before the --json success object, never after it; the
+ * object failing to be written is a failure too. */
 static void test_trace_fails_first(void **state) {
   (void)state;
   const char *env[] = {"OMPTENSOR_FAULT=write:1", NULL};
@@ -781,6 +782,18 @@ static void test_trace_fails_first(void **state) {
       fail_msg("%s: exit %d, stdout '%s', stderr %s: want a failure and no JSON object", as[i][2], r.status, r.out,
                r.err);
     ot_cli_res_free(&r);
+  }
+  /* the --json object itself on a full disk (stdout /dev/full): a failure, not exit 0 */
+  const char *a3[] = {"run", m, "--prompt-ids", "1,2", "-n", "2", "--json", NULL};
+  for (int i = 0; i < 2; i++) {
+    const int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    assert_true(full > 0);
+    ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .deadline_s = 120, .stdout_fd = full};
+    ot_cli_res r = ot_test_cli_run_with(&o, i ? a2 : a3);
+    if (r.status == 0 || !strstr(r.err, "writing the JSON summary to stdout failed"))
+      fail_msg("--json to /dev/full: exit %d, stderr %s", r.status, r.err);
+    ot_cli_res_free(&r);
+    unlink(ot_tmp_path(p, sizeof p, tmp, "tr_out.jsonl"));
   }
 }
 
