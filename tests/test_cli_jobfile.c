@@ -154,7 +154,8 @@ static void test_out_this_jobs(void **state) {
   assert_int_equal(keep, 0);
   assert_true(!done[0] && !done[1] && !done[2]);
   /* whole lines, one with U+0000 in its text, then a cut one */
-  static const char two[] = "{\"id\":3,\"tokens\":[1],\"text\":\"a\\u0000b\"}\n{\"id\":\"a\",\"tokens\":[]}\n{\"id\":7,\"to";
+  static const char two[] = "{\"id\":3,\"tokens\":[1],\"text\":\"a\\u0000b\"}\n"
+                            "{\"id\":\"a\",\"tokens\":[]}\n{\"id\":7,\"to";
   OT_ASSERT_OK(scan(two, sizeof two - 1, done, &keep));
   assert_int_equal(keep, strchr(strchr(two, '\n') + 1, '\n') + 1 - two);
   assert_true(done[0] && !done[1] && done[2]);

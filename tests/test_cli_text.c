@@ -581,8 +581,9 @@ static void test_batch_out_resumes(void **state) {
  * it too. It used to be "not a result line". */
 static void test_batch_nul_text(void **state) {
   (void)state;
-  ot_write_text(tmp, "nul.jsonl", "{\"id\": \"a\", \"prompt_ids\": [1, 2]}\n{\"id\": \"b\", \"prompt\": \"x\\u0000y\"}\n"
-                                  "{\"id\": \"c\", \"prompt_ids\": [3]}\n");
+  ot_write_text(tmp, "nul.jsonl",
+                "{\"id\": \"a\", \"prompt_ids\": [1, 2]}\n{\"id\": \"b\", \"prompt\": \"x\\u0000y\"}\n"
+                "{\"id\": \"c\", \"prompt_ids\": [3]}\n");
   char p[4200];
   unlink(ot_tmp_path(p, sizeof p, tmp, "nulout.jsonl"));
   const char *args[] = {"run", model_dir("llama_text"), "--prompts", "nul.jsonl", "--out", "nulout.jsonl", "-n", "2",

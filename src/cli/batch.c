@@ -5,15 +5,19 @@
  * and rerun. So each result line is written whole with one write() and
  * flushed to disk before the next prompt starts; a rerun reads the ids
  * already in OUT and skips them, and cuts off a last line that a kill left
- * half-written. The input is read and checked first, all of it, before the
- * model is loaded: a bad line is reported with its number and the job goes
- * on without it.
+ * half-written — once OUT is known to be this job's result file
+ * (jobfile.h); any other file is refused untouched. The input is read and
+ * checked first, all of it, before the model is loaded: a bad line is
+ * reported with its number and the job goes on without it. Ctrl-C stops
+ * the job at the next token: the prompt being generated is not written,
+ * the finished lines stay, exit 130.
  *
  * Input lines: {"id": ID, "prompt": "text"} or {"id": ID, "prompt_ids":
  * [1, 2, 3]}, optionally "max_new_tokens"; ID a string or an integer (the
- * line number when absent). Blank lines are skipped. Output lines: {"id",
- * "text" (with a tokenizer), "tokens", "prompt_tokens", "stopped" ("eos" or
- * "length"), "prefill_ms", "decode_ms", "tokens_per_second"}.
+ * line number when absent). Blank lines are skipped. Output lines: {"id"
+ * (first), "prompt_tokens", "tokens", "text" (with a tokenizer), "stopped"
+ * ("eos" or "length"), "tokens_per_second", "prefill_ms", "decode_ms"}. IN
+ * "-" is stdin, OUT "-" stdout (nothing to resume from).
  *
  * Under mpirun / srun the ranks share the job (mpi_batch.h): every rank
  * reads IN (the same jobs, in the same order), rank 0 alone reads OUT and
@@ -321,10 +325,13 @@ static ot_status share_todo(batch *b, ot_comm *c) {
   const size_t N = b->J.n;
   uint64_t n = b->n_todo;
   OT_TRY(ot_comm_bcast(c, &n, sizeof n, 0));
-  if (n > N) return ot_set_error(OT_ERR_STATE, "rank 0 has %llu prompts left of %zu in %s", (unsigned long long)n, N, b->in_name);
+  if (n > N)
+    return ot_set_error(OT_ERR_STATE, "rank 0 has %llu prompts left of %zu in %s", (unsigned long long)n, N,
+                        b->in_name);
   uint64_t *v = malloc((n ? n : 1) * sizeof *v);
   size_t *t = ot_comm_rank(c) ? malloc((n ? n : 1) * sizeof *t) : b->todo;
-  ot_status st = v && t ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %llu prompts", (unsigned long long)n);
+  ot_status st =
+      v && t ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "no memory for %llu prompts", (unsigned long long)n);
   for (size_t i = 0; st == OT_OK && ot_comm_rank(c) == 0 && i < n; i++) v[i] = b->todo[i];
   if (st == OT_OK) st = ot_comm_bcast(c, v, n * sizeof *v, 0);
   for (size_t i = 0; st == OT_OK && i < n; i++) {

@@ -25,8 +25,9 @@ static const ot_opt run_opts[] = {
     {"prompt-ids", 0, "IDS", "the prompt as comma-separated token ids, e.g. 1,2,3", OPT_IDS},
     {"prompt-ids-file", 0, "FILE", "the prompt as token ids from a file (commas or whitespace), or - for stdin",
      OPT_IDS_FILE},
-    {"prompts", 0, "IN.jsonl", "a batch job: one {\"id\": ..., \"prompt\": \"...\"} (or \"prompt_ids\": [...]) per line; "
-     "- for stdin", OPT_PROMPTS},
+    {"prompts", 0, "IN.jsonl",
+     "a batch job: one {\"id\": ..., \"prompt\": \"...\"} (or \"prompt_ids\": [...]) per line; - for stdin",
+     OPT_PROMPTS},
     {"out", 'o', "OUT.jsonl", "the batch job's results, a line per prompt; a rerun skips the ids already there (- for "
      "stdout: nothing to resume from)", OPT_OUT},
     {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
@@ -271,10 +272,12 @@ int ot_cli_run(int argc, char **argv) {
   if (st == OT_OK) st = read_prompt(&a, tk, &ids, &n_ids);
   ot_hf_config cfg;
   if (st == OT_OK) st = ot_hf_config_load(a.model, &cfg);
+  const char *label = a.ids_text ? "--prompt-ids"
+                      : a.ids_file ? stdin_or(a.ids_file)
+                      : a.text     ? "--prompt"
+                                   : stdin_or(a.text_file ? a.text_file : "-");
   if (st == OT_OK)
-    st = ot_cli_check_prompt(&cfg, a.model, ids, n_ids, g.max_new_tokens,
-                             a.ids_text ? "--prompt-ids" : a.ids_file ? stdin_or(a.ids_file) : a.text ? "--prompt" : stdin_or(a.text_file),
-                             max_new_from(&s, from, sizeof from));
+    st = ot_cli_check_prompt(&cfg, a.model, ids, n_ids, g.max_new_tokens, label, max_new_from(&s, from, sizeof from));
   g.logits_out = a.logits_out;
   if (st == OT_OK) st = ot_cli_check_output("--logits-out", g.logits_out); /* before the work, not after it */
   if (st == OT_OK) st = ot_cli_session_start(&s);

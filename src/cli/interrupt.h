@@ -9,9 +9,10 @@
 #define OT_CLI_EXIT_INTERRUPTED 130
 
 /* From here on SIGINT sets the flag instead of ending the process; a
- * second SIGINT ends it as usual (the handler is reset by the first). */
+ * second SIGINT ends it as usual (the handler is reset by the first). A
+ * process started with SIGINT ignored keeps ignoring it. */
 void ot_cli_interrupt_arm(void);
-/* SIGINT ends the process again (the flag stays as it is). */
+/* SIGINT does what it did before the arm again (the flag stays as it is). */
 void ot_cli_interrupt_disarm(void);
 /* Whether SIGINT came since ot_cli_interrupt_arm. */
 int ot_cli_interrupted(void);
