@@ -53,7 +53,7 @@ static cli_res cli_env(const char *const *env, ...) {
   }
   va_end(ap);
   args[n] = NULL;
-  const ot_cli_run_opts o = {tmp, NULL, NULL, env, 0};
+  const ot_cli_run_opts o = {.out_dir = tmp, .extra_env = env};
   return ot_test_cli_run_with(&o, args);
 }
 #define cli(...) cli_env(NULL, __VA_ARGS__, (const char *)NULL)

@@ -124,7 +124,7 @@ static void expect_after_start(const char *args, const char *needle1, const char
 /* Runs omptensor with argv (no shell: any byte, empty words), output
  * files in dir (support/cli_test.c). */
 static int cli_argv(const char *const *args, char *err, size_t len, int *lines, int *stdout_empty) {
-  const ot_cli_run_opts o = {dir, NULL, NULL, NULL, 0};
+  const ot_cli_run_opts o = {.out_dir = dir};
   ot_cli_res r = ot_test_cli_run_with(&o, args);
   if (r.status < 0) fail_msg("omptensor %s ...: killed by signal %d", args[0], r.signal);
   size_t n = strlen(r.err);

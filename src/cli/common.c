@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "prompt.h"
 #include "omptensor/models.h"
 
 int ot_cli_exit_code(ot_status s) {
@@ -155,10 +156,21 @@ int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value,
   return 0;
 }
 
+/* --config FILE, or - for stdin (a settings file is a stream of text). */
+static ot_status load_config(ot_cli_session *s) {
+  if (strcmp(s->config_path, "-")) return ot_settings_load_file(&s->settings, s->config_path);
+  char *text;
+  size_t len;
+  OT_TRY(ot_cli_read_text("-", OT_CLI_CONFIG_MAX, &text, &len));
+  ot_status st = ot_settings_load_yaml(&s->settings, text, len, "stdin");
+  free(text);
+  return st;
+}
+
 ot_status ot_cli_session_settings(ot_cli_session *s) {
   if (s->settings_loaded) return OT_OK;
   OT_TRY(ot_settings_load_env(&s->settings));
-  if (s->config_path) OT_TRY(ot_settings_load_file(&s->settings, s->config_path));
+  if (s->config_path) OT_TRY(load_config(s));
   s->settings_loaded = 1;
   return OT_OK;
 }
