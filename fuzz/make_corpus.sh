@@ -9,7 +9,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy,fuzz_trace,fuzz_args}
+mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy,fuzz_trace,fuzz_args,fuzz_batch}
 mkdir -p "$c"/{fuzz_gguf,fuzz_genconfig}
 
 # safetensors: real headers (truncated data) ...
@@ -128,6 +128,23 @@ args switch_value 00 --verbose=1 -h
 args bad_size 00 --gpu-memory-limit 3XB --device -1
 args dash 00 - -- -x -nn -n
 args fail_third 82 MODEL --prompt-ids 1 -n 2 --json
+# batch jobs (fuzz_batch): the prompts file, a NUL byte, the results file of
+# an earlier run (whole lines, a line cut by a kill, U+0000 in a text, a
+# repeated id, another job's results, a binary file, nothing)
+b=$c/fuzz_batch
+job() { # job NAME IN OUT (OUT "-": no results file)
+  if [ "$3" = - ]; then printf '%b' "$2" >"$b/$1"; else { printf '%b' "$2"; printf '\0'; printf '%b' "$3"; } >"$b/$1"; fi
+}
+IN='{"id": "a", "prompt_ids": [1, 2]}\n{"id": 7, "prompt_ids": [3], "max_new_tokens": 2}\n\n{"prompt_ids": [4, 5, 6]}\n'
+R1='{"id":"a","prompt_tokens":2,"tokens":[9,10],"text":"x\\u0000y","stopped":"length","tokens_per_second":1.5,"prefill_ms":0.25,"decode_ms":0.5}\n'
+job fresh "$IN" -
+job empty_out "$IN" ''
+job resumed "$IN" "$R1"'{"id":7,"prompt_tokens":1,"tok'
+job cut_first "$IN" '{"id":4,"prompt_tokens":3,"tokens":[1'
+job other_job "$IN" '{"id":"zz","tokens":[1]}\n'
+job binary "$IN" '\x93NUMPY\x01\x00v\x00{}\n\x00\x00\x80?'
+job no_line "$IN" 'hello'
+job bad_lines '{"id": "a", "prompt_ids": [1]}\n{"id": "a", "prompt_ids": [2]}\n{"id": 1.5}\n[1]\n{"prompt": "text"}\n{"id": "m", "prompt_ids": [1], "max_new_tokens": 64}\n{"id": "u", "prompt_ids": [300]}\n{"id":"x","prompt_ids":[1],"k":0}\n' -
 du -sh "$c"
 
 # tokenizer (fuzz_tokenizer): first byte even = a tokenizer.json (the

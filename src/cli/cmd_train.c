@@ -117,6 +117,13 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
   if (!a->model) return ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
   if (!a->data)
     return ot_set_error(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
+  /* - is stdin/stdout where a stream can be read or written; these cannot */
+  if (!strcmp(a->data, "-"))
+    return ot_set_error(OT_ERR_INVALID_ARG, "--data -: the tokens are read in place (mapped, again at every pass "
+                                            "over them), not from a stream; give a file");
+  if (a->save && !strcmp(a->save, "-"))
+    return ot_set_error(OT_ERR_INVALID_ARG, "--save -: the trained model is a directory of files, not a stream to "
+                                            "stdout; give a directory");
   if (a->s->settings.has_dtype && a->s->settings.dtype != OT_F32)
     return ot_set_error(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
                    ot_dtype_name(a->s->settings.dtype));
@@ -204,6 +211,8 @@ static double mean_rate(const step_log *L, int64_t tokens_per_step) {
 
 static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   ot_cli_session *s = a->s;
+  /* every output before the summary: a failed trace write is the command's failure, never after a success */
+  if (s->settings.trace_path && !a->dry) OT_TRY(ot_trace_write_chrome(s->trace, s->settings.trace_path));
   ot_trace_summary t = ot_trace_summarize(s->trace);
   ot_plan_stats ps = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
   char rec[256];
@@ -282,7 +291,7 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);
   }
-  return s->settings.trace_path && !a->dry ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;
+  return OT_OK;
 }
 
 static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_log *L) {
