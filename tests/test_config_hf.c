@@ -251,9 +251,6 @@ static void test_bad_configs(void **state) {
       {"{" LLAMA_SIZES ", \"rope_theta\": 1e50}", OT_ERR_FORMAT, "config.json: rope_theta 1e+50 is not a positive number"},
       {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\":"
        " 1e300}}", OT_ERR_FORMAT, "beyond f32's range"},
-      /* issue 43: rope_scaling's theta and the top-level one differ: 4.x and 5.x disagree */
-      {"{" LLAMA_SIZES ", \"rope_theta\": 10000, \"rope_scaling\": {\"rope_type\": \"default\", \"rope_theta\": 5e5}}",
-       OT_ERR_FORMAT, "\"rope_theta\" and rope_scaling.rope_theta differ"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
        OT_ERR_UNSUPPORTED, "some layers use a sliding window and others full attention"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"use_sliding_window\": true, \"max_window_layers\": 1}",
@@ -444,11 +441,14 @@ static void test_rope_objects_as_transformers(void **state) {
                      " \"factor\": 3.0}}",
                      &c));
   assert_true(c.rope_type == OT_ROPE_LINEAR && c.rope_factor == 3.0);
-  /* rope_parameters (5.x) holds its own theta over a top-level one */
+  /* the object's own theta over a top-level one, as transformers 5 (setdefault), said in a notice */
   OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_theta\": 10000, \"rope_parameters\": {\"rope_type\": \"default\","
                      " \"rope_theta\": 5e5}}",
                      &c));
   assert_true(c.rope_theta == 5e5);
+  assert_int_equal(n_notices, 2);
+  assert_non_null(strstr(notices[1], "config.json: \"rope_theta\" and rope_parameters.rope_theta differ; transformers 5 "
+                                     "uses rope_parameters's"));
   ot_set_notice_handler(NULL, NULL);
 }
 

@@ -409,18 +409,17 @@ static ot_status rope_object(const reader *r, const json_t **v, const char **key
   return OT_OK;
 }
 
-/* rope_theta: the top-level key, or the RoPE object's. Where both are
- * given and differ, transformers 5 takes the object's (setdefault), 4.x the
- * top-level one for rope_scaling: refused as ambiguous there; 5.x's
- * rope_parameters takes its own. */
-static ot_status rope_theta(const reader *r, const json_t *v, const char *key, const json_t **theta) {
+/* rope_theta: the RoPE object's own, else the top-level key, as
+ * transformers 5 takes them (setdefault on the object); where both are
+ * given and differ, a notice says which is used. */
+static const json_t *rope_theta(const reader *r, const json_t *v, const char *key) {
   const json_t *top = get(r, "rope_theta"), *own = v ? json_object_get(v, "rope_theta") : NULL;
   if (own && json_is_null(own)) own = NULL;
-  *theta = own ? own : top;
-  if (!own || !top || json_equal((json_t *)own, (json_t *)top)) return OT_OK;
-  if (!strcmp(key, "rope_parameters")) return OT_OK;
-  return ot_fail(OT_ERR_FORMAT, "%s: \"rope_theta\" and %s.rope_theta differ (transformers 5 uses %s's, 4.x the "
-                 "top-level one); give one of them", r->label, key, key);
+  if (own && top && !json_equal((json_t *)own, (json_t *)top))
+    ot_warn_once("hfconfig.rope_theta_twice",
+                 "%s: \"rope_theta\" and %s.rope_theta differ; transformers 5 uses %s's, and so does omptensor",
+                 r->label, key, key);
+  return own ? own : top;
 }
 
 /* RoPE: plain, or linear, llama3, yarn or dynamic scaling (rope.h). Any
@@ -432,7 +431,7 @@ static ot_status read_rope(const reader *r, ot_hf_config *c) {
   c->rope_type = OT_ROPE_DEFAULT;
   c->rope_factor = 1.0;
   OT_TRY(rope_object(r, &v, &key));
-  OT_TRY(rope_theta(r, v, key, &theta));
+  theta = rope_theta(r, v, key);
   if (v) {
     const char *t = rope_type(v);
     if (t && strcmp(t, "linear") == 0) {
