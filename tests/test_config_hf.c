@@ -247,10 +247,13 @@ static void test_bad_configs(void **state) {
        "\"layer_types\" has 3 entries for the 2 layers"},
       {"{" MISTRAL_SIZES ", \"layer_types\": []}", OT_ERR_FORMAT, "\"layer_types\" has 0 entries for the 1 layers"},
       /* issue 43: a theta f32 cannot hold, named in config.json (was the op's message, or no rotation) */
-      {"{" LLAMA_SIZES ", \"rope_theta\": 1e-50}", OT_ERR_FORMAT, "config.json: rope_theta 1e-50 is not a positive number"},
-      {"{" LLAMA_SIZES ", \"rope_theta\": 1e50}", OT_ERR_FORMAT, "config.json: rope_theta 1e+50 is not a positive number"},
-      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2, \"original_max_position_embeddings\":"
-       " 1e300}}", OT_ERR_FORMAT, "beyond f32's range"},
+      {"{" LLAMA_SIZES ", \"rope_theta\": 1e-50}", OT_ERR_FORMAT,
+       "config.json: rope_theta 1e-50 is not a positive number"},
+      {"{" LLAMA_SIZES ", \"rope_theta\": 1e50}", OT_ERR_FORMAT,
+       "config.json: rope_theta 1e+50 is not a positive number"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2,"
+       " \"original_max_position_embeddings\": 1e300}}",
+       OT_ERR_FORMAT, "beyond f32's range"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
        OT_ERR_UNSUPPORTED, "some layers use a sliding window and others full attention"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"use_sliding_window\": true, \"max_window_layers\": 1}",
@@ -447,8 +450,8 @@ static void test_rope_objects_as_transformers(void **state) {
                      &c));
   assert_true(c.rope_theta == 5e5);
   assert_int_equal(n_notices, 2);
-  assert_non_null(strstr(notices[1], "config.json: \"rope_theta\" and rope_parameters.rope_theta differ; transformers 5 "
-                                     "uses rope_parameters's"));
+  assert_non_null(strstr(notices[1], "config.json: \"rope_theta\" and rope_parameters.rope_theta differ; "
+                                     "transformers 5 uses rope_parameters's"));
   ot_set_notice_handler(NULL, NULL);
 }
 

@@ -458,7 +458,8 @@ static void print_line(const ot_settings *s, const char *flag, char *line, size_
 static void test_model_gen_source(void **state) {
   const char *dir = *state;
   char model[4096], line[256];
-  snprintf(model, sizeof model, "%s/models/llama_text", getenv("OT_TEST_DATA")); /* max_new_tokens 20, do_sample false */
+  /* max_new_tokens 20, do_sample false */
+  snprintf(model, sizeof model, "%s/models/llama_text", getenv("OT_TEST_DATA"));
   ot_settings s;
   ot_settings_init(&s);
   OT_ASSERT_OK(ot_settings_take_model_gen(&s, model));

@@ -351,8 +351,8 @@ static void expect_types(void **state) {
   assert_int_equal(has, 0);
   OT_ASSERT_OK(ot_gguf_expect(g, "k.f32", OT_GGUF_V_F32, &has));
   assert_int_equal(has, 1);
-  OT_ASSERT_ERR(ot_gguf_expect(g, "k.i32", OT_GGUF_V_U32, &has), OT_ERR_FORMAT, "types.gguf: metadata key k.i32 is i32, "
-                "expected u32");
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.i32", OT_GGUF_V_U32, &has), OT_ERR_FORMAT,
+                "types.gguf: metadata key k.i32 is i32, expected u32");
   OT_ASSERT_ERR(ot_gguf_expect(g, "k.u32", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.u32 is u32, expected f32");
   OT_ASSERT_ERR(ot_gguf_expect(g, "k.nan", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.nan is f32 nan, expected a finite");
   OT_ASSERT_ERR(ot_gguf_expect(g, "k.inf", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.inf is f32 -inf, expected a finite");

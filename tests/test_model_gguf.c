@@ -203,7 +203,8 @@ static void config_with(const char *key, ot_gguf_vtype t, const void *v, ot_stat
   for (const char *w; (w = va_arg(ap, const char *));)
     if (!strstr(ot_last_error(), w)) fail_msg("%s: the message does not say '%s': %s", key, w, ot_last_error());
   va_end(ap);
-  if (!strstr(ot_last_error(), "meta.gguf")) fail_msg("%s: the message does not name the file: %s", key, ot_last_error());
+  if (!strstr(ot_last_error(), "meta.gguf"))
+    fail_msg("%s: the message does not name the file: %s", key, ot_last_error());
 }
 
 /* Each key the config reads, at the one type llama.cpp reads it as: any
@@ -234,13 +235,13 @@ static void metadata_types_refused(void **state) {
     config_with(f32_keys[i], OT_GGUF_V_F64, &f64, OT_ERR_FORMAT, f32_keys[i], "is f64, expected f32", NULL);
     config_with(f32_keys[i], OT_GGUF_V_BOOL, &yes, OT_ERR_FORMAT, f32_keys[i], "is bool, expected f32", NULL);
     config_with(f32_keys[i], OT_GGUF_V_STRING, "1e6", OT_ERR_FORMAT, f32_keys[i], "is string, expected f32", NULL);
-    config_with(f32_keys[i], OT_GGUF_V_F32, &nan, OT_ERR_FORMAT, f32_keys[i], "is f32 nan, expected a finite f32", NULL);
-    config_with(f32_keys[i], OT_GGUF_V_F32, &inf, OT_ERR_FORMAT, f32_keys[i], "is f32 inf, expected a finite f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F32, &nan, OT_ERR_FORMAT, f32_keys[i], "f32 nan, expected a finite f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F32, &inf, OT_ERR_FORMAT, f32_keys[i], "f32 inf, expected a finite f32", NULL);
     config_with(f32_keys[i], OT_GGUF_V_F32, &ninf, OT_ERR_FORMAT, f32_keys[i], "f32 -inf, expected a finite f32", NULL);
   }
   const uint32_t two = 2;
-  config_with("general.architecture", OT_GGUF_V_U32, &two, OT_ERR_FORMAT, "general.architecture is u32, expected string",
-              NULL);
+  config_with("general.architecture", OT_GGUF_V_U32, &two, OT_ERR_FORMAT,
+              "general.architecture is u32, expected string", NULL);
   config_with("llama.rope.scaling.type", OT_GGUF_V_U32, &two, OT_ERR_FORMAT,
               "llama.rope.scaling.type is u32, expected string", NULL);
   /* the right types load; a missing epsilon is refused (llama.cpp requires it) */

@@ -147,7 +147,13 @@ typedef struct ot_gen_settings {
 /* Where a setting's value came from, lowest first: a higher source
  * overrides a lower one. OT_SRC_MODEL: the model's generation_config.json
  * (ot_settings_take_model_gen), above the defaults, below all a user gives. */
-typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_MODEL, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;
+typedef enum ot_setting_source {
+  OT_SRC_DEFAULT = 0,
+  OT_SRC_MODEL,
+  OT_SRC_FILE,
+  OT_SRC_ENV,
+  OT_SRC_FLAG
+} ot_setting_source;
 
 typedef struct ot_settings {
   ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */

@@ -255,7 +255,8 @@ int ot_cli_run(int argc, char **argv) {
   if (st == OT_OK) st = check_streams(&a, &s);
   ot_gen_opts g = ot_gen_opts_default();
   if (st == OT_OK) st = gen_opts(&s, a.model, &g);
-  if (st == OT_OK) st = ot_settings_take_model_gen(&s.settings, a.model); /* for --verbose: where each value came from */
+  /* for --verbose: where each value came from */
+  if (st == OT_OK) st = ot_settings_take_model_gen(&s.settings, a.model);
   if (st == OT_OK && a.micro > 1 && s.settings.devices < 2)
     st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
                                           "devices; give --devices 2 or more (one device has one stage)", a.micro);
