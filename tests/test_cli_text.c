@@ -184,6 +184,14 @@ static void test_generation_defaults(void **state) {
   r = run_env(env, flag);
   assert_int_equal(n_tokens(&r), 3);
   ot_cli_res_free(&r);
+  /* issue 43: -v says where the values came from (it said [default]) */
+  const char *verbose[] = {"run", m, "--prompt", "12345 + 678 = ?", "--json", "-v", NULL};
+  r = run(verbose);
+  assert_int_equal(n_tokens(&r), 20);
+  if (!strstr(r.err, "  max-new-tokens     20   [generation_config.json]\n") ||
+      !strstr(r.err, "  greedy             true   [generation_config.json]\n"))
+    fail_msg("-v does not label generation_config.json's values: %s", r.err);
+  ot_cli_res_free(&r);
 }
 
 /* The lines of a file as JSON objects, keyed by nothing: in file order. */

@@ -436,6 +436,58 @@ static void test_yaml_mutations(void **state) {
     }
 }
 
+/* The line ot_settings_print writes for one setting (flag name first). */
+static void print_line(const ot_settings *s, const char *flag, char *line, size_t cap) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  ot_settings_print(f, s);
+  fclose(f);
+  char want[64];
+  snprintf(want, sizeof want, "  %s ", flag);
+  const char *at = strstr(buf, want), *end = at ? strchr(at, '\n') : NULL;
+  assert_non_null(end);
+  snprintf(line, cap, "%.*s", (int)(end - at), at);
+  free(buf);
+}
+
+/* Issue 43: -v labelled values from generation_config.json "[default]".
+ * The settings nothing higher gave take the model's values, labelled with
+ * their source; what the user gave stays theirs. */
+static void test_model_gen_source(void **state) {
+  const char *dir = *state;
+  char model[4096], line[256];
+  /* max_new_tokens 20, do_sample false */
+  snprintf(model, sizeof model, "%s/models/llama_text", getenv("OT_TEST_DATA"));
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, model));
+  assert_int_equal(s.gen.max_new_tokens, 20);
+  assert_int_equal(s.source[OT_SET_MAX_NEW_TOKENS], OT_SRC_MODEL);
+  assert_int_equal(s.gen.greedy, 1);
+  print_line(&s, "max-new-tokens", line, sizeof line);
+  assert_non_null(strstr(line, "20   [generation_config.json]"));
+  print_line(&s, "seed", line, sizeof line);
+  assert_non_null(strstr(line, "[default]"));
+  /* the user's flags win; a sampling flag makes do_sample false no longer greedy */
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "max-new-tokens", "5"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "temperature", "0.5"));
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, model));
+  assert_int_equal(s.gen.max_new_tokens, 5);
+  assert_int_equal(s.source[OT_SET_MAX_NEW_TOKENS], OT_SRC_FLAG);
+  assert_int_equal(s.source[OT_SET_GREEDY], OT_SRC_DEFAULT);
+  /* do_sample true: its temperature, and transformers' top_k 50 where it has none */
+  ot_write_text(dir, "generation_config.json", "{\"do_sample\": true, \"temperature\": 0.6}");
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, dir));
+  assert_true(s.gen.temperature == 0.6f && s.gen.top_k == 50 && s.gen.top_p == 1.0f);
+  assert_int_equal(s.source[OT_SET_TOP_K], OT_SRC_MODEL);
+  print_line(&s, "temperature", line, sizeof line);
+  assert_non_null(strstr(line, "0.6   [generation_config.json]"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
@@ -449,6 +501,7 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_usm_placement, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ctx_opts, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ctx_opts_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_model_gen_source, setup, teardown),
       cmocka_unit_test(test_yaml_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -144,7 +144,16 @@ typedef struct ot_gen_settings {
   ot_dtype kv_dtype; /* the KV caches' (ot_gen_opts.kv_dtype): f32, bf16 or f16 */
 } ot_gen_settings;
 
-typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;
+/* Where a setting's value came from, lowest first: a higher source
+ * overrides a lower one. OT_SRC_MODEL: the model's generation_config.json
+ * (ot_settings_take_model_gen), above the defaults, below all a user gives. */
+typedef enum ot_setting_source {
+  OT_SRC_DEFAULT = 0,
+  OT_SRC_MODEL,
+  OT_SRC_FILE,
+  OT_SRC_ENV,
+  OT_SRC_FLAG
+} ot_setting_source;
 
 typedef struct ot_settings {
   ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */
@@ -195,7 +204,16 @@ ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, co
  * backend, or no offload device, percentages are skipped. */
 ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o);
 
-/* "default", "file", "environment", "flag". */
+/* The generation settings nothing higher gave take the model's
+ * generation_config.json values (what generation applies, as transformers'
+ * generate() does: max_new_tokens; do_sample false as greedy unless a
+ * sampling setting was given; do_sample true with its temperature, top_k,
+ * top_p or transformers' defaults 1, 50, 1), with source OT_SRC_MODEL, so
+ * that ot_settings_print says where each came from. `model`: a model
+ * directory or file (a GGUF file has none: nothing changes). */
+ot_status ot_settings_take_model_gen(ot_settings *s, const char *model);
+
+/* "default", "generation_config.json", "config file", "environment", "command line". */
 const char *ot_setting_source_name(ot_setting_source src);
 
 /* One line per setting: value and where it came from (for --verbose). */

@@ -124,6 +124,7 @@ static const char *max_new_from(const ot_cli_session *s, char *buf, size_t cap) 
   case OT_SRC_FILE:
     snprintf(buf, cap, "%s: generation.max_new_tokens", s->settings.file ? s->settings.file : "--config");
     return buf;
+  case OT_SRC_MODEL: return "generation_config.json's max_new_tokens";
   default: return "max_new_tokens (generation_config.json's, else the default)";
   }
 }
@@ -254,6 +255,8 @@ int ot_cli_run(int argc, char **argv) {
   if (st == OT_OK) st = check_streams(&a, &s);
   ot_gen_opts g = ot_gen_opts_default();
   if (st == OT_OK) st = gen_opts(&s, a.model, &g);
+  /* for --verbose: where each value came from */
+  if (st == OT_OK) st = ot_settings_take_model_gen(&s.settings, a.model);
   if (st == OT_OK && a.micro > 1 && s.settings.devices < 2)
     st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
                                           "devices; give --devices 2 or more (one device has one stage)", a.micro);

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "omptensor/args.h"
+#include "omptensor/hfconfig.h"
 #include "config/settings_internal.h"
 #include "core/env.h"
 #include "core/error.h"
@@ -315,6 +316,7 @@ static const char *source_label(const ot_settings *s, ot_setting k, char *buf, s
   case OT_SRC_ENV: snprintf(buf, n, "%s", ot_setting_defs[k].env); break;
   case OT_SRC_FILE: snprintf(buf, n, "%s: %s", s->file ? s->file : "the config file", ot_setting_defs[k].yaml); break;
   case OT_SRC_DEFAULT: snprintf(buf, n, "the default %s", ot_setting_defs[k].flag); break;
+  case OT_SRC_MODEL: snprintf(buf, n, "the model's generation_config.json"); break;
   }
   return buf;
 }
@@ -395,12 +397,39 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
 const char *ot_setting_source_name(ot_setting_source src) {
   switch (src) {
   case OT_SRC_DEFAULT: return "default";
+  case OT_SRC_MODEL: return "generation_config.json";
   case OT_SRC_FILE: return "config file";
   case OT_SRC_ENV: return "environment";
   case OT_SRC_FLAG: return "command line";
   }
   return "?";
 }
+
+/* Setting k takes v from the model where nothing higher gave it. */
+#define FROM_MODEL(k, field, v)                   \
+  do {                                           \
+    if (s->source[k] == OT_SRC_DEFAULT) {        \
+      s->gen.field = (v);                        \
+      s->source[k] = OT_SRC_MODEL;               \
+    }                                            \
+  } while (0)
+
+ot_status ot_settings_take_model_gen(ot_settings *s, const char *model) {
+  if (!s || !model) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_take_model_gen: NULL argument");
+  ot_hf_gen_config g;
+  OT_TRY(ot_hf_gen_config_load(model, &g));
+  if (g.has_max_new_tokens) FROM_MODEL(OT_SET_MAX_NEW_TOKENS, max_new_tokens, (int)g.max_new_tokens);
+  const int user_sampling = s->source[OT_SET_TEMPERATURE] > OT_SRC_MODEL || s->source[OT_SET_TOP_K] > OT_SRC_MODEL ||
+                            s->source[OT_SET_TOP_P] > OT_SRC_MODEL;
+  if (g.has_do_sample && !g.do_sample && !user_sampling) FROM_MODEL(OT_SET_GREEDY, greedy, 1);
+  if (g.has_do_sample && g.do_sample) { /* transformers' GenerationConfig defaults where the file has none */
+    FROM_MODEL(OT_SET_TEMPERATURE, temperature, g.has_temperature ? (float)g.temperature : 1.0f);
+    FROM_MODEL(OT_SET_TOP_K, top_k, g.has_top_k ? (int)g.top_k : 50);
+    FROM_MODEL(OT_SET_TOP_P, top_p, g.has_top_p ? (float)g.top_p : 1.0f);
+  }
+  return OT_OK;
+}
+#undef FROM_MODEL
 
 static void print_size(FILE *f, ot_size sz) {
   if (sz.kind == OT_SIZE_UNSET) fputs("(whole device)", f);

@@ -162,11 +162,10 @@ static ot_status read_vocab(conv *c) {
 /* A boolean key (dflt where missing). */
 static ot_status get_flag(const conv *c, const char *key, int dflt, int *out) {
   int64_t v;
+  int has;
   *out = dflt;
-  if (!ot_gguf_has(c->g, key)) return OT_OK;
-  if (!ot_gguf_get_int(c->g, key, &v) || (v != 0 && v != 1))
-    return bad_key(c, OT_ERR_FORMAT, key, "expected a bool");
-  *out = (int)v;
+  OT_TRY(ot_gguf_expect(c->g, key, OT_GGUF_V_BOOL, &has)); /* a bool, as llama.cpp reads it */
+  if (has && ot_gguf_get_int(c->g, key, &v)) *out = v != 0;
   return OT_OK;
 }
 
@@ -176,8 +175,9 @@ static ot_status read_roles(conv *c) {
     /* llama.cpp's defaults for a sentencepiece vocabulary: <unk> 0, <s> 1, </s> 2 */
     static const int spm_default[N_ROLES] = {1, 2, -1, 0};
     c->role[r] = c->spm && spm_default[r] < c->t.n ? spm_default[r] : -1;
-    if (!ot_gguf_has(c->g, role_keys[r])) continue;
-    if (!ot_gguf_get_int(c->g, role_keys[r], &id)) return bad_key(c, OT_ERR_FORMAT, role_keys[r], "expected an integer");
+    int has;
+    OT_TRY(ot_gguf_expect(c->g, role_keys[r], OT_GGUF_V_U32, &has)); /* a u32, as llama.cpp reads it */
+    if (!has || !ot_gguf_get_int(c->g, role_keys[r], &id)) continue;
     if (id < 0 || id >= c->t.n)
       return bad_key(c, OT_ERR_FORMAT, role_keys[r], "token id %lld is outside the %d tokens of " K_TOKENS,
                      (long long)id, c->t.n);
