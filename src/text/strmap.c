@@ -64,3 +64,51 @@ int ot_strmap_get(const ot_strmap *m, const char *key, size_t len, int32_t *valu
   *value = s->value;
   return 1;
 }
+
+/* ---- ot_idmap ---------------------------------------------------------------------- */
+static size_t id_slot(const ot_idmap *m, int32_t key) {
+  size_t mask = m->cap - 1;
+  for (size_t i = ((uint32_t)key * 2654435761u) & mask;; i = (i + 1) & mask)
+    if (m->key[i] < 0 || m->key[i] == key) return i;
+}
+
+void ot_idmap_free(ot_idmap *m) {
+  free(m->key);
+  free(m->value);
+  memset(m, 0, sizeof *m);
+}
+
+static ot_status id_grow(ot_idmap *m) {
+  ot_idmap g = {malloc((m->cap ? m->cap * 2 : 1024) * sizeof(int32_t)), NULL, m->cap ? m->cap * 2 : 1024, m->n};
+  g.value = malloc(g.cap * sizeof(int32_t));
+  if (!g.key || !g.value) {
+    free(g.key), free(g.value);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory for the vocabulary");
+  }
+  memset(g.key, 0xFF, g.cap * sizeof(int32_t)); /* -1: empty */
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->key[i] >= 0) {
+      size_t j = id_slot(&g, m->key[i]);
+      g.key[j] = m->key[i], g.value[j] = m->value[i];
+    }
+  free(m->key), free(m->value);
+  *m = g;
+  return OT_OK;
+}
+
+ot_status ot_idmap_put(ot_idmap *m, int32_t key, int32_t value) {
+  if (key < 0) return ot_fail(OT_ERR_INVALID_ARG, "tokenizer: a negative token id %d", key);
+  if ((m->n + 1) * 2 > m->cap) OT_TRY(id_grow(m));
+  size_t i = id_slot(m, key);
+  if (m->key[i] < 0) m->n++;
+  m->key[i] = key, m->value[i] = value;
+  return OT_OK;
+}
+
+int ot_idmap_get(const ot_idmap *m, int32_t key, int32_t *value) {
+  if (!m->cap || key < 0) return 0;
+  size_t i = id_slot(m, key);
+  if (m->key[i] < 0) return 0;
+  *value = m->value[i];
+  return 1;
+}

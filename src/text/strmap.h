@@ -26,4 +26,19 @@ ot_status ot_strmap_put(ot_strmap *m, const char *key, size_t len, int32_t value
 /* 1 and *value if present. */
 int ot_strmap_get(const ot_strmap *m, const char *key, size_t len, int32_t *value);
 
+/* Token ids (>= 0) to int32: the id -> token table of a vocabulary whose ids
+ * need not be dense (the tokenizers library takes any u32 id), in memory
+ * that grows with the number of ids, not with the largest. */
+typedef struct ot_idmap {
+  int32_t *key; /* -1: empty */
+  int32_t *value;
+  size_t cap, n; /* cap a power of two */
+} ot_idmap;
+
+void ot_idmap_free(ot_idmap *m);
+/* Adds or replaces (key >= 0); OT_ERR_OUT_OF_MEMORY. */
+ot_status ot_idmap_put(ot_idmap *m, int32_t key, int32_t value);
+/* 1 and *value if present. */
+int ot_idmap_get(const ot_idmap *m, int32_t key, int32_t *value);
+
 #endif

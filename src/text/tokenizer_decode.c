@@ -228,14 +228,15 @@ ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *id, size_t 
   toks t = {calloc(n ? n : 1, sizeof *t.v), 0};
   if (!t.v) return OOM();
   for (size_t i = 0; i < n; i++) {
-    if (id[i] < 0 || id[i] >= tk->n_ids || !tk->tok[id[i]]) {
+    const tok_entry *e = ot_tok_entry(tk, id[i]);
+    if (!e) {
       toks_free(&t);
       return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)", id[i], i,
                      tk->file, tk->n_ids);
     }
-    if (skip_special && tk->special[id[i]]) continue;
+    if (skip_special && e->special) continue;
     bytes x = {0};
-    if (!bytes_add(&x, tk->tok[id[i]], tk->tok_len[id[i]])) return toks_free(&t), OOM();
+    if (!bytes_add(&x, e->text, e->len)) return toks_free(&t), OOM();
     t.v[t.n++] = x;
   }
   pcre2_match_data *md = pcre2_match_data_create(4, NULL);

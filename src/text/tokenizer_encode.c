@@ -1,5 +1,8 @@
 /* tokenizer_encode.c — text to ids (tokenizer.h): added tokens, normalizers,
  * pre-tokenizers, BPE. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem (glibc's is linear: two-way) */
+#endif
 #include <stdio.h>
 #include <utf8proc.h>
 
@@ -91,20 +94,15 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
   return OT_OK;
 }
 
-/* One pre-tokenizer over every piece: the pieces of `in` (in buffer *b)
- * become the pieces of `out` in buffer *nb. */
-/* Appends s[0..n) to b with every `from` (one byte) replaced by to[0..nt). */
+/* Appends s[0..n) to b with every `from` (nf bytes, leftmost first, not
+ * overlapping) replaced by to[0..nt); memmem keeps it linear in n + nf. */
 int ot_tok_add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt) {
-  for (size_t i = 0; i < n;) {
-    if (nf && i + nf <= n && !memcmp(s + i, from, nf)) {
-      if (!bytes_add(b, to, nt)) return 0;
-      i += nf;
-    } else {
-      if (!bytes_add(b, s + i, 1)) return 0;
-      i++;
-    }
+  size_t i = 0;
+  for (const char *p; nf && i < n && (p = memmem(s + i, n - i, from, nf));) {
+    if (!bytes_add(b, s + i, (size_t)(p - s) - i) || !bytes_add(b, to, nt)) return 0;
+    i = (size_t)(p - s) + nf;
   }
-  return 1;
+  return bytes_add(b, s + i, n - i);
 }
 
 /* Metaspace over one piece: spaces become the replacement, the replacement
@@ -444,14 +442,6 @@ static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, i
   return st;
 }
 
-/* The longest added token of set at s (NULL: none). */
-static const added_match *added_at(const added_set *set, const char *s, size_t n) {
-  const int *f = set->first[(unsigned char)s[0]];
-  for (int k = f[0]; k < f[0] + f[1]; k++) /* longest first */
-    if (set->v[k].len <= n && !memcmp(set->v[k].text, s, set->v[k].len)) return &set->v[k];
-  return NULL;
-}
-
 /* Whether the character before s + at (at > 0) / at s (n > 0) is a word
  * character (Rust's \w, for single_word). */
 static int word_before(const ot_tokenizer *tk, const char *s, size_t at, pcre2_match_data *md) {
@@ -484,32 +474,33 @@ static int segs_add(segs *g, size_t off, size_t len, int32_t id) {
  * leftmost-longest matches, scanned on from each match's end; a
  * single_word token next to a word character, or a special token under
  * split_special_tokens, is passed over (its text stays text); lstrip /
- * rstrip take the whitespace before / after into the token. */
+ * rstrip take the whitespace before / after into the token (never before
+ * the end of the previous one). */
 static int find_added(const ot_tokenizer *tk, const added_set *set, const char *s, size_t n, pcre2_match_data *md,
                       segs *g) {
   size_t done = 0; /* start_offset */
-  for (size_t i = 0; set->n && i < n;) {
-    const added_match *m = added_at(set, s + i, n - i);
-    if (!m) {
+  int32_t *longest = set->n && n ? malloc(n * sizeof *longest) : NULL;
+  if (set->n && n && (!longest || ot_tok_added_longest(set, s, n, longest) != OT_OK)) return free(longest), 0;
+  for (size_t i = 0; longest && i < n;) {
+    if (longest[i] < 0) {
       i++;
       continue;
     }
-    const added_tok *a = m->tok;
+    const added_match *m = &set->v[longest[i]];
+    const added_tok *a = &tk->add[m->tok];
     size_t start = i, stop = i + m->len;
     i = stop;
     if (tk->split_special && a->special) continue;
     if (a->single_word &&
         ((start && word_before(tk, s, start, md)) || (stop < n && word_after(tk, s + stop, n - stop, md))))
       continue;
-    if (a->lstrip) {
-      size_t ns = start - ws_trail(s, start);
-      start = ns > done ? ns : done;
-    }
+    if (a->lstrip) start -= ws_trail(s + done, start - done);
     if (a->rstrip) stop += ws_lead(s + stop, n - stop);
-    if (done < start && !segs_add(g, done, start - done, -1)) return 0;
-    if (!segs_add(g, start, stop - start, a->id)) return 0;
+    if ((done < start && !segs_add(g, done, start - done, -1)) || !segs_add(g, start, stop - start, a->id))
+      return free(longest), 0;
     done = stop;
   }
+  free(longest);
   return done < n ? segs_add(g, done, n - done, -1) : 1;
 }
 

@@ -225,8 +225,13 @@ static json_t *template(const conv *c, int bos, int eos) {
     ok = push(single, json_pack("{s:{s:s, s:i}}", "SpecialToken", "id", "eos", "type_id", 0)) &&
          put(sp, "eos", json_pack("{s:s, s:[i], s:[o]}", "id", "eos", "ids", (json_int_t)c->role[ROLE_EOS], "tokens",
                                   str(c, c->role[ROLE_EOS])));
-  if (ok) pp = json_pack("{s:s, s:O, s:O}", "type", "TemplateProcessing", "single", single, "special_tokens", sp);
-  json_decref(single), json_decref(sp);
+  /* the pair template the file format requires (never used here): the single one, then $B */
+  json_t *pair = ok ? json_deep_copy(single) : NULL;
+  ok = ok && push(pair, json_pack("{s:{s:s, s:i}}", "Sequence", "id", "B", "type_id", 1));
+  if (ok)
+    pp = json_pack("{s:s, s:O, s:O, s:O}", "type", "TemplateProcessing", "single", single, "pair", pair,
+                   "special_tokens", sp);
+  json_decref(single), json_decref(sp), json_decref(pair);
   return pp;
 }
 
@@ -337,7 +342,10 @@ static ot_status pipeline(const conv *c, json_t *root, int *ignore_merges) {
                                           "Isolated", "invert", 0, bl)
                               : json_incref(bl);
   json_decref(bl);
-  ok = put(root, "pre_tokenizer", pt) && put(root, "decoder", json_pack("{s:s}", "type", "ByteLevel"));
+  /* the ByteLevel decoder transformers' GGUF reader writes (decoders.ByteLevel()'s defaults) */
+  ok = put(root, "pre_tokenizer", pt) &&
+       put(root, "decoder", json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1,
+                                      "trim_offsets", 1, "use_regex", 1));
   return ok ? OT_OK : OOM();
 }
 
