@@ -249,6 +249,24 @@ void ot_tok_free_added_sets(ot_tokenizer *tk);
 /* For each position i of s[0..n): match[i] the longest of the set's tokens
  * that starts there (an index into set->v; -1: none), in time linear in n. */
 ot_status ot_tok_added_longest(const added_set *set, const char *s, size_t n, int32_t *match);
+/* ---- decoding (tokenizer_decode.c), the parts the text stream uses ---- */
+/* Decoders [k0, k1) over the tokens of ids[0..n) (each must have a token),
+ * their texts appended to out (no clean-up). cont: the ids continue an
+ * earlier list (a stream's later tokens): no decoder treats its first
+ * token as the text's first (Metaspace, Strip's start after a fuse), and
+ * without decoders it starts with the joining space. */
+ot_status ot_tok_decode_list(const ot_tokenizer *tk, const int32_t *ids, size_t n, int k0, int k1, int cont,
+                             bytes *out);
+/* ByteLevel's decoding of one token: its characters back to bytes (kept
+ * whole if one is outside GPT-2's table). */
+void ot_tok_unbyte(bytes *t);
+/* Whether t is a byte-fallback token "<0xHH>" (*b its byte), as the library reads it. */
+int ot_tok_byte_token(const bytes *t, unsigned char *b);
+/* transformers' clean_up_tokenization: from[k] becomes to[k], k in order. */
+enum { OT_TOK_N_CLEANUP = 10 };
+extern const char *const ot_tok_cleanup_from[OT_TOK_N_CLEANUP];
+extern const char *const ot_tok_cleanup_to[OT_TOK_N_CLEANUP];
+
 /* ---- the id table and the added tokens (tokenizer_vocab.c) ---- */
 /* id's token (NULL: no such id). */
 const tok_entry *ot_tok_entry(const ot_tokenizer *tk, int32_t id);
