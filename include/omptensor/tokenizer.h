@@ -111,6 +111,14 @@ const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id);
 /* Whether id is a special added token. */
 int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id);
 
+/* Copies the files of model directory from_dir that tokenize its text and
+ * configure its generation (tokenizer.json, tokenizer_config.json,
+ * special_tokens_map.json, generation_config.json, tokenizer.model,
+ * vocab.json, merges.txt, added_tokens.json), those it has, into to_dir,
+ * each atomically (a temporary renamed over the name); *copied (if not
+ * NULL) how many. A from_dir that is a file (a GGUF) has none to copy. */
+ot_status ot_tokenizer_copy_files(const char *from_dir, const char *to_dir, int *copied);
+
 /* The tokens tokenizer_config.json (or special_tokens_map.json) of the
  * folder ot_tokenizer_load read names: bos_token, eos_token, pad_token,
  * unk_token. The id, or -1 where none is named (always -1 for a tokenizer
