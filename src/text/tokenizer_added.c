@@ -7,36 +7,21 @@
  * their product: the automaton holds the tokens reversed, and one pass over
  * the text from its end gives, at every position, the longest token that
  * starts there (the deepest match state's longest terminal suffix, through
- * the dictionary links). Transitions are one hash table keyed by (state,
- * byte), so a state costs the same whatever its number of children. */
+ * the dictionary links). The trie is text/trie.h's. */
 #include "text/tokenizer_internal.h"
+#include "text/trie.h"
 
 struct added_ac {
-  int32_t n;       /* states; 0 is the root */
-  int32_t *fail;   /* [n] the longest proper suffix that is a state */
-  int32_t *dict;   /* [n] the longest terminal suffix (-1: none) */
-  int32_t *term;   /* [n] the match (index into the set's v) ending here (-1: none) */
-  uint64_t *tkey;  /* transitions: (state << 8 | byte) + 1 (0: empty) */
-  int32_t *tval;
-  size_t tcap;     /* a power of two */
+  ot_trie trie;  /* the set's texts, reversed */
+  int32_t *fail; /* [n] the longest proper suffix that is a state */
+  int32_t *dict; /* [n] the longest terminal suffix (-1: none) */
+  int32_t *term; /* [n] the match (index into the set's v) ending here (-1: none) */
 };
-
-static size_t t_slot(const added_ac *a, uint64_t key) {
-  size_t mask = a->tcap - 1;
-  for (size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 17) & mask;; i = (i + 1) & mask)
-    if (!a->tkey[i] || a->tkey[i] == key) return i;
-}
-
-/* The child of state s by byte b (-1: none). */
-static int32_t child(const added_ac *a, int32_t s, unsigned char b) {
-  ot_tok_work++;
-  size_t i = t_slot(a, ((uint64_t)s << 8 | b) + 1);
-  return a->tkey[i] ? a->tval[i] : -1;
-}
 
 static void ac_free(added_ac *a) {
   if (!a) return;
-  free(a->fail), free(a->dict), free(a->term), free(a->tkey), free(a->tval);
+  ot_trie_free(&a->trie);
+  free(a->fail), free(a->dict), free(a->term);
   free(a);
 }
 
@@ -49,48 +34,25 @@ void ot_tok_free_added_sets(ot_tokenizer *tk) {
   }
 }
 
-/* The trie of the set's texts, reversed: parent and byte of each state (the
- * root's are unused), its depth, its match. A text already in the trie keeps
- * its first token (two tokens that normalize alike). */
-static ot_status ac_trie(const added_set *set, added_ac *a, int32_t *parent, unsigned char *byte, size_t *depth) {
-  a->n = 1;
-  a->term[0] = -1;
-  depth[0] = 0;
-  for (int k = 0; k < set->n; k++) {
-    int32_t s = 0;
-    for (size_t j = set->v[k].len; j-- > 0;) {
-      const unsigned char b = (unsigned char)set->v[k].text[j];
-      const uint64_t key = ((uint64_t)s << 8 | b) + 1;
-      const size_t i = t_slot(a, key);
-      if (!a->tkey[i]) {
-        a->tkey[i] = key, a->tval[i] = a->n;
-        parent[a->n] = s, byte[a->n] = b, depth[a->n] = depth[s] + 1, a->term[a->n] = -1;
-        a->n++;
-      }
-      s = a->tval[i];
-    }
-    if (a->term[s] < 0) a->term[s] = k;
-  }
-  return OT_OK;
-}
-
 /* Failure and dictionary links, the states taken by depth (a counting sort:
  * a state's failure state is shallower, so it is done first). */
-static ot_status ac_links(added_ac *a, const int32_t *parent, const unsigned char *byte, const size_t *depth,
-                          size_t max_depth) {
-  size_t *start = calloc(max_depth + 2, sizeof *start);
-  int32_t *order = malloc((size_t)a->n * sizeof *order);
-  if (!start || !order) return free(start), free(order), OOM();
-  for (int32_t s = 0; s < a->n; s++) start[depth[s] + 1]++;
+static ot_status ac_links(added_ac *a, size_t max_depth) {
+  const ot_trie *t = &a->trie;
+  size_t *start = calloc(max_depth + 2, sizeof *start), *depth = malloc((size_t)t->n * sizeof *depth);
+  int32_t *order = malloc((size_t)t->n * sizeof *order);
+  if (!start || !depth || !order) return free(start), free(depth), free(order), OOM();
+  depth[0] = 0;
+  for (int32_t s = 1; s < t->n; s++) depth[s] = depth[t->parent[s]] + 1; /* a parent comes before its children */
+  for (int32_t s = 0; s < t->n; s++) start[depth[s] + 1]++;
   for (size_t d = 1; d <= max_depth + 1; d++) start[d] += start[d - 1];
-  for (int32_t s = 0; s < a->n; s++) order[start[depth[s]]++] = s;
+  for (int32_t s = 0; s < t->n; s++) order[start[depth[s]]++] = s;
   a->fail[0] = 0, a->dict[0] = -1;
-  for (int32_t k = 1; k < a->n; k++) {
-    const int32_t v = order[k], u = parent[v];
+  for (int32_t k = 1; k < t->n; k++) {
+    const int32_t v = order[k], u = t->parent[v];
     int32_t f = 0;
     if (u) /* the longest proper suffix of u that goes on by the same byte */
       for (int32_t g = a->fail[u];; g = a->fail[g]) {
-        const int32_t c = child(a, g, byte[v]);
+        const int32_t c = ot_trie_child(t, g, t->byte[v]);
         if (c >= 0) {
           f = c;
           break;
@@ -100,11 +62,12 @@ static ot_status ac_links(added_ac *a, const int32_t *parent, const unsigned cha
     a->fail[v] = f;
     a->dict[v] = a->term[v] >= 0 ? v : a->dict[f];
   }
-  free(start), free(order);
+  free(start), free(depth), free(order);
   return OT_OK;
 }
 
-/* The automaton of one set (NULL where the set is empty). */
+/* The automaton of one set (none where the set is empty). A text already
+ * in the trie keeps its first token (two tokens that normalize alike). */
 static ot_status ac_build(added_set *set) {
   size_t total = 1, max_depth = 0;
   for (int k = 0; k < set->n; k++) {
@@ -112,21 +75,20 @@ static ot_status ac_build(added_set *set) {
     if (set->v[k].len > max_depth) max_depth = set->v[k].len;
   }
   if (!set->n) return OT_OK;
-  if (total > INT32_MAX) return ot_fail(OT_ERR_UNSUPPORTED, "tokenizer: added tokens of %zu bytes in all", total);
   added_ac *a = calloc(1, sizeof *a);
   if (!a) return OOM();
-  a->tcap = 16;
-  while (a->tcap < 2 * total) a->tcap *= 2;
+  ot_status st = ot_trie_init(&a->trie, total);
   a->fail = malloc(total * sizeof *a->fail), a->dict = malloc(total * sizeof *a->dict);
   a->term = malloc(total * sizeof *a->term);
-  a->tkey = calloc(a->tcap, sizeof *a->tkey), a->tval = malloc(a->tcap * sizeof *a->tval);
-  int32_t *parent = malloc(total * sizeof *parent);
-  unsigned char *byte = malloc(total);
-  size_t *depth = malloc(total * sizeof *depth);
-  ot_status st = a->fail && a->dict && a->term && a->tkey && a->tval && parent && byte && depth ? OT_OK : OOM();
-  if (st == OT_OK) st = ac_trie(set, a, parent, byte, depth);
-  if (st == OT_OK) st = ac_links(a, parent, byte, depth, max_depth);
-  free(parent), free(byte), free(depth);
+  if (st == OT_OK && (!a->fail || !a->dict || !a->term)) st = OOM();
+  if (st == OT_OK) {
+    for (size_t s = 0; s < total; s++) a->term[s] = -1;
+    for (int k = 0; k < set->n; k++) {
+      const int32_t s = ot_trie_insert(&a->trie, set->v[k].text, set->v[k].len, 1);
+      if (a->term[s] < 0) a->term[s] = k;
+    }
+    st = ac_links(a, max_depth);
+  }
   if (st != OT_OK) return ac_free(a), st;
   set->ac = a;
   return OT_OK;
@@ -140,7 +102,7 @@ ot_status ot_tok_added_longest(const added_set *set, const char *s, size_t n, in
     int32_t c = -1;
     if (a)
       for (;;) {
-        if ((c = child(a, st, b)) >= 0 || !st) break;
+        if ((c = ot_trie_child(&a->trie, st, b)) >= 0 || !st) break;
         st = a->fail[st];
       }
     st = c >= 0 ? c : 0;
