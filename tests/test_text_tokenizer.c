@@ -437,6 +437,15 @@ static void test_bad_input(void **state) {
   assert_non_null(strstr(ot_last_error(), "id 999999 (position 1)"));
   assert_null(text);
   ot_tokenizer_destroy(tk);
+  /* a pattern that backtracks past PCRE2's limit on this text: refused,
+   * never read as "no match" (which cut the text elsewhere, silently) */
+  char *tmpdir;
+  tk = accepted("\"Regex\": \"", "\"Regex\": \"(a+)+$|", &tmpdir);
+  const char *aab = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaab";
+  assert_int_equal(ot_tokenizer_encode(tk, aab, strlen(aab), 0, &ids, &n), OT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(ot_last_error(), "gave up on this text"));
+  assert_null(ids);
+  ot_tokenizer_destroy(tk), ot_tmpdir_remove(tmpdir);
 }
 
 int main(void) {

@@ -201,6 +201,7 @@ static ot_status apply_decoder(const edit *e, toks *t, pcre2_match_data *md, int
       int ok = e->kind == ED_METASPACE ? metaspace_dec(e, cont ? SIZE_MAX : i, &t->v[i], &x)
                : e->re                 ? ot_tok_add_replaced_re(&x, t->v[i].p, t->v[i].n, e->re, md, e->b, e->nb)
                                        : ot_tok_add_replaced(&x, t->v[i].p, t->v[i].n, e->a, e->na, e->b, e->nb);
+      if (ok < 0) return free(x.p), ot_tok_regex_failed(ok);
       if (!ok || !bytes_add(&x, "", 0)) return free(x.p), OOM();
       free(t->v[i].p);
       t->v[i] = x;

@@ -24,6 +24,7 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
      * in a long stretch */
     int rc = pcre2_match(q->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
     size_t ms, me;
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return ot_tok_regex_failed(rc);
     if (rc < 0) {
       ms = me = n; /* no more matches: the rest is a gap */
     } else {
@@ -315,6 +316,13 @@ static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const span
   return OT_OK;
 }
 
+ot_status ot_tok_regex_failed(int rc) {
+  PCRE2_UCHAR msg[160];
+  pcre2_get_error_message(rc, msg, sizeof msg);
+  return ot_fail(OT_ERR_UNSUPPORTED, "tokenizer: a regular expression of the tokenizer gave up on this text (%s): "
+                 "it backtracks past PCRE2's limit", (const char *)msg);
+}
+
 int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
                            const char *to, size_t nt) {
   /* Oniguruma's find_iter as the onig crate runs it: the leftmost match
@@ -324,6 +332,7 @@ int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *
   size_t pos = 0, done = 0, last_end = SIZE_MAX;
   while (n && pos <= n) {
     int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return rc;
     if (rc < 0) break;
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
     const size_t ms = ov[0], me = ov[1];
@@ -404,6 +413,7 @@ ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre
     case ED_REPLACE:
       ok = e->re ? ot_tok_add_replaced_re(&t, out->p, out->n, e->re, md, e->b, e->nb)
                  : ot_tok_add_replaced(&t, out->p, out->n, e->a, e->na, e->b, e->nb);
+      if (ok < 0) return free(t.p), ot_tok_regex_failed(ok);
       break;
     case ED_WSTRIP: {
       size_t lo = e->n_start ? ws_lead(out->p, out->n) : 0;

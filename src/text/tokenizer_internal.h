@@ -237,9 +237,13 @@ extern _Thread_local uint64_t ot_tok_work;
 /* Appends s[0..n) to b with every `from` (nf bytes) replaced by to[0..nt). */
 int ot_tok_add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt);
 /* The same with every match of re (a Regex pattern) replaced, as the
- * tokenizers library's Replace does it through Oniguruma. 0: out of memory. */
+ * tokenizers library's Replace does it through Oniguruma. 0: out of memory;
+ * < 0: PCRE2's error (its match limit: a pattern that backtracks). */
 int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
                            const char *to, size_t nt);
+/* A match that PCRE2 gave up (rc: its error, the match or depth limit a
+ * backtracking pattern reaches), as a status: never taken for "no match". */
+ot_status ot_tok_regex_failed(int rc);
 /* The normalizers over one stretch of text, into *out. */
 ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md, bytes *out);
 /* The two sets of added tokens from tk->add (again after tokenizer_config.json changed a flag);
