@@ -362,6 +362,27 @@ static void test_accepted_like_the_library(void **state) {
   assert_true(ot_tokenizer_is_special(tk, 670));
   free(ids);
   ot_tokenizer_destroy(tk), ot_tmpdir_remove(dir);
+
+  /* a character with no token, no byte token and no unk_token is dropped,
+   * as the library's merge_word drops it; with unk_token and fuse_unk, a
+   * run of them is one unknown token (ids by tokenizers 0.23) */
+  const char *bpe = "{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [[\"a\", "
+                    "\"b\"]]%s}}";
+  char json[512];
+  snprintf(json, sizeof json, bpe, "");
+  OT_ASSERT_OK(ot_tokenizer_parse(json, strlen(json), "drop.json", &tk));
+  OT_ASSERT_OK(ot_tokenizer_encode(tk, "abxab", 5, 0, &ids, &n));
+  assert_int_equal(n, 2);
+  assert_true(ids[0] == 2 && ids[1] == 2);
+  free(ids);
+  ot_tokenizer_destroy(tk);
+  snprintf(json, sizeof json, bpe, ", \"unk_token\": \"a\", \"fuse_unk\": true");
+  OT_ASSERT_OK(ot_tokenizer_parse(json, strlen(json), "fuse.json", &tk));
+  OT_ASSERT_OK(ot_tokenizer_encode(tk, "abxyab", 6, 0, &ids, &n));
+  assert_int_equal(n, 3);
+  assert_true(ids[0] == 2 && ids[1] == 0 && ids[2] == 2);
+  free(ids);
+  ot_tokenizer_destroy(tk);
 }
 
 /* Added tokens are found in time that grows with the text and the tokens'

@@ -41,4 +41,19 @@ ot_status ot_idmap_put(ot_idmap *m, int32_t key, int32_t value);
 /* 1 and *value if present. */
 int ot_idmap_get(const ot_idmap *m, int32_t key, int32_t *value);
 
+/* Pairs of token ids to (rank, id): a BPE model's merges, looked up by the
+ * two symbols' ids as the library's merge map is (never by their text,
+ * whose hashing would cost a symbol's length at every look-up). */
+typedef struct ot_pairmap {
+  uint64_t *key; /* (a << 32 | b) + 1; 0: empty */
+  int32_t *rank, *id;
+  size_t cap, n; /* cap a power of two */
+} ot_pairmap;
+
+void ot_pairmap_free(ot_pairmap *m);
+/* Adds or replaces (a, b >= 0); OT_ERR_OUT_OF_MEMORY. */
+ot_status ot_pairmap_put(ot_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t id);
+/* 1 and *rank, *id if present. */
+int ot_pairmap_get(const ot_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *id);
+
 #endif

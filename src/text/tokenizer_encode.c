@@ -144,12 +144,65 @@ static ot_status pretok_step(const pretok *q, const bytes *b, const spans *in, b
   return OT_OK;
 }
 
-static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d);
+/* A piece's symbols during BPE: each one's length in the piece and id. */
+typedef struct syms {
+  uint32_t *len;
+  int32_t *id;
+  size_t n, cap;
+} syms;
+
+static int syms_add(syms *y, size_t len, int32_t id) {
+  size_t c1 = y->cap, c2 = y->cap;
+  if (!grow_to((void **)&y->len, &c1, y->n + 1, sizeof *y->len) || !grow_to((void **)&y->id, &c2, y->n + 1, sizeof *y->id))
+    return 0;
+  y->cap = c1 < c2 ? c1 : c2;
+  y->len[y->n] = (uint32_t)len, y->id[y->n++] = id;
+  return 1;
+}
+
+/* The symbols of w as the library's merge_word makes them: each character
+ * that is a token; else (byte_fallback) its bytes as <0xHH> tokens, if the
+ * vocabulary has them all; else the unknown token (a run of them one under
+ * fuse_unk; the library adds a waiting one before the next token, after
+ * byte tokens that came between); else nothing. */
+static ot_status initial_symbols(const ot_tokenizer *tk, const bytes *w, syms *y) {
+  size_t unk_len = 0; /* a waiting unknown token's bytes (0: none) */
+  y->n = 0;
+  for (size_t i = 0; i < w->n;) {
+    size_t k = utf8_len((const unsigned char *)w->p + i, w->n - i);
+    if (!k) k = 1;
+    int32_t id;
+    if (ot_strmap_get(&tk->vocab, w->p + i, k, &id)) {
+      if ((unk_len && !syms_add(y, unk_len, tk->unk)) || !syms_add(y, k, id)) return OOM();
+      unk_len = 0;
+    } else {
+      size_t q = 0;
+      int32_t bid[4];
+      for (; tk->byte_fallback && q < k; q++) {
+        char t[8];
+        snprintf(t, sizeof t, "<0x%02X>", (unsigned char)w->p[i + q]);
+        if (!ot_strmap_get(&tk->vocab, t, 6, &bid[q])) break;
+      }
+      if (tk->byte_fallback && q == k) {
+        for (q = 0; q < k; q++)
+          if (!syms_add(y, 1, bid[q])) return OOM();
+      } else if (tk->unk >= 0) {
+        if (unk_len && !tk->fuse_unk) {
+          if (!syms_add(y, unk_len, tk->unk)) return OOM();
+          unk_len = 0;
+        }
+        unk_len += k;
+      }
+    }
+    i += k;
+  }
+  return unk_len && !syms_add(y, unk_len, tk->unk) ? OOM() : OT_OK;
+}
 
 /* A queued pair: symbols i and j (= next of i when queued, with those
- * lengths), merge rank r. */
+ * lengths), merge rank r, the id they make. */
 typedef struct qpair {
-  int32_t r;
+  int32_t r, id;
   uint32_t i, j, li, lj;
 } qpair;
 
@@ -177,70 +230,56 @@ static qpair qpop(qpair *h, size_t *n) {
   return top;
 }
 
-/* The merge rank of symbols a and b of w, or -1. */
-static int32_t rank_of(const ot_tokenizer *tk, const bytes *w, span a, span b, bytes *key) {
-  key->n = 0;
-  if (!bytes_add(key, w->p + a.off, a.len) || !bytes_add(key, "", 1) || !bytes_add(key, w->p + b.off, b.len)) return -2;
-  int32_t r;
-  return ot_strmap_get(&tk->merges, key->p, key->n, &r) ? r : -1;
+/* Queues the pair (i, j) if it is a merge (0: out of memory). */
+static int queue_pair(const ot_tokenizer *tk, const syms *y, uint32_t i, uint32_t j, qpair **h, size_t *hn,
+                      size_t *hcap) {
+  int32_t r, id;
+  ot_tok_work++;
+  if (!ot_pairmap_get(&tk->merges, y->id[i], y->id[j], &r, &id)) return 1;
+  return qpush(h, hn, hcap, (qpair){r, id, i, j, y->len[i], y->len[j]});
 }
 
 /* BPE of a long piece (sentencepiece-style files have no pre-tokenizer: a
  * piece can be a whole text): the same merges as the plain loop below, the
- * lowest rank first and the leftmost of equal ranks, from a heap of
- * candidate pairs over a linked list of symbols, in O(n log n). */
-static ot_status bpe_long(const ot_tokenizer *tk, const bytes *w, spans *sym, bytes *key, ids *d) {
-  const size_t n = sym->n;
+ * lowest rank first and the leftmost of equal ranks (the library's
+ * merge_all), from a heap of candidate pairs over a linked list of
+ * symbols, in O(n log n). */
+static ot_status bpe_long(const ot_tokenizer *tk, syms *y) {
+  const size_t n = y->n;
   if (n > UINT32_MAX - 1) return ot_fail(OT_ERR_INVALID_ARG, "tokenize: a piece of %zu characters", n);
-  uint32_t *next = malloc(n * sizeof *next);
+  uint32_t *next = malloc(n * sizeof *next), *prev = malloc(n * sizeof *prev);
   unsigned char *dead = calloc(n, 1);
-  uint32_t *prev = malloc(n * sizeof *prev);
   qpair *h = NULL;
   size_t hn = 0, hcap = 0;
   ot_status st = next && dead && prev ? OT_OK : OOM();
   for (size_t i = 0; st == OT_OK && i < n; i++) {
     next[i] = (uint32_t)(i + 1 < n ? i + 1 : UINT32_MAX);
     prev[i] = (uint32_t)(i ? i - 1 : UINT32_MAX);
-    if (i + 1 < n) {
-      int32_t r = rank_of(tk, w, sym->v[i], sym->v[i + 1], key);
-      if (r == -2) st = OOM();
-      else if (r >= 0 &&
-               !qpush(&h, &hn, &hcap,
-                      (qpair){r, (uint32_t)i, (uint32_t)(i + 1), (uint32_t)sym->v[i].len, (uint32_t)sym->v[i + 1].len}))
-        st = OOM();
-    }
+    if (i + 1 < n && !queue_pair(tk, y, (uint32_t)i, (uint32_t)(i + 1), &h, &hn, &hcap)) st = OOM();
   }
   while (st == OT_OK && hn) {
     qpair q = qpop(h, &hn);
-    if (dead[q.i] || dead[q.j] || next[q.i] != q.j || sym->v[q.i].len != q.li || sym->v[q.j].len != q.lj) continue;
-    sym->v[q.i].len += sym->v[q.j].len; /* merge j into i */
+    if (dead[q.i] || dead[q.j] || next[q.i] != q.j || y->len[q.i] != q.li || y->len[q.j] != q.lj) continue;
+    y->len[q.i] += y->len[q.j]; /* merge j into i */
+    y->id[q.i] = q.id;
     dead[q.j] = 1;
     next[q.i] = next[q.j];
     if (next[q.i] != UINT32_MAX) prev[next[q.i]] = q.i;
-    uint32_t nb[2][2] = {{prev[q.i], q.i}, {q.i, next[q.i]}};
-    for (int k = 0; st == OT_OK && k < 2; k++) {
-      if (nb[k][0] == UINT32_MAX || nb[k][1] == UINT32_MAX) continue;
-      int32_t r = rank_of(tk, w, sym->v[nb[k][0]], sym->v[nb[k][1]], key);
-      if (r == -2) st = OOM();
-      else if (r >= 0 &&
-               !qpush(&h, &hn, &hcap,
-                      (qpair){r, nb[k][0], nb[k][1], (uint32_t)sym->v[nb[k][0]].len, (uint32_t)sym->v[nb[k][1]].len}))
-        st = OOM();
-    }
+    if (prev[q.i] != UINT32_MAX && !queue_pair(tk, y, prev[q.i], q.i, &h, &hn, &hcap)) st = OOM();
+    if (st == OT_OK && next[q.i] != UINT32_MAX && !queue_pair(tk, y, q.i, next[q.i], &h, &hn, &hcap)) st = OOM();
   }
   if (st == OT_OK) { /* the live symbols, in order */
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-      if (!dead[i]) sym->v[m++] = sym->v[i];
-    sym->n = m;
-    st = emit_symbols(tk, w, sym, d);
+      if (!dead[i]) y->len[m] = y->len[i], y->id[m++] = y->id[i];
+    y->n = m;
   }
   free(next), free(prev), free(dead), free(h);
   return st;
 }
 
 /* BPE of one piece (bytes s[0..n)) into d. */
-static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, spans *sym, bytes *key, ids *d) {
+static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, syms *y, ids *d) {
   w->n = 0;
   if (tk->byte_level) {
     for (size_t i = 0; i < n; i++) {
@@ -252,69 +291,28 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
   }
   int32_t id;
   if (tk->ignore_merges && ot_strmap_get(&tk->vocab, w->p, w->n, &id)) return ids_add(d, id) ? OT_OK : OOM();
-  sym->n = 0;
-  for (size_t i = 0; i < w->n;) { /* one symbol per character */
-    size_t k = utf8_len((const unsigned char *)w->p + i, w->n - i);
-    if (!k) k = 1;
-    if (!spans_add(sym, i, k)) return OOM();
-    i += k;
+  OT_TRY(initial_symbols(tk, w, y));
+  if (y->n > 32) {
+    OT_TRY(bpe_long(tk, y));
+  } else {
+    for (;;) { /* a short piece: the best pair by a scan (at most 32 symbols) */
+      int32_t best = INT32_MAX, best_id = -1, r, nid;
+      size_t at = 0;
+      for (size_t j = 0; j + 1 < y->n; j++)
+        if (ot_pairmap_get(&tk->merges, y->id[j], y->id[j + 1], &r, &nid) && r < best) best = r, best_id = nid, at = j;
+      if (best == INT32_MAX) break;
+      y->len[at] += y->len[at + 1];
+      y->id[at] = best_id;
+      memmove(y->len + at + 1, y->len + at + 2, (y->n - at - 2) * sizeof *y->len);
+      memmove(y->id + at + 1, y->id + at + 2, (y->n - at - 2) * sizeof *y->id);
+      y->n--;
+    }
   }
-  if (sym->n > 32) return bpe_long(tk, w, sym, key, d);
-  for (;;) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t j = 0; j + 1 < sym->n; j++) {
-      const span a = sym->v[j], b = sym->v[j + 1];
-      key->n = 0;
-      if (!bytes_add(key, w->p + a.off, a.len) || !bytes_add(key, "", 1) || !bytes_add(key, w->p + b.off, b.len))
-        return OOM();
-      int32_t r;
-      if (ot_strmap_get(&tk->merges, key->p, key->n, &r) && r < best) best = r, at = j;
-    }
-    if (best == INT32_MAX) break;
-    sym->v[at].len += sym->v[at + 1].len;
-    memmove(sym->v + at + 1, sym->v + at + 2, (sym->n - at - 2) * sizeof *sym->v);
-    sym->n--;
-  }
-  return emit_symbols(tk, w, sym, d);
-}
-
-static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d) {
-  int32_t id;
-  int prev_unk = 0;
-  for (size_t j = 0; j < sym->n; j++) {
-    const char *y = w->p + sym->v[j].off;
-    const size_t yl = sym->v[j].len;
-    if (ot_strmap_get(&tk->vocab, y, yl, &id)) {
-      if (!ids_add(d, id)) return OOM();
-      prev_unk = 0;
-      continue;
-    }
-    if (tk->byte_fallback) { /* <0xHH> per byte, if the vocabulary has them all */
-      size_t base = d->n, q = 0;
-      for (; q < yl; q++) {
-        char tok[8];
-        snprintf(tok, sizeof tok, "<0x%02X>", (unsigned char)y[q]);
-        int32_t bid;
-        if (!ot_strmap_get(&tk->vocab, tok, 6, &bid)) break;
-        if (!ids_add(d, bid)) return OOM();
-      }
-      if (q == yl) {
-        prev_unk = 0;
-        continue;
-      }
-      d->n = base;
-    }
-    if ((id = tk->unk) >= 0) {
-      if (!(tk->fuse_unk && prev_unk) && !ids_add(d, id)) return OOM();
-      prev_unk = 1;
-      continue;
-    }
-    return ot_fail(OT_ERR_FORMAT, "%s: no token for '%.*s' and no unk_token", tk->file, (int)sym->v[j].len,
-                   w->p + sym->v[j].off);
-  }
+  for (size_t j = 0; j < y->n; j++)
+    if (!ids_add(d, y->id[j])) return OOM();
   return OT_OK;
 }
+
 
 ot_status ot_tok_regex_failed(int rc) {
   PCRE2_UCHAR msg[160];
@@ -437,8 +435,9 @@ ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre
 static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, int at_start, pcre2_match_data *md,
                               ids *d) {
   if (!n) return OT_OK;
-  bytes b[2] = {{0}}, w = {0}, key = {0};
-  spans sp[2] = {{0}}, sym = {0};
+  bytes b[2] = {{0}}, w = {0};
+  spans sp[2] = {{0}};
+  syms sym = {0};
   ot_status st = bytes_add(&b[0], s, n) && spans_add(&sp[0], 0, n) ? OT_OK : OOM();
   int cur = 0;
   for (int k = 0; st == OT_OK && k < tk->n_pt; k++) {
@@ -447,8 +446,8 @@ static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, i
     cur = !cur;
   }
   for (size_t i = 0; st == OT_OK && i < sp[cur].n; i++)
-    st = bpe(tk, b[cur].p + sp[cur].v[i].off, sp[cur].v[i].len, &w, &sym, &key, d);
-  free(b[0].p), free(b[1].p), free(w.p), free(key.p), free(sp[0].v), free(sp[1].v), free(sym.v);
+    st = bpe(tk, b[cur].p + sp[cur].v[i].off, sp[cur].v[i].len, &w, &sym, d);
+  free(b[0].p), free(b[1].p), free(w.p), free(sp[0].v), free(sp[1].v), free(sym.len), free(sym.id);
   return st;
 }
 

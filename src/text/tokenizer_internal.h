@@ -96,7 +96,8 @@ typedef struct tok_entry {
 
 struct ot_tokenizer {
   char *file; /* for messages */
-  ot_strmap vocab, merges;
+  ot_strmap vocab;
+  ot_pairmap merges; /* (left id, right id) -> (rank, the joined token's id) */
   tok_entry *ent; /* the tokens of the ids, in the order they were first set */
   int32_t n_ent, cap_ent;
   ot_idmap by_id;   /* id -> index into ent: ids need not be dense */

@@ -65,7 +65,7 @@ int32_t ot_tok_find(const ot_tokenizer *tk, const char *s, size_t n) {
 
 void ot_tok_free_vocab(ot_tokenizer *tk) {
   ot_strmap_free(&tk->vocab);
-  ot_strmap_free(&tk->merges);
+  ot_pairmap_free(&tk->merges);
   ot_strmap_free(&tk->added_ids);
   for (int32_t i = 0; i < tk->n_ent; i++) free(tk->ent[i].text);
   free(tk->ent);
@@ -95,10 +95,12 @@ static ot_status load_vocab(ot_tokenizer *tk, const json_t *vocab) {
   return OT_OK;
 }
 
-/* One merge (a, b; rank i): both tokens and their join in the vocabulary. */
+/* One merge (a, b; rank i): both tokens and their join in the vocabulary,
+ * kept by the two ids (a later merge of the same pair wins, as the
+ * library's map collects them). */
 static ot_status add_merge(ot_tokenizer *tk, size_t i, const char *a, size_t na, const char *b, size_t nb, bytes *key) {
-  int32_t id;
-  const char *miss = !ot_strmap_get(&tk->vocab, a, na, &id) ? a : !ot_strmap_get(&tk->vocab, b, nb, &id) ? b : NULL;
+  int32_t ia, ib, id;
+  const char *miss = !ot_strmap_get(&tk->vocab, a, na, &ia) ? a : !ot_strmap_get(&tk->vocab, b, nb, &ib) ? b : NULL;
   const size_t nm = miss == a ? na : nb;
   if (miss)
     return ot_fail(OT_ERR_FORMAT, "%s: model.merges[%zu] ('%.*s' '%.*s'): '%.*s' is not a token of model.vocab",
@@ -108,9 +110,8 @@ static ot_status add_merge(ot_tokenizer *tk, size_t i, const char *a, size_t na,
   if (!ot_strmap_get(&tk->vocab, key->p, key->n, &id))
     return ot_fail(OT_ERR_FORMAT, "%s: model.merges[%zu] ('%.*s' '%.*s') makes '%.*s', which is not a token of "
                    "model.vocab", tk->file, i, (int)na, a, (int)nb, b, (int)key->n, key->p);
-  key->n = 0; /* the pair's key: a NUL b (tokens hold no NUL) */
-  if (!bytes_add(key, a, na) || !bytes_add(key, "", 1) || !bytes_add(key, b, nb)) return OOM();
-  return ot_strmap_put(&tk->merges, key->p, key->n, (int32_t)i);
+  if (i > INT32_MAX) return ot_fail(OT_ERR_UNSUPPORTED, "%s: model.merges: more than 2^31", tk->file);
+  return ot_pairmap_put(&tk->merges, ia, ib, (int32_t)i, id);
 }
 
 /* The merges: all "a b" strings (the legacy form) or all ["a", "b"] pairs,
