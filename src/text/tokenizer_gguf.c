@@ -235,8 +235,14 @@ static json_t *template(const conv *c, int bos, int eos) {
   return pp;
 }
 
-/* The model's merges: the file's (checked: two tokens whose join is one)
- * or, for sentencepiece without them, generated from the scores. */
+/* The model's merges: the file's or, for sentencepiece without them,
+ * generated from the scores. The file's are read as llama.cpp reads them
+ * (llama-vocab.cpp): split at the first space after the first byte, and
+ * a repeated pair keeps its first rank (std::map::emplace); each must be
+ * two tokens whose join is one (the tokenizers library's check, which
+ * transformers' GGUF reader meets: llama.cpp would carry such a merge to
+ * a piece it then spells in bytes). Written as [left, right] pairs, which
+ * a left half with a space in it survives. */
 static ot_status merges(const conv *c, json_t **out) {
   *out = NULL;
   json_t *a = json_array();
@@ -246,10 +252,13 @@ static ot_status merges(const conv *c, json_t **out) {
     uint64_t m;
     if ((st = array_of(c, K_MERGES, OT_GGUF_V_STRING, -1, &m)) != OT_OK) return json_decref(a), st;
     bytes joined = {0};
+    ot_strmap seen = {0};
     for (uint64_t j = 0; st == OT_OK && j < m; j++) {
-      const char *s = ot_gguf_get_array_string(c->g, K_MERGES, j), *sp = strchr(s, ' ');
+      const char *s = ot_gguf_get_array_string(c->g, K_MERGES, j), *sp = s[0] ? strchr(s + 1, ' ') : NULL;
       int32_t id;
       joined.n = 0;
+      if (ot_strmap_get(&seen, s, strlen(s), &id)) continue; /* a repeat: llama.cpp keeps the first */
+      if ((st = ot_strmap_put(&seen, s, strlen(s), 0)) != OT_OK) break;
       if (!sp) {
         st = bad_key(c, OT_ERR_FORMAT, K_MERGES, "entry %llu ('%s') is not \"left right\"", (unsigned long long)j, s);
       } else if (!ot_strmap_get(&c->t.vocab, s, (size_t)(sp - s), &id) ||
@@ -261,11 +270,12 @@ static ot_status merges(const conv *c, json_t **out) {
       } else if (!ot_strmap_get(&c->t.vocab, joined.p, joined.n, &id)) {
         st = bad_key(c, OT_ERR_FORMAT, K_MERGES, "entry %llu ('%s') makes '%.*s', which is not a token",
                      (unsigned long long)j, s, (int)joined.n, joined.p);
-      } else if (!push(a, json_string(s))) { /* UTF-8: both halves are tokens */
+      } else if (!push(a, json_pack("[s#, s]", s, (int)(sp - s), sp + 1))) { /* UTF-8: both halves are tokens */
         st = OOM();
       }
     }
     free(joined.p);
+    ot_strmap_free(&seen);
   } else {
     if (!c->t.score)
       return json_decref(a), bad_key(c, OT_ERR_FORMAT, K_SCORES, "missing (a \"llama\" vocabulary without "
