@@ -181,7 +181,7 @@ static inline int grow_to(void **p, size_t *cap, size_t need, size_t elem) {
 
 static inline int bytes_add(bytes *b, const char *s, size_t n) {
   if (!grow_to((void **)&b->p, &b->cap, b->n + n + 1, 1)) return 0;
-  memcpy(b->p + b->n, s, n);
+  if (n) memcpy(b->p + b->n, s, n); /* s may be NULL when n is 0 (an empty buffer) */
   b->n += n;
   return 1;
 }
