@@ -1,6 +1,7 @@
-/* strmap.h (internal) — byte strings to int32, for a tokenizer's vocabulary
- * and merge ranks (hundreds of thousands of entries, looked up per symbol
- * pair while encoding). Open addressing, FNV-1a, keys copied. */
+/* strmap.h (internal) — the tokenizer's hash maps (hundreds of thousands
+ * of entries, looked up per symbol while encoding): byte strings to int32
+ * (the vocabulary; FNV-1a, keys copied), token ids to int32 (the id table)
+ * and pairs of ids to (rank, id) (the merges). Open addressing. */
 #ifndef OT_TEXT_STRMAP_H
 #define OT_TEXT_STRMAP_H
 
