@@ -23,7 +23,8 @@ static const char *const families[] = {"sentencepiece_style", "gpt2_style",   "l
                                        "qwen2_style",         "digits_style", "added_style",  "cleanup_style"};
 static const char *const texts[] = {
     "Hello world", "emoji 😀 👍🏽 family 👨‍👩‍👧‍👦 flag 🇫🇷", "東京の天気は晴れ、combining é and naïve",
-    "  runs   of\tspaces\r\nand lines", "digits 1234567890 and 3.14159", ""};
+    "  runs   of\tspaces\r\nand lines", "digits 1234567890 and 3.14159",
+    "clean-up: a . b , c ! d ? it ' s don 't we 're I 'm they 've x ' y  .", ""};
 
 /* Whether s[0 .. n) is well-formed UTF-8. */
 static int utf8_ok(const char *s, size_t n) {
