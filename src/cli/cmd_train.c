@@ -360,7 +360,8 @@ int ot_cli_train(int argc, char **argv) {
   if (st == OT_OK) ot_cli_input_accepted(); /* the model is loaded and the step planned: the work starts */
   if (st == OT_OK && !a.dry) st = train(&a, g, data, &L);
   if (st == OT_OK && root && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
-  if (st == OT_OK && root && a.save && !a.dry) st = ot_tokenizer_copy_files(a.model, a.save, NULL); /* a loadable HF dir */
+  if (st == OT_OK && root && a.save && !a.dry) /* with the model's tokenizer: a directory transformers loads */
+    st = ot_tokenizer_copy_files(a.model, a.save, NULL);
   if (st == OT_OK && root) st = report(&a, g, &L);
   else if (st == OT_OK && s.settings.trace_path && !a.dry) st = ot_trace_write_chrome(s.trace, s.settings.trace_path);
   int rc = st == OT_OK ? 0 : quiet ? ot_cli_exit_code(st) : ot_cli_fail(prog, st);
