@@ -157,6 +157,51 @@ for f in tests/data/tokenizers/*/tokenizer.json; do
   { printf '\x00'; cat "$f"; } >"$k/json_$name"
   { printf '\x00'; head -c 2048 "$f"; } >"$k/json_${name}_truncated"
 done
+# small complete files (a sentencepiece-style BPE with byte fallback,
+# Metaspace, ByteLevel) and each with one field as the tokenizers library
+# refuses it (issue 43): the mutations reach every typed check from these
+python3 - "$k" <<'PY'
+import json, sys, copy
+k = sys.argv[1]
+def tok(**kw):
+    t = {"id": 0, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    t.update(kw); return t
+vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5, "ab": 6, "\u2581ab": 7}
+vocab.update({"<0x%02X>" % b: 8 + b for b in range(256)})
+base = {"version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [tok(id=0, content="<unk>"), tok(id=1), tok(id=2, content="</s>")],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                     {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": vocab, "merges": [["a", "b"], ["\u2581", "ab"]]}}
+def put(name, edit):
+    d = copy.deepcopy(base); edit(d)
+    open(f"{k}/json_tiny_{name}", "wb").write(b"\x00" + json.dumps(d, ensure_ascii=False).encode())
+put("ok", lambda d: None)
+put("metaspace", lambda d: (d.__setitem__("normalizer", None),
+    d.__setitem__("pre_tokenizer", {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}),
+    d.__setitem__("decoder", {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True})))
+put("bytelevel", lambda d: (d.__setitem__("normalizer", None),
+    d.__setitem__("pre_tokenizer", {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}),
+    d.__setitem__("decoder", {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True})))
+put("byte_fallback_str", lambda d: d["model"].__setitem__("byte_fallback", "yes"))
+put("lstrip_null", lambda d: d["added_tokens"][1].__setitem__("lstrip", None))
+put("strip_two_chars", lambda d: d["decoder"]["decoders"][3].__setitem__("content", "ab"))
+put("merge_oov", lambda d: d["model"]["merges"].append(["b", "a"]))
+put("merges_legacy", lambda d: d["model"].__setitem__("merges", ["#version: 0.2", "a b", "\u2581 ab"]))
+put("sparse_id", lambda d: d["model"]["vocab"].__setitem__("far", 2147483640))
+put("added_ids_ignored", lambda d: d["added_tokens"].append(tok(id=99999, content="<new>", special=False)))
+put("unk_number", lambda d: d["model"].__setitem__("unk_token", 7))
+PY
 python3 - "$k" <<'PY'
 import json, sys
 cases = json.load(open("tests/data/tokenizers/llama3_style/expected.json"))["cases"]

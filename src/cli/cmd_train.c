@@ -12,6 +12,7 @@
 #include "ranks.h"
 #include "report.h"
 #include "omptensor/gpt2_train.h"
+#include "omptensor/tokenizer.h"
 #include "omptensor/tokens.h"
 #include "omptensor/hfconfig.h"
 
@@ -38,7 +39,8 @@ static const ot_opt train_opts[] = {
                               "it)", OPT_CKPT},
     {"init", 0, "random", "ignore the weights: initialize as GPT-2 does, from config.json alone", OPT_INIT},
     {"seed", 0, "N", "seed for --init random (default 0)", OPT_SEED},
-    {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
+    {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors, and the model's tokenizer and "
+                       "generation files)", OPT_SAVE},
     {"no-dropout", 0, NULL, "train without the dropout config.json asks for (Hugging Face's gpt2 says 0.1; the trainer "
                             "implements none, so it is refused unless this is given; --save writes 0)", OPT_NODROP},
     {"precision", 0, "P", "fp32 (default), bf16 or f16: mixed precision as torch.autocast (16-bit GEMMs and "
@@ -367,6 +369,8 @@ int ot_cli_train(int argc, char **argv) {
   if (st == OT_OK) ot_cli_input_accepted(); /* the model is loaded and the step planned: the work starts */
   if (st == OT_OK && !a.dry) st = train(&a, g, data, &L);
   if (st == OT_OK && root && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
+  if (st == OT_OK && root && a.save && !a.dry) /* with the model's tokenizer: a directory transformers loads */
+    st = ot_tokenizer_copy_files(a.model, a.save, NULL);
   if (st == OT_OK && root) st = report(&a, g, &L);
   else if (st == OT_OK && s.settings.trace_path && !a.dry) st = ot_trace_write_chrome(s.trace, s.settings.trace_path);
   int rc = st == OT_OK ? 0 : quiet ? ot_cli_exit_code(st) : ot_cli_fail(prog, st);
