@@ -9,6 +9,12 @@
 #                                           (shared), omptensor::omptensor_static,
 #                                           omptensor::offload (the flags alone)
 #   lib/pkgconfig/omptensor.pc              pkg-config omptensor [--static]
+#   share/doc/omptensor/LICENSE             the MIT license
+#
+# The target omptensor_installable builds everything the install copies
+# (scripts/demo.sh builds it): the demo used to build the command alone, and
+# `cmake --install` right after it stopped at the missing libomptensor.a.
+# scripts/check_install.sh checks that it depends on every installed file.
 #
 # Everything but the rpath to LLVM's OpenMP runtime (OT_LLVM_LIBDIR) and, for
 # a GPU build, the device toolchain named in the offload flags, is relative to
@@ -17,11 +23,18 @@ include(CMakePackageConfigHelpers)
 
 set(OT_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/omptensor)
 
-install(TARGETS omptensor omptensor_static ot_usage EXPORT omptensorTargets
+# the built targets the install copies, in one list for the rules and for
+# omptensor_installable
+set(OT_INSTALLED_LIBS omptensor omptensor_static)
+set(OT_INSTALLED_PROGRAMS omptensor_cli)
+install(TARGETS ${OT_INSTALLED_LIBS} ot_usage EXPORT omptensorTargets
   LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
   ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
   RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
-install(TARGETS omptensor_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(TARGETS ${OT_INSTALLED_PROGRAMS} RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+add_custom_target(omptensor_installable)
+add_dependencies(omptensor_installable ${OT_INSTALLED_LIBS} ${OT_INSTALLED_PROGRAMS})
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR})
 install(DIRECTORY include/omptensor DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} FILES_MATCHING PATTERN "*.h")
 install(FILES ${OT_GEN_INCLUDE}/omptensor/version.h ${OT_GEN_INCLUDE}/omptensor/ot_pragmas.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/omptensor)

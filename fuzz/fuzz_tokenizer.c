@@ -1,12 +1,17 @@
 /* fuzz_tokenizer.c — tokenizer.json and text through the tokenizer
- * (issue 17). First byte even: the rest is a tokenizer.json; loaded, it
- * encodes and decodes a fixed text. Odd: the rest is text for a fixed
+ * (issue 17). First byte even: the rest is a tokenizer.json (every field
+ * typed as the tokenizers library types it: the seeds json_tiny_* are small
+ * complete files and files with one field of the wrong type, for the
+ * mutations to reach each check); loaded, it encodes and decodes a fixed
+ * text, and the ids streamed one at a time must make exactly the decode,
+ * in pieces of whole UTF-8 (issue 43). Odd: the rest is text for a fixed
  * byte-level tokenizer (Llama 3's split pattern, a special token, two
  * merges), whose decode must give the text back byte for byte. */
 #include <jansson.h>
 #include <stdio.h>
 
 #include "fuzz_common.h"
+#include "omptensor/textstream.h"
 #include "omptensor/tokenizer.h"
 
 static ot_tokenizer *fixed;
@@ -31,19 +36,53 @@ static ot_tokenizer *make_fixed(void) {
   json_object_set_new(vocab, "\xc4\xa0t", json_integer(256)); /* "Ġt" */
   json_object_set_new(vocab, "he", json_integer(257));
   json_t *root = json_pack(
-      "{s:[{s:i, s:s, s:b}], s:n, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b}]}, s:{s:s}, "
-      "s:{s:s, s:o, s:[s, s], s:b}}",
-      "added_tokens", "id", 258, "content", "<|endoftext|>", "special", 1, "normalizer", "pre_tokenizer", "type",
-      "Sequence", "pretokenizers", "type", "Split", "pattern", "Regex",
+      "{s:[{s:i, s:s, s:b, s:b, s:b, s:b, s:b}], s:n, s:{s:s, s:[{s:s, s:{s:s}, s:s, s:b}, {s:s, s:b, s:b, s:b}]}, "
+      "s:{s:s, s:b, s:b}, s:{s:s, s:o, s:[s, s], s:b}}",
+      "added_tokens", "id", 258, "content", "<|endoftext|>", "special", 1, "single_word", 0, "lstrip", 0, "rstrip", 0,
+      "normalized", 0, "normalizer", "pre_tokenizer", "type", "Sequence", "pretokenizers", "type", "Split", "pattern",
+      "Regex",
       "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+",
-      "behavior", "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0, "use_regex", 0, "decoder",
-      "type", "ByteLevel", "model", "type", "BPE", "vocab", vocab, "merges", "\xc4\xa0 t", "h e", "ignore_merges", 1);
+      "behavior", "Isolated", "invert", 0, "type", "ByteLevel", "add_prefix_space", 0, "trim_offsets", 1, "use_regex",
+      0, "decoder", "type", "ByteLevel", "add_prefix_space", 1, "trim_offsets", 1, "model", "type", "BPE", "vocab",
+      vocab, "merges", "\xc4\xa0 t", "h e", "ignore_merges", 1);
   char *text = json_dumps(root, 0);
   json_decref(root);
   ot_tokenizer *tk = NULL;
   if (!text || ot_tokenizer_parse(text, strlen(text), "fuzz/fixed.json", &tk) != OT_OK) abort();
   free(text);
   return tk;
+}
+
+static int whole_utf8(const char *s, size_t n) {
+  for (size_t i = 0; i < n;) {
+    unsigned char c = (unsigned char)s[i];
+    size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    if (!k || i + k > n) return 0;
+    for (size_t j = 1; j < k; j++)
+      if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
+    i += k;
+  }
+  return 1;
+}
+
+/* ids streamed one at a time (special ones skipped) make exactly their
+ * decode, each piece whole UTF-8 (textstream.h's promise). */
+static void stream_is_decode(const ot_tokenizer *tk, const int32_t *ids, size_t n) {
+  char *dec = NULL;
+  size_t dlen = 0;
+  ot_text_stream *ts = NULL;
+  if (ot_tokenizer_decode(tk, ids, n, 1, &dec, &dlen) != OT_OK || ot_text_stream_new(tk, 1, &ts) != OT_OK) abort();
+  size_t at = 0;
+  for (size_t i = 0; i <= n; i++) {
+    const char *p;
+    size_t k;
+    if ((i < n ? ot_text_stream_push(ts, ids[i], &p, &k) : ot_text_stream_finish(ts, &p, &k)) != OT_OK) abort();
+    if (!whole_utf8(p, k) || at + k > dlen || memcmp(dec + at, p, k)) abort();
+    at += k;
+  }
+  if (at != dlen) abort();
+  ot_text_stream_destroy(ts);
+  free(dec);
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
@@ -59,6 +98,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       if (ot_tokenizer_encode(tk, text, sizeof text - 1, 1, &ids, &n) == OT_OK) {
         char *back = NULL;
         if (ot_tokenizer_decode(tk, ids, n, 0, &back, NULL) == OT_OK) free(back);
+        stream_is_decode(tk, ids, n);
         free(ids);
       }
       ot_tokenizer_destroy(tk);

@@ -9,7 +9,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 c=fuzz/corpus
 rm -rf "$c"
-mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy,fuzz_trace,fuzz_args}
+mkdir -p "$c"/{fuzz_safetensors,fuzz_st_index,fuzz_hfconfig,fuzz_yaml_settings,fuzz_size,fuzz_npy,fuzz_trace,fuzz_args,fuzz_batch}
+mkdir -p "$c"/{fuzz_gguf,fuzz_genconfig}
 
 # safetensors: real headers (truncated data) ...
 for f in tests/data/models/*/*.safetensors tests/data/train/*/*.safetensors; do
@@ -127,6 +128,23 @@ args switch_value 00 --verbose=1 -h
 args bad_size 00 --gpu-memory-limit 3XB --device -1
 args dash 00 - -- -x -nn -n
 args fail_third 82 MODEL --prompt-ids 1 -n 2 --json
+# batch jobs (fuzz_batch): the prompts file, a NUL byte, the results file of
+# an earlier run (whole lines, a line cut by a kill, U+0000 in a text, a
+# repeated id, another job's results, a binary file, nothing)
+b=$c/fuzz_batch
+job() { # job NAME IN OUT (OUT "-": no results file)
+  if [ "$3" = - ]; then printf '%b' "$2" >"$b/$1"; else { printf '%b' "$2"; printf '\0'; printf '%b' "$3"; } >"$b/$1"; fi
+}
+IN='{"id": "a", "prompt_ids": [1, 2]}\n{"id": 7, "prompt_ids": [3], "max_new_tokens": 2}\n\n{"prompt_ids": [4, 5, 6]}\n'
+R1='{"id":"a","prompt_tokens":2,"tokens":[9,10],"text":"x\\u0000y","stopped":"length","tokens_per_second":1.5,"prefill_ms":0.25,"decode_ms":0.5}\n'
+job fresh "$IN" -
+job empty_out "$IN" ''
+job resumed "$IN" "$R1"'{"id":7,"prompt_tokens":1,"tok'
+job cut_first "$IN" '{"id":4,"prompt_tokens":3,"tokens":[1'
+job other_job "$IN" '{"id":"zz","tokens":[1]}\n'
+job binary "$IN" '\x93NUMPY\x01\x00v\x00{}\n\x00\x00\x80?'
+job no_line "$IN" 'hello'
+job bad_lines '{"id": "a", "prompt_ids": [1]}\n{"id": "a", "prompt_ids": [2]}\n{"id": 1.5}\n[1]\n{"prompt": "text"}\n{"id": "m", "prompt_ids": [1], "max_new_tokens": 64}\n{"id": "u", "prompt_ids": [300]}\n{"id":"x","prompt_ids":[1],"k":0}\n' -
 du -sh "$c"
 
 # tokenizer (fuzz_tokenizer): first byte even = a tokenizer.json (the
@@ -139,9 +157,128 @@ for f in tests/data/tokenizers/*/tokenizer.json; do
   { printf '\x00'; cat "$f"; } >"$k/json_$name"
   { printf '\x00'; head -c 2048 "$f"; } >"$k/json_${name}_truncated"
 done
+# small complete files (a sentencepiece-style BPE with byte fallback,
+# Metaspace, ByteLevel) and each with one field as the tokenizers library
+# refuses it (issue 43): the mutations reach every typed check from these
+python3 - "$k" <<'PY'
+import json, sys, copy
+k = sys.argv[1]
+def tok(**kw):
+    t = {"id": 0, "content": "<s>", "single_word": False, "lstrip": False, "rstrip": False, "normalized": False, "special": True}
+    t.update(kw); return t
+vocab = {"<unk>": 0, "<s>": 1, "</s>": 2, "\u2581": 3, "a": 4, "b": 5, "ab": 6, "\u2581ab": 7}
+vocab.update({"<0x%02X>" % b: 8 + b for b in range(256)})
+base = {"version": "1.0", "truncation": None, "padding": None,
+        "added_tokens": [tok(id=0, content="<unk>"), tok(id=1), tok(id=2, content="</s>")],
+        "normalizer": {"type": "Sequence", "normalizers": [{"type": "Prepend", "prepend": "\u2581"},
+                                                          {"type": "Replace", "pattern": {"String": " "}, "content": "\u2581"}]},
+        "pre_tokenizer": None,
+        "post_processor": {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": "<s>", "type_id": 0}},
+                                                                     {"Sequence": {"id": "A", "type_id": 0}}],
+                           "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 1}}],
+                           "special_tokens": {"<s>": {"id": "<s>", "ids": [1], "tokens": ["<s>"]}}},
+        "decoder": {"type": "Sequence", "decoders": [{"type": "Replace", "pattern": {"String": "\u2581"}, "content": " "},
+                                                     {"type": "ByteFallback"}, {"type": "Fuse"},
+                                                     {"type": "Strip", "content": " ", "start": 1, "stop": 0}]},
+        "model": {"type": "BPE", "dropout": None, "unk_token": "<unk>", "continuing_subword_prefix": None,
+                  "end_of_word_suffix": None, "fuse_unk": True, "byte_fallback": True, "ignore_merges": False,
+                  "vocab": vocab, "merges": [["a", "b"], ["\u2581", "ab"]]}}
+def put(name, edit):
+    d = copy.deepcopy(base); edit(d)
+    open(f"{k}/json_tiny_{name}", "wb").write(b"\x00" + json.dumps(d, ensure_ascii=False).encode())
+put("ok", lambda d: None)
+put("metaspace", lambda d: (d.__setitem__("normalizer", None),
+    d.__setitem__("pre_tokenizer", {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True}),
+    d.__setitem__("decoder", {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "first", "split": True})))
+put("bytelevel", lambda d: (d.__setitem__("normalizer", None),
+    d.__setitem__("pre_tokenizer", {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}),
+    d.__setitem__("decoder", {"type": "ByteLevel", "add_prefix_space": True, "trim_offsets": True, "use_regex": True})))
+put("byte_fallback_str", lambda d: d["model"].__setitem__("byte_fallback", "yes"))
+put("lstrip_null", lambda d: d["added_tokens"][1].__setitem__("lstrip", None))
+put("strip_two_chars", lambda d: d["decoder"]["decoders"][3].__setitem__("content", "ab"))
+put("merge_oov", lambda d: d["model"]["merges"].append(["b", "a"]))
+put("merges_legacy", lambda d: d["model"].__setitem__("merges", ["#version: 0.2", "a b", "\u2581 ab"]))
+put("sparse_id", lambda d: d["model"]["vocab"].__setitem__("far", 2147483640))
+put("added_ids_ignored", lambda d: d["added_tokens"].append(tok(id=99999, content="<new>", special=False)))
+put("unk_number", lambda d: d["model"].__setitem__("unk_token", 7))
+PY
 python3 - "$k" <<'PY'
 import json, sys
 cases = json.load(open("tests/data/tokenizers/llama3_style/expected.json"))["cases"]
 for i, c in enumerate(cases):
     open(f"{sys.argv[1]}/text_{i:02d}", "wb").write(b"\x01" + c["text"].encode())
 PY
+
+# generation_config.json (fuzz_genconfig): the reference model's, and Qwen2's
+# sampling defaults with keys that are not applied
+cp tests/data/models/llama_text/generation_config.json "$c/fuzz_genconfig/llama_text.json"
+printf '%s' '{"do_sample": true, "repetition_penalty": 1.05, "temperature": 0.7, "top_k": 20, "top_p": 0.8, "eos_token_id": [151645, 151643], "max_length": 4096, "num_beams": 1, "bad_words_ids": [[1]]}' \
+  >"$c/fuzz_genconfig/qwen2.json"
+
+# GGUF (fuzz_gguf): the reader's test files (the model's cut to its first
+# 8 KiB, the fuzzer's -max_len), and files written here: one with every
+# metadata key the config and the tokenizer read (gguf_config.c,
+# tokenizer_gguf.c) at the type llama.cpp reads it as; then, for each of
+# those keys and each other value type, the smallest file the reader gets
+# to that key in with the key at that type (the config stops at its first
+# bad key); the floats not finite; a key twice; two tensors on one offset.
+g=$c/fuzz_gguf
+for f in tiny bad-dup tok-bad-bos tok-bad-types bad-model-q5k; do cp "tests/data/gguf/$f.gguf" "$g/"; done
+head -c 8192 tests/data/gguf/llama-mixed.gguf >"$g/llama-mixed-head.gguf"
+python3 - "$g" <<'PY'
+import math, struct, sys
+U8, I8, U16, I16, U32, I32, F32, BOOL, STR, ARR, U64, I64, F64 = range(13)
+FMT = {U8: "B", I8: "b", U16: "H", I16: "h", U32: "I", I32: "i", F32: "f", BOOL: "?", U64: "Q", I64: "q", F64: "d"}
+NAMES = {U8: "u8", I8: "i8", U16: "u16", I16: "i16", U32: "u32", I32: "i32", F32: "f32", BOOL: "bool", STR: "string",
+         ARR: "array", U64: "u64", I64: "i64", F64: "f64"}
+def s(x): b = x.encode(); return struct.pack("<Q", len(b)) + b
+def val(t, v):
+    if t == STR: return s(str(v))
+    if t == ARR: return struct.pack("<IQ", U32, 2) + struct.pack("<2I", 16, 16)
+    if t == BOOL: return struct.pack("<?", bool(v))
+    if t in (F32, F64): return struct.pack("<" + FMT[t], float(v))
+    return struct.pack("<" + FMT[t], int(v))
+def kv(k, t, v): return s(k) + struct.pack("<I", t) + val(t, v)
+A = "llama."
+# what a llama needs, then every other key read: (key, llama.cpp's type, value)
+NEED = [("general.architecture", STR, "llama"), (A + "embedding_length", U32, 16), (A + "feed_forward_length", U32, 32),
+        (A + "block_count", U32, 1), (A + "attention.head_count", U32, 2), (A + "context_length", U32, 16),
+        (A + "attention.layer_norm_rms_epsilon", F32, 1e-5)]
+MORE = [(A + "attention.head_count_kv", U32, 1), (A + "vocab_size", U32, 8), (A + "rope.dimension_count", U32, 8),
+        (A + "attention.key_length", U32, 8), (A + "attention.value_length", U32, 8), (A + "expert_count", U32, 0),
+        (A + "rope.freq_base", F32, 10000.0), (A + "rope.scaling.type", STR, "linear"),
+        (A + "rope.scaling.factor", F32, 2.0), (A + "rope.scale_linear", F32, 2.0),
+        (A + "rope.scaling.original_context_length", U32, 16), ("general.alignment", U32, 32),
+        ("tokenizer.ggml.bos_token_id", U32, 1), ("tokenizer.ggml.eos_token_id", U32, 2)]
+TOK = [("tokenizer.ggml.model", STR, "llama"), ("tokenizer.ggml.pre", STR, "default"),
+       ("tokenizer.ggml.unknown_token_id", U32, 0), ("tokenizer.ggml.padding_token_id", U32, 2),
+       ("tokenizer.ggml.add_bos_token", BOOL, 1), ("tokenizer.ggml.add_eos_token", BOOL, 0),
+       ("tokenizer.ggml.add_space_prefix", BOOL, 1)]
+TOKS = ["<unk>", "<s>", "</s>", "\u2581", "a", "b", "\u2581a", "ab"]
+VOCAB = (s("tokenizer.ggml.tokens") + struct.pack("<IIQ", ARR, STR, len(TOKS)) + b"".join(s(x) for x in TOKS) +
+         s("tokenizer.ggml.scores") + struct.pack("<IIQ", ARR, F32, len(TOKS)) + struct.pack("<8f", 0, 0, 0, -1, -2, -3, -4, -5) +
+         s("tokenizer.ggml.token_type") + struct.pack("<IIQ", ARR, I32, len(TOKS)) + struct.pack("<8i", 2, 3, 3, 1, 1, 1, 1, 1))
+def gguf(kvs, vocab=False, tensors=(), extra=b"", n_extra=0):
+    body = b"".join(kv(*x) for x in kvs) + (VOCAB if vocab else b"") + extra
+    for name, off in tensors: body += s(name) + struct.pack("<IQQIQ", 2, 16, 8, 0, off)
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs) + 3 * vocab + n_extra) + body
+    return head + b"\0" * (-len(head) % 32) + b"\0" * (512 if tensors else 0)
+def write(name, data): open(f"{sys.argv[1]}/{name}", "wb").write(data)
+write("config-valid.gguf", gguf(NEED + MORE + TOK, vocab=True, tensors=(("token_embd.weight", 0),)))
+def other(t, v): return v if t == STR and isinstance(v, str) else 1
+for k, kt, v in NEED + MORE:  # the config's keys: the others it needs, and this one at each other type
+    for t in NAMES:
+        if t != kt:
+            write(f"key-{k}-{NAMES[t]}.gguf", gguf([x for x in NEED if x[0] != k] + [(k, t, other(t, v))]))
+for k, kt, v in TOK[2:]:  # the tokenizer's scalars, beside a vocabulary
+    for t in NAMES:
+        if t != kt:
+            write(f"key-{k}-{NAMES[t]}.gguf", gguf([TOK[0], (k, t, other(t, v))], vocab=True))
+for k, kt, v in NEED + MORE:
+    if kt == F32:
+        for name, x in (("nan", math.nan), ("inf", math.inf), ("-inf", -math.inf)):
+            write(f"key-{k}-{name}.gguf", gguf([y for y in NEED if y[0] != k] + [(k, F32, x)]))
+write("dup-key.gguf", gguf(NEED, extra=kv(A + "block_count", U32, 40), n_extra=1))
+write("overlap.gguf", gguf(NEED, tensors=(("token_embd.weight", 0), ("output.weight", 0))))
+PY
+du -sh "$g"

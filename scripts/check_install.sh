@@ -3,7 +3,9 @@
 #
 # Installs build/PRESET (built already) into a temporary prefix, then, outside
 # the source tree (copies in a temporary folder), against that prefix only:
-#   - checks the installed files, that the exported flags carry no warnings
+#   - checks that scripts/demo.sh's build target makes every file the install
+#     copies (an install right after the demo works);
+#   - checks the installed files, the LICENSE, that the exported flags carry no warnings
 #     (-W...) of the project's own build, and the rpaths of the binaries;
 #   - runs the installed `omptensor --version` and `omptensor info` (linked
 #     to libomptensor.so; with an offload target, info must list device 0);
@@ -37,6 +39,28 @@ export OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
 [ "$offload" = none ] || export OMP_TARGET_OFFLOAD=MANDATORY
 unset LD_LIBRARY_PATH
 
+# The install right after scripts/demo.sh (issue 43: it stopped at the
+# missing libomptensor.a, which the demo's build did not make): every file
+# the install copies that the build makes must be made by the target the
+# demo builds. (The target cannot be left out here: this tree is built.)
+demo_target=$(sed -n 's/.*--target \([A-Za-z0-9_]*\).*/\1/p' "$root/scripts/demo.sh" | head -1)
+[ -n "$demo_target" ] || fail "scripts/demo.sh: no 'cmake --build ... --target T' line found"
+if [ -f "$build/build.ninja" ]; then
+  # every file of the target's build graph
+  made=$(ninja -C "$build" -t graph "$demo_target" | sed -n 's/.*label="\([^"]*\)".*/\1/p' | sort -u)
+  for f in $(grep -o "\"$build/[^\"]*\"" "$build/cmake_install.cmake" | tr -d '"' | sort -u); do
+    rel=${f#"$build/"}
+    edge=$(ninja -C "$build" -t query "$rel" 2>/dev/null | sed -n '2,3p' || true)
+    # made at configure time (omptensor.pc, version.h, the export files), not by a build rule
+    grep -q '^  input: ' <<<"$edge" || continue
+    grep -qxF "$rel" <<<"$made" && continue
+    # libomptensor.so.0.1: a link the rule making libomptensor.so makes beside it
+    if grep -q '^  input: CMAKE_SYMLINK' <<<"$edge" && grep -qxF "$(sed -n '2s/^ *//p' <<<"$edge")" <<<"$made"; then continue; fi
+    fail "cmake --install copies $rel, which scripts/demo.sh's build (--target $demo_target) does not make: an install right after the demo would fail"
+  done
+  echo "--- the install after scripts/demo.sh's build (--target $demo_target): every built file it copies is made"
+fi
+
 echo "--- install build/$preset into $prefix"
 cmake --install "$build" --prefix "$prefix" >"$tmp/install.log" || { cat "$tmp/install.log"; fail "cmake --install"; }
 
@@ -44,7 +68,7 @@ libdir=lib
 for f in bin/omptensor $libdir/libomptensor.so $libdir/libomptensor.a include/omptensor/omptensor.h \
          include/omptensor/version.h include/omptensor/ot_pragmas.h include/omptensor/program.h \
          $libdir/cmake/omptensor/omptensorConfig.cmake $libdir/cmake/omptensor/omptensorConfigVersion.cmake \
-         $libdir/cmake/omptensor/omptensorTargets.cmake $libdir/pkgconfig/omptensor.pc; do
+         $libdir/cmake/omptensor/omptensorTargets.cmake $libdir/pkgconfig/omptensor.pc share/doc/omptensor/LICENSE; do
   [ -e "$prefix/$f" ] || fail "not installed: $f"
 done
 # nothing of the project's own build flags in what a consumer inherits

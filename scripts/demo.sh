@@ -12,7 +12,9 @@ preset=offload-host
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then preset=nvptx; fi
 if [ "$preset" = nvptx ]; then scripts/setup.sh --gpu; else scripts/setup.sh; fi
 cmake --preset "$preset" >/dev/null
-cmake --build "build/$preset" -j"$(nproc 2>/dev/null || echo 2)" --target omptensor_cli
+# omptensor_installable: the command and both libraries, what `cmake --install
+# build/$preset` copies (the command alone left the install without libomptensor.a)
+cmake --build "build/$preset" -j"$(nproc 2>/dev/null || echo 2)" --target omptensor_installable
 if build/"$preset"/omptensor --help | grep -q '^  demo '; then
   exec build/"$preset"/omptensor demo "$@"
 fi

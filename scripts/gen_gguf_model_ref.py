@@ -236,7 +236,7 @@ print(f"llama-mixed: logits range {rng_q:.3f}, |quantized - bf16| max {dist:.4f}
 def tiny(name, arch, extra=None, ttype=T.F32, shape=(2, 256)):
     g = gguf.GGUFWriter(os.path.join(out, name), arch)
     for k, v in (extra or {}).items():
-        g.add_uint32(k, v)
+        g.add_float32(k, v) if isinstance(v, float) else g.add_uint32(k, v)
     x = np.zeros(shape, np.float32)
     if ttype == T.F32:
         g.add_tensor("blk.0.attn_q.weight", x)
@@ -253,5 +253,7 @@ base = {"embedding_length": 256, "block_count": 1, "feed_forward_length": 256, "
         "context_length": 64, "vocab_size": 16}
 tiny("bad-model-arch.gguf", "gemma3", {f"gemma3.{k}": v for k, v in base.items()})
 tiny("bad-model-moe.gguf", "llama", {**{f"llama.{k}": v for k, v in base.items()}, "llama.expert_count": 8})
-tiny("bad-model-q5k.gguf", "llama", {f"llama.{k}": v for k, v in base.items()}, ttype=T.Q5_K)
+# (complete metadata: the refusal must come from the tensor's type)
+tiny("bad-model-q5k.gguf", "llama", {**{f"llama.{k}": v for k, v in base.items()},
+                                     "llama.attention.layer_norm_rms_epsilon": 1e-5}, ttype=T.Q5_K)
 print("wrote bad-model-arch.gguf, bad-model-moe.gguf, bad-model-q5k.gguf")

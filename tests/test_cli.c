@@ -22,6 +22,7 @@
 #include <cmocka.h>
 
 #include "memory/device.h"
+#include "omptensor/context.h"
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
 #include "cli_test.h"
@@ -52,7 +53,7 @@ static cli_res cli_env(const char *const *env, ...) {
   }
   va_end(ap);
   args[n] = NULL;
-  const ot_cli_run_opts o = {tmp, NULL, NULL, env, 0};
+  const ot_cli_run_opts o = {.out_dir = tmp, .extra_env = env};
   return ot_test_cli_run_with(&o, args);
 }
 #define cli(...) cli_env(NULL, __VA_ARGS__, (const char *)NULL)
@@ -749,6 +750,120 @@ static void test_help_and_info(void **state) {
   cli_free(&r);
 }
 
+/* Issue 43: info --json (it was ignored: the text was printed), each
+ * command's help lists only the options it takes and refuses the others,
+ * run --help names every family and GGUF, and budgets on the device. */
+static void test_info_json_and_options(void **state) {
+  (void)state;
+  cli_res r = cli("info", "--json");
+  expect_ok(&r, "info --json");
+  json_t *o = one_json_object(&r);
+  const json_t *devs = json_object_get(o, "devices"), *src = json_object_get(o, "budget_source");
+  assert_true(json_is_array(devs));
+  assert_int_equal(json_array_size(devs), ot_num_devices() < OT_MAX_DEVICES ? ot_num_devices() : OT_MAX_DEVICES);
+  assert_true(json_is_object(json_object_get(o, "backends")));
+  assert_true(json_is_object(json_object_get(o, "selected")));
+  assert_string_equal(json_string_value(json_object_get(src, "source")), "default");
+  if (ot_num_devices() > 0) {
+    assert_int_equal(jint(json_array_get(devs, 0), "memory_bytes"), (long long)ot_device_capacity(0));
+    if (!ot_dev_is_gpu(0)) assert_int_equal(jint(o, "budget_bytes"), (long long)ot_device_capacity(0));
+  } else {
+    assert_true(json_is_null(json_object_get(o, "budget_bytes"))); /* the host: no limit */
+  }
+  json_decref(o);
+  cli_free(&r);
+  const char *env[] = {"OMPTENSOR_GPU_MEMORY_LIMIT=300KB", NULL};
+  r = cli_with(env, "info", "--json");
+  expect_ok(&r, "info --json with OMPTENSOR_GPU_MEMORY_LIMIT");
+  o = one_json_object(&r);
+  src = json_object_get(o, "budget_source");
+  assert_int_equal(jint(o, "budget_bytes"), 300000);
+  assert_string_equal(json_string_value(json_object_get(src, "source")), "environment");
+  assert_string_equal(json_string_value(json_object_get(src, "name")), "OMPTENSOR_GPU_MEMORY_LIMIT");
+  assert_string_equal(json_string_value(json_object_get(src, "value")), "300KB");
+  json_decref(o);
+  cli_free(&r);
+
+  /* a percentage of an emulated device is of the 1 GiB it is given (it was
+   * refused); more than the device's memory is refused, naming it */
+  if (ot_num_devices() > 0) {
+    const long long cap = (long long)ot_device_capacity(0);
+    r = cli("info", "--json", "--gpu-memory-limit", "25%");
+    expect_ok(&r, "info --gpu-memory-limit 25%");
+    o = one_json_object(&r);
+    assert_int_equal(jint(o, "budget_bytes"), cap / 4);
+    json_decref(o);
+    cli_free(&r);
+    r = cli("run", gqa, "--prompt-ids", "1,2", "-n", "1", "--json", "--gpu-memory-limit", "25%");
+    expect_ok(&r, "run --gpu-memory-limit 25%");
+    o = one_json_object(&r);
+    assert_int_equal(jint(o, "budget_bytes"), cap / 4);
+    json_decref(o);
+    cli_free(&r);
+    char over[32];
+    snprintf(over, sizeof over, "%lld", cap + 1);
+    expect_bad(cli("run", gqa, "--prompt-ids", "1", "--gpu-memory-limit", over), "run: a budget over the device",
+               "--gpu-memory-limit", "more than its memory");
+    expect_bad(cli("info", "--gpu-memory-limit", "100TB"), "info: a budget over the device", "--gpu-memory-limit",
+               "for device 0, more than its memory");
+  }
+
+  /* help: only the options a command takes; the others refused */
+  r = cli("info", "--help");
+  expect_ok(&r, "info --help");
+  assert_non_null(strstr(r.out, "--json"));
+  assert_non_null(strstr(r.out, "--gpu-memory-limit"));
+  static const char *const not_info[] = {"--trace", "--offload", "--dtype", "--compute", "--usm-placement", "--seed"};
+  for (size_t i = 0; i < sizeof not_info / sizeof not_info[0]; i++)
+    if (strstr(r.out, not_info[i])) fail_msg("info --help lists %s, which info does not take", not_info[i]);
+  cli_free(&r);
+  r = cli("demo", "--help");
+  expect_ok(&r, "demo --help");
+  assert_null(strstr(r.out, "--cpu-memory-limit"));
+  assert_null(strstr(r.out, "--temperature"));
+  assert_non_null(strstr(r.out, "--gpu-memory-limit"));
+  cli_free(&r);
+  r = cli("run", "--help");
+  expect_ok(&r, "run --help");
+  static const char *const families[] = {"Llama 1-3", "Mistral", "Qwen2,", "Gemma", "Phi-3", "Mixtral", "Qwen2-MoE",
+                                         "GPT-2", "GGUF", "llama", "qwen2"};
+  for (size_t i = 0; i < sizeof families / sizeof families[0]; i++)
+    if (!strstr(r.out, families[i])) fail_msg("run --help does not name %s", families[i]);
+  cli_free(&r);
+  char t[4096];
+  path_in(t, sizeof t, "t.json");
+  expect_bad(cli("info", "--trace", t), "info --trace", "unknown option '--trace'");
+  expect_bad(cli("info", "--offload", "aggressive"), "info --offload", "unknown option '--offload'");
+  expect_bad(cli("demo", "--cpu-memory-limit", "1GB"), "demo --cpu-memory-limit",
+             "unknown option '--cpu-memory-limit'");
+  expect_bad(cli("demo", "--temperature", "0.5"), "demo --temperature", "unknown option '--temperature'");
+}
+
+/* Issue 43: a failure while running (exit 1) is one line too: what the
+ * library noticed before it ("no GPU: pinned host memory falls back ...")
+ * follows the error on its line; it was a line of its own before it. */
+static void test_runtime_error_one_line(void **state) {
+  (void)state;
+  if (ot_num_devices() == 0) return; /* the host backend allocates no pinned memory to fail */
+  const char *env[] = {"OMPTENSOR_FAULT=pinned_alloc:3", NULL};
+  cli_res r = cli_with(env, "run", gqa, "--prompt-ids", "1,2", "-n", "2");
+  int lines = 0;
+  const char *line = NULL;
+  for (const char *p = r.err; *p;) {
+    const char *e = strchr(p, '\n');
+    size_t len = e ? (size_t)(e - p) : strlen(p);
+    if (!is_progress_line(p, len)) lines++, line = p;
+    p += len + (e ? 1 : 0);
+  }
+  if (r.status != 1 || lines != 1 || strncmp(line, "omptensor run: ", 15) ||
+      !strstr(line, "injected by OMPTENSOR_FAULT") ||
+      (!ot_dev_is_gpu(0) && !strstr(line, "(noticed before: no GPU: pinned host memory"))) {
+    show(&r);
+    fail_msg("a failure while running: want exit 1 and one line (besides progress) with the notice on it");
+  }
+  cli_free(&r);
+}
+
 /* --version: the library's version, which is the headers' (version.h, from
  * the project's VERSION), and the offload target of the build. */
 static void test_version(void **state) {
@@ -785,6 +900,8 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_inspect, setup, teardown),
       cmocka_unit_test_setup_teardown(test_demo, setup, teardown),
       cmocka_unit_test_setup_teardown(test_help_and_info, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_info_json_and_options, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_runtime_error_one_line, setup, teardown),
       cmocka_unit_test_setup_teardown(test_version, setup, teardown),
   };
   return cmocka_run_group_tests(tests, group_setup, NULL);

@@ -15,7 +15,8 @@
  *   - outputs checked before the work: train --save into a path under a
  *     file, train --trace naming a directory, run --logits-out into a
  *     missing folder: exit 2 before the first step or the load (train used
- *     to find a bad --save after its last step);
+ *     to find a bad --save after its last step); train --data -, --save -
+ *     and --trace - refused by name (they were files named -);
  *   - train --save over a checkpoint keeps its other files and leaves no
  *     temporaries. */
 #include <setjmp.h>
@@ -238,6 +239,16 @@ static void outputs_checked_first(void **state) {
   int loaded = strstr(r.err, "load:") != NULL;
   expect_bad(r, "run --logits-out, no folder", "--logits-out", "no/l.npy", "does not exist");
   assert_false(loaded); /* refused before the weights were read */
+  /* - is stdin or stdout where a stream can be; an input read in place or an output written whole is refused by
+   * name (issue 43: they were files named -) */
+  expect_bad(cli("train", g, "--data", "-", "--steps", "1"), "train --data -", "--data -", "not from a stream");
+  expect_bad(cli("train", g, "--data", "tok.bin", "--steps", "1", "--save", "-"), "train --save -", "--save -",
+             "not a stream");
+  expect_bad(cli("train", g, "--data", "tok.bin", "--steps", "1", "--batch", "1", "--seq", "16", "--trace", "-"),
+             "train --trace -", "--trace -", "not a stream");
+  expect_bad(cli("demo", "--trace", "-"), "demo --trace -", "--trace -", "not a stream");
+  char dash[4096];
+  assert_int_equal(access(ot_tmp_path(dash, sizeof dash, tmp, "-"), F_OK), -1);
 }
 
 static void train_save_keeps_files(void **state) {

@@ -107,7 +107,7 @@ static json_t *results(const char *name) {
   json_t *by_id = json_object();
   for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
     json_error_t e;
-    json_t *o = json_loads(line, 0, &e);
+    json_t *o = json_loads(line, JSON_ALLOW_NUL, &e); /* a result's text may hold U+0000 */
     if (!o) fail_msg("%s: a line is not JSON (%s): %s", name, e.text, line);
     const char *id = json_string_value(json_object_get(o, "id"));
     assert_non_null(id);
@@ -165,6 +165,12 @@ static void batch_ranks(void **state) {
   assert_non_null(strstr(err, "0 done now by 2 ranks, 40 already in three.jsonl"));
   free(err);
   expect_same_results("three.jsonl", "one.jsonl");
+  /* --prompts - (stdin, issue 43) is one process's: every rank reads the prompts */
+  snprintf(args, sizeof args, "run '%s' --prompts - --out four.jsonl", llama);
+  assert_int_equal(run(2, "dash", args), 2);
+  err = slurp("dash.err");
+  if (!strstr(err, "--prompts -: under mpirun/srun every rank reads the prompts")) fail_msg("--prompts -: %s", err);
+  free(err);
 }
 
 /* A child of `parent` whose environment holds `var` (NULL: any child);

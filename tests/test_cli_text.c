@@ -7,7 +7,15 @@
  * running to max_new_tokens with --ignore-eos; the text streamed on stdout;
  * generation_config's max_new_tokens under env and flags; a JSONL batch job
  * with a bad line, stopped by a failure and resumed, cut by a "kill" (a
- * half-written last line) and resumed; and the refusals. */
+ * half-written last line) and resumed; and the refusals. Issue 43: --out
+ * is changed only when it is this job's result file (a binary file, a
+ * file without a complete line, another job's results and the prompts
+ * file itself are refused untouched; an empty file and a cut first line
+ * resume); results whose text holds U+0000 are read back; - is stdin and
+ * stdout; a batch line's max_new_tokens is named as its field; the text
+ * report says why generation stopped; Ctrl-C stops at the next token with
+ * the summary and exit 130 (a batch job resumable after it); a failed
+ * --trace write comes before any --json success object. */
 #include <jansson.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +24,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -174,6 +184,14 @@ static void test_generation_defaults(void **state) {
   r = run_env(env, flag);
   assert_int_equal(n_tokens(&r), 3);
   ot_cli_res_free(&r);
+  /* issue 43: -v says where the values came from (it said [default]) */
+  const char *verbose[] = {"run", m, "--prompt", "12345 + 678 = ?", "--json", "-v", NULL};
+  r = run(verbose);
+  assert_int_equal(n_tokens(&r), 20);
+  if (!strstr(r.err, "  max-new-tokens     20   [generation_config.json]\n") ||
+      !strstr(r.err, "  greedy             true   [generation_config.json]\n"))
+    fail_msg("-v does not label generation_config.json's values: %s", r.err);
+  ot_cli_res_free(&r);
 }
 
 /* The lines of a file as JSON objects, keyed by nothing: in file order. */
@@ -185,7 +203,7 @@ static json_t *read_jsonl(const char *name) {
   for (char *line = text, *nl; line && *line; line = nl + 1) {
     nl = strchr(line, '\n');
     if (!nl) fail_msg("%s: the last line has no newline", name);
-    json_t *o = json_loadb(line, (size_t)(nl - line), 0, NULL);
+    json_t *o = json_loadb(line, (size_t)(nl - line), JSON_ALLOW_NUL, NULL); /* a result's text may hold U+0000 */
     if (!o) fail_msg("%s: line '%.*s' is not JSON", name, (int)(nl - line), line);
     json_array_append_new(a, o);
   }
@@ -442,17 +460,358 @@ static void test_refusals(void **state) {
   ot_write_text(tmp, "badgen/generation_config.json", "{\"top_p\": 0}");
   const char *a7[] = {"run", ot_tmp_path(path, sizeof path, tmp, "badgen"), "--prompt-ids", "1,2", NULL};
   expect_refused(a7, "\"top_p\" is 0");
+  ot_cli_res r;
+  /* a batch line's max_new_tokens is named as the line's field, with the file and line (it was named as the
+   * flag); the value of a setting by where it came from */
+  ot_write_text(tmp, "maxnew.jsonl", "{\"id\": \"m\", \"prompt_ids\": [1, 2, 3], \"max_new_tokens\": 300}\n");
+  const char *a9[] = {"run", m, "--prompts", "maxnew.jsonl", "--out", "maxnew_out.jsonl", NULL};
+  r = run(a9);
+  if (r.status != 2 || !strstr(r.err, "maxnew.jsonl:1: \"max_new_tokens\" 300: 3 prompt + 300 new tokens exceed") ||
+      strstr(r.err, "--max-new-tokens"))
+    fail_msg("a line's max_new_tokens: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  const char *env[] = {"OMPTENSOR_MAX_NEW_TOKENS=300", NULL};
+  const char *a10[] = {"run", m, "--prompt-ids", "1,2,3", NULL};
+  r = run_env(env, a10);
+  if (r.status != 2 || !strstr(r.err, "OMPTENSOR_MAX_NEW_TOKENS 300: 3 prompt + 300 new tokens exceed"))
+    fail_msg("max_new_tokens from the environment: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
   /* ids in a text file: read as text, and the user is told */
   ot_write_text(tmp, "ids.txt", "1, 205, 156\n");
   const char *a8[] = {"run", m, "--prompt-file", "ids.txt", "-n", "1", NULL};
-  ot_cli_res r = run(a8);
+  r = run(a8);
   assert_int_equal(r.status, 0);
   assert_non_null(strstr(r.err, "--prompt-ids-file"));
   ot_cli_res_free(&r);
 }
 
+/* ---- issue 43: the batch job's files, -, the stop reason, Ctrl-C, --trace ---- */
+
+/* Two prompts of ids, two tokens each: quick. */
+static const char small_job[] = "{\"id\": \"a\", \"prompt_ids\": [1, 2]}\n{\"id\": \"b\", \"prompt_ids\": [3]}\n";
+
+static char *file_bytes(const char *name, size_t *len) {
+  char p[4200];
+  return ot_read_file(ot_tmp_path(p, sizeof p, tmp, name), len);
+}
+
+/* Exit 2 with one line on stderr holding every NULL-terminated string. */
+static void one_line_error(const ot_cli_res *r, const char *what, ...) {
+  const char *nl = strchr(r->err, '\n');
+  if (r->status != 2 || !nl || nl[1] || strstr(r->err, "runtime error"))
+    fail_msg("%s: exit %d, stderr '%s': want exit 2 and one line", what, r->status, r->err);
+  va_list ap;
+  va_start(ap, what);
+  for (const char *w = va_arg(ap, const char *); w; w = va_arg(ap, const char *))
+    if (!strstr(r->err, w)) fail_msg("%s: stderr '%s' does not say '%s'", what, r->err, w);
+  va_end(ap);
+}
+
+/* --out naming a file that holds `before` (n bytes): refused in one line
+ * saying `says`, the file untouched. */
+static void out_refused(const char *out, const void *before, size_t n, const char *says) {
+  ot_write_text(tmp, "small.jsonl", small_job);
+  ot_write_bytes(tmp, out, before, n);
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "small.jsonl", "--out", out, "-n", "2", NULL};
+  ot_cli_res r = run(args);
+  one_line_error(&r, out, out, says, "left as it is", (const char *)NULL);
+  ot_cli_res_free(&r);
+  size_t len;
+  char *now = file_bytes(out, &len);
+  if (len != n || memcmp(now, before, n)) fail_msg("--out %s: %zu bytes were changed into %zu", out, n, len);
+  free(now);
+}
+
+/* A file is changed only once it is known to be this job's result file. */
+static void test_batch_out_kept(void **state) {
+  (void)state;
+  /* a checkpoint-like binary with newlines: it used to be cut at its last one */
+  static const char ck[] = "\x93NUMPY\x01\x00v\x00{'descr': '<f4', 'shape': (4,)}\n\x00\x00\x80?\n\x00\x00\x00@";
+  out_refused("ck.npy", ck, sizeof ck - 1, "ck.npy:1 is not a result line of this job");
+  /* no complete line: it used to be truncated to 0 bytes (and UBSan saw qsort(NULL, 0)) */
+  out_refused("word.txt", "hello", 5, "no complete line");
+  /* another job's results, whole lines */
+  static const char other[] = "{\"id\":\"zz\",\"prompt_tokens\":1,\"tokens\":[4]}\n";
+  out_refused("other.jsonl", other, sizeof other - 1, "id \"zz\" is not one of the prompts' ids");
+  /* --out the prompts file itself, by its name, a symbolic link or a hard link: it used to lose its last line */
+  char in[4200], ln[4200];
+  ot_write_text(tmp, "small.jsonl", small_job);
+  ot_tmp_path(in, sizeof in, tmp, "small.jsonl");
+  unlink(ot_tmp_path(ln, sizeof ln, tmp, "sym.jsonl"));
+  assert_int_equal(symlink("small.jsonl", ln), 0);
+  unlink(ot_tmp_path(ln, sizeof ln, tmp, "hard.jsonl"));
+  assert_int_equal(link(in, ln), 0);
+  static const char *const outs[] = {"small.jsonl", "sym.jsonl", "hard.jsonl"};
+  for (int i = 0; i < 3; i++) {
+    const char *args[] = {"run", model_dir("llama_text"), "--prompts", "small.jsonl", "--out", outs[i], NULL};
+    ot_cli_res r = run(args);
+    one_line_error(&r, outs[i], "--out", outs[i], "is the file --prompts small.jsonl reads", (const char *)NULL);
+    ot_cli_res_free(&r);
+    size_t len;
+    char *now = file_bytes("small.jsonl", &len);
+    assert_int_equal(len, strlen(small_job));
+    assert_memory_equal(now, small_job, len);
+    free(now);
+  }
+}
+
+/* OUT that a killed job left: empty (killed before its first line), or a
+ * first line cut inside its write. Both are this job's: the rerun goes on
+ * (it used to truncate the cut line and, under UBSan, stop at qsort(NULL)). */
+static void test_batch_out_resumes(void **state) {
+  (void)state;
+  ot_write_text(tmp, "small.jsonl", small_job);
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "small.jsonl", "--out", "res.jsonl", "-n", "2",
+                        NULL};
+  ot_write_bytes(tmp, "res.jsonl", "", 0);
+  ot_cli_res r = run(args);
+  if (r.status != 0 || !strstr(r.err, "2 done now, 0 already in res.jsonl") || strstr(r.err, "runtime error"))
+    fail_msg("empty OUT: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  size_t len;
+  char *whole = file_bytes("res.jsonl", &len);
+  const char *second = strchr(whole, '\n') + 1;
+  /* the second line, cut inside its write, and alone */
+  ot_write_bytes(tmp, "res.jsonl", second, 12);
+  r = run(args);
+  if (r.status != 0 || !strstr(r.err, "2 done now, 0 already in res.jsonl") || !strstr(r.err, "unfinished"))
+    fail_msg("a cut first line: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  json_t *out = read_jsonl("res.jsonl");
+  assert_int_equal(json_array_size(out), 2);
+  json_decref(out);
+  free(whole);
+}
+
+/* Every reader of text the project wrote reads back all that it can write:
+ * a result whose text holds U+0000 (a byte-fallback token of byte 0
+ * decodes to it) is read back by a rerun and a resume; a prompt may hold
+ * it too. It used to be "not a result line". */
+static void test_batch_nul_text(void **state) {
+  (void)state;
+  ot_write_text(tmp, "nul.jsonl",
+                "{\"id\": \"a\", \"prompt_ids\": [1, 2]}\n{\"id\": \"b\", \"prompt\": \"x\\u0000y\"}\n"
+                "{\"id\": \"c\", \"prompt_ids\": [3]}\n");
+  char p[4200];
+  unlink(ot_tmp_path(p, sizeof p, tmp, "nulout.jsonl"));
+  const char *args[] = {"run", model_dir("llama_text"), "--prompts", "nul.jsonl", "--out", "nulout.jsonl", "-n", "2",
+                        NULL};
+  ot_cli_res r = run(args);
+  if (r.status != 0 || !strstr(r.err, "3 done now")) fail_msg("job: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  /* each line's text with U+0000 in it (as the writer escapes it), the last line cut by a "kill" */
+  size_t len;
+  char *text = file_bytes("nulout.jsonl", &len), edited[8192] = "";
+  for (char *l = text, *nl; (nl = strchr(l, '\n')); l = nl + 1) {
+    char *t = strstr(l, "\"text\":\"");
+    assert_true(t && t < nl);
+    t += 8;
+    snprintf(edited + strlen(edited), sizeof edited - strlen(edited), "%.*s\\u0000%.*s\n", (int)(t - l), l,
+             (int)(nl - t), t);
+  }
+  free(text);
+  ot_write_text(tmp, "nulout.jsonl", edited);
+  r = run(args);
+  if (r.status != 0 || !strstr(r.err, "0 done now, 3 already in nulout.jsonl"))
+    fail_msg("rerun of a job with U+0000 in its results: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  ot_write_bytes(tmp, "nulout.jsonl", edited, strlen(edited) - 10);
+  r = run(args);
+  if (r.status != 0 || !strstr(r.err, "1 done now, 2 already in nulout.jsonl"))
+    fail_msg("resume of a job with U+0000 in its results: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+}
+
+/* - is stdin for --prompts, --prompt-ids-file and --config, stdout for
+ * --out (it used to be a file named -); where it cannot be, it is refused
+ * by name. */
+static void test_dash_streams(void **state) {
+  (void)state;
+  char in[4200], p[4200];
+  ot_write_text(tmp, "small.jsonl", small_job);
+  ot_tmp_path(in, sizeof in, tmp, "small.jsonl");
+  unlink(ot_tmp_path(p, sizeof p, tmp, "-"));
+  const char *m = model_dir("llama_text");
+  ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .stdin_path = in, .deadline_s = 120};
+  const char *a1[] = {"run", m, "--prompts", "-", "--out", "-", "-n", "2", NULL};
+  ot_cli_res r = ot_test_cli_run_with(&o, a1);
+  if (r.status != 0 || !strstr(r.err, "stdin: 2 prompts: 2 done now, 0 already in stdout") ||
+      !strstr(r.out, "{\"id\":\"a\",") || !strstr(r.out, "{\"id\":\"b\",") || !strstr(r.err, "cannot read"))
+    fail_msg("--prompts - --out -: exit %d, stdout '%s', stderr %s", r.status, r.out, r.err);
+  ot_cli_res_free(&r);
+  assert_int_equal(access(p, F_OK), -1); /* no file named - */
+  /* --prompt-ids-file - and --config - */
+  ot_write_text(tmp, "ids.txt", "1, 2, 3\n");
+  ot_write_text(tmp, "gen.yaml", "generation:\n  max_new_tokens: 3\n");
+  ot_tmp_path(in, sizeof in, tmp, "ids.txt");
+  const char *a2[] = {"run", m, "--prompt-ids-file", "-", "-n", "2", "--json", NULL};
+  r = ot_test_cli_run_with(&o, a2);
+  assert_int_equal(n_tokens(&r), 2);
+  ot_cli_res_free(&r);
+  ot_tmp_path(in, sizeof in, tmp, "gen.yaml");
+  const char *a3[] = {"run", m, "--prompt-ids", "1,2", "--config", "-", "--json", NULL};
+  r = ot_test_cli_run_with(&o, a3);
+  assert_int_equal(n_tokens(&r), 3);
+  ot_cli_res_free(&r);
+  /* refused by name, in one line */
+  const char *b1[] = {"run", m, "--prompts", "small.jsonl", "--out", "-", "--json", NULL};
+  const char *b2[] = {"run", m, "--prompt-ids", "1", "--logits-out", "-", NULL};
+  const char *b3[] = {"run", m, "--prompt-ids", "1", "--trace", "-", NULL};
+  const char *b4[] = {"run", m, "--prompt-file", "-", "--config", "-", NULL};
+  const char *const *bs[] = {b1, b2, b3, b4};
+  static const char *const says[] = {"--out - writes the results to stdout, where --json's summary goes too",
+                                     "--logits-out -: this output is a file written whole",
+                                     "--trace -: this output is a file written whole",
+                                     "--prompt-file - and --config - both read stdin"};
+  for (int i = 0; i < 4; i++) {
+    r = run(bs[i]);
+    one_line_error(&r, says[i], says[i], (const char *)NULL);
+    ot_cli_res_free(&r);
+  }
+  assert_int_equal(access(p, F_OK), -1);
+}
+
+/* The text report says why generation stopped (--json's "stopped"). */
+static void test_stop_reason(void **state) {
+  (void)state;
+  const char *m = model_dir("llama_text");
+  const char *a1[] = {"run", m, "--prompt", "Hello world", NULL}; /* transformers stops it at EOS id 677 */
+  ot_cli_res r = run(a1);
+  if (r.status != 0 || !strstr(r.err, "stopped: at EOS id 677\n")) fail_msg("EOS: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+  const char *a2[] = {"run", m, "--prompt-ids", "1,2", "-n", "3", "--ignore-eos", NULL};
+  r = run(a2);
+  if (r.status != 0 || !strstr(r.out, "stopped: max_new_tokens reached (3 tokens)\n"))
+    fail_msg("length: exit %d, stdout %s", r.status, r.out);
+  ot_cli_res_free(&r);
+}
+
+/* Ctrl-C: a pipe as the command's stdout, filled so that the command's
+ * first piece of streamed text blocks it; SIGINT once it says that it is
+ * generating (-v), then the pipe is drained. Deterministic: the command
+ * cannot finish before the signal. */
+typedef struct sigint_at {
+  const char *says; /* SIGINT once stderr holds this */
+  int rd;           /* the pipe's read end, or -1 */
+  int sent;
+} sigint_at;
+
+static void sigint_when(void *user, int pid) {
+  sigint_at *x = user;
+  char p[4200], buf[4096];
+  if (!x->sent) {
+    char *err = ot_read_file(ot_tmp_path(p, sizeof p, tmp, "cli.stderr"), NULL);
+    if (strstr(err, x->says)) {
+      assert_int_equal(kill(pid, SIGINT), 0);
+      x->sent = 1;
+    }
+    free(err);
+  }
+  while (x->sent && x->rd >= 0 && read(x->rd, buf, sizeof buf) > 0) {
+  }
+}
+
+static void test_sigint(void **state) {
+  (void)state;
+  const char *m = model_dir("llama_text");
+  /* one prompt, streamed: the summary of the tokens so far, exit 130 */
+  int fd[2];
+  assert_int_equal(pipe(fd), 0);
+  assert_int_equal(fcntl(fd[0], F_SETFD, FD_CLOEXEC), 0);
+  int fl = fcntl(fd[1], F_GETFL);
+  assert_int_equal(fcntl(fd[1], F_SETFL, fl | O_NONBLOCK), 0);
+  char fill[4096];
+  memset(fill, 'x', sizeof fill);
+  while (write(fd[1], fill, sizeof fill) > 0) {
+  }
+  while (write(fd[1], fill, 1) > 0) { /* full to the byte */
+  }
+  assert_int_equal(fcntl(fd[1], F_SETFL, fl), 0);
+  assert_int_equal(fcntl(fd[0], F_SETFL, fcntl(fd[0], F_GETFL) | O_NONBLOCK), 0);
+  sigint_at x = {"generating; Ctrl-C", fd[0], 0};
+  ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .deadline_s = 120, .stdout_fd = fd[1], .on_wait = sigint_when,
+                       .wait_user = &x};
+  const char *a1[] = {"run", m, "--prompt", "Hello", "-n", "200", "--ignore-eos", "-v", NULL};
+  ot_cli_res r = ot_test_cli_run_with(&o, a1);
+  close(fd[0]);
+  assert_true(x.sent);
+  if (r.status != 130 || !strstr(r.err, "stopped: interrupted (Ctrl-C) after ") || !strstr(r.err, "tokens/s"))
+    fail_msg("Ctrl-C during run --prompt: exit %d (signal %d), stderr %s", r.status, r.signal, r.err);
+  const char *n = strstr(r.err, "after ") + 6;
+  assert_true(atoi(n) >= 1 && atoi(n) < 200);
+  ot_cli_res_free(&r);
+
+  /* a batch job: the prompt running is left out, the finished lines stay,
+   * the summary says so, exit 130; the rerun does the rest */
+  char job[65536] = "", p[4200];
+  for (int i = 0; i < 64; i++)
+    snprintf(job + strlen(job), sizeof job - strlen(job), "{\"id\": %d, \"prompt_ids\": [%d, 7]}\n", i, i + 1);
+  ot_write_text(tmp, "many.jsonl", job);
+  unlink(ot_tmp_path(p, sizeof p, tmp, "many_out.jsonl"));
+  sigint_at y = {"] id 0: ", -1, 0}; /* the first prompt's line is out */
+  ot_cli_run_opts ob = {.out_dir = tmp, .cwd = tmp, .deadline_s = 300, .on_wait = sigint_when, .wait_user = &y};
+  const char *a2[] = {"run", m, "--prompts", "many.jsonl", "--out", "many_out.jsonl", "-n", "200", "--ignore-eos",
+                      NULL};
+  r = ot_test_cli_run_with(&ob, a2);
+  assert_true(y.sent);
+  if (r.status != 130 || !strstr(r.err, "interrupted (Ctrl-C): a rerun goes on from there"))
+    fail_msg("Ctrl-C during a batch job: exit %d (signal %d), stderr %s", r.status, r.signal, r.err);
+  ot_cli_res_free(&r);
+  json_t *lines = read_jsonl("many_out.jsonl"); /* whole lines, each finished */
+  const size_t done = json_array_size(lines);
+  assert_true(done >= 1 && done < 64);
+  size_t i;
+  json_t *l;
+  json_array_foreach(lines, i, l) assert_int_equal(json_array_size(json_object_get(l, "tokens")), 200);
+  json_decref(lines);
+  r = run(a2);
+  char want[96];
+  snprintf(want, sizeof want, "%zu done now, %zu already in many_out.jsonl", 64 - done, done);
+  if (r.status != 0 || !strstr(r.err, want)) fail_msg("rerun after Ctrl-C: exit %d, stderr %s", r.status, r.err);
+  ot_cli_res_free(&r);
+}
+
+/* --trace failing to write (a full disk: the first write step of an output
+ * fails) comes before the --json success object, never after it; the
+ * object failing to be written is a failure too. */
+static void test_trace_fails_first(void **state) {
+  (void)state;
+  const char *env[] = {"OMPTENSOR_FAULT=write:1", NULL};
+  const char *m = model_dir("llama_text");
+  ot_write_text(tmp, "small.jsonl", small_job);
+  char p[4200];
+  unlink(ot_tmp_path(p, sizeof p, tmp, "tr_out.jsonl"));
+  const char *a1[] = {"run", m, "--prompt-ids", "1,2", "-n", "2", "--trace", "t.json", "--json", NULL};
+  const char *a2[] = {"run", m, "--prompts", "small.jsonl", "--out", "tr_out.jsonl", "-n", "2", "--trace", "t.json",
+                      "--json", NULL};
+  const char *const *as[] = {a1, a2};
+  for (int i = 0; i < 2; i++) {
+    ot_cli_res r = run_env(env, as[i]);
+    if (r.status == 0 || r.out[0] || !strstr(r.err, "t.json") || !strstr(r.err, "injected by OMPTENSOR_FAULT"))
+      fail_msg("%s: exit %d, stdout '%s', stderr %s: want a failure and no JSON object", as[i][2], r.status, r.out,
+               r.err);
+    ot_cli_res_free(&r);
+  }
+  /* the --json object itself on a full disk (stdout /dev/full): a failure, not exit 0 */
+  const char *a3[] = {"run", m, "--prompt-ids", "1,2", "-n", "2", "--json", NULL};
+  for (int i = 0; i < 2; i++) {
+    const int full = open("/dev/full", O_WRONLY | O_CLOEXEC);
+    assert_true(full > 0);
+    ot_cli_run_opts o = {.out_dir = tmp, .cwd = tmp, .deadline_s = 120, .stdout_fd = full};
+    ot_cli_res r = ot_test_cli_run_with(&o, i ? a2 : a3);
+    if (r.status == 0 || !strstr(r.err, "writing the JSON summary to stdout failed"))
+      fail_msg("--json to /dev/full: exit %d, stderr %s", r.status, r.err);
+    ot_cli_res_free(&r);
+    unlink(ot_tmp_path(p, sizeof p, tmp, "tr_out.jsonl"));
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_batch_out_kept),   cmocka_unit_test(test_batch_out_resumes),
+      cmocka_unit_test(test_batch_nul_text),   cmocka_unit_test(test_dash_streams),
+      cmocka_unit_test(test_stop_reason),      cmocka_unit_test(test_sigint),
+      cmocka_unit_test(test_trace_fails_first),
       cmocka_unit_test(test_generate_matches_transformers), cmocka_unit_test(test_streamed_text),
       cmocka_unit_test(test_generation_defaults),           cmocka_unit_test(test_batch_job_resumes),
       cmocka_unit_test(test_batch_slots),                   cmocka_unit_test(test_refusals),

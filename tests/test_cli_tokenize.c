@@ -153,8 +153,42 @@ static void test_bad_input(void **state) {
   expect_refused(NULL, a6, "model type 'Unigram' is not supported");
 }
 
+/* transformers decodes an empty list to "": so does detokenize --ids ""
+ * (and --ids=), plain and --json. */
+static void test_empty_ids(void **state) {
+  (void)state;
+  const char *a1[] = {"detokenize", model, "--ids", "", NULL};
+  ot_cli_res r = run(NULL, a1);
+  if (r.status != 0) fail_msg("detokenize --ids \"\": exit %d, %s", r.status, r.err);
+  assert_string_equal(r.out, "\n");
+  ot_cli_res_free(&r);
+  const char *a2[] = {"detokenize", model, "--ids=", "--json", NULL};
+  r = run(NULL, a2);
+  assert_int_equal(r.status, 0);
+  json_t *o = json_loads(r.out, 0, NULL);
+  assert_non_null(o);
+  assert_string_equal(json_string_value(json_object_get(o, "text")), "");
+  json_decref(o);
+  ot_cli_res_free(&r);
+}
+
+/* A field of the wrong type: exit 2, one line naming the file and the field. */
+static void test_wrong_type_named(void **state) {
+  (void)state;
+  ot_write_text(tmp, "tokenizer.json",
+                "{\"model\": {\"type\": \"BPE\", \"byte_fallback\": \"yes\", \"vocab\": {}, \"merges\": []}}");
+  const char *a1[] = {"tokenize", tmp, "--text", "a", NULL};
+  ot_cli_res r = run(NULL, a1);
+  char want[4300];
+  snprintf(want, sizeof want, "%s/tokenizer.json: model.byte_fallback: expected a boolean, found a string", tmp);
+  if (r.status != 2 || !strstr(r.err, want) || strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
+    fail_msg("exit %d, stderr '%s', want exit 2 and one line saying '%s'", r.status, r.err, want);
+  ot_cli_res_free(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_tokenize_matches_hf), cmocka_unit_test(test_json_and_special),
-                                     cmocka_unit_test(test_bad_input)};
+                                     cmocka_unit_test(test_bad_input), cmocka_unit_test(test_empty_ids),
+                                     cmocka_unit_test(test_wrong_type_named)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

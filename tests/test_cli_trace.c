@@ -142,6 +142,18 @@ static void test_valid_trace(void **state) {
   if (r.status != 0 || access(svg, F_OK) != 0)
     fail_msg("plot ok.json: exit %d, stdout '%s', stderr '%s'", r.status, r.out, r.err);
   res_free(&r);
+  /* - is stdin for the trace (issue 43: it was a file named -); -o - is refused by name */
+  const char *a1[] = {"trace", "summarize", "-", NULL};
+  ot_cli_run_opts o = {.out_dir = dir, .cwd = dir, .stdin_path = file, .deadline_s = 60};
+  ot_cli_res c = ot_test_cli_run_with(&o, a1);
+  if (c.status != 0 || !strstr(c.out, "budget check: device bytes never exceeded the budget"))
+    fail_msg("summarize -: exit %d, stdout '%s', stderr '%s'", c.status, c.out, c.err);
+  ot_cli_res_free(&c);
+  const char *a2[] = {"trace", "plot", "-", "-o", "-", NULL};
+  c = ot_test_cli_run_with(&o, a2);
+  if (c.status != 2 || !strstr(c.err, "-o -: the picture is a file written whole"))
+    fail_msg("plot -o -: exit %d, stderr '%s'", c.status, c.err);
+  ot_cli_res_free(&c);
 }
 
 /* An "X" event (JSON text) on device `pid`, issued at `issued` us. */

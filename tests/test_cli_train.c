@@ -27,6 +27,8 @@
 #include "omptensor/tokens.h"
 #include "omptensor/npy.h"
 #include "omptensor/omptensor.h"
+#include <sys/stat.h>
+
 #include "cli_test.h"
 #include "memory/device.h"
 #include "ot_testio.h"
@@ -419,6 +421,65 @@ static void test_help(void **state) {
   res_free(&r);
 }
 
+/* A file's bytes equal another's. */
+static int same_bytes(const char *a, const char *b) {
+  size_t na, nb;
+  char *x = ot_read_file(a, &na), *y = ot_read_file(b, &nb);
+  int same = x && y && na == nb && !memcmp(x, y, na);
+  free(x), free(y);
+  return same;
+}
+
+/* train --save from a model directory with a tokenizer: the saved
+ * directory holds the source's tokenizer and generation files, byte for
+ * byte, and tokenizes as the source does (a loadable HF directory). */
+static void test_save_keeps_tokenizer(void **state) {
+  (void)state;
+  static const char *const copy[] = {"config.json", "model.safetensors", "generation_config.json"};
+  static const char *const tok[] = {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+                                    "generation_config.json"};
+  char src[4096], saved[4096], p[4096], q[4096], args[8192];
+  ot_tmp_path(src, sizeof src, tmp, "with_tokenizer");
+  assert_int_equal(mkdir(src, 0755), 0);
+  for (size_t k = 0; k < 3; k++) {
+    size_t n;
+    snprintf(p, sizeof p, "%s/%s", model, copy[k]);
+    char *b = ot_read_file(p, &n);
+    assert_non_null(b);
+    ot_write_bytes(src, copy[k], b, n);
+    free(b);
+  }
+  snprintf(p, sizeof p, "%s/tokenizers/gpt2_style/tokenizer.json", getenv("OT_TEST_DATA"));
+  size_t n;
+  char *b = ot_read_file(p, &n);
+  assert_non_null(b);
+  ot_write_bytes(src, "tokenizer.json", b, n);
+  free(b);
+  ot_write_text(src, "tokenizer_config.json", "{\"eos_token\": \"<|endoftext|>\", \"clean_up_tokenization_spaces\": false}");
+  ot_write_text(src, "special_tokens_map.json", "{\"eos_token\": \"<|endoftext|>\"}");
+  ot_tmp_path(saved, sizeof saved, tmp, "saved_tok");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 2 --seq 16 --checkpoint none --save %s", src, tokens,
+           saved);
+  res r = cli(args);
+  expect_ok(&r, args);
+  res_free(&r);
+  for (size_t k = 0; k < sizeof tok / sizeof *tok; k++)
+    if (!same_bytes(ot_tmp_path(p, sizeof p, src, tok[k]), ot_tmp_path(q, sizeof q, saved, tok[k])))
+      fail_msg("--save: %s is not the source's", tok[k]);
+  char *out[2];
+  const char *dirs[2] = {src, saved};
+  for (int k = 0; k < 2; k++) {
+    snprintf(args, sizeof args, "tokenize %s --text-file %s/tokenizer_config.json", dirs[k], src);
+    r = cli(args);
+    expect_ok(&r, args);
+    out[k] = strdup(r.out);
+    res_free(&r);
+  }
+  assert_string_equal(out[0], out[1]);
+  assert_true(strlen(out[0]) > 10);
+  free(out[0]), free(out[1]);
+}
+
 int main(void) {
   /* As the command runs (cli()): one OpenMP thread, set before the runtime starts. */
   setenv("OMP_NUM_THREADS", "1", 1);
@@ -429,6 +490,7 @@ int main(void) {
       cmocka_unit_test(test_save_and_reload),
       cmocka_unit_test(test_two_devices),
       cmocka_unit_test(test_cpu_memory_limit),
+      cmocka_unit_test(test_save_keeps_tokenizer),
       cmocka_unit_test(test_dry_run),
       cmocka_unit_test(test_bad_input),
       cmocka_unit_test(test_dropout),

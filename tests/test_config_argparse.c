@@ -250,6 +250,41 @@ static void test_help_text(void **state) {
   assert_non_null(strstr(buf, "--json "));
 }
 
+/* Issue 43: a command's table of only the settings it takes: its help lists
+ * nothing else, and its parser refuses the rest by name. */
+static void test_settings_subset(void **state) {
+  (void)state;
+  static const ot_setting mine[] = {OT_SET_JSON, OT_SET_GPU_MEMORY_LIMIT, OT_SET_SEED};
+  ot_opt buf[3 + 2];
+  const ot_opt *sub = ot_settings_opts_of(mine, 3, buf);
+  assert_ptr_equal(sub, buf);
+  static const char *const want[] = {"gpu-memory-limit", "json", "seed", "config"}; /* the table's order */
+  for (int i = 0; i < 4; i++) assert_string_equal(sub[i].name, want[i]);
+  assert_null(sub[4].name);
+  assert_int_equal(sub[0].id, OT_OPT_SETTING);
+  assert_int_equal(sub[3].id, OT_OPT_CONFIG);
+  char help[4096] = {0};
+  FILE *f = fmemopen(help, sizeof help - 1, "w");
+  assert_non_null(f);
+  const ot_opt *tables[] = {run_opts, sub, NULL};
+  ot_args_print_help(f, tables);
+  fclose(f);
+  assert_non_null(strstr(help, "--gpu-memory-limit SIZE"));
+  assert_null(strstr(help, "--offload"));
+  assert_null(strstr(help, "--trace"));
+  seen s;
+  ot_settings_init(&s.settings);
+  memset(s.log, 0, sizeof s.log);
+  char *ok[] = {"info", "--json", "--gpu-memory-limit", "1MB", "--seed", "3"};
+  OT_ASSERT_OK(ot_args_parse("omptensor info", 6, ok, tables, on_opt, &s));
+  assert_int_equal(s.settings.json, 1);
+  assert_true(s.settings.gen.seed == 3);
+  char *bad[] = {"info", "--trace", "t.json"};
+  OT_ASSERT_ERR(ot_args_parse("omptensor info", 3, bad, tables, on_opt, &s), OT_ERR_INVALID_ARG,
+                "unknown option '--trace'");
+  ot_settings_release(&s.settings);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_parse),
@@ -258,6 +293,7 @@ int main(void) {
       cmocka_unit_test(test_value_errors),
       cmocka_unit_test(test_numbers),
       cmocka_unit_test(test_help_text),
+      cmocka_unit_test(test_settings_subset),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -14,6 +14,7 @@
 
 #include "omptensor/hfconfig.h"
 #include "omptensor/lm.h"
+#include "omptensor/status.h"
 #include "ot_testio.h"
 
 static ot_status parse(const char *json, ot_hf_gen_config *g) {
@@ -109,11 +110,43 @@ static void test_refusals(void **state) {
   }
 }
 
+static char notice[512];
+static int n_notice;
+static void take_notice(void *user, const char *m) {
+  (void)user;
+  n_notice++;
+  snprintf(notice, sizeof notice, "%s", m);
+}
+
+/* Issue 43: an eos_token_id outside the vocabulary was refused; transformers
+ * runs such a checkpoint (tiny test models keep GPT-2's 50256 over a small
+ * vocabulary). It can never be generated: a notice, and the other ids. */
+static void test_eos_outside_vocab(void **state) {
+  (void)state;
+  char *dir = ot_tmpdir_create();
+  ot_write_text(dir, "config.json",
+                "{\"model_type\": \"llama\", \"hidden_size\": 32, \"intermediate_size\": 64, \"num_hidden_layers\": 1,"
+                " \"num_attention_heads\": 4, \"vocab_size\": 100, \"max_position_embeddings\": 16,"
+                " \"eos_token_id\": [50256, 2]}");
+  ot_set_notice_handler(take_notice, NULL);
+  ot_gen_opts o = ot_gen_opts_default();
+  OT_ASSERT_OK(ot_gen_opts_from_model(dir, &o));
+  ot_set_notice_handler(NULL, NULL);
+  assert_int_equal(o.n_eos, 1);
+  assert_int_equal(o.eos_ids[0], 2);
+  assert_int_equal(n_notice, 1);
+  printf("%s\n", notice);
+  assert_non_null(strstr(notice, dir));
+  assert_non_null(strstr(notice, "eos_token_id 50256 (config.json) is outside the vocabulary of 100 ids"));
+  ot_tmpdir_remove(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_reference_file),
       cmocka_unit_test(test_sampling_defaults),
       cmocka_unit_test(test_refusals),
+      cmocka_unit_test(test_eos_outside_vocab),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

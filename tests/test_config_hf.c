@@ -12,6 +12,7 @@
 #include <cmocka.h>
 
 #include "omptensor/hfconfig.h"
+#include "omptensor/status.h"
 #include "ot_testio.h"
 
 static const char *data_path(char *buf, size_t cap, const char *rel) {
@@ -237,7 +238,22 @@ static void test_bad_configs(void **state) {
        "\"sliding_window\" must be a positive integer"},
       {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\", \"chunked_attention\"]}", OT_ERR_UNSUPPORTED,
        "layer_types[1] is \"chunked_attention\""},
-      {"{" QWEN_SIZES ", \"layer_types\": [\"sliding_attention\"]}", OT_ERR_FORMAT, "no \"sliding_window\""},
+      {"{" QWEN_SIZES ", \"layer_types\": [\"sliding_attention\", \"sliding_attention\"]}", OT_ERR_FORMAT,
+       "no \"sliding_window\""},
+      /* issue 43: one entry per layer, as transformers' layer_type_validation */
+      {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\"]}", OT_ERR_FORMAT,
+       "\"layer_types\" has 1 entries for the 2 layers of num_hidden_layers"},
+      {"{" QWEN_SIZES ", \"layer_types\": [\"full_attention\", \"full_attention\", \"full_attention\"]}", OT_ERR_FORMAT,
+       "\"layer_types\" has 3 entries for the 2 layers"},
+      {"{" MISTRAL_SIZES ", \"layer_types\": []}", OT_ERR_FORMAT, "\"layer_types\" has 0 entries for the 1 layers"},
+      /* issue 43: a theta f32 cannot hold, named in config.json (was the op's message, or no rotation) */
+      {"{" LLAMA_SIZES ", \"rope_theta\": 1e-50}", OT_ERR_FORMAT,
+       "config.json: rope_theta 1e-50 is not a positive number"},
+      {"{" LLAMA_SIZES ", \"rope_theta\": 1e50}", OT_ERR_FORMAT,
+       "config.json: rope_theta 1e+50 is not a positive number"},
+      {"{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"yarn\", \"factor\": 2,"
+       " \"original_max_position_embeddings\": 1e300}}",
+       OT_ERR_FORMAT, "beyond f32's range"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
        OT_ERR_UNSUPPORTED, "some layers use a sliding window and others full attention"},
       {"{" QWEN_SIZES ", \"sliding_window\": 8, \"use_sliding_window\": true, \"max_window_layers\": 1}",
@@ -397,6 +413,63 @@ static void test_mutations(void **state) {
     }
 }
 
+static char notices[4][512];
+static int n_notices;
+static void take_notice(void *user, const char *m) {
+  (void)user;
+  if (n_notices < 4) snprintf(notices[n_notices++], sizeof notices[0], "%s", m);
+}
+
+/* Issue 43: rope_scaling and rope_parameters together were merged (the
+ * second's type over the first's). transformers takes rope_scaling when it
+ * is a non-empty object (5.x: "rope_scaling or rope_parameters"; 4.x knows
+ * no other), else rope_parameters; the one not used is said in a notice. */
+static void test_rope_objects_as_transformers(void **state) {
+  (void)state;
+  ot_hf_config c;
+  ot_set_notice_handler(take_notice, NULL);
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0},"
+                     " \"rope_parameters\": {\"rope_type\": \"dynamic\", \"factor\": 4.0, \"rope_theta\": 5e5}}",
+                     &c));
+  assert_int_equal(c.rope_type, OT_ROPE_LINEAR);
+  assert_true(c.rope_factor == 2.0 && c.rope_theta == 10000.0);
+  assert_int_equal(n_notices, 1);
+  assert_non_null(strstr(notices[0], "config.json: rope_scaling and rope_parameters are both given and differ"));
+  /* the same object twice: no notice; an empty rope_scaling: rope_parameters */
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_scaling\": {\"rope_type\": \"linear\", \"factor\": 2.0},"
+                     " \"rope_parameters\": {\"rope_type\": \"linear\", \"factor\": 2.0}}",
+                     &c));
+  assert_int_equal(n_notices, 1);
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_scaling\": {}, \"rope_parameters\": {\"rope_type\": \"linear\","
+                     " \"factor\": 3.0}}",
+                     &c));
+  assert_true(c.rope_type == OT_ROPE_LINEAR && c.rope_factor == 3.0);
+  /* the object's own theta over a top-level one, as transformers 5 (setdefault), said in a notice */
+  OT_ASSERT_OK(parse("{" LLAMA_SIZES ", \"rope_theta\": 10000, \"rope_parameters\": {\"rope_type\": \"default\","
+                     " \"rope_theta\": 5e5}}",
+                     &c));
+  assert_true(c.rope_theta == 5e5);
+  assert_int_equal(n_notices, 2);
+  assert_non_null(strstr(notices[1], "config.json: \"rope_theta\" and rope_parameters.rope_theta differ; "
+                                     "transformers 5 uses rope_parameters's"));
+  ot_set_notice_handler(NULL, NULL);
+}
+
+/* Issue 43: a file given as the model that is neither GGUF nor JSON was
+ * "invalid JSON config"; a damaged .gguf was read as JSON too. */
+static void test_not_a_model_file(void **state) {
+  (void)state;
+  char *dir = ot_tmpdir_create(), p[512];
+  ot_write_bytes(dir, "weights.bin", "XXXXjunk", 8);
+  ot_write_bytes(dir, "model.gguf", "XXXXjunk", 8);
+  ot_hf_config c;
+  OT_ASSERT_ERR(ot_hf_config_load(ot_tmp_path(p, sizeof p, dir, "weights.bin"), &c), OT_ERR_FORMAT,
+                "weights.bin: not a model: not a GGUF file (magic 'XXXX', expected 'GGUF') nor a config.json");
+  OT_ASSERT_ERR(ot_hf_config_load(ot_tmp_path(p, sizeof p, dir, "model.gguf"), &c), OT_ERR_FORMAT,
+                "model.gguf: not a GGUF file (magic 'XXXX', expected 'GGUF')");
+  ot_tmpdir_remove(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_llama_fixture),
@@ -405,6 +478,8 @@ int main(void) {
       cmocka_unit_test(test_bad_configs),
       cmocka_unit_test(test_accepted_fields),
       cmocka_unit_test(test_mutations),
+      cmocka_unit_test(test_rope_objects_as_transformers),
+      cmocka_unit_test(test_not_a_model_file),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

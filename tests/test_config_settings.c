@@ -11,6 +11,7 @@
 
 #include <cmocka.h>
 
+#include "core/env.h"
 #include "memory/device.h"
 #include "omptensor/settings.h"
 #include "ot_testio.h"
@@ -190,6 +191,57 @@ static void test_env_errors(void **state) {
   ot_settings_release(&s);
 }
 
+/* The notices of this process (ot_set_notice_handler), one per line. */
+static char notices[4096];
+static void on_notice(void *user, const char *m) {
+  (void)user;
+  size_t n = strlen(notices);
+  snprintf(notices + n, sizeof notices - n, "%s\n", m);
+}
+
+/* Issue 43: junk in the library's own variables (OMPTENSOR_DEBUG,
+ * OMPTENSOR_DISK_IO, ...) was a silent default, and a misspelt OMPTENSOR_*
+ * name went unnoticed: each is one notice naming the variable, the value
+ * and what it takes, once, at ot_settings_load_env. */
+static void test_env_junk_noticed(void **state) {
+  (void)state;
+  ot_set_notice_handler(on_notice, NULL);
+  notices[0] = '\0';
+  setenv("OMPTENSOR_DISK_IO", "direkt", 1);
+  setenv("OMPTENSOR_DEBUG", "io,plan", 1);
+  setenv("OMPTENSOR_GEMV_GRID", "-3", 1);
+  setenv("OMPTENSOR_GPU_MEMORY_LIMT", "1GB", 1);
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_load_env(&s)); /* notices, not errors */
+  static const char *const want[] = {
+      "OMPTENSOR_DISK_IO='direkt' ignored: use direct", "OMPTENSOR_DEBUG='io,plan' ignored: use plan",
+      "OMPTENSOR_GEMV_GRID='-3' ignored", "OMPTENSOR_GPU_MEMORY_LIMT: not a variable omptensor reads"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    if (!strstr(notices, want[i])) fail_msg("no notice '%s'; the notices:\n%s", want[i], notices);
+  int lines = 0;
+  for (const char *p = notices; *p; p++) lines += *p == '\n';
+  assert_int_equal(lines, 4); /* one line each */
+  /* the readers read them as the notices say, and say nothing twice */
+  notices[0] = '\0';
+  assert_int_equal(ot_env_choice("OMPTENSOR_DISK_IO", 0), 0);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "plan"), 1);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "probe"), 0);
+  assert_int_equal(ot_env_int("OMPTENSOR_GEMV_GRID", 0), 0);
+  assert_string_equal(notices, "");
+  setenv("OMPTENSOR_DISK_IO", "Buffered", 1);
+  setenv("OMPTENSOR_DEBUG", "probe,plan", 1);
+  setenv("OMPTENSOR_GEMV_GRID", "12", 1);
+  assert_int_equal(ot_env_choice("OMPTENSOR_DISK_IO", 0), 1);
+  assert_int_equal(ot_env_word("OMPTENSOR_DEBUG", "probe"), 1);
+  assert_int_equal(ot_env_int("OMPTENSOR_GEMV_GRID", 0), 12);
+  static const char *const vars[] = {"OMPTENSOR_DISK_IO", "OMPTENSOR_DEBUG", "OMPTENSOR_GEMV_GRID",
+                                     "OMPTENSOR_GPU_MEMORY_LIMT"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+  ot_set_notice_handler(NULL, NULL);
+  ot_settings_release(&s);
+}
+
 static ot_status load(ot_settings *s, const char *text) {
   return ot_settings_load_yaml(s, text, strlen(text), "conf.yaml");
 }
@@ -211,7 +263,16 @@ static void test_yaml_errors(void **state) {
       {"backend: \"map\n", OT_ERR_FORMAT, "conf.yaml:", "malformed YAML"},
       {"memory: 3GB\n", OT_ERR_FORMAT, "conf.yaml:1: 'memory' must be a mapping", ""},
       {"backend: [map, usm]\n", OT_ERR_FORMAT, "conf.yaml:1: 'backend' must be a single value, not a list", ""},
-      {"backend: map\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:2: 'backend' given twice", ""},
+      {"backend: map\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:2: 'backend' given twice", "first at line 1"},
+      /* issue 43: a repeated key is refused at every level, a section too
+       * (its two mappings were merged) */
+      {"memory:\n  max_gpu_memory: 1GB\nbackend: map\nmemory:\n  offload_strategy: minimal\n", OT_ERR_FORMAT,
+       "conf.yaml:4: 'memory' given twice", "first at line 1"},
+      {"memory:\n  max_gpu_memory: 1GB\n  offload_strategy: minimal\n  max_gpu_memory: 2GB\n", OT_ERR_FORMAT,
+       "conf.yaml:4: 'memory.max_gpu_memory' given twice", "first at line 2"},
+      {"generation:\n  seed: 1\ngeneration:\n", OT_ERR_FORMAT, "conf.yaml:3: 'generation' given twice", ""},
+      {"memory:\nmemory: {max_gpu_memory: 1GB}\n", OT_ERR_FORMAT, "conf.yaml:2: 'memory' given twice", ""},
+      {"{backend: map, json: true, backend: usm}", OT_ERR_FORMAT, "conf.yaml:1: 'backend' given twice", ""},
       {"- backend\n- map\n", OT_ERR_FORMAT, "conf.yaml:1: the configuration must be a mapping", ""},
       {"backend: map\n---\nbackend: usm\n", OT_ERR_FORMAT, "conf.yaml:3: a second YAML document", ""},
       {"device: two\n", OT_ERR_INVALID_ARG, "conf.yaml:1: device", "bad device 'two'"},
@@ -273,37 +334,86 @@ static void test_ctx_opts(void **state) {
   ot_settings s;
   ot_settings_init(&s);
   ot_ctx_opts o = ot_ctx_opts_default();
-  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:1GB,1:2GiB"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:100MB,1:200MiB"));
   OT_ASSERT_OK(ot_settings_set_flag(&s, "backend", "map"));
   o.n_devices = 2;
   OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
   assert_int_equal(o.backend, OT_BACKEND_MAP);
-  assert_int_equal(o.budgets[0], 1000000000ull);
-  assert_int_equal(o.budgets[1], 2ull << 30);
-  assert_int_equal(o.budget_bytes, 1000000000ull);
+  assert_int_equal(o.budgets[0], 100000000ull);
+  assert_int_equal(o.budgets[1], 200ull << 20);
+  assert_int_equal(o.budget_bytes, 100000000ull);
   /* --devices sets the device count (and so how many budgets are filled) */
   OT_ASSERT_OK(ot_settings_set_flag(&s, "devices", "2"));
   o = ot_ctx_opts_default();
   OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
   assert_int_equal(o.n_devices, 2);
-  assert_int_equal(o.budgets[1], 2ull << 30);
+  assert_int_equal(o.budgets[1], 200ull << 20);
   OT_ASSERT_ERR(ot_settings_set_flag(&s, "devices", "0"), OT_ERR_INVALID_ARG, "--devices", "bad device count '0'");
   OT_ASSERT_OK(ot_settings_set_flag(&s, "devices", "1"));
   /* per-device entries are absolute device numbers */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "1:200MiB"));
   OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
   o.n_devices = 1;
   OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
   assert_int_equal(o.device, 1);
-  assert_int_equal(o.budgets[0], 2ull << 30);
-  /* a percentage on a device that reports no size (no GPU here) */
-  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "40%"));
-  uint64_t total = 0;
-  ot_device_memory(1, NULL, &total);
-  if (ot_num_devices() > 1 && total == 0)
-    OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_UNSUPPORTED, "device 1", "command line", "in bytes");
-  else if (ot_num_devices() == 0)
-    OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o)); /* runs on the host: no budget */
+  assert_int_equal(o.budgets[0], 200ull << 20);
   ot_settings_print(stderr, &s);
+  ot_settings_release(&s);
+}
+
+/* Issue 43: what a budget may say about the devices of the run. */
+static void test_ctx_opts_devices(void **state) {
+  (void)state;
+  ot_settings s;
+  ot_settings_init(&s);
+  ot_ctx_opts o = ot_ctx_opts_default();
+  /* a limit for a device the run does not use was dropped without a word */
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:100MB,1:200MB"));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "--gpu-memory-limit: a limit for device 1",
+                "it uses device 0 only");
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "1"));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "a limit for device 0", "device 1 only");
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "0:100MB,5:1MB"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "device", "0"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "devices", "2"));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "a limit for device 5", "2 devices, 0 to 1");
+  ot_settings_release(&s);
+  ot_settings_init(&s);
+  setenv("OMPTENSOR_GPU_MEMORY_LIMIT", "3:1MB", 1); /* named by where it came from */
+  OT_ASSERT_OK(ot_settings_load_env(&s));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG,
+                "OMPTENSOR_GPU_MEMORY_LIMIT: a limit for device 3");
+  unsetenv("OMPTENSOR_GPU_MEMORY_LIMIT");
+  ot_settings_release(&s);
+  if (ot_num_devices() == 0) return; /* the rest is about a device's memory */
+
+  /* a percentage of an emulated device (refused before) is of the size it
+   * is given, and a budget beyond the device's memory is refused, naming it */
+  const uint64_t cap = ot_device_capacity(0);
+  uint64_t total = 0;
+  ot_device_memory(0, NULL, &total);
+  assert_int_equal(cap, total ? total : OT_EMULATED_DEVICE_BYTES);
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "25%"));
+  o = ot_ctx_opts_default();
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
+  assert_int_equal(o.budget_bytes, cap / 4);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", "100%"));
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
+  assert_int_equal(o.budget_bytes, cap);
+  char over[32];
+  snprintf(over, sizeof over, "%llu", (unsigned long long)cap + 1);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "gpu-memory-limit", over));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "--gpu-memory-limit", "more than its memory");
+  OT_ASSERT_OK(load(&s, "memory:\n  max_gpu_memory: 1000TB\n"));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "--gpu-memory-limit"); /* the flag still wins */
+  ot_settings_release(&s);
+  ot_settings_init(&s);
+  OT_ASSERT_OK(load(&s, "memory:\n  max_gpu_memory: 1000TB\n"));
+  OT_ASSERT_ERR(ot_settings_to_ctx_opts(&s, &o), OT_ERR_INVALID_ARG, "conf.yaml: memory.max_gpu_memory",
+                "more than its memory");
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "backend", "host")); /* no device memory: no such bound */
+  OT_ASSERT_OK(ot_settings_to_ctx_opts(&s, &o));
   ot_settings_release(&s);
 }
 
@@ -326,6 +436,58 @@ static void test_yaml_mutations(void **state) {
     }
 }
 
+/* The line ot_settings_print writes for one setting (flag name first). */
+static void print_line(const ot_settings *s, const char *flag, char *line, size_t cap) {
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  assert_non_null(f);
+  ot_settings_print(f, s);
+  fclose(f);
+  char want[64];
+  snprintf(want, sizeof want, "  %s ", flag);
+  const char *at = strstr(buf, want), *end = at ? strchr(at, '\n') : NULL;
+  assert_non_null(end);
+  snprintf(line, cap, "%.*s", (int)(end - at), at);
+  free(buf);
+}
+
+/* Issue 43: -v labelled values from generation_config.json "[default]".
+ * The settings nothing higher gave take the model's values, labelled with
+ * their source; what the user gave stays theirs. */
+static void test_model_gen_source(void **state) {
+  const char *dir = *state;
+  char model[4096], line[256];
+  /* max_new_tokens 20, do_sample false */
+  snprintf(model, sizeof model, "%s/models/llama_text", getenv("OT_TEST_DATA"));
+  ot_settings s;
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, model));
+  assert_int_equal(s.gen.max_new_tokens, 20);
+  assert_int_equal(s.source[OT_SET_MAX_NEW_TOKENS], OT_SRC_MODEL);
+  assert_int_equal(s.gen.greedy, 1);
+  print_line(&s, "max-new-tokens", line, sizeof line);
+  assert_non_null(strstr(line, "20   [generation_config.json]"));
+  print_line(&s, "seed", line, sizeof line);
+  assert_non_null(strstr(line, "[default]"));
+  /* the user's flags win; a sampling flag makes do_sample false no longer greedy */
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "max-new-tokens", "5"));
+  OT_ASSERT_OK(ot_settings_set_flag(&s, "temperature", "0.5"));
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, model));
+  assert_int_equal(s.gen.max_new_tokens, 5);
+  assert_int_equal(s.source[OT_SET_MAX_NEW_TOKENS], OT_SRC_FLAG);
+  assert_int_equal(s.source[OT_SET_GREEDY], OT_SRC_DEFAULT);
+  /* do_sample true: its temperature, and transformers' top_k 50 where it has none */
+  ot_write_text(dir, "generation_config.json", "{\"do_sample\": true, \"temperature\": 0.6}");
+  ot_settings_init(&s);
+  OT_ASSERT_OK(ot_settings_take_model_gen(&s, dir));
+  assert_true(s.gen.temperature == 0.6f && s.gen.top_k == 50 && s.gen.top_p == 1.0f);
+  assert_int_equal(s.source[OT_SET_TOP_K], OT_SRC_MODEL);
+  print_line(&s, "temperature", line, sizeof line);
+  assert_non_null(strstr(line, "0.6   [generation_config.json]"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_defaults, setup, teardown),
@@ -333,10 +495,13 @@ int main(void) {
       cmocka_unit_test_setup_teardown(test_precedence_any_order, setup, teardown),
       cmocka_unit_test_setup_teardown(test_flags, setup, teardown),
       cmocka_unit_test_setup_teardown(test_env_errors, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_env_junk_noticed, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_errors, setup, teardown),
       cmocka_unit_test_setup_teardown(test_yaml_lenient_forms, setup, teardown),
       cmocka_unit_test_setup_teardown(test_usm_placement, setup, teardown),
       cmocka_unit_test_setup_teardown(test_ctx_opts, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_ctx_opts_devices, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_model_gen_source, setup, teardown),
       cmocka_unit_test(test_yaml_mutations),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -31,10 +31,11 @@ static void test_good_sizes(void **state) {
       {"1.0", 1},
       {"0.5KiB", 512},
       {"0.0015KB", 1}, /* 1.5 bytes, floored */
-      {"18446744073709551615", UINT64_MAX},
+      {"9223372036854775807", INT64_MAX}, /* the largest: JSON's signed 64-bit integers */
+      {"8EiB", 0},                         /* 2^63: too large, checked below */
       {"16777216TiB", 0}, /* 2^64: overflow, checked below */
   };
-  for (size_t i = 0; i + 1 < sizeof cases / sizeof cases[0]; i++) {
+  for (size_t i = 0; i + 2 < sizeof cases / sizeof cases[0]; i++) {
     ot_size sz;
     OT_ASSERT_OK(ot_size_parse(cases[i].s, &sz));
     assert_int_equal(sz.kind, OT_SIZE_BYTES);
@@ -46,6 +47,10 @@ static void test_good_sizes(void **state) {
   }
   ot_size sz;
   OT_ASSERT_ERR(ot_size_parse("16777216TiB", &sz), OT_ERR_INVALID_ARG, "'16777216TiB'", "too large");
+  /* issue 43: 2^64-1 was a budget, reported as null (a signed JSON integer cannot hold it) */
+  OT_ASSERT_ERR(ot_size_parse("8388608TiB", &sz), OT_ERR_INVALID_ARG, "'8388608TiB'", "at most 9223372036854775807");
+  OT_ASSERT_ERR(ot_size_parse("18446744073709551615", &sz), OT_ERR_INVALID_ARG, "too large");
+  OT_ASSERT_ERR(ot_size_parse("9223372036854775808", &sz), OT_ERR_INVALID_ARG, "too large");
 }
 
 static void test_percentages(void **state) {
@@ -78,7 +83,7 @@ static void test_bad_sizes(void **state) {
       {"0GB", "at least one byte"},
       {"0%", "more than 0%"},
       {"101%", "cannot exceed 100%"},
-      {"1.5", "not a whole number of bytes"},
+      {"1.5", "a number without a unit is bytes"},
       {"1.5B", "not a whole number of bytes"},
       {"GB", "does not start with a digit"},
       {" 3GB", "does not start with a digit"},
@@ -127,13 +132,14 @@ static void test_per_device(void **state) {
     OT_ASSERT_ERR(ot_mem_limit_parse(bad[i].s, &l), OT_ERR_INVALID_ARG, bad[i].why);
 }
 
-/* A limit's bare number: below 1024 gigabytes, from 1024 up bytes; with a
- * unit or % as any size. Sizes elsewhere (ot_size_parse) keep bare = bytes. */
-static void test_bare_limit_is_gb(void **state) {
+/* Issue 43: one rule for a number without a unit, bytes, in a limit as in
+ * any size, whatever its magnitude (it was gigabytes below 1024: 1023 was
+ * 953 GiB and 1024 was 1 KiB); a fraction of a byte is refused, naming the
+ * rule. */
+static void test_bare_number_is_bytes(void **state) {
   (void)state;
   static const struct { const char *s; uint64_t bytes; } good[] = {
-      {"3.5", 3500000000ull}, {"40", 40000000000ull}, {"1023", 1023000000000ull}, {"0.25", 250000000ull},
-      {"1023.5", 1023500000000ull}, {"1024", 1024ull}, {"123456789", 123456789ull}, {"512MB", 512000000ull},
+      {"40", 40ull}, {"1023", 1023ull}, {"1024", 1024ull}, {"123456789", 123456789ull}, {"512MB", 512000000ull},
       {"3GiB", 3ull << 30},
   };
   ot_mem_limit l;
@@ -142,16 +148,18 @@ static void test_bare_limit_is_gb(void **state) {
     if (l.all.kind != OT_SIZE_BYTES || l.all.bytes != good[i].bytes)
       fail_msg("limit '%s': %llu bytes, want %llu", good[i].s, (unsigned long long)l.all.bytes,
                (unsigned long long)good[i].bytes);
+    ot_size sz; /* the same as a plain size */
+    OT_ASSERT_OK(ot_size_parse(good[i].s, &sz));
+    assert_int_equal(sz.bytes, good[i].bytes);
   }
-  OT_ASSERT_OK(ot_mem_limit_parse("0:3,1:2.5,2:2048", &l));
-  assert_int_equal(ot_mem_limit_for(&l, 0).bytes, 3000000000ull);
-  assert_int_equal(ot_mem_limit_for(&l, 1).bytes, 2500000000ull);
-  assert_int_equal(ot_mem_limit_for(&l, 2).bytes, 2048ull);
+  OT_ASSERT_OK(ot_mem_limit_parse("0:3000,1:2048", &l));
+  assert_int_equal(ot_mem_limit_for(&l, 0).bytes, 3000ull);
+  assert_int_equal(ot_mem_limit_for(&l, 1).bytes, 2048ull);
+  OT_ASSERT_ERR(ot_mem_limit_parse("3.5", &l), OT_ERR_INVALID_ARG, "bad size '3.5'", "a number without a unit is bytes");
+  OT_ASSERT_ERR(ot_mem_limit_parse("0:2.5", &l), OT_ERR_INVALID_ARG, "bad size '2.5'", "3.5GB");
   OT_ASSERT_ERR(ot_mem_limit_parse("0", &l), OT_ERR_INVALID_ARG, "bad size '0': must be at least one byte");
   OT_ASSERT_ERR(ot_mem_limit_parse("3.", &l), OT_ERR_INVALID_ARG, "bad size '3.': no digit after the decimal point");
-  ot_size sz; /* a plain size is still bytes */
-  OT_ASSERT_OK(ot_size_parse("40", &sz));
-  assert_int_equal(sz.bytes, 40ull);
+  OT_ASSERT_ERR(ot_mem_limit_parse("18446744073709551615", &l), OT_ERR_INVALID_ARG, "too large");
 }
 
 /* Fixed cases: the unit chosen by size, three significant digits, never
@@ -211,7 +219,7 @@ static void test_format_reads_back(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_bare_limit_is_gb),
+      cmocka_unit_test(test_bare_number_is_bytes),
       cmocka_unit_test(test_good_sizes),
       cmocka_unit_test(test_percentages),
       cmocka_unit_test(test_bad_sizes),

@@ -1,6 +1,6 @@
 /* test_io_checkpoint.c — Hugging Face checkpoints: a single
- * model.safetensors, shards behind model.safetensors.index.json, and broken
- * indexes. */
+ * model.safetensors, shards behind model.safetensors.index.json, both (the
+ * single file, as transformers), and broken indexes. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -8,10 +8,13 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
 #include "omptensor/safetensors.h"
+#include "omptensor/status.h"
 #include "ot_testio.h"
 
 static int setup(void **state) {
@@ -106,6 +109,45 @@ static void test_single_file(void **state) {
   ot_ckpt_close(c);
 }
 
+static char notice[512];
+static void take_notice(void *user, const char *m) {
+  (void)user;
+  snprintf(notice, sizeof notice, "%s", m);
+}
+
+/* Issue 43: with both model.safetensors and an index, the shards were
+ * loaded; transformers loads the single file (SAFE_WEIGHTS_NAME before
+ * SAFE_WEIGHTS_INDEX_NAME), and the unused index is named in a notice. A
+ * directory at the single file's name is no file: the index then. */
+static void test_single_file_over_index(void **state) {
+  const char *dir = *state;
+  write_sharded(dir);
+  static const char *const one[] = {"model.embed_tokens.weight"};
+  static const int id[] = {7};
+  write_shard(dir, "model.safetensors", one, id, 1);
+  ot_set_notice_handler(take_notice, NULL);
+  ot_ckpt *c;
+  OT_ASSERT_OK(ot_ckpt_open(dir, &c));
+  ot_set_notice_handler(NULL, NULL);
+  assert_int_equal(ot_ckpt_num_shards(c), 1);
+  assert_int_equal(ot_ckpt_count(c), 1);
+  assert_non_null(strstr(ot_st_path(ot_ckpt_shard(c, 0)), "/model.safetensors"));
+  ot_ckpt_close(c);
+  printf("%s\n", notice);
+  assert_non_null(strstr(notice, dir));
+  assert_non_null(strstr(notice, "both model.safetensors and model.safetensors.index.json"));
+  assert_non_null(strstr(notice, "model.safetensors.index.json and its shards are not used"));
+  char path[4096];
+  ot_tmp_path(path, sizeof path, dir, "model.safetensors");
+  assert_int_equal(remove(path), 0);
+  assert_int_equal(mkdir(path, 0700), 0);
+  OT_ASSERT_OK(ot_ckpt_open(dir, &c));
+  assert_int_equal(ot_ckpt_num_shards(c), 2);
+  check_all(c);
+  ot_ckpt_close(c);
+  assert_int_equal(rmdir(path), 0);
+}
+
 static void test_not_a_checkpoint(void **state) {
   const char *dir = *state;
   ot_ckpt *c = (ot_ckpt *)1;
@@ -172,6 +214,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test_setup_teardown(test_sharded_dir, setup, teardown),
       cmocka_unit_test_setup_teardown(test_single_file, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_single_file_over_index, setup, teardown),
       cmocka_unit_test_setup_teardown(test_not_a_checkpoint, setup, teardown),
       cmocka_unit_test_setup_teardown(test_bad_index, setup, teardown),
       cmocka_unit_test_setup_teardown(test_corrupt_shard, setup, teardown),

@@ -8,20 +8,29 @@
  *   - random blocks of Q8_0, Q4_0, Q4_K and Q6_K dequantized bit for bit as
  *     gguf.quants does (blocks.json);
  *   - every prefix of it short of its last tensor byte is refused, and each
- *     bad-*.gguf for its one defect, naming the file and what is wrong. */
+ *     bad-*.gguf for its one defect, naming the file and what is wrong;
+ *   - files written here (tests/support/gguf_build.h) with one defect the
+ *     gguf package cannot write: a key given twice, tensors sharing bytes,
+ *     general.alignment of another type, a bad magic named; and a key read
+ *     at its type (ot_gguf_expect) refused by name when it has another. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include <cmocka.h>
 #include <jansson.h>
 
+#include "gguf_build.h"
 #include "omptensor/dtype.h"
 #include "omptensor/gguf.h"
+#include "omptensor/tokenizer.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
 static char *path_of(const char *name) {
   const char *d = getenv("OT_TEST_DATA");
@@ -237,8 +246,181 @@ static void bad_files(void **state) {
   ot_gguf_close(NULL);
 }
 
+
+/* A file written here, opened from memory: its status, and the message
+ * names the file and says every one of the strings. */
+static void expect_refused(const ot_gb *b, const char *label, ...) {
+  ot_gguf *g = NULL;
+  ot_status s = ot_gguf_open_mem(b->p, b->len, label, &g);
+  if (s == OT_OK) fail_msg("%s was accepted", label);
+  assert_int_equal(s, OT_ERR_FORMAT);
+  assert_null(g);
+  printf("%s\n", ot_last_error());
+  assert_non_null(strstr(ot_last_error(), label));
+  va_list ap;
+  va_start(ap, label);
+  for (const char *w; (w = va_arg(ap, const char *));)
+    if (!strstr(ot_last_error(), w)) fail_msg("%s: the message does not say '%s': %s", label, w, ot_last_error());
+  va_end(ap);
+}
+
+/* llama.cpp's reader refuses a key given twice; ours took the first value. */
+static void duplicate_key(void **state) {
+  (void)state;
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_u32(&b, "llama.block_count", 2);
+  ot_gb_str(&b, "general.architecture", "llama");
+  ot_gb_u32(&b, "llama.block_count", 40);
+  ot_gb_finish(&b, 0);
+  expect_refused(&b, "dup-key.gguf", "metadata key 'llama.block_count' is given twice (entries 0 and 2)", NULL);
+  ot_gb_free(&b);
+}
+
+/* Two tensors whose bytes overlap (one offset, or one starting inside the
+ * other) are refused naming both; tensors side by side are fine. */
+static void overlapping_tensors(void **state) {
+  (void)state;
+  static const uint64_t eight[1] = {8}, sixteen[1] = {16};
+  static const struct {
+    uint64_t off_b;
+    const uint64_t *ne_a;
+    int ok;
+  } cases[] = {{0, eight, 0}, {32, sixteen, 0}, {32, eight, 1}, {64, sixteen, 1}};
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    ot_gb b;
+    ot_gb_init(&b);
+    ot_gb_str(&b, "general.architecture", "llama");
+    ot_gb_tensor(&b, "b.weight", 1, eight, OT_GGUF_F32, cases[k].off_b); /* listed first, lies second */
+    ot_gb_tensor(&b, "a.weight", 1, cases[k].ne_a, OT_GGUF_F32, 0);
+    ot_gb_finish(&b, 128);
+    if (cases[k].ok) {
+      ot_gguf *g;
+      OT_ASSERT_OK(ot_gguf_open_mem(b.p, b.len, "side-by-side.gguf", &g));
+      ot_gguf_close(g);
+    } else {
+      expect_refused(&b, "overlap.gguf", "tensors 'a.weight' and 'b.weight' overlap", NULL);
+    }
+    ot_gb_free(&b);
+  }
+}
+
+/* general.alignment is a u32 in llama.cpp (its reader takes no other); a
+ * bad magic is named as found. */
+static void alignment_type_and_magic(void **state) {
+  (void)state;
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_i32(&b, "general.alignment", 64);
+  ot_gb_finish(&b, 0);
+  expect_refused(&b, "align-i32.gguf", "general.alignment is i32, expected u32", NULL);
+  memcpy(b.p, "GGUX", 4);
+  expect_refused(&b, "magic.gguf", "not a GGUF file (magic 'GGUX', expected 'GGUF')", NULL);
+  b.p[3] = 0;
+  expect_refused(&b, "magic0.gguf", "(magic 'GGU?', expected 'GGUF')", NULL);
+  ot_gb_free(&b);
+  ot_gb_init(&b);
+  ot_gb_u32(&b, "general.alignment", 64);
+  ot_gb_finish(&b, 0);
+  ot_gguf *g;
+  OT_ASSERT_OK(ot_gguf_open_mem(b.p, b.len, "align-u32.gguf", &g));
+  assert_int_equal(ot_gguf_alignment(g), 64);
+  ot_gguf_close(g);
+  ot_gb_free(&b);
+}
+
+/* ot_gguf_expect: the exact type or a refusal that names the file, the key,
+ * the type found and the one expected; a float must be finite. */
+static void expect_types(void **state) {
+  (void)state;
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_u32(&b, "k.u32", 7);
+  ot_gb_i32(&b, "k.i32", 7);
+  ot_gb_f32(&b, "k.f32", 1.5f);
+  ot_gb_f32(&b, "k.nan", NAN);
+  ot_gb_f32(&b, "k.inf", -INFINITY);
+  ot_gb_strs(&b, "k.strs", 1, (const char *const[]){"x"});
+  ot_gb_finish(&b, 0);
+  ot_gguf *g;
+  OT_ASSERT_OK(ot_gguf_open_mem(b.p, b.len, "types.gguf", &g));
+  int has = -1;
+  OT_ASSERT_OK(ot_gguf_expect(g, "k.u32", OT_GGUF_V_U32, &has));
+  assert_int_equal(has, 1);
+  OT_ASSERT_OK(ot_gguf_expect(g, "k.none", OT_GGUF_V_U32, &has));
+  assert_int_equal(has, 0);
+  OT_ASSERT_OK(ot_gguf_expect(g, "k.f32", OT_GGUF_V_F32, &has));
+  assert_int_equal(has, 1);
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.i32", OT_GGUF_V_U32, &has), OT_ERR_FORMAT,
+                "types.gguf: metadata key k.i32 is i32, expected u32");
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.u32", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.u32 is u32, expected f32");
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.nan", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.nan is f32 nan, expected a finite");
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.inf", OT_GGUF_V_F32, &has), OT_ERR_FORMAT, "k.inf is f32 -inf, expected a finite");
+  OT_ASSERT_ERR(ot_gguf_expect(g, "k.strs", OT_GGUF_V_STRING, &has), OT_ERR_FORMAT,
+                "k.strs is an array of string, expected string");
+  ot_gguf_close(g);
+  ot_gb_free(&b);
+}
+
+/* A file named *.gguf is read as GGUF whatever its first bytes (so its
+ * refusal names the magic); a directory never is. */
+static void is_file_by_name_or_magic(void **state) {
+  (void)state;
+  char *dir = ot_tmpdir_create(), p[512];
+  ot_write_bytes(dir, "model.gguf", "XXXXjunk", 8);
+  ot_write_bytes(dir, "model.bin", "XXXXjunk", 8);
+  ot_write_bytes(dir, "magic.bin", "GGUF", 4);
+  assert_true(ot_gguf_is_file(ot_tmp_path(p, sizeof p, dir, "model.gguf")));
+  ot_gguf *g = NULL;
+  OT_ASSERT_ERR(ot_gguf_open(p, &g), OT_ERR_FORMAT, "model.gguf: not a GGUF file (magic 'XXXX', expected 'GGUF')");
+  assert_false(ot_gguf_is_file(ot_tmp_path(p, sizeof p, dir, "model.bin")));
+  assert_true(ot_gguf_is_file(ot_tmp_path(p, sizeof p, dir, "magic.bin")));
+  assert_true(ot_gguf_is_file(ot_tmp_path(p, sizeof p, dir, "missing.GGUF"))); /* its open says it is missing */
+  ot_tmp_path(p, sizeof p, dir, "d.gguf");
+  assert_int_equal(mkdir(p, 0700), 0);
+  assert_false(ot_gguf_is_file(p));
+  ot_tmpdir_remove(dir);
+}
+
+/* The tokenizer's scalar keys at llama.cpp's types: the flags bool, the
+ * token ids u32 (a u8 flag or an i32 id was read as any integer). */
+static void tokenizer_key_types(void **state) {
+  (void)state;
+  static const char *const toks[] = {"<unk>", "<s>", "</s>", "a"};
+  static const struct { const char *key; ot_gguf_vtype t; const char *says; } cases[] = {
+      {NULL, OT_GGUF_V_BOOL, NULL},
+      {"tokenizer.ggml.add_bos_token", OT_GGUF_V_U8, "tokenizer.ggml.add_bos_token is u8, expected bool"},
+      {"tokenizer.ggml.add_space_prefix", OT_GGUF_V_I32, "tokenizer.ggml.add_space_prefix is i32, expected bool"},
+      {"tokenizer.ggml.eos_token_id", OT_GGUF_V_I32, "tokenizer.ggml.eos_token_id is i32, expected u32"},
+      {"tokenizer.ggml.unknown_token_id", OT_GGUF_V_U64, "tokenizer.ggml.unknown_token_id is u64, expected u32"},
+  };
+  for (size_t k = 0; k < sizeof cases / sizeof *cases; k++) {
+    ot_gb b;
+    ot_gb_init(&b);
+    ot_gb_str(&b, "tokenizer.ggml.model", "llama");
+    ot_gb_strs(&b, "tokenizer.ggml.tokens", 4, toks);
+    static const float scores[4] = {0, 0, 0, -1};
+    ot_gb_array(&b, "tokenizer.ggml.scores", OT_GGUF_V_F32, 4, scores);
+    const uint64_t one = 1; /* in the width of any type above */
+    if (cases[k].key) ot_gb_kv(&b, cases[k].key, cases[k].t, &one);
+    ot_gb_finish(&b, 0);
+    ot_gguf *g;
+    OT_ASSERT_OK(ot_gguf_open_mem(b.p, b.len, "tok.gguf", &g));
+    ot_tokenizer *tk = NULL;
+    ot_status s = ot_tokenizer_from_gguf(g, "tok.gguf", &tk);
+    if (!cases[k].says) OT_ASSERT_OK(s);
+    else OT_ASSERT_ERR(s, OT_ERR_FORMAT, "tok.gguf", cases[k].says);
+    ot_tokenizer_destroy(tk);
+    ot_gguf_close(g);
+    ot_gb_free(&b);
+  }
+}
+
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(tiny_file), cmocka_unit_test(dequantize_blocks),
-                                     cmocka_unit_test(bad_files)};
+  const struct CMUnitTest tests[] = {cmocka_unit_test(tiny_file),           cmocka_unit_test(dequantize_blocks),
+                                     cmocka_unit_test(bad_files),           cmocka_unit_test(duplicate_key),
+                                     cmocka_unit_test(overlapping_tensors), cmocka_unit_test(alignment_type_and_magic),
+                                     cmocka_unit_test(expect_types),        cmocka_unit_test(is_file_by_name_or_magic),
+                                     cmocka_unit_test(tokenizer_key_types)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -22,7 +22,9 @@
  *     what each sequence gives alone with the same caches, also at the
  *     job's bound;
  *     the first logits stay near the f32 caches' but are not theirs;
- *   - what is refused is refused by name. */
+ *   - what is refused is refused by name;
+ *   - should_stop (a caller's Ctrl-C) stops at a token boundary with what
+ *     was made (issue 43). */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -637,8 +639,70 @@ static void refusals(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+/* ot_gen_opts.should_stop (issue 43: Ctrl-C in the command) is asked at
+ * each token boundary; when it says stop, ot_generate returns the tokens
+ * made so far, cancelled, and ot_generate_batch leaves the unfinished
+ * sequences out (on_seq_done is not called for them). The library installs
+ * no signal handler: the caller's handler sets what should_stop reads. */
+typedef struct stop_after {
+  int asked, at;
+} stop_after;
+
+static int stop_when(void *u) {
+  stop_after *s = u;
+  return ++s->asked >= s->at;
+}
+
+static void should_stop_at_a_token(void **state) {
+  (void)state;
+  ot_test_manifest mf;
+  ot_test_read_manifest("llama_gqa", &mf);
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  ot_lm *m = load(ctx, "llama_gqa");
+  ot_gen_opts g = greedy_opts();
+  g.max_new_tokens = 12;
+  ot_gen_result all, cut;
+  OT_ASSERT_OK(ot_generate(m, mf.prompt, mf.n_prompt, &g, &all));
+  assert_false(all.cancelled);
+  stop_after s = {0, 4};
+  g.should_stop = stop_when;
+  g.stop_user = &s;
+  OT_ASSERT_OK(ot_generate(m, mf.prompt, mf.n_prompt, &g, &cut));
+  assert_true(cut.cancelled);
+  assert_false(cut.stopped_at_eos);
+  assert_int_equal(cut.n_tokens, 4); /* the prompt's token and three decode steps: asked before each */
+  assert_memory_equal(cut.tokens, all.tokens, 4 * sizeof *cut.tokens);
+  ot_gen_result_free(&all);
+  ot_gen_result_free(&cut);
+  /* a batch: the sequences finished before the stop are whole and as before, the others left out */
+  const job j = make_job(&mf, lens7, new7, 7);
+  capture free_run, got = {0};
+  ot_gen_opts b = greedy_opts();
+  run_batch(m, &b, &j, 3, &free_run, NULL);
+  stop_after t = {0, 8};
+  b.should_stop = stop_when;
+  b.stop_user = &t;
+  b.on_seq_done = on_done;
+  b.done_user = &got;
+  ot_gen_batch_result r;
+  OT_ASSERT_OK(ot_generate_batch(m, j.seqs, j.n, 3, &b, &r));
+  assert_true(r.cancelled);
+  assert_true(got.n_done >= 1 && got.n_done < j.n);
+  for (int k = 0; k < got.n_done; k++) {
+    const int i = got.order[k];
+    assert_int_equal(got.s[i].n_tokens, free_run.s[i].n_tokens);
+    assert_memory_equal(got.s[i].tokens, free_run.s[i].tokens, (size_t)got.s[i].n_tokens * sizeof(int32_t));
+  }
+  ot_gen_batch_result_free(&r);
+  capture_free(&free_run);
+  capture_free(&got);
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
+      cmocka_unit_test(should_stop_at_a_token),
       cmocka_unit_test(batch_matches_single), cmocka_unit_test(refill_order),
       cmocka_unit_test(eos_in_one_sequence),  cmocka_unit_test(sampling_per_sequence),
       cmocka_unit_test(budget_at_bound),      cmocka_unit_test(kv_dtype_16bit), cmocka_unit_test(hybrid_matches_device),

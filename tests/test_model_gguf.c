@@ -16,7 +16,13 @@
  *     blocks stream and the logits are bitwise the unlimited run's, the
  *     budget held (trace);
  *   - model files the loader cannot build are refused, naming the file and
- *     what is unsupported. */
+ *     what is unsupported;
+ *   - every metadata key the config reads, given another type than the one
+ *     llama.cpp's loader reads it as (or a float not finite), is refused
+ *     naming the file, the key and both types (tests/support/gguf_build.h
+ *     writes the files); a missing rms epsilon too; llama.cpp's RoPE keys
+ *     as it reads them (a factor without a type is linear, the older
+ *     rope.scale_linear); a refusal of a field names its metadata key. */
 #include <jansson.h>
 #include <math.h>
 #include <setjmp.h>
@@ -28,12 +34,14 @@
 
 #include <cmocka.h>
 
+#include "gguf_build.h"
 #include "model_test.h"
 #include "kernels/kcommon.h"
 #include "omptensor/hfconfig.h"
 #include "omptensor/models.h"
 #include "omptensor/trace.h"
 #include "ot_test.h"
+#include "ot_testio.h"
 
 #define SET "../gguf/llama-mixed.gguf" /* ot_test_model_path is under models/ */
 #define V 128
@@ -174,11 +182,139 @@ static void refused_models(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+
+/* One key of a llama's metadata given as type t with value v (NULL: left
+ * out): the config's status, and on a refusal its message says each of
+ * the strings. */
+static void config_with(const char *key, ot_gguf_vtype t, const void *v, ot_status want, ...) {
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_llama(&b, key);
+  if (v) ot_gb_kv(&b, key, t, v);
+  ot_gb_finish(&b, 0);
+  ot_hf_config c;
+  ot_status s = ot_hf_config_from_gguf_mem(b.p, b.len, "meta.gguf", &c);
+  ot_gb_free(&b);
+  if (s != want) fail_msg("%s as %s: status %d, want %d: %s", key, ot_gguf_vtype_name(t), (int)s, (int)want,
+                          s ? ot_last_error() : "");
+  if (s == OT_OK) return;
+  va_list ap;
+  va_start(ap, want);
+  for (const char *w; (w = va_arg(ap, const char *));)
+    if (!strstr(ot_last_error(), w)) fail_msg("%s: the message does not say '%s': %s", key, w, ot_last_error());
+  va_end(ap);
+  if (!strstr(ot_last_error(), "meta.gguf"))
+    fail_msg("%s: the message does not name the file: %s", key, ot_last_error());
+}
+
+/* Each key the config reads, at the one type llama.cpp reads it as: any
+ * other type was read as missing (its default, silently: theta 10000 for an
+ * i32 freq_base, 1e-6 for a NaN epsilon, no scaling for a u32 type). */
+static void metadata_types_refused(void **state) {
+  (void)state;
+  static const char *const u32_keys[] = {
+      "llama.embedding_length", "llama.feed_forward_length", "llama.block_count", "llama.attention.head_count",
+      "llama.attention.head_count_kv", "llama.context_length", "llama.vocab_size", "llama.rope.dimension_count",
+      "llama.attention.key_length", "llama.attention.value_length", "llama.expert_count",
+      "llama.rope.scaling.original_context_length", "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"};
+  static const char *const f32_keys[] = {"llama.rope.freq_base", "llama.attention.layer_norm_rms_epsilon",
+                                         "llama.rope.scaling.factor", "llama.rope.scale_linear"};
+  const int32_t i32 = 16;
+  const uint64_t u64 = 16;
+  const float f32 = 16, nan = NAN, inf = INFINITY, ninf = -INFINITY;
+  const double f64 = 16;
+  const uint8_t yes = 1;
+  for (size_t i = 0; i < sizeof u32_keys / sizeof *u32_keys; i++) {
+    config_with(u32_keys[i], OT_GGUF_V_I32, &i32, OT_ERR_FORMAT, u32_keys[i], "is i32, expected u32", NULL);
+    config_with(u32_keys[i], OT_GGUF_V_U64, &u64, OT_ERR_FORMAT, u32_keys[i], "is u64, expected u32", NULL);
+    config_with(u32_keys[i], OT_GGUF_V_F32, &f32, OT_ERR_FORMAT, u32_keys[i], "is f32, expected u32", NULL);
+    config_with(u32_keys[i], OT_GGUF_V_STRING, "16", OT_ERR_FORMAT, u32_keys[i], "is string, expected u32", NULL);
+  }
+  for (size_t i = 0; i < sizeof f32_keys / sizeof *f32_keys; i++) {
+    config_with(f32_keys[i], OT_GGUF_V_I32, &i32, OT_ERR_FORMAT, f32_keys[i], "is i32, expected f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F64, &f64, OT_ERR_FORMAT, f32_keys[i], "is f64, expected f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_BOOL, &yes, OT_ERR_FORMAT, f32_keys[i], "is bool, expected f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_STRING, "1e6", OT_ERR_FORMAT, f32_keys[i], "is string, expected f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F32, &nan, OT_ERR_FORMAT, f32_keys[i], "f32 nan, expected a finite f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F32, &inf, OT_ERR_FORMAT, f32_keys[i], "f32 inf, expected a finite f32", NULL);
+    config_with(f32_keys[i], OT_GGUF_V_F32, &ninf, OT_ERR_FORMAT, f32_keys[i], "f32 -inf, expected a finite f32", NULL);
+  }
+  const uint32_t two = 2;
+  config_with("general.architecture", OT_GGUF_V_U32, &two, OT_ERR_FORMAT,
+              "general.architecture is u32, expected string", NULL);
+  config_with("llama.rope.scaling.type", OT_GGUF_V_U32, &two, OT_ERR_FORMAT,
+              "llama.rope.scaling.type is u32, expected string", NULL);
+  /* the right types load; a missing epsilon is refused (llama.cpp requires it) */
+  config_with("llama.rope.freq_base", OT_GGUF_V_F32, &f32, OT_OK);
+  config_with("llama.attention.layer_norm_rms_epsilon", OT_GGUF_V_F32, NULL, OT_ERR_FORMAT,
+              "llama.attention.layer_norm_rms_epsilon is missing", NULL);
+  /* a size out of range: config.json's field, and the key it came from */
+  const uint32_t zero = 0;
+  config_with("llama.context_length", OT_GGUF_V_U32, &zero, OT_ERR_FORMAT, "max_position_embeddings",
+              "(metadata key llama.context_length)", NULL);
+}
+
+/* RoPE scaling as llama.cpp reads it: the type defaults to linear (a
+ * factor without a type was read as no scaling), the factor may be the
+ * older rope.scale_linear (was not read), a factor of 1 or the type "none"
+ * is no scaling. */
+static void rope_scaling_as_llama_cpp(void **state) {
+  (void)state;
+  static const struct { const char *type, *factor_key; float factor; int rope; double want; } cases[] = {
+      {NULL, "llama.rope.scaling.factor", 4, OT_ROPE_LINEAR, 4},
+      {NULL, "llama.rope.scale_linear", 2, OT_ROPE_LINEAR, 2},
+      {"linear", "llama.rope.scaling.factor", 8, OT_ROPE_LINEAR, 8},
+      {NULL, "llama.rope.scaling.factor", 1, OT_ROPE_DEFAULT, 1},
+      {"none", "llama.rope.scaling.factor", 4, OT_ROPE_DEFAULT, 1}, /* llama.cpp: "never scale if ... none" */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    ot_gb b;
+    ot_gb_init(&b);
+    ot_gb_llama(&b, NULL);
+    if (cases[i].type) ot_gb_str(&b, "llama.rope.scaling.type", cases[i].type);
+    ot_gb_f32(&b, cases[i].factor_key, cases[i].factor);
+    ot_gb_finish(&b, 0);
+    ot_hf_config c;
+    OT_ASSERT_OK(ot_hf_config_from_gguf_mem(b.p, b.len, "rope.gguf", &c));
+    ot_gb_free(&b);
+    if ((int)c.rope_type != cases[i].rope || c.rope_factor != cases[i].want)
+      fail_msg("case %zu: rope type %d factor %g, want %d %g", i, (int)c.rope_type, c.rope_factor, cases[i].rope,
+               cases[i].want);
+    assert_true(c.rope_theta == 10000);
+  }
+}
+
+/* A tensor whose shape the metadata does not imply: the message names the
+ * metadata, not a config.json a GGUF file does not have. */
+static void shape_against_metadata(void **state) {
+  (void)state;
+  ot_gb b;
+  ot_gb_init(&b);
+  ot_gb_llama(&b, NULL); /* hidden 64, vocab 32 */
+  const uint64_t ne[2] = {48, 32};
+  ot_gb_tensor(&b, "token_embd.weight", 2, ne, OT_GGUF_F32, 0);
+  ot_gb_finish(&b, 48 * 32 * 4);
+  char *dir = ot_tmpdir_create(), p[512];
+  ot_write_bytes(dir, "shape.gguf", b.p, b.len);
+  ot_gb_free(&b);
+  ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
+  ot_lm *m = NULL;
+  OT_ASSERT_ERR(ot_model_load(ctx, ot_tmp_path(p, sizeof p, dir, "shape.gguf"), OT_DTYPE_KEEP, NULL, NULL, &m),
+                OT_ERR_SHAPE, "shape.gguf: tensor 'model.embed_tokens.weight' has shape [32, 48], but its metadata "
+                "implies [32, 64]");
+  assert_null(m);
+  ot_ctx_destroy(ctx);
+  ot_tmpdir_remove(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(checkpoint_table),
       cmocka_unit_test(logits_match_reference),
       cmocka_unit_test(refused_models),
+      cmocka_unit_test(metadata_types_refused),
+      cmocka_unit_test(rope_scaling_as_llama_cpp),
+      cmocka_unit_test(shape_against_metadata),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -220,7 +220,7 @@ static void test_plan_print(void **state) {
   fflush(stderr);
   int saved = dup(2);
   dup2(fd, 2);
-  setenv("OMPTENSOR_DEBUG", "io,plan", 1);
+  setenv("OMPTENSOR_DEBUG", "plan", 1);
   make(&s, OT_STRATEGY_MINIMAL, 5);
   unsetenv("OMPTENSOR_DEBUG");
   fflush(stderr);

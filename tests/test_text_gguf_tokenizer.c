@@ -28,6 +28,8 @@
 #include "omptensor/gguf.h"
 #include "omptensor/tokenizer.h"
 #include "ot_test.h"
+#include "ot_testio.h"
+#include "text/tokenizer_internal.h" /* ot_tok_work: the loops' step count */
 
 static const char *data_dir(void) {
   const char *d = getenv("OT_TEST_DATA");
@@ -180,6 +182,96 @@ static void test_bad_files(void **state) {
   assert_null(tk);
 }
 
+static void put(FILE *f, const void *p, size_t n) { assert_int_equal(fwrite(p, 1, n, f), n); }
+static void put_str(FILE *f, const char *s, size_t n) {
+  const uint64_t len = n;
+  put(f, &len, 8), put(f, s, n);
+}
+/* A GGUF (version 3, no tensors) of a tokenizer: "llama" (tokens and their
+ * scores) or "gpt2" (tokens and the n_merges merges). */
+static void write_tok_gguf(const char *path, const char *model, const char *const *tok, const size_t *len, int n,
+                           const char *const *merges, int n_merges) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  const uint32_t version = 3, t_str = 8, t_arr = 9, t_f32 = 6;
+  const uint64_t n_tensors = 0, n_kv = 3, count = (uint64_t)n, mcount = (uint64_t)n_merges;
+  put(f, "GGUF", 4), put(f, &version, 4), put(f, &n_tensors, 8), put(f, &n_kv, 8);
+  put_str(f, "tokenizer.ggml.model", 20), put(f, &t_str, 4), put_str(f, model, strlen(model));
+  put_str(f, "tokenizer.ggml.tokens", 21), put(f, &t_arr, 4), put(f, &t_str, 4), put(f, &count, 8);
+  for (int k = 0; k < n; k++) put_str(f, tok[k], len[k]);
+  if (merges) {
+    put_str(f, "tokenizer.ggml.merges", 21), put(f, &t_arr, 4), put(f, &t_str, 4), put(f, &mcount, 8);
+    for (int k = 0; k < n_merges; k++) put_str(f, merges[k], strlen(merges[k]));
+  } else {
+    put_str(f, "tokenizer.ggml.scores", 21), put(f, &t_arr, 4), put(f, &t_f32, 4), put(f, &count, 8);
+    for (int k = 0; k < n; k++) {
+      const float score = -(float)k;
+      put(f, &score, 4);
+    }
+  }
+  assert_int_equal(fclose(f), 0);
+}
+
+/* tokenizer.ggml.merges as llama.cpp reads them: a repeated pair keeps its
+ * first rank (so "a b" is merged before "b c" in "abc"; the repeat, last,
+ * would put it after). */
+static void test_merges_as_llama_cpp(void **state) {
+  (void)state;
+  const char *tok[] = {"a", "b", "c", "ab", "bc"};
+  const size_t len[] = {1, 1, 1, 2, 2};
+  const char *merges[] = {"a b", "b c", "a b"};
+  char *dir = ot_tmpdir_create(), path[4096];
+  ot_tmp_path(path, sizeof path, dir, "dup.gguf");
+  write_tok_gguf(path, "gpt2", tok, len, 5, merges, 3);
+  ot_tokenizer *tk;
+  OT_ASSERT_OK(ot_tokenizer_load_gguf(path, &tk));
+  int32_t *ids;
+  size_t n;
+  OT_ASSERT_OK(ot_tokenizer_encode(tk, "abc", 3, 0, &ids, &n));
+  assert_int_equal(n, 2);
+  assert_int_equal(ids[0], 3); /* ab */
+  assert_int_equal(ids[1], 2); /* c */
+  free(ids);
+  ot_tokenizer_destroy(tk);
+  ot_tmpdir_remove(dir);
+}
+
+/* The merges of a "llama" vocabulary are its tokens' cuts into two tokens:
+ * found in steps that grow with the tokens' bytes, not with the square of
+ * a token's length (a token of 20 000 bytes). Steps are counted
+ * (ot_tok_work), not timed. */
+static void test_merges_linear(void **state) {
+  (void)state;
+  enum { LONG = 20000 };
+  char *long_tok = malloc(LONG);
+  assert_non_null(long_tok);
+  memset(long_tok, 'a', LONG);
+  long_tok[LONG / 2] = 'b'; /* "a..ab" + "a..a": no cut of it is two tokens but one */
+  const char *tok[] = {"<unk>", "<s>", "</s>", "a", "b", "aa", "ab", long_tok, long_tok + LONG / 2 + 1};
+  size_t len[] = {5, 3, 4, 1, 1, 2, 2, LONG, LONG - LONG / 2 - 1};
+  char *dir = ot_tmpdir_create(), path[4096];
+  ot_tmp_path(path, sizeof path, dir, "long.gguf");
+  /* the last token is the long one's tail, the one before it the long one: a cut of it */
+  tok[8] = long_tok + LONG / 2 + 1;
+  write_tok_gguf(path, "llama", tok, len, 9, NULL, 0);
+  ot_tok_work = 0;
+  ot_tokenizer *tk;
+  OT_ASSERT_OK(ot_tokenizer_load_gguf(path, &tk));
+  uint64_t bytes = 0;
+  for (int k = 0; k < 9; k++) bytes += len[k];
+  print_message("  %llu steps for %llu bytes of tokens\n", (unsigned long long)ot_tok_work, (unsigned long long)bytes);
+  if (ot_tok_work > 16 * bytes + 10000) fail_msg("%llu steps for %llu bytes", (unsigned long long)ot_tok_work,
+                                                 (unsigned long long)bytes);
+  int32_t *ids;
+  size_t n;
+  OT_ASSERT_OK(ot_tokenizer_encode(tk, "aab", 3, 0, &ids, &n));
+  assert_true(n >= 1);
+  free(ids);
+  ot_tokenizer_destroy(tk);
+  ot_tmpdir_remove(dir);
+  free(long_tok);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test_prestate(test_family, "spm"),
                                      cmocka_unit_test_prestate(test_family, "gpt2"),
@@ -187,6 +279,7 @@ int main(void) {
                                      cmocka_unit_test_prestate(test_family, "qwen2"),
                                      cmocka_unit_test_prestate(test_family, "ties"),
                                      cmocka_unit_test(test_load_path),
-                                     cmocka_unit_test(test_bad_files)};
+                                     cmocka_unit_test(test_bad_files), cmocka_unit_test(test_merges_linear),
+                                     cmocka_unit_test(test_merges_as_llama_cpp)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -76,6 +76,16 @@ const ot_opt *ot_settings_gen_opts(void);
 /* Also the --config FILE option, id OT_OPT_CONFIG, for ot_settings_load_file. */
 #define OT_OPT_CONFIG (-1001)
 
+/* The options of only the settings a program takes (the n of `which`, in
+ * the settings' order, generation ones too), then --config: for a command
+ * whose help should list, and whose parser accept, nothing it would ignore.
+ * buf holds at least n + 2 entries; returns buf.
+ *
+ *     static const ot_setting mine[] = {OT_SET_GPU_MEMORY_LIMIT, OT_SET_BACKEND, OT_SET_JSON};
+ *     ot_opt buf[3 + 2];
+ *     const ot_opt *tables[] = {my_opts, ot_settings_opts_of(mine, 3, buf), NULL}; */
+const ot_opt *ot_settings_opts_of(const ot_setting *which, int n, ot_opt *buf);
+
 #ifdef __cplusplus
 }
 #endif

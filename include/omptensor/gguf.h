@@ -13,11 +13,13 @@
  * Versions 2 and 3 (what llama.cpp writes today is 3), little-endian.
  * Checked: the magic and version; every count, string and array length
  * against what is left of the file (and sane limits); known value types;
- * general.alignment a power of two (default 32); each tensor's dims
- * (1 to 4, positive, no overflow), a known type whose block divides the
- * innermost dim, its offset aligned, and its bytes inside the file; no two
- * tensors with one name. A failure names the file and the field or tensor,
- * with OT_ERR_FORMAT (OT_ERR_IO, OT_ERR_NOT_FOUND for the file itself). */
+ * no metadata key twice; general.alignment a u32 power of two (default
+ * 32); each tensor's dims (1 to 4, positive, no overflow), a known type
+ * whose block divides the innermost dim, its offset aligned, and its bytes
+ * inside the file; no two tensors with one name or with overlapping bytes.
+ * A failure names the file and the field or tensor(s), with OT_ERR_FORMAT
+ * (OT_ERR_IO, OT_ERR_NOT_FOUND for the file itself); a file that is not
+ * GGUF says the magic it has. */
 #ifndef OMPTENSOR_GGUF_H
 #define OMPTENSOR_GGUF_H
 
@@ -82,8 +84,11 @@ ot_status ot_gguf_open(const char *path, ot_gguf **out);
  * `name` stands for the file in messages (the fuzzer, the tests). */
 ot_status ot_gguf_open_mem(const void *data, size_t len, const char *name, ot_gguf **out);
 void ot_gguf_close(ot_gguf *g); /* NULL is fine */
-/* Whether `path` is a regular file that starts with GGUF's magic (nothing
- * else is checked; errors are not recorded). */
+/* Whether `path` is to be read as a GGUF file: not a directory, and it
+ * starts with GGUF's magic or is named *.gguf (so that a damaged or
+ * mislabelled .gguf is refused by ot_gguf_open, which names its magic,
+ * rather than read as something else). Nothing else is checked; errors are
+ * not recorded. */
 int ot_gguf_is_file(const char *path);
 
 uint32_t ot_gguf_version(const ot_gguf *g);
@@ -100,6 +105,13 @@ const ot_gguf_tensor *ot_gguf_find_tensor(const ot_gguf *g, const char *name); /
 int ot_gguf_num_kv(const ot_gguf *g);
 const char *ot_gguf_key_at(const ot_gguf *g, int i, ot_gguf_vtype *type, ot_gguf_vtype *elem_type, uint64_t *count);
 int ot_gguf_has(const ot_gguf *g, const char *key);
+/* A key read as llama.cpp's loader reads it: it must hold exactly type
+ * `want` (a u32 key given as i32 or u64, a f32 one as f64, is refused, as
+ * llama.cpp refuses it), and a float must be finite. OT_OK with *present 0
+ * when the key is missing, 1 when it is there and right (then read it with
+ * the get_* below); else OT_ERR_FORMAT, one line naming the file, the key,
+ * the type found and the one expected. */
+ot_status ot_gguf_expect(const ot_gguf *g, const char *key, ot_gguf_vtype want, int *present);
 const char *ot_gguf_get_string(const ot_gguf *g, const char *key);
 int ot_gguf_get_int(const ot_gguf *g, const char *key, int64_t *out);
 int ot_gguf_get_float(const ot_gguf *g, const char *key, double *out); /* f32 or f64 */

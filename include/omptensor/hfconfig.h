@@ -108,10 +108,11 @@ typedef struct ot_hf_config {
   double initializer_range; /* gpt2 (default 0.02): the trainer's init_random; 0 for llama */
 } ot_hf_config;
 
-/* `path` is config.json itself or the directory that holds it. Errors:
- * OT_ERR_NOT_FOUND (no file), OT_ERR_FORMAT (bad JSON, missing / wrong-typed
- * / out-of-range field, weights too large to address), OT_ERR_UNSUPPORTED
- * (model type, rope_scaling, activation). */
+/* `path` is config.json itself or the directory that holds it (or a GGUF
+ * file, below). Errors: OT_ERR_NOT_FOUND (no file), OT_ERR_FORMAT (bad JSON,
+ * missing / wrong-typed / out-of-range field, weights too large to address;
+ * a file that is neither GGUF nor JSON, said so with its first bytes),
+ * OT_ERR_UNSUPPORTED (model type, rope_scaling, activation). */
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
 
 /* A GGUF file (llama.cpp's format; ot_hf_config_load takes one too): its
@@ -121,6 +122,9 @@ ot_status ot_hf_config_load(const char *path, ot_hf_config *out);
  * RoPE scaling recognized from rope_freqs.weight; mixture-of-experts files
  * and any other architecture are OT_ERR_UNSUPPORTED, named. */
 ot_status ot_hf_config_from_gguf(const char *path, ot_hf_config *out);
+/* The same on a GGUF file's `len` bytes in memory; label names it in
+ * messages (the fuzzer, the tests). */
+ot_status ot_hf_config_from_gguf_mem(const void *data, size_t len, const char *label, ot_hf_config *out);
 
 /* The same on a buffer (label names it in messages). */
 ot_status ot_hf_config_parse(const char *json, size_t len, const char *label, ot_hf_config *out);

@@ -195,6 +195,14 @@ typedef struct ot_gen_opts {
    * still computes in f32, on keys and values rounded to it (transformers
    * keeps a bf16 model's cache in bf16). Anything else is OT_ERR_DTYPE. */
   ot_dtype kv_dtype;
+  /* Asked at each token boundary (before every decode step, and before a
+   * batch's next step): nonzero stops the generation there, as a success
+   * with the tokens made so far and the result's `cancelled` set (a batch:
+   * the sequences not finished are left out, on_seq_done is not called for
+   * them). For a program's Ctrl-C: its own signal handler sets a flag that
+   * this reads (the library installs no handler). May be NULL. */
+  int (*should_stop)(void *user);
+  void *stop_user;
 } ot_gen_opts;
 
 ot_gen_opts ot_gen_opts_default(void);
@@ -225,7 +233,8 @@ typedef struct ot_gen_result {
                                               seconds are not counted in decode_ms */
   ot_experts_stats decode_experts; /* a mixture of experts: what the decode steps routed and brought into
                                       the window (experts.h; zero for a dense model) */
-  int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made */
+  int stopped_at_eos;    /* 1: the last token is an EOS id; 0: max_new_tokens were made (or cancelled) */
+  int cancelled;         /* 1: should_stop stopped it before an EOS id or max_new_tokens */
   char *text;            /* with opts.tokenizer: the tokens decoded, special ones skipped (malloc'd), else NULL */
   size_t text_len;
 } ot_gen_result;
@@ -292,6 +301,8 @@ typedef struct ot_gen_batch_result {
   ot_plan_stats decode_plan;        /* the last decode plan's replays */
   ot_budget_probe decode_probe;     /* the last decode plan's independent budget check (sched.h, done = 0 if
                                        none ran); its time is taken out of decode_ms, as ot_generate does */
+  int cancelled;                    /* 1: should_stop stopped the job; the sequences whose on_seq_done was not
+                                       called are not finished */
 } ot_gen_batch_result;
 
 /* Generates for seqs[0 .. n-1] with up to n_slots of them at once. The

@@ -18,7 +18,7 @@
  *
  *     memory:
  *       offload_strategy: balanced   # none | minimal | balanced | aggressive
- *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789, "0:20GB,1:30GB"
+ *       max_gpu_memory: 3GB          # or 3GiB, 40%, 123456789 (bytes), "0:20GB,1:30GB"
  *       usm_placement: auto          # auto | resident | streamed | remote (backend usm)
  *     backend: auto                  # auto | map | usm | host
  *     compute: auto                  # auto | gpu | hybrid (ops also on the host's cores, sched.h)
@@ -37,7 +37,8 @@
  *       ignore_eos: false            # true: go on past the model's EOS ids
  *       kv_dtype: bf16               # the KV caches: f32 (default) | bf16 | f16 (half the bytes)
  *
- * Unknown keys are errors naming the key and line. Environment:
+ * Unknown and repeated keys (at any level: a section too) are errors naming
+ * the key and line. Environment:
  * OMPTENSOR_GPU_MEMORY_LIMIT, OMPTENSOR_OFFLOAD, OMPTENSOR_BACKEND,
  * OMPTENSOR_DEVICE, OMPTENSOR_DEVICES, OMPTENSOR_TRACE, OMPTENSOR_DTYPE, OMPTENSOR_JSON,
  * OMPTENSOR_USM_PLACEMENT, OMPTENSOR_COMPUTE, OMPTENSOR_MAX_NEW_TOKENS, OMPTENSOR_TEMPERATURE,
@@ -71,9 +72,11 @@ typedef struct ot_size {
 
 /* Units B, KB, MB, GB, TB (powers of 1000) and KiB, MiB, GiB, TiB (powers
  * of 1024), any case, no space; a decimal fraction is allowed with a unit
- * ("1.5TB", floored to whole bytes); a plain number is bytes. A percentage
- * is in (0, 100]. Zero, negative, exponent forms, overflow and anything
- * else are OT_ERR_INVALID_ARG with a message quoting the string. */
+ * ("1.5TB", floored to whole bytes). A number without a unit is bytes,
+ * whatever its size ("3.5" is refused: not whole bytes). A percentage is in
+ * (0, 100]. Zero, negative, exponent forms, more than INT64_MAX bytes (8 EiB:
+ * sizes are reported as signed 64-bit JSON integers) and anything else are
+ * OT_ERR_INVALID_ARG with a message quoting the string. */
 ot_status ot_size_parse(const char *s, ot_size *out);
 
 /* The other way round: `bytes` for a person to read, in the binary unit its
@@ -96,9 +99,7 @@ typedef struct ot_mem_limit {
   ot_size per_device[OT_MAX_DEVICES];
 } ot_mem_limit;
 
-/* Each size as ot_size_parse reads it, except that a number without a unit
- * below 1024 is gigabytes ("3.5" = 3.5GB, "40" = 40GB: how articles on
- * offloading write a GPU memory limit); from 1024 up it stays bytes. */
+/* Each size as ot_size_parse reads it (a number without a unit is bytes). */
 ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out);
 
 /* The limit that applies to device `dev` (its own entry, else `all`). */
@@ -143,7 +144,16 @@ typedef struct ot_gen_settings {
   ot_dtype kv_dtype; /* the KV caches' (ot_gen_opts.kv_dtype): f32, bf16 or f16 */
 } ot_gen_settings;
 
-typedef enum ot_setting_source { OT_SRC_DEFAULT = 0, OT_SRC_FILE, OT_SRC_ENV, OT_SRC_FLAG } ot_setting_source;
+/* Where a setting's value came from, lowest first: a higher source
+ * overrides a lower one. OT_SRC_MODEL: the model's generation_config.json
+ * (ot_settings_take_model_gen), above the defaults, below all a user gives. */
+typedef enum ot_setting_source {
+  OT_SRC_DEFAULT = 0,
+  OT_SRC_MODEL,
+  OT_SRC_FILE,
+  OT_SRC_ENV,
+  OT_SRC_FLAG
+} ot_setting_source;
 
 typedef struct ot_settings {
   ot_mem_limit gpu_memory_limit; /* unset: the context's default budget */
@@ -186,13 +196,24 @@ ot_status ot_settings_load_yaml(ot_settings *s, const char *text, size_t len, co
 
 /* Fills backend, device, n_devices (when `devices` is set) and budgets of `o`
  * (budget_bytes and budgets[0 .. o->n_devices - 1], for devices device,
- * device + 1, ...), resolving
- * percentages against the memory each device reports; a percentage on a
- * device that reports no size (an emulated one) is OT_ERR_UNSUPPORTED.
- * With the host backend, or no offload device, percentages are skipped. */
+ * device + 1, ...), resolving percentages against each device's memory as
+ * ot_device_capacity counts it (an emulated device's 1 GiB too). Refused
+ * (OT_ERR_INVALID_ARG, naming where the limit came from: the flag, the
+ * variable, or the file and key): a budget larger than the device's memory,
+ * and a per-device limit for a device the run does not use. With the host
+ * backend, or no offload device, percentages are skipped. */
 ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o);
 
-/* "default", "file", "environment", "flag". */
+/* The generation settings nothing higher gave take the model's
+ * generation_config.json values (what generation applies, as transformers'
+ * generate() does: max_new_tokens; do_sample false as greedy unless a
+ * sampling setting was given; do_sample true with its temperature, top_k,
+ * top_p or transformers' defaults 1, 50, 1), with source OT_SRC_MODEL, so
+ * that ot_settings_print says where each came from. `model`: a model
+ * directory or file (a GGUF file has none: nothing changes). */
+ot_status ot_settings_take_model_gen(ot_settings *s, const char *model);
+
+/* "default", "generation_config.json", "config file", "environment", "command line". */
 const char *ot_setting_source_name(ot_setting_source src);
 
 /* One line per setting: value and where it came from (for --verbose). */

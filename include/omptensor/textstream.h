@@ -2,13 +2,17 @@
  *
  * A generated token is not always text on its own: byte-fallback tokens
  * (<0xF0><0x9F><0x98><0x80>) and byte-level tokens carry parts of one
- * character, and decoders such as Metaspace treat the first token apart.
- * The stream decodes the whole sequence so far, as ot_tokenizer_decode
- * would, and hands out only what can no longer change: the bytes after the
- * part already handed out, less a trailing incomplete character (which the
- * decoders show as U+FFFD until its last byte arrives). What every piece
- * put together makes is exactly the decode of all the ids, once
- * ot_text_stream_finish has handed out the rest.
+ * character, a later byte can turn a whole run of byte tokens into U+FFFD,
+ * and decoders such as Metaspace and Strip treat the text's start apart.
+ * The stream hands out a stretch of ids only once later ids can no longer
+ * change its text (a run of byte tokens when it ends, a byte-level
+ * character when its last byte arrives), decoded as the continuation of
+ * what came before, with transformers' clean-up (where the tokenizer has
+ * it) held back only where " ." could still become ".". What every piece
+ * put together makes is exactly ot_tokenizer_decode of all the ids, once
+ * ot_text_stream_finish has handed out the rest; every piece is whole
+ * UTF-8. (A decoder chain that rewrites the joined text, such as a Regex
+ * Replace after ByteLevel, hands everything out at finish.)
  *
  *     ot_text_stream *ts;
  *     ot_text_stream_new(tk, 1, &ts);             // 1: skip special tokens
@@ -18,8 +22,8 @@
  *     ot_text_stream_finish(ts, &piece, &n);      // what was held back
  *     ot_text_stream_destroy(ts);
  *
- * The cost of a push grows with the tokens so far (a decode of all of them):
- * microseconds for the thousands of tokens a generation makes.
+ * Each id is decoded once (or a few times while it waits): the cost of a
+ * stream grows with its ids, not with their square.
  */
 #ifndef OMPTENSOR_TEXTSTREAM_H
 #define OMPTENSOR_TEXTSTREAM_H
@@ -44,11 +48,13 @@ void ot_text_stream_destroy(ot_text_stream *ts); /* NULL is fine */
  * *n are the text that became final. An id outside the vocabulary is
  * OT_ERR_INVALID_ARG and leaves the stream as it was. */
 ot_status ot_text_stream_push(ot_text_stream *ts, int32_t id, const char **piece, size_t *n);
-/* Hands out what was held back; the stream can go on afterwards. */
+/* Hands out what was held back; the stream ends (a later push is
+ * OT_ERR_STATE; finishing again hands out nothing). */
 ot_status ot_text_stream_finish(ot_text_stream *ts, const char **piece, size_t *n);
 
-/* The decode of all ids so far (owned by the stream, valid until the next
- * call) and the ids themselves. */
+/* The text handed out so far, NUL-terminated (owned by the stream, valid
+ * until the next call): after finish, the decode of all ids; and the ids
+ * themselves. */
 const char *ot_text_stream_text(const ot_text_stream *ts, size_t *len);
 const int32_t *ot_text_stream_ids(const ot_text_stream *ts, size_t *n);
 

@@ -9,10 +9,18 @@
  *     free(ids); free(text); ot_tokenizer_destroy(tk);
  *
  * What the reader supports (anything else in the file is OT_ERR_UNSUPPORTED
- * naming the file, the field and the value, never ignored):
- *   model          BPE: vocab, merges (as "a b" strings or [a, b] pairs),
- *                  ignore_merges, unk_token, byte_fallback (<0xHH>
- *                  tokens), fuse_unk; no dropout, subword prefix or suffix
+ * naming the file, the field and the value, never ignored). Every field it
+ * reads is typed as the tokenizers library's serde types type it: a wrong
+ * type, a missing field the library requires, or null where it takes none,
+ * is OT_ERR_FORMAT naming the file and the field's JSON path
+ * ("model.byte_fallback: expected a boolean, found a string").
+ *   model          BPE: vocab (ids any u32, dense or not, held in memory
+ *                  that grows with their count; up to 2^31-2 here), merges
+ *                  (all "a b" strings or all [a, b] pairs; each two tokens
+ *                  of vocab whose join is one too, else refused as the
+ *                  library refuses it), ignore_merges, unk_token,
+ *                  byte_fallback (<0xHH> tokens), fuse_unk; no dropout
+ *                  (but 0), subword prefix or suffix
  *   normalizer     Prepend, Replace (a String or a Regex pattern), NFC,
  *                  NFD, NFKC, NFKD (utf8proc), Strip (whitespace, left /
  *                  right), Sequence of those
@@ -33,8 +41,11 @@
  *                  those; none: the tokens joined with spaces
  *   added_tokens   as the library matches them: those with normalized
  *                  false in the text as given, longest first, then the
- *                  others in each normalized stretch; lstrip, rstrip,
- *                  single_word, special
+ *                  others in each normalized stretch (in time linear in
+ *                  the text); lstrip, rstrip, single_word, special; an
+ *                  entry's "id" is typed but, as the library, not used: a
+ *                  token takes the id of its text in vocab, or the next
+ *                  after vocab's size
  * A folder's tokenizer_config.json (and special_tokens_map.json), as
  * transformers 5 reads them: bos/eos/pad/unk_token (ot_tokenizer_role_id;
  * each becomes special), additional_special_tokens, split_special_tokens,
@@ -110,6 +121,14 @@ int32_t ot_tokenizer_vocab_size(const ot_tokenizer *tk);
 const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id);
 /* Whether id is a special added token. */
 int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id);
+
+/* Copies the files of model directory from_dir that tokenize its text and
+ * configure its generation (tokenizer.json, tokenizer_config.json,
+ * special_tokens_map.json, generation_config.json, tokenizer.model,
+ * vocab.json, merges.txt, added_tokens.json), those it has, into to_dir,
+ * each atomically (a temporary renamed over the name); *copied (if not
+ * NULL) how many. A from_dir that is a file (a GGUF) has none to copy. */
+ot_status ot_tokenizer_copy_files(const char *from_dir, const char *to_dir, int *copied);
 
 /* The tokens tokenizer_config.json (or special_tokens_map.json) of the
  * folder ot_tokenizer_load read names: bos_token, eos_token, pad_token,

@@ -122,6 +122,9 @@ ot_status ot_trace_write_chrome(const ot_trace *t, const char *path);
  * moved each way must add up within uint64. Otherwise OT_ERR_FORMAT naming
  * the file, the event (traceEvents[i]) and the field. */
 ot_status ot_trace_read_chrome(const char *path, ot_trace **out, uint64_t *budget);
+/* The same on the text of such a file (len bytes, no terminator needed),
+ * e.g. read from stdin; `name` stands for the file in messages. */
+ot_status ot_trace_read_chrome_text(const char *text, size_t len, const char *name, ot_trace **out, uint64_t *budget);
 
 typedef struct ot_trace_summary {
   int runs;

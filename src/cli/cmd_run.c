@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "batch.h"
+#include "interrupt.h"
 #include "ranks.h"
 #include "cli.h"
 #include "common.h"
@@ -22,11 +23,13 @@ static const ot_opt run_opts[] = {
     {"prompt", 'p', "TEXT", "the prompt as text (the model's tokenizer.json encodes it)", OPT_TEXT},
     {"prompt-file", 0, "FILE", "the prompt as text from a file, or - for stdin", OPT_TEXT_FILE},
     {"prompt-ids", 0, "IDS", "the prompt as comma-separated token ids, e.g. 1,2,3", OPT_IDS},
-    {"prompt-ids-file", 0, "FILE", "the prompt as token ids from a file (commas or whitespace)", OPT_IDS_FILE},
-    {"prompts", 0, "IN.jsonl", "a batch job: one {\"id\": ..., \"prompt\": \"...\"} (or \"prompt_ids\": [...]) per line",
+    {"prompt-ids-file", 0, "FILE", "the prompt as token ids from a file (commas or whitespace), or - for stdin",
+     OPT_IDS_FILE},
+    {"prompts", 0, "IN.jsonl",
+     "a batch job: one {\"id\": ..., \"prompt\": \"...\"} (or \"prompt_ids\": [...]) per line; - for stdin",
      OPT_PROMPTS},
-    {"out", 'o', "OUT.jsonl", "the batch job's results, a line per prompt; a rerun skips the ids already there",
-     OPT_OUT},
+    {"out", 'o', "OUT.jsonl", "the batch job's results, a line per prompt; a rerun skips the ids already there (- for "
+     "stdout: nothing to resume from)", OPT_OUT},
     {"logits-out", 0, "FILE.npy", "write the prompt's logits, float32 [prompt_len, vocab]", OPT_LOGITS},
     {"batch", 0, "N", "with --prompts: decode up to N prompts at once, one weight stream for all (a finished "
      "prompt's place goes to the next at once); without it, one prompt after another", OPT_BATCH},
@@ -95,6 +98,37 @@ static ot_status check_sources(const run_args *a) {
   return OT_OK;
 }
 
+/* A file's name in messages: "stdin" for -. */
+static const char *stdin_or(const char *path) { return strcmp(path, "-") ? path : "stdin"; }
+
+/* After the settings: what shares stdout or stdin. */
+static ot_status check_streams(const run_args *a, const ot_cli_session *s) {
+  const char *in = a->prompts ? "--prompts" : a->text_file ? "--prompt-file" : a->ids_file ? "--prompt-ids-file" : NULL;
+  const char *path = a->prompts ? a->prompts : a->text_file ? a->text_file : a->ids_file;
+  if (in && !strcmp(path, "-") && s->config_path && !strcmp(s->config_path, "-"))
+    return ot_set_error(OT_ERR_INVALID_ARG, "%s - and --config - both read stdin; give one of them as a file", in);
+  if (a->out && !strcmp(a->out, "-") && s->settings.json)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--out - writes the results to stdout, where --json's summary goes too: "
+                                            "give --out a file, or leave out --json");
+  if (a->prompts && !strcmp(a->prompts, "-") && ot_cli_ranks(s) > 1)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--prompts -: under mpirun/srun every rank reads the prompts, and only "
+                                            "one has stdin; give a file");
+  return OT_OK;
+}
+
+/* Where max_new_tokens came from, for a message about it. */
+static const char *max_new_from(const ot_cli_session *s, char *buf, size_t cap) {
+  switch (s->settings.source[OT_SET_MAX_NEW_TOKENS]) {
+  case OT_SRC_FLAG: return "--max-new-tokens";
+  case OT_SRC_ENV: return "OMPTENSOR_MAX_NEW_TOKENS";
+  case OT_SRC_FILE:
+    snprintf(buf, cap, "%s: generation.max_new_tokens", s->settings.file ? s->settings.file : "--config");
+    return buf;
+  case OT_SRC_MODEL: return "generation_config.json's max_new_tokens";
+  default: return "max_new_tokens (generation_config.json's, else the default)";
+  }
+}
+
 /* The model's defaults (generation_config.json, EOS ids), then the
  * settings from env, YAML and flags that were given. Sampling is on when
  * any of temperature, top-k, top-p is given, or when the model's
@@ -144,7 +178,7 @@ static ot_status read_prompt(const run_args *a, const ot_tokenizer *tk, int32_t 
   if (a->ids_file) return ot_cli_read_ids_file(a->ids_file, ids, n);
   char *buf = NULL;
   size_t len;
-  const char *text = a->text, *label = a->text ? "--prompt" : a->text_file;
+  const char *text = a->text, *label = a->text ? "--prompt" : stdin_or(a->text_file);
   if (a->text_file) {
     OT_TRY(ot_cli_read_text(a->text_file, OT_CLI_PROMPT_MAX, &buf, &len));
     text = buf;
@@ -178,16 +212,21 @@ static ot_status print_text(void *user, const char *piece, size_t n) {
 }
 
 static void print_help(const ot_opt *const *tables) {
-  printf("usage: omptensor run MODEL_DIR (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
-         "                               --prompt-ids-file FILE | --prompts IN.jsonl --out OUT.jsonl [--batch N])\n"
+  printf("usage: omptensor run MODEL_DIR|MODEL.gguf (--prompt TEXT | --prompt-file FILE|- | --prompt-ids IDS |\n"
+         "                               --prompt-ids-file FILE|- | --prompts IN.jsonl|- --out OUT.jsonl|-\n"
+         "                               [--batch N])\n"
          "                              [options]\n\n"
-         "Generates from a Hugging Face model directory (config.json, *.safetensors, tokenizer.json;\n"
-         "LlamaForCausalLM or GPT2LMHeadModel) under the device memory budget. A text prompt's\n"
+         "Generates under the device memory budget from a Hugging Face model directory (config.json,\n"
+         "model.safetensors or shards, tokenizer.json) of Llama 1-3, Mistral, Qwen2, Gemma, Phi-3,\n"
+         "Mixtral, Qwen2-MoE or GPT-2, or from a llama.cpp GGUF file of architecture llama (Llama,\n"
+         "Mistral) or qwen2 (F32, F16, BF16, Q8_0, Q4_0, Q4_K, Q6_K tensors). A text prompt's\n"
          "continuation is streamed to stdout as it is generated, the summary goes to stderr; with\n"
          "--json one JSON object on stdout has it as \"text\" beside \"tokens\". Generation stops at the\n"
          "model's EOS ids (config.json / generation_config.json) unless --ignore-eos, and takes\n"
          "generation_config.json's defaults (do_sample, temperature, top_k, top_p, max_new_tokens)\n"
-         "under the environment, the --config file and the flags.\n\noptions:\n");
+         "under the environment, the --config file and the flags. Ctrl-C stops at the next token and\n"
+         "prints the summary of what was made (exit status 130); a batch job keeps its finished lines.\n"
+         "- is stdin for --prompt-file, --prompt-ids-file, --prompts and --config, stdout for --out.\n\noptions:\n");
   ot_args_print_help(stdout, tables);
 }
 
@@ -213,8 +252,11 @@ int ot_cli_run(int argc, char **argv) {
                                           "--out OUT.jsonl, whose prompts the ranks share; run one prompt as one "
                                           "process",
                       ot_cli_ranks(&s));
+  if (st == OT_OK) st = check_streams(&a, &s);
   ot_gen_opts g = ot_gen_opts_default();
   if (st == OT_OK) st = gen_opts(&s, a.model, &g);
+  /* for --verbose: where each value came from */
+  if (st == OT_OK) st = ot_settings_take_model_gen(&s.settings, a.model);
   if (st == OT_OK && a.micro > 1 && s.settings.devices < 2)
     st = ot_set_error(OT_ERR_INVALID_ARG, "--micro-batches %d overlaps the stages of a model split over several "
                                           "devices; give --devices 2 or more (one device has one stage)", a.micro);
@@ -223,8 +265,9 @@ int ot_cli_run(int argc, char **argv) {
   const int text_in = a.text || a.text_file;
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = load_tokenizer(a.model, text_in, &tk);
+  char from[4200];
   if (st == OT_OK && a.prompts) {
-    int rc = ot_cli_run_batch(&s, a.model, tk, &g, a.prompts, a.out, a.batch);
+    int rc = ot_cli_run_batch(&s, a.model, tk, &g, max_new_from(&s, from, sizeof from), a.prompts, a.out, a.batch);
     ot_tokenizer_destroy(tk);
     ot_cli_session_end(&s);
     return rc;
@@ -234,9 +277,12 @@ int ot_cli_run(int argc, char **argv) {
   if (st == OT_OK) st = read_prompt(&a, tk, &ids, &n_ids);
   ot_hf_config cfg;
   if (st == OT_OK) st = ot_hf_config_load(a.model, &cfg);
+  const char *label = a.ids_text ? "--prompt-ids"
+                      : a.ids_file ? stdin_or(a.ids_file)
+                      : a.text     ? "--prompt"
+                                   : stdin_or(a.text_file ? a.text_file : "-");
   if (st == OT_OK)
-    st = ot_cli_check_prompt(&cfg, a.model, ids, n_ids, g.max_new_tokens,
-                             a.ids_text ? "--prompt-ids" : a.ids_file ? a.ids_file : a.text ? "--prompt" : a.text_file);
+    st = ot_cli_check_prompt(&cfg, a.model, ids, n_ids, g.max_new_tokens, label, max_new_from(&s, from, sizeof from));
   g.logits_out = a.logits_out;
   if (st == OT_OK) st = ot_cli_check_output("--logits-out", g.logits_out); /* before the work, not after it */
   if (st == OT_OK) st = ot_cli_session_start(&s);
@@ -264,12 +310,18 @@ int ot_cli_run(int argc, char **argv) {
     g.progress_user = &s;
     g.tokenizer = tk;
     g.on_text = stream ? print_text : NULL;
+    g.should_stop = ot_cli_should_stop; /* Ctrl-C: stop at the next token, then the summary of what was made */
+    ot_cli_interrupt_arm();
+    if (s.verbose) fprintf(stderr, "omptensor run: generating; Ctrl-C stops at the next token, then the summary\n");
     st = ot_generate(m, ids, n_ids, &g, &r);
+    ot_cli_interrupt_disarm();
     if (stream && st == OT_OK) st = print_text(NULL, "\n", 1);
   }
   if (st == OT_OK) st = ot_cli_report(&s, a.model, m, &r, stream ? stderr : stdout);
   /* several ranks reach here only refused, each alike: rank 0 says why */
-  int rc = st == OT_OK ? 0 : ot_cli_is_root(&s) ? ot_cli_fail(prog, st) : ot_cli_exit_code(st);
+  int rc = st == OT_OK ? (ot_cli_interrupted() ? OT_CLI_EXIT_INTERRUPTED : 0)
+           : ot_cli_is_root(&s) ? ot_cli_fail(prog, st)
+                                : ot_cli_exit_code(st);
   ot_gen_result_free(&r);
   ot_lm_destroy(m);
   ot_tokenizer_destroy(tk);

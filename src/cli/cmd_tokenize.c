@@ -26,7 +26,7 @@ static const ot_opt tok_opts[] = {
 
 static const ot_opt detok_opts[] = {
     {"help", 'h', NULL, "show this help", OPT_HELP},
-    {"ids", 0, "IDS", "comma-separated token ids", OPT_IDS},
+    {"ids", 0, "IDS", "comma-separated token ids (\"\": none, the empty text)", OPT_IDS},
     {"keep-special", 0, NULL, "keep special tokens in the text (skipped by default)", OPT_KEEP_SPECIAL},
     {"json", 0, NULL, "print {\"text\": ...}", OPT_JSON},
     {0}};
@@ -115,10 +115,23 @@ int ot_cli_tokenize(int argc, char **argv) {
   return st == OT_OK ? 0 : ot_cli_fail(prog, st);
 }
 
+/* --ids "" (or --ids=) is a value here, the empty list, where the option
+ * parser refuses every empty value (an unset shell variable): it reaches
+ * the parser as a separator only. */
+#define EMPTY_IDS " "
+static void empty_ids_as_separator(int argc, char **argv) {
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--")) return;
+    if (!strcmp(argv[i], "--ids") && i + 1 < argc && !argv[i + 1][0]) argv[++i] = EMPTY_IDS;
+    else if (!strcmp(argv[i], "--ids=")) argv[i] = "--ids=" EMPTY_IDS;
+  }
+}
+
 int ot_cli_detokenize(int argc, char **argv) {
   const char *prog = "omptensor detokenize";
   tok_args a = {0};
   int done;
+  empty_ids_as_separator(argc, argv);
   ot_status st = parse(prog, argc, argv, detok_opts,
                        "usage: omptensor detokenize MODEL_DIR --ids 1,2,3 [--keep-special] [--json]\n\n"
                        "Prints the text of the ids by the model's tokenizer.json; special tokens are\n"
@@ -128,7 +141,8 @@ int ot_cli_detokenize(int argc, char **argv) {
   if (st == OT_OK && !a.ids) st = ot_set_error(OT_ERR_INVALID_ARG, "give --ids (see omptensor detokenize --help)");
   int32_t *ids = NULL;
   int n = 0;
-  if (st == OT_OK) st = ot_cli_parse_ids(a.ids, strlen(a.ids), "--ids", &ids, &n);
+  /* no ids at all is the empty list, which transformers decodes to "" */
+  if (st == OT_OK && a.ids[strspn(a.ids, EMPTY_IDS)]) st = ot_cli_parse_ids(a.ids, strlen(a.ids), "--ids", &ids, &n);
   ot_tokenizer *tk = NULL;
   if (st == OT_OK) st = ot_tokenizer_load(a.model, &tk);
   char *text = NULL;

@@ -12,6 +12,7 @@
 #include "ranks.h"
 #include "report.h"
 #include "omptensor/gpt2_train.h"
+#include "omptensor/tokenizer.h"
 #include "omptensor/tokens.h"
 #include "omptensor/hfconfig.h"
 
@@ -38,7 +39,8 @@ static const ot_opt train_opts[] = {
                               "it)", OPT_CKPT},
     {"init", 0, "random", "ignore the weights: initialize as GPT-2 does, from config.json alone", OPT_INIT},
     {"seed", 0, "N", "seed for --init random (default 0)", OPT_SEED},
-    {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors)", OPT_SAVE},
+    {"save", 0, "DIR", "write the trained model there (config.json + model.safetensors, and the model's tokenizer and "
+                       "generation files)", OPT_SAVE},
     {"no-dropout", 0, NULL, "train without the dropout config.json asks for (Hugging Face's gpt2 says 0.1; the trainer "
                             "implements none, so it is refused unless this is given; --save writes 0)", OPT_NODROP},
     {"precision", 0, "P", "fp32 (default), bf16 or f16: mixed precision as torch.autocast (16-bit GEMMs and "
@@ -127,6 +129,13 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
   if (a->gmem_given && a->o.grad_reduce != OT_GRAD_ALLREDUCE)
     return ot_set_error(OT_ERR_INVALID_ARG, "--grad-memory chooses where --grad-reduce allreduce sums the gradients; "
                                             "give --grad-reduce allreduce, or leave --grad-memory out");
+  /* - is stdin/stdout where a stream can be read or written; these cannot */
+  if (!strcmp(a->data, "-"))
+    return ot_set_error(OT_ERR_INVALID_ARG, "--data -: the tokens are read in place (mapped, again at every pass "
+                                            "over them), not from a stream; give a file");
+  if (a->save && !strcmp(a->save, "-"))
+    return ot_set_error(OT_ERR_INVALID_ARG, "--save -: the trained model is a directory of files, not a stream to "
+                                            "stdout; give a directory");
   if (a->s->settings.has_dtype && a->s->settings.dtype != OT_F32)
     return ot_set_error(OT_ERR_INVALID_ARG, "--dtype %s: training keeps f32 master weights; leave --dtype out",
                    ot_dtype_name(a->s->settings.dtype));
@@ -214,6 +223,8 @@ static double mean_rate(const step_log *L, int64_t tokens_per_step) {
 
 static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
   ot_cli_session *s = a->s;
+  /* every output before the summary: a failed trace write is the command's failure, never after a success */
+  if (s->settings.trace_path && !a->dry) OT_TRY(ot_trace_write_chrome(s->trace, s->settings.trace_path));
   ot_trace_summary t = ot_trace_summarize(s->trace);
   ot_plan_stats ps = ot_plan_get_stats(ot_gpt2_train_plan(g), 1);
   char rec[256];
@@ -301,7 +312,7 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);
   }
-  return s->settings.trace_path && !a->dry ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;
+  return OT_OK;
 }
 
 static ot_status train(train_args *a, ot_gpt2_trainer *g, ot_tokens *data, step_log *L) {
@@ -377,6 +388,8 @@ int ot_cli_train(int argc, char **argv) {
   if (st == OT_OK) ot_cli_input_accepted(); /* the model is loaded and the step planned: the work starts */
   if (st == OT_OK && !a.dry) st = train(&a, g, data, &L);
   if (st == OT_OK && root && a.save && !a.dry) st = ot_gpt2_train_save(g, a.save);
+  if (st == OT_OK && root && a.save && !a.dry) /* with the model's tokenizer: a directory transformers loads */
+    st = ot_tokenizer_copy_files(a.model, a.save, NULL);
   if (st == OT_OK && root) st = report(&a, g, &L);
   else if (st == OT_OK && s.settings.trace_path && !a.dry) st = ot_trace_write_chrome(s.trace, s.settings.trace_path);
   int rc = st == OT_OK ? 0 : quiet ? ot_cli_exit_code(st) : ot_cli_fail(prog, st);

@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include "common.h"
+#include "prompt.h"
 #include "omptensor/models.h"
 
 int ot_cli_exit_code(ot_status s) {
@@ -76,27 +77,44 @@ void ot_cli_input_accepted(void) { notices_end(1); }
 
 void ot_cli_notices_finish(int exit_status) { notices_end(exit_status != 2); }
 
-int ot_cli_fail(const char *prog, ot_status s) {
-  ot_cli_progress_end(); /* after a bar cut short, the error starts its own line */
-  int rc = ot_cli_exit_code(s);
-  /* Bad input: the error alone. A failure while running: what the library
-   * noticed first (it may explain the failure), then the error. */
-  notices_end(rc != 2);
-  const char *m = ot_last_error();
-  if (!m[0]) m = ot_status_str(s);
-  /* Messages from the option parser already start with "PROG: ". */
-  size_t n = strlen(prog);
-  if (!strncmp(m, prog, n) && m[n] == ':' && m[n + 1] == ' ') m += n + 2;
-  /* Exactly one line whatever the message holds (a parser's text may carry a
-   * newline, a quoted file name any byte): scripts and batch logs grep for
-   * it, and a terminal should not take control bytes from it. */
-  fprintf(stderr, "%s: ", prog);
+/* m on stderr as part of one line: a parser's text may carry a newline, a
+ * quoted file name any byte; scripts and batch logs grep for the line, and
+ * a terminal should not take control bytes from it. */
+static void put_one_line(const char *m) {
   for (; *m; m++) {
     unsigned char c = (unsigned char)*m;
     if (c == '\n' || c == '\r' || c == '\t') fputc(' ', stderr);
     else if (c < 0x20 || c == 0x7f) fprintf(stderr, "\\x%02x", c);
     else fputc(c, stderr);
   }
+}
+
+int ot_cli_fail(const char *prog, ot_status s) {
+  ot_cli_progress_end(); /* after a bar cut short, the error starts its own line */
+  int rc = ot_cli_exit_code(s);
+  const char *m = ot_last_error();
+  if (!m[0]) m = ot_status_str(s);
+  /* Messages from the option parser already start with "PROG: ". */
+  size_t n = strlen(prog);
+  if (!strncmp(m, prog, n) && m[n] == ':' && m[n + 1] == ' ') m += n + 2;
+  /* Exactly one line. Bad input: the error alone. A failure while running
+   * before the work started: what the library noticed until then ("no GPU:
+   * pinned host memory falls back ...") may explain it, so it follows the
+   * error on the same line, not on lines of its own. */
+  fprintf(stderr, "%s: ", prog);
+  put_one_line(m);
+  pthread_mutex_lock(&notices.mu);
+  for (int i = 0; i < notices.n; i++) {
+    if (rc != 2) {
+      fputs(i ? "; " : " (noticed before: ", stderr);
+      put_one_line(notices.held[i]);
+    }
+    free(notices.held[i]);
+  }
+  if (rc != 2 && notices.n) fputc(')', stderr);
+  notices.n = 0;
+  notices.mode = NOTICES_DROP; /* nothing after the error */
+  pthread_mutex_unlock(&notices.mu);
   fputc('\n', stderr);
   return rc;
 }
@@ -138,10 +156,21 @@ int ot_cli_session_option(ot_cli_session *s, const ot_opt *o, const char *value,
   return 0;
 }
 
+/* --config FILE, or - for stdin (a settings file is a stream of text). */
+static ot_status load_config(ot_cli_session *s) {
+  if (strcmp(s->config_path, "-")) return ot_settings_load_file(&s->settings, s->config_path);
+  char *text;
+  size_t len;
+  OT_TRY(ot_cli_read_text("-", OT_CLI_CONFIG_MAX, &text, &len));
+  ot_status st = ot_settings_load_yaml(&s->settings, text, len, "stdin");
+  free(text);
+  return st;
+}
+
 ot_status ot_cli_session_settings(ot_cli_session *s) {
   if (s->settings_loaded) return OT_OK;
   OT_TRY(ot_settings_load_env(&s->settings));
-  if (s->config_path) OT_TRY(ot_settings_load_file(&s->settings, s->config_path));
+  if (s->config_path) OT_TRY(load_config(s));
   s->settings_loaded = 1;
   return OT_OK;
 }

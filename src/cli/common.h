@@ -19,8 +19,9 @@
 int ot_cli_exit_code(ot_status s);
 
 /* Prints "PROG: MESSAGE" on stderr as one line (control bytes escaped) and
- * returns the exit code for s. Notices held back (below) are dropped before
- * bad input's error (2) and printed before a failure's (1). */
+ * returns the exit code for s. Notices held back (below) are dropped with
+ * bad input's error (2) and follow a failure's (1) on its line: "(noticed
+ * before: ...)". */
 int ot_cli_fail(const char *prog, ot_status s);
 
 /* The library's notices ("no GPU: pinned host memory falls back to ...") are

@@ -8,11 +8,11 @@
 
 static const ot_cli_cmd commands[] = {
     {"demo", "the main job: a synthetic Llama 4x the budget, with offloading", ot_cli_demo},
-    {"run", "generate from a Hugging Face model directory", ot_cli_run},
+    {"run", "generate from a Hugging Face model directory or a GGUF file (families: run --help)", ot_cli_run},
     {"train", "train a GPT-2 model directory on a token file (--data FILE)", ot_cli_train},
     {"tokenize", "text to token ids with a model's tokenizer.json", ot_cli_tokenize},
     {"detokenize", "token ids to text with a model's tokenizer.json", ot_cli_detokenize},
-    {"inspect", "list the tensors of a safetensors file or model directory", ot_cli_inspect},
+    {"inspect", "list the tensors of a safetensors or GGUF file or a model directory", ot_cli_inspect},
     {"trace", "summarize or plot a trace (trace summarize|plot TRACE.json)", ot_cli_trace},
     {"info", "devices, backends and the budget that would apply", ot_cli_info},
 };

@@ -30,6 +30,7 @@ struct ot_cli_queue {
   pthread_mutex_t mu;
   pthread_t server;
   int serving;
+  int stopped; /* rank 0: ot_cli_queue_stop was called */
   ot_status err; /* rank 0: the first failure of the writer or the server, with its message */
   char err_msg[512];
 };
@@ -40,11 +41,18 @@ static void fail_once(ot_cli_queue *q, ot_status st) {
   snprintf(q->err_msg, sizeof q->err_msg, "%s", ot_last_error());
 }
 
-/* Rank 0, under the mutex: the next position, n once none is left or OUT
+/* Rank 0, under the mutex: the next position, n once none is left, OUT
  * cannot be written (the ranks then stop instead of running prompts whose
- * lines would be lost). */
+ * lines would be lost) or the job was stopped. */
 static size_t take(ot_cli_queue *q) {
-  return q->err == OT_OK && q->next < q->n ? q->next++ : q->n;
+  return q->err == OT_OK && !q->stopped && q->next < q->n ? q->next++ : q->n;
+}
+
+void ot_cli_queue_stop(ot_cli_queue *q) {
+  if (ot_comm_rank(q->c) != 0) return;
+  pthread_mutex_lock(&q->mu);
+  q->stopped = 1;
+  pthread_mutex_unlock(&q->mu);
 }
 
 static void put(ot_cli_queue *q, const char *line) {

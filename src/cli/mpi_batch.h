@@ -26,6 +26,10 @@ ot_status ot_cli_queue_start(ot_comm *c, size_t n, ot_cli_queue_write write, voi
  * ranks; n when none is left (or rank 0's writer failed). */
 ot_status ot_cli_queue_next(ot_cli_queue *q, size_t *pos);
 
+/* Rank 0 (Ctrl-C): no more prompts are handed out, to any rank; those
+ * running finish. Other ranks: nothing. */
+void ot_cli_queue_stop(ot_cli_queue *q);
+
 /* A finished prompt's result line (ending in '\n'): written by rank 0. */
 ot_status ot_cli_queue_emit(ot_cli_queue *q, const char *line);
 

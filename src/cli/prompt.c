@@ -77,9 +77,10 @@ ot_status ot_cli_read_ids_file(const char *path, int32_t **ids, int *n) {
   char *buf;
   size_t len;
   /* the library's checked read: a regular file only (a FIFO would block),
-   * whole by its length (a NUL byte is a byte, refused by the parser) */
-  OT_TRY(ot_file_read(path, OT_CLI_PROMPT_MAX, &buf, &len));
-  ot_status s = ot_cli_parse_ids(buf, len, path, ids, n);
+   * whole by its length (a NUL byte is a byte, refused by the parser); "-"
+   * is stdin, read to its end */
+  OT_TRY(ot_cli_read_text(path, OT_CLI_PROMPT_MAX, &buf, &len));
+  ot_status s = ot_cli_parse_ids(buf, len, strcmp(path, "-") ? path : "stdin", ids, n);
   free(buf);
   return s;
 }
@@ -129,16 +130,16 @@ int ot_cli_looks_like_ids(const char *text, size_t len) {
 }
 
 ot_status ot_cli_check_prompt(const ot_hf_config *c, const char *model, const int32_t *ids, int n, int max_new,
-                              const char *label) {
+                              const char *label, const char *max_label) {
   for (int i = 0; i < n; i++)
     if (ids[i] >= c->vocab_size)
       return ot_set_error(OT_ERR_INVALID_ARG, "%s: token id %d (number %d) is outside the vocabulary of %s (ids 0..%lld)",
                           label, ids[i], i + 1, model, (long long)c->vocab_size - 1);
   if ((int64_t)n + max_new > c->max_position_embeddings)
     return ot_set_error(OT_ERR_INVALID_ARG,
-                        "--max-new-tokens %d: %d prompt + %d new tokens exceed the %lld positions of %s "
+                        "%s %d: %d prompt + %d new tokens exceed the %lld positions of %s "
                         "(max_position_embeddings); generate at most %lld",
-                        max_new, n, max_new, (long long)c->max_position_embeddings, model,
+                        max_label, max_new, n, max_new, (long long)c->max_position_embeddings, model,
                         (long long)c->max_position_embeddings - n > 0 ? (long long)c->max_position_embeddings - n : 0);
   return OT_OK;
 }

@@ -23,6 +23,17 @@ static ot_status trace_per_rank(ot_cli_session *s) {
   return OT_OK;
 }
 
+/* A per-device limit list ("0:20GB,1:30GB") is the job's: each rank keeps
+ * the entries of the devices it runs on and drops those its siblings on
+ * this machine run on (ranks take devices local_rank % gpus). What is left
+ * for another device is one no rank uses, which the settings refuse. */
+static void keep_own_limits(ot_cli_session *s, int gpus) {
+  const int first = s->settings.device, n = s->settings.devices > 1 ? s->settings.devices : 1;
+  const int local = ot_comm_local_size(s->comm), used = local < gpus ? local : gpus;
+  for (int d = 0; d < used && d < OT_MAX_DEVICES; d++)
+    if (d < first || d >= first + n) s->settings.gpu_memory_limit.per_device[d].kind = OT_SIZE_UNSET;
+}
+
 ot_status ot_cli_ranks_start(ot_cli_session *s) {
   const int launched = ot_comm_launched_size();
   if (!launched || s->comm) return OT_OK;
@@ -40,8 +51,10 @@ ot_status ot_cli_ranks_start(ot_cli_session *s) {
   if (ot_comm_size(s->comm) < 2) return OT_OK;
   /* one GPU per rank of a machine, unless the command names one */
   const int gpus = ot_device_count();
-  if (s->settings.source[OT_SET_DEVICE] == OT_SRC_DEFAULT && gpus > 0)
+  if (s->settings.source[OT_SET_DEVICE] == OT_SRC_DEFAULT && gpus > 0) {
     s->settings.device = ot_comm_local_rank(s->comm) % gpus;
+    keep_own_limits(s, gpus);
+  }
   return trace_per_rank(s);
 }
 

@@ -1,4 +1,5 @@
 /* report.c — the results of a generation, for people and for scripts. */
+#include <errno.h>
 #include <jansson.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,9 @@
 
 ot_status ot_cli_check_output(const char *opt, const char *path) {
   if (!path) return OT_OK;
+  if (!strcmp(path, "-")) /* not stdout: the file is written whole (atomically), never a stream */
+    return ot_set_error(OT_ERR_INVALID_ARG, "%s -: this output is a file written whole (atomically), not a stream "
+                                            "to stdout; give a file name", opt);
   ot_status st = ot_file_check_output(path);
   return st == OT_OK ? OT_OK : ot_prefix_error(st, "%s", opt);
 }
@@ -91,9 +95,20 @@ ot_status ot_cli_json_print(json_t *o) {
   char *txt = o ? json_dumps(o, JSON_COMPACT | JSON_REAL_PRECISION(10)) : NULL;
   json_decref(o);
   if (!txt) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "cannot format the JSON summary");
-  puts(txt);
+  const int bad = puts(txt) < 0 || fflush(stdout) != 0;
   free(txt);
-  return OT_OK;
+  return bad ? ot_set_error(OT_ERR_IO, "writing the JSON summary to stdout failed: %s", strerror(errno)) : OT_OK;
+}
+
+const char *ot_cli_stop_name(const ot_gen_result *r) {
+  return r->cancelled ? "interrupted" : r->stopped_at_eos ? "eos" : "length";
+}
+
+const char *ot_cli_stop_text(const ot_gen_result *r, char *buf, size_t cap) {
+  if (r->cancelled) snprintf(buf, cap, "interrupted (Ctrl-C) after %d tokens", r->n_tokens);
+  else if (r->stopped_at_eos && r->n_tokens > 0) snprintf(buf, cap, "at EOS id %d", r->tokens[r->n_tokens - 1]);
+  else snprintf(buf, cap, "max_new_tokens reached (%d tokens)", r->n_tokens);
+  return buf;
 }
 
 void ot_cli_print_setup(ot_cli_session *s, uint64_t weight_bytes, FILE *f) {
@@ -119,7 +134,7 @@ void ot_cli_json_gen(json_t *o, const ot_gen_result *r) {
   json_object_set_new(o, "tokens", toks);
   /* the continuation as text, special tokens skipped (a model with a tokenizer.json) */
   if (r->text) json_object_set_new(o, "text", ot_cli_json_text(r->text, r->text_len));
-  json_object_set_new(o, "stopped", json_string(r->stopped_at_eos ? "eos" : "length"));
+  json_object_set_new(o, "stopped", json_string(ot_cli_stop_name(r)));
   json_object_set_new(o, "tokens_per_second", json_real(r->decode_tokens_per_second));
   json_object_set_new(o, "prefill_ms", json_real(r->prefill_ms));
   json_object_set_new(o, "decode_ms", json_real(r->decode_ms));
@@ -239,12 +254,15 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
   ot_trace_summary t = ot_trace_summarize(s->trace);
   /* the promise of --cpu-memory-limit, checked from the trace as the device budget is */
   if (ot_ctx_host_budget(s->ctx) && s->trace) OT_TRY(ot_trace_check_host_budget(s->trace, ot_ctx_host_budget(s->ctx)));
+  if (s->settings.trace_path) OT_TRY(ot_trace_write_chrome(s->trace, s->settings.trace_path));
   if (s->settings.json) {
     OT_TRY(ot_cli_json_print(summary_json(s, model, m, r, &t)));
   } else {
+    char why[96];
     fprintf(f, "tokens:");
     for (int i = 0; i < r->n_tokens; i++) fprintf(f, "%s%d", i ? "," : " ", r->tokens[i]);
-    fprintf(f, "\nprompt: %.1f ms; decode: %d tokens in %.1f ms = %.2f tokens/s\n", r->prefill_ms,
+    fprintf(f, "\nstopped: %s\n", ot_cli_stop_text(r, why, sizeof why));
+    fprintf(f, "prompt: %.1f ms; decode: %d tokens in %.1f ms = %.2f tokens/s\n", r->prefill_ms,
             r->n_tokens > 0 ? r->n_tokens - 1 : 0, r->decode_ms, r->decode_tokens_per_second);
     ot_cli_print_setup(s, m->weight_bytes, f);
     print_placement(s, r, f);
@@ -263,5 +281,5 @@ ot_status ot_cli_report(ot_cli_session *s, const char *model, const ot_lm *m, co
     }
     ot_trace_summary_print(&t, f);
   }
-  return s->settings.trace_path ? ot_trace_write_chrome(s->trace, s->settings.trace_path) : OT_OK;
+  return OT_OK;
 }

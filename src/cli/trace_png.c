@@ -93,7 +93,7 @@ static cairo_status_t collect(void *user, const unsigned char *data, unsigned in
     b->p = q;
     b->cap = cap;
   }
-  memcpy(b->p + b->n, data, len);
+  if (len) memcpy(b->p + b->n, data, len); /* len 0 before the first block: b->p is NULL */
   b->n += len;
   return CAIRO_STATUS_SUCCESS;
 }

@@ -250,3 +250,16 @@ const ot_opt *ot_settings_gen_opts(void) {
   pthread_once(&opts_once, make_settings_opts);
   return gen_opts;
 }
+
+const ot_opt *ot_settings_opts_of(const ot_setting *which, int n, ot_opt *buf) {
+  int k = 0;
+  for (int t = 0; t < OT_SET_COUNT; t++) { /* the table's order, as in the other lists */
+    int keep = 0;
+    for (int i = 0; i < n; i++) keep |= which[i] == (ot_setting)t;
+    const ot_setting_def *d = &ot_setting_defs[t];
+    if (keep) buf[k++] = (ot_opt){d->flag, d->short_name, d->metavar, d->help, OT_OPT_SETTING};
+  }
+  buf[k++] = (ot_opt){"config", 0, "FILE", "YAML settings file (flags > OMPTENSOR_* env > file)", OT_OPT_CONFIG};
+  buf[k] = (ot_opt){0};
+  return buf;
+}

@@ -390,49 +390,77 @@ static void finish_rope(ot_hf_config *c) {
   c->rope_ramp_hi = hi;
 }
 
+/* The RoPE parameter object transformers uses: rope_scaling when it is a
+ * non-empty object (4.x knows no other; 5.x's convert_rope_params_to_dict
+ * takes "rope_scaling or rope_parameters"), else rope_parameters. The one
+ * not used is said in a notice when it differs. *key: its name. */
+static ot_status rope_object(const reader *r, const json_t **v, const char **key) {
+  const json_t *sc = get(r, "rope_scaling"), *pa = get(r, "rope_parameters");
+  const int use_sc = sc && (!json_is_object(sc) || json_object_size(sc) > 0);
+  *v = use_sc ? sc : pa;
+  *key = use_sc ? "rope_scaling" : "rope_parameters";
+  if (*v && !json_is_object(*v))
+    return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an object or null", r->label, *key, ot_json_kind(*v));
+  if (use_sc && pa && !json_equal((json_t *)sc, (json_t *)pa))
+    ot_warn_once("hfconfig.rope_parameters_ignored",
+                 "%s: rope_scaling and rope_parameters are both given and differ; transformers uses rope_scaling, "
+                 "and so does omptensor: rope_parameters is ignored",
+                 r->label);
+  return OT_OK;
+}
+
+/* rope_theta: the RoPE object's own, else the top-level key, as
+ * transformers 5 takes them (setdefault on the object); where both are
+ * given and differ, a notice says which is used. */
+static const json_t *rope_theta(const reader *r, const json_t *v, const char *key) {
+  const json_t *top = get(r, "rope_theta"), *own = v ? json_object_get(v, "rope_theta") : NULL;
+  if (own && json_is_null(own)) own = NULL;
+  if (own && top && !json_equal((json_t *)own, (json_t *)top))
+    ot_warn_once("hfconfig.rope_theta_twice",
+                 "%s: \"rope_theta\" and %s.rope_theta differ; transformers 5 uses %s's, and so does omptensor",
+                 r->label, key, key);
+  return own ? own : top;
+}
+
 /* RoPE: plain, or linear, llama3, yarn or dynamic scaling (rope.h). Any
  * other scaling (longrope, su, ...) would silently change the numbers if
  * ignored: refused by name. */
 static ot_status read_rope(const reader *r, ot_hf_config *c) {
-  const json_t *theta = get(r, "rope_theta");
-  static const char *const keys[] = {"rope_scaling", "rope_parameters"};
+  const json_t *v, *theta;
+  const char *key;
   c->rope_type = OT_ROPE_DEFAULT;
   c->rope_factor = 1.0;
-  for (int i = 0; i < 2; i++) {
-    const json_t *v = get(r, keys[i]);
-    if (!v) continue;
-    if (!json_is_object(v))
-      return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" is %s, expected an object or null", r->label, keys[i],
-                     ot_json_kind(v));
+  OT_TRY(rope_object(r, &v, &key));
+  theta = rope_theta(r, v, key);
+  if (v) {
     const char *t = rope_type(v);
     if (t && strcmp(t, "linear") == 0) {
       c->rope_type = OT_ROPE_LINEAR;
-      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
+      OT_TRY(rope_num(r, v, key, "factor", &c->rope_factor));
     } else if (t && strcmp(t, "llama3") == 0) {
       c->rope_type = OT_ROPE_LLAMA3;
-      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
-      OT_TRY(rope_num(r, v, keys[i], "low_freq_factor", &c->rope_low_freq_factor));
-      OT_TRY(rope_num(r, v, keys[i], "high_freq_factor", &c->rope_high_freq_factor));
-      OT_TRY(rope_num(r, v, keys[i], "original_max_position_embeddings", &c->rope_original_max_positions));
+      OT_TRY(rope_num(r, v, key, "factor", &c->rope_factor));
+      OT_TRY(rope_num(r, v, key, "low_freq_factor", &c->rope_low_freq_factor));
+      OT_TRY(rope_num(r, v, key, "high_freq_factor", &c->rope_high_freq_factor));
+      OT_TRY(rope_num(r, v, key, "original_max_position_embeddings", &c->rope_original_max_positions));
       if (!(c->rope_high_freq_factor > c->rope_low_freq_factor))
         return ot_fail(OT_ERR_FORMAT, "%s: %s: high_freq_factor %g must be larger than low_freq_factor %g", r->label,
-                       keys[i], c->rope_high_freq_factor, c->rope_low_freq_factor);
+                       key, c->rope_high_freq_factor, c->rope_low_freq_factor);
     } else if (t && strcmp(t, "dynamic") == 0) {
       c->rope_type = OT_ROPE_DYNAMIC; /* against max_position_embeddings, as transformers: finish_rope */
-      OT_TRY(rope_num(r, v, keys[i], "factor", &c->rope_factor));
+      OT_TRY(rope_num(r, v, key, "factor", &c->rope_factor));
     } else if (t && strcmp(t, "yarn") == 0) {
-      OT_TRY(read_yarn(r, v, keys[i], c));
+      OT_TRY(read_yarn(r, v, key, c));
     } else if (!t || strcmp(t, "default") != 0) {
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s of type \"%s\" is not supported (omptensor implements RoPE "
                                          "default, linear, llama3, yarn and dynamic)",
-                     r->label, keys[i], t ? t : "(none given)");
+                     r->label, key, t ? t : "(none given)");
     }
-    OT_TRY(rope_keys(r, v, keys[i], c->rope_type == OT_ROPE_YARN)); /* after the type: an unknown type is named first */
-    if (!theta) theta = json_object_get(v, "rope_theta");
+    OT_TRY(rope_keys(r, v, key, c->rope_type == OT_ROPE_YARN)); /* after the type: an unknown type is named first */
     const json_t *prf = json_object_get(v, "partial_rotary_factor");
     if (prf && !json_is_null(prf) && !(json_is_number(prf) && json_number_value(prf) == 1.0))
       return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s.partial_rotary_factor is not supported: RoPE rotates the whole head",
-                     r->label, keys[i]);
+                     r->label, key);
   }
   const json_t *prf = get(r, "partial_rotary_factor");
   if (prf && !(json_is_number(prf) && json_number_value(prf) == 1.0))
@@ -465,6 +493,16 @@ static ot_status read_tokens(const reader *r, ot_hf_config *c) {
   return ot_hf_read_ids(get(r, "eos_token_id"), r->label, "eos_token_id", c->eos_token_ids, &c->n_eos);
 }
 
+/* A per-layer list has one entry per layer: transformers raises
+ * otherwise (its layer_type_validation), and a shorter one would leave
+ * layers without a kind. */
+static ot_status per_layer(const reader *r, const char *key, const json_t *list, const ot_hf_config *c) {
+  if ((int64_t)json_array_size(list) == c->num_layers) return OT_OK;
+  return ot_fail(OT_ERR_FORMAT, "%s: \"%s\" has %zu entries for the %lld layers of %s: give one per layer", r->label,
+                 key, json_array_size(list), (long long)c->num_layers,
+                 key_of(c->arch, FIELD(num_layers), "num_hidden_layers"));
+}
+
 /* The sliding window (mistral, qwen2): sliding_window W >= 1 where it
  * applies (mistral: when given; qwen2: use_sliding_window true, or
  * "sliding_attention" entries in layer_types), else 0. A llama has none.
@@ -483,6 +521,7 @@ static ot_status read_window(const reader *r, ot_hf_config *c) {
   if (lt) {
     if (!json_is_array(lt))
       return ot_fail(OT_ERR_FORMAT, "%s: \"layer_types\" is %s, expected a list", r->label, ot_json_kind(lt));
+    OT_TRY(per_layer(r, "layer_types", lt, c));
     size_t i;
     const json_t *e;
     json_array_foreach(lt, i, e) {
@@ -774,11 +813,20 @@ static ot_status check(ot_status st, const ot_hf_config *c, const char *label) {
   if (!(c->norm_eps > 0 && c->norm_eps <= DBL_MAX))
     return ot_fail(st, "%s: %s %g is not a positive number", label,
                    c->arch == OT_ARCH_LLAMA ? "rms_norm_eps" : "layer_norm_epsilon", c->norm_eps);
-  if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= DBL_MAX))
-    return ot_fail(st, "%s: rope_theta %g is not a positive number", label, c->rope_theta);
+  /* RoPE computes its frequencies in f32 (transformers too): a theta that
+   * f32 rounds to 0 or infinity gives no rotation or NaN */
+  if (c->arch == OT_ARCH_LLAMA && !(c->rope_theta > 0 && c->rope_theta <= FLT_MAX && (float)c->rope_theta > 0))
+    return ot_fail(st, "%s: rope_theta %g is not a positive number that f32 holds (%g to %g; RoPE computes in f32)",
+                   label, c->rope_theta, (double)FLT_TRUE_MIN, (double)FLT_MAX);
   if (c->arch == OT_ARCH_LLAMA && c->rope_type != OT_ROPE_DEFAULT) {
-    /* what the kernels need (rope.h), and a config's ranges on top */
-    const char *why = ot_rope_problem(ot_hf_config_rope(c));
+    /* what the kernels need (rope.h), and a config's ranges on top; the
+     * kernels take f32 (a larger double does not convert) */
+    const double nums[] = {c->rope_factor, c->rope_low_freq_factor, c->rope_high_freq_factor,
+                           c->rope_original_max_positions, c->rope_ramp_lo, c->rope_ramp_hi, c->rope_attention_factor};
+    const char *why = NULL;
+    for (size_t i = 0; !why && i < sizeof nums / sizeof *nums; i++)
+      if (!(fabs(nums[i]) <= FLT_MAX)) why = "a number beyond f32's range";
+    if (!why) why = ot_rope_problem(ot_hf_config_rope(c));
     const int dyn = c->rope_type == OT_ROPE_DYNAMIC, l3 = c->rope_type == OT_ROPE_LLAMA3;
     if (!why && !(c->rope_factor <= (dyn ? 1e3 : 1e6) && (!dyn || c->rope_factor >= 1)))
       why = "factor out of range (dynamic: 1 to 1000; others: at most 1e6)";
@@ -856,6 +904,26 @@ static ot_status not_a_model_dir(const char *path) {
                  path);
 }
 
+/* A file given as the model that is none of what a model can be (a
+ * directory, a GGUF file, a config.json): said as such, with its first
+ * bytes, rather than as a JSON syntax error. */
+static ot_status not_a_model(const char *path, const char *text, size_t len) {
+  char m[5];
+  for (size_t i = 0; i < 4; i++) m[i] = i < len && text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
+  m[4] = 0;
+  return ot_fail(OT_ERR_FORMAT, "%s: not a model: not a GGUF file (magic '%s', expected 'GGUF') nor a config.json "
+                 "(JSON); give a model directory or a .gguf file", path, m);
+}
+
+/* Whether a file that failed to parse as JSON was meant to be JSON: named
+ * *.json, or it starts (after white space) with '{'. */
+static int meant_as_json(const char *path, const char *text, size_t len) {
+  size_t n = strlen(path), i = 0;
+  if (n >= 5 && !strcmp(path + n - 5, ".json")) return 1;
+  while (i < len && (text[i] == ' ' || text[i] == '\t' || text[i] == '\n' || text[i] == '\r')) i++;
+  return i < len && text[i] == '{';
+}
+
 ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (!path || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_hf_config_load: NULL argument");
   int dir = ot_io_is_dir(path) == 1;
@@ -870,6 +938,7 @@ ot_status ot_hf_config_load(const char *path, ot_hf_config *out) {
   if (s == OT_OK) {
     s = ot_hf_config_parse(text, len, p, out);
     if (s == OT_ERR_FORMAT && !dir && is_safetensors(p, text, len)) s = not_a_model_dir(path);
+    else if (s == OT_ERR_FORMAT && !dir && !meant_as_json(p, text, len)) s = not_a_model(path, text, len);
     free(text);
   }
   free(file);

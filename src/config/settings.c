@@ -9,7 +9,9 @@
 #include <unistd.h>
 
 #include "omptensor/args.h"
+#include "omptensor/hfconfig.h"
 #include "config/settings_internal.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "io/fileio.h"
 #include "memory/device.h"
@@ -160,8 +162,8 @@ static void keep(ot_settings *s, ot_setting k, value *v) {
 
 const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
     [OT_SET_GPU_MEMORY_LIMIT] = {"gpu-memory-limit", "OMPTENSOR_GPU_MEMORY_LIMIT", "memory.max_gpu_memory", "SIZE",
-                                 "device memory budget: 3.5GB, 3GiB, 40%, or per device 0:20GB,1:30GB; a number without a "
-                                 "unit is GB below 1024 (3.5 = 3.5GB) and bytes from 1024 up",
+                                 "device memory budget: 3.5GB, 3GiB, 40% (of the device's memory), or per device "
+                                 "0:20GB,1:30GB; a number without a unit is bytes",
                                  parse_limit, NULL, 0, 0},
     [OT_SET_CPU_MEMORY_LIMIT] = {"cpu-memory-limit", "OMPTENSOR_CPU_MEMORY_LIMIT", "memory.max_cpu_memory", "SIZE",
                                  "host memory budget for weights, caches and staging: 2GB, 25% (of the machine's "
@@ -270,13 +272,94 @@ ot_status ot_settings_set_flag(ot_settings *s, const char *name, const char *val
   return ot_settings_set(s, OT_SRC_FLAG, name, value);
 }
 
+/* An OMPTENSOR_* variable that nothing reads (a typo such as
+ * OMPTENSOR_GPU_MEMORY_LIMT) would leave its setting at the default without
+ * a word: one notice names every such variable. */
+static void unknown_variables(void) {
+  extern char **environ;
+  char names[512] = "";
+  size_t len = 0;
+  for (char **e = environ; e && *e; e++) {
+    if (strncmp(*e, "OMPTENSOR_", 10)) continue;
+    char name[128];
+    snprintf(name, sizeof name, "%.*s", (int)strcspn(*e, "="), *e);
+    int known = ot_env_known(name);
+    for (int k = 0; k < OT_SET_COUNT && !known; k++) known = !strcmp(name, ot_setting_defs[k].env);
+    if (!known && len + strlen(name) + 8 < sizeof names)
+      len += (size_t)snprintf(names + len, sizeof names - len, "%s%s", len ? ", " : "", name);
+  }
+  if (len)
+    ot_warn_once("env-unknown", "%s: not a variable omptensor reads, ignored (the OMPTENSOR_* settings are in the "
+                 "README's Configuration)", names);
+}
+
 ot_status ot_settings_load_env(ot_settings *s) {
   if (!s) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_load_env: NULL argument");
+  /* the library's own variables (core/env.h) told now, at the start, not when
+   * the code that reads one first runs */
+  ot_env_check();
+  unknown_variables();
   for (int k = 0; k < OT_SET_COUNT; k++) {
     const char *v = getenv(ot_setting_defs[k].env);
     if (!v) continue;
     ot_status st = ot_settings_apply(s, (ot_setting)k, OT_SRC_ENV, v);
     if (st != OT_OK) return ot_fail_context(st, "environment %s=%s", ot_setting_defs[k].env, v);
+  }
+  return OT_OK;
+}
+
+/* Where setting k's value came from, as the user would change it: the flag,
+ * the environment variable, the file and key; "the default". */
+static const char *source_label(const ot_settings *s, ot_setting k, char *buf, size_t n) {
+  switch (s->source[k]) {
+  case OT_SRC_FLAG: snprintf(buf, n, "--%s", ot_setting_defs[k].flag); break;
+  case OT_SRC_ENV: snprintf(buf, n, "%s", ot_setting_defs[k].env); break;
+  case OT_SRC_FILE: snprintf(buf, n, "%s: %s", s->file ? s->file : "the config file", ot_setting_defs[k].yaml); break;
+  case OT_SRC_DEFAULT: snprintf(buf, n, "the default %s", ot_setting_defs[k].flag); break;
+  case OT_SRC_MODEL: snprintf(buf, n, "the model's generation_config.json"); break;
+  }
+  return buf;
+}
+
+/* A limit for a device the run does not use would be dropped without a
+ * word (a typo in the device number, or --devices forgotten): refused. The
+ * run uses devices first .. first + n - 1. */
+static ot_status check_limit_devices(const ot_settings *s, int first, int n) {
+  for (int d = 0; d < OT_MAX_DEVICES; d++) {
+    if (s->gpu_memory_limit.per_device[d].kind == OT_SIZE_UNSET || (d >= first && d < first + n)) continue;
+    char where[600], used[64];
+    if (n == 1) snprintf(used, sizeof used, "device %d only", first);
+    else snprintf(used, sizeof used, "%d devices, %d to %d", n, first, first + n - 1);
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "%s: a limit for device %d, which this run does not use (it uses %s); leave it out, or run on "
+                   "that device (--device FIRST, --devices N)",
+                   source_label(s, OT_SET_GPU_MEMORY_LIMIT, where, sizeof where), d, used);
+  }
+  return OT_OK;
+}
+
+/* The budget for device dev (OpenMP number) from the limit sz: a
+ * percentage of the device's memory as omptensor counts it
+ * (ot_device_capacity: an emulated device's too), and never more than
+ * that memory: a budget the device cannot hold is a promise broken at run
+ * time, so it is refused here, naming both. */
+static ot_status device_budget(const ot_settings *s, ot_size sz, int dev, uint64_t *bytes) {
+  const uint64_t cap = sz.kind == OT_SIZE_UNSET ? 0 : ot_device_capacity(dev);
+  char where[600];
+  ot_status st = ot_size_resolve(sz, cap, bytes);
+  if (st != OT_OK)
+    return ot_fail_context(st, "%s, device %d", source_label(s, OT_SET_GPU_MEMORY_LIMIT, where, sizeof where), dev);
+  if (cap && *bytes > cap) {
+    char want[OT_SIZE_FORMAT_LEN], have[OT_SIZE_FORMAT_LEN];
+    uint64_t total = 0;
+    ot_device_memory(dev, NULL, &total);
+    return ot_fail(OT_ERR_INVALID_ARG,
+                   "%s: %llu bytes (%s) for device %d, more than its memory, %llu bytes (%s%s); give at most that, "
+                   "or a percentage of it",
+                   source_label(s, OT_SET_GPU_MEMORY_LIMIT, where, sizeof where), (unsigned long long)*bytes,
+                   ot_size_format(*bytes, want, sizeof want), dev, (unsigned long long)cap,
+                   ot_size_format(cap, have, sizeof have),
+                   total ? "" : ", the size omptensor gives an emulated device");
   }
   return OT_OK;
 }
@@ -291,26 +374,22 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
   int on_host = s->backend == OT_BACKEND_HOST || ot_num_devices() == 0;
   int first = s->device < 0 ? 0 : s->device, n = o->n_devices < 1 ? 1 : o->n_devices;
   if (n > OT_MAX_DEVICES) n = OT_MAX_DEVICES;
+  OT_TRY(check_limit_devices(s, first, n));
   for (int i = 0; i < n; i++) {
     ot_size sz = ot_mem_limit_for(&s->gpu_memory_limit, first + i);
-    uint64_t total = 0, bytes = 0;
-    if (sz.kind == OT_SIZE_FRACTION) {
-      if (on_host) continue;
-      ot_device_memory(first + i, NULL, &total);
-    }
-    ot_status st = ot_size_resolve(sz, total, &bytes);
-    if (st != OT_OK)
-      return ot_fail_context(st, "gpu memory limit for device %d (from the %s)", first + i,
-                             ot_setting_source_name(s->source[OT_SET_GPU_MEMORY_LIMIT]));
+    uint64_t bytes = 0;
+    if (sz.kind == OT_SIZE_FRACTION && on_host) continue;
+    if (!on_host && first + i >= ot_num_devices()) break; /* ot_ctx_create names the devices there are */
+    if (on_host) OT_TRY(ot_size_resolve(sz, 0, &bytes)); /* bytes: the host backend's plan budget */
+    else OT_TRY(device_budget(s, sz, first + i, &bytes));
     if (i == 0) o->budget_bytes = bytes;
     o->budgets[i] = bytes;
   }
   if (s->cpu_memory_limit.kind != OT_SIZE_UNSET) {
     uint64_t total = (uint64_t)sysconf(_SC_PHYS_PAGES) * (uint64_t)sysconf(_SC_PAGESIZE);
+    char where[600];
     ot_status st = ot_size_resolve(s->cpu_memory_limit, total, &o->host_budget_bytes);
-    if (st != OT_OK)
-      return ot_fail_context(st, "cpu memory limit (from the %s)",
-                             ot_setting_source_name(s->source[OT_SET_CPU_MEMORY_LIMIT]));
+    if (st != OT_OK) return ot_fail_context(st, "%s", source_label(s, OT_SET_CPU_MEMORY_LIMIT, where, sizeof where));
   }
   return OT_OK;
 }
@@ -318,12 +397,39 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
 const char *ot_setting_source_name(ot_setting_source src) {
   switch (src) {
   case OT_SRC_DEFAULT: return "default";
+  case OT_SRC_MODEL: return "generation_config.json";
   case OT_SRC_FILE: return "config file";
   case OT_SRC_ENV: return "environment";
   case OT_SRC_FLAG: return "command line";
   }
   return "?";
 }
+
+/* Setting k takes v from the model where nothing higher gave it. */
+#define FROM_MODEL(k, field, v)                   \
+  do {                                           \
+    if (s->source[k] == OT_SRC_DEFAULT) {        \
+      s->gen.field = (v);                        \
+      s->source[k] = OT_SRC_MODEL;               \
+    }                                            \
+  } while (0)
+
+ot_status ot_settings_take_model_gen(ot_settings *s, const char *model) {
+  if (!s || !model) return ot_fail(OT_ERR_INVALID_ARG, "ot_settings_take_model_gen: NULL argument");
+  ot_hf_gen_config g;
+  OT_TRY(ot_hf_gen_config_load(model, &g));
+  if (g.has_max_new_tokens) FROM_MODEL(OT_SET_MAX_NEW_TOKENS, max_new_tokens, (int)g.max_new_tokens);
+  const int user_sampling = s->source[OT_SET_TEMPERATURE] > OT_SRC_MODEL || s->source[OT_SET_TOP_K] > OT_SRC_MODEL ||
+                            s->source[OT_SET_TOP_P] > OT_SRC_MODEL;
+  if (g.has_do_sample && !g.do_sample && !user_sampling) FROM_MODEL(OT_SET_GREEDY, greedy, 1);
+  if (g.has_do_sample && g.do_sample) { /* transformers' GenerationConfig defaults where the file has none */
+    FROM_MODEL(OT_SET_TEMPERATURE, temperature, g.has_temperature ? (float)g.temperature : 1.0f);
+    FROM_MODEL(OT_SET_TOP_K, top_k, g.has_top_k ? (int)g.top_k : 50);
+    FROM_MODEL(OT_SET_TOP_P, top_p, g.has_top_p ? (float)g.top_p : 1.0f);
+  }
+  return OT_OK;
+}
+#undef FROM_MODEL
 
 static void print_size(FILE *f, ot_size sz) {
   if (sz.kind == OT_SIZE_UNSET) fputs("(whole device)", f);

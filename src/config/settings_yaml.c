@@ -29,7 +29,6 @@ typedef struct walker {
   ot_settings *s;
   yaml_document_t *doc;
   const char *label;
-  int seen[OT_SET_COUNT];
 } walker;
 
 static size_t line_of(const yaml_node_t *n) { return n->start_mark.line + 1; }
@@ -70,16 +69,31 @@ static ot_status unknown_key(const walker *w, const yaml_node_t *key, const char
                  section ? section : "", section ? "." : "", scalar(key), exp, section ? "" : " at the top level");
 }
 
-static ot_status set_value(walker *w, int k, const yaml_node_t *key, const yaml_node_t *val) {
+static ot_status set_value(walker *w, int k, const yaml_node_t *val) {
   const char *path = ot_setting_defs[k].yaml;
-  if (w->seen[k]) return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' given twice", w->label, line_of(key), path);
-  w->seen[k] = 1;
   if (is_null(val)) return OT_OK;
   if (!scalar(val))
     return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' must be a single value, not a %s", w->label, line_of(val), path,
                    val->type == YAML_MAPPING_NODE ? "mapping" : "list");
   ot_status st = ot_settings_apply(w->s, (ot_setting)k, OT_SRC_FILE, scalar(val));
   if (st != OT_OK) return ot_fail_context(st, "%s:%zu: %s", w->label, line_of(val), path);
+  return OT_OK;
+}
+
+/* A key given twice in one mapping, at any level (a setting, or a section
+ * such as memory: whose second mapping libyaml keeps beside the first), is
+ * refused, not merged or overridden: the file says two things. The keys
+ * before p were each checked (known, and not repeated), so this loop looks
+ * at no more of them than the table has. */
+static ot_status repeated_key(const walker *w, const yaml_node_t *map, const yaml_node_pair_t *p, const char *path) {
+  const char *name = scalar(yaml_document_get_node(w->doc, p->key));
+  for (const yaml_node_pair_t *q = map->data.mapping.pairs.start; q < p; q++) {
+    const yaml_node_t *earlier = yaml_document_get_node(w->doc, q->key);
+    if (!strcmp(scalar(earlier), name))
+      return ot_fail(OT_ERR_FORMAT, "%s:%zu: '%s' given twice (first at line %zu); a key may appear once, so put "
+                     "its values together", w->label, line_of(yaml_document_get_node(w->doc, p->key)), path,
+                     line_of(earlier));
+  }
   return OT_OK;
 }
 
@@ -90,10 +104,11 @@ static ot_status walk_mapping(walker *w, const yaml_node_t *map, const char *sec
     if (!scalar(key)) return ot_fail(OT_ERR_FORMAT, "%s:%zu: a key must be a plain name", w->label, line_of(key));
     char path[128];
     snprintf(path, sizeof path, "%s%s%s", section ? section : "", section ? "." : "", scalar(key));
+    OT_TRY(repeated_key(w, map, p, path));
     int found = 0;
     for (int k = 0; k < OT_SET_COUNT && !found; k++)
       if (!strcmp(ot_setting_defs[k].yaml, path)) {
-        OT_TRY(set_value(w, k, key, val));
+        OT_TRY(set_value(w, k, val));
         found = 1;
       }
     if (found) continue;

@@ -1,6 +1,11 @@
 /* size.c — memory sizes as people write them: "3.5GB", "3GiB", "40%",
  * "123456789", and per-device lists "0:20GB,1:30GB".
  *
+ * One rule for every size, wherever it is given: a number without a unit is
+ * bytes (as a YAML integer, Accelerate's integer max_memory and the byte
+ * counts scripts compute), whatever its magnitude. It used to be gigabytes
+ * below 1024 for a memory limit, so 1023 was 953 GiB and 1024 was 1 KiB.
+ *
  * Parsed by hand on exact integers (not strtod, which would accept "1e999",
  * "inf", " -1", hex): a decimal mantissa M with k fraction digits times the
  * unit, divided by 10^k, in 128-bit arithmetic so overflow is detected. */
@@ -75,9 +80,13 @@ ot_status ot_size_parse(const char *s, ot_size *out) {
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++) {
     if (strcasecmp(rest, units[i].unit) != 0) continue;
     unsigned __int128 scaled = (unsigned __int128)m * units[i].mult;
-    if (units[i].mult == 1 && scaled % pow10 != 0) return bad(s, "not a whole number of bytes");
+    if (units[i].mult == 1 && scaled % pow10 != 0)
+      return bad(s, units[i].unit[0] ? "not a whole number of bytes"
+                                     : "not a whole number of bytes; a number without a unit is bytes");
     unsigned __int128 bytes = scaled / pow10;
-    if (bytes > UINT64_MAX) return bad(s, "too large");
+    /* Sizes travel as signed 64-bit integers (JSON reports, trace files),
+     * and 2^64-1 means "no limit" inside; 8 EiB is beyond any machine. */
+    if (bytes > INT64_MAX) return bad(s, "too large (at most 9223372036854775807 bytes, 8 EiB)");
     if (bytes == 0) return bad(s, "must be at least one byte");
     *out = (ot_size){.kind = OT_SIZE_BYTES, .bytes = (uint64_t)bytes};
     return OT_OK;
@@ -106,28 +115,6 @@ ot_status ot_size_resolve(ot_size sz, uint64_t device_total, uint64_t *bytes) {
   return ot_fail(OT_ERR_INVALID_ARG, "ot_size_resolve: invalid size kind %d", (int)sz.kind);
 }
 
-/* A memory limit as the articles our users read write it: a bare number
- * below 1024 (no unit: "3.5", "40") is gigabytes, as in Accelerate's and
- * llama.cpp's examples; from 1024 up a bare number stays bytes, and
- * anything with a unit or a % is ot_size_parse's. */
-static ot_status limit_size(const char *s, ot_size *out) {
-  size_t n = strspn(s, "0123456789.");
-  if (n && !s[n] && strchr("0123456789", s[0])) {
-    uint64_t m;
-    int k;
-    const char *rest;
-    OT_TRY(mantissa(s, &m, &k, &rest));
-    const uint64_t pow10 = pow10_of(k);
-    if (m && m / pow10 < 1024) { /* below 1024: gigabytes (0 is refused as bytes, below) */
-      unsigned __int128 bytes = (unsigned __int128)m * 1000000000u / pow10;
-      if (!bytes) return bad(s, "less than one byte");
-      *out = (ot_size){.kind = OT_SIZE_BYTES, .bytes = (uint64_t)bytes};
-      return OT_OK;
-    }
-  }
-  return ot_size_parse(s, out);
-}
-
 /* "N:SIZE" items separated by commas. */
 static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
   char item[128], shown[300];
@@ -150,7 +137,7 @@ static ot_status parse_per_device(const char *s, ot_mem_limit *out) {
                      shown, item, OT_MAX_DEVICES - 1);
     if (out->per_device[dev].kind != OT_SIZE_UNSET)
       return ot_fail(OT_ERR_INVALID_ARG, "bad per-device limit '%s': device %d given twice", shown, dev);
-    OT_TRY(limit_size(colon + 1, &out->per_device[dev]));
+    OT_TRY(ot_size_parse(colon + 1, &out->per_device[dev]));
     if (!p[n]) return OT_OK;
     p += n + 1;
   }
@@ -160,7 +147,7 @@ ot_status ot_mem_limit_parse(const char *s, ot_mem_limit *out) {
   if (!s || !out) return ot_fail(OT_ERR_INVALID_ARG, "ot_mem_limit_parse: NULL argument");
   ot_mem_limit l;
   memset(&l, 0, sizeof l);
-  OT_TRY(strchr(s, ':') ? parse_per_device(s, &l) : limit_size(s, &l.all));
+  OT_TRY(strchr(s, ':') ? parse_per_device(s, &l) : ot_size_parse(s, &l.all));
   *out = l;
   return OT_OK;
 }

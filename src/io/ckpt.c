@@ -1,5 +1,6 @@
 /* ckpt.c — a Hugging Face checkpoint: one model.safetensors, or shards
- * listed by model.safetensors.index.json; one sorted table over all of them.
+ * listed by model.safetensors.index.json (the single file first where both
+ * are, as transformers); one sorted table over all of them.
  * A GGUF file is a checkpoint too (ckpt_gguf.c): the same table, by the
  * Hugging Face names its tensors stand for. */
 #include <stdlib.h>
@@ -93,18 +94,31 @@ static ot_status open_single(ot_ckpt *c, const char *path) {
   return OT_OK;
 }
 
-/* A directory: the index if there is one, else the single file. Whatever
- * stands at either name (a directory, a dangling link, a loop of links, a
- * FIFO) is opened, so that the one checked open says what it is. */
+/* A directory, in transformers' order (modeling_utils: SAFE_WEIGHTS_NAME is
+ * taken when it is a file, before SAFE_WEIGHTS_INDEX_NAME): the single file
+ * when it is a regular file, with a notice when an index is there too (its
+ * shards are other weights, unused); else the index; else whatever stands
+ * at the single file's name (a directory, a dangling link, a loop of
+ * links, a FIFO) is opened, so that the one checked open says what it is. */
 static ot_status open_dir(ot_ckpt *c) {
   char *ix = ot_io_join(c->dir, OT_INDEX_NAME), *one = ot_io_join(c->dir, OT_SINGLE_NAME);
   ot_status s;
-  if (!ix || !one) s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory", c->dir);
-  else if (ot_path_exists(ix)) s = open_indexed(c, ix);
-  else if (ot_path_exists(one)) s = open_single(c, one);
-  else
+  if (!ix || !one) {
+    s = ot_fail(OT_ERR_OUT_OF_MEMORY, "%s: out of memory", c->dir);
+  } else if (ot_path_kind_of(one, NULL) == OT_PATH_REGULAR) {
+    if (ot_path_exists(ix))
+      ot_warn_once("ckpt.index_not_used", "%s: both " OT_SINGLE_NAME " and " OT_INDEX_NAME " are here; transformers "
+                   "loads " OT_SINGLE_NAME ", and so does omptensor: " OT_INDEX_NAME " and its shards are not used",
+                   c->dir);
+    s = open_single(c, one);
+  } else if (ot_path_exists(ix)) {
+    s = open_indexed(c, ix);
+  } else if (ot_path_exists(one)) {
+    s = open_single(c, one);
+  } else {
     s = ot_fail(OT_ERR_NOT_FOUND, "%s: no %s or %s here; is this a Hugging Face checkpoint directory?", c->dir,
                 OT_INDEX_NAME, OT_SINGLE_NAME);
+  }
   free(ix);
   free(one);
   return s;

@@ -86,9 +86,12 @@ static ot_status heads_for(const ot_ckpt *c, const char *path, const ot_gguf_ten
   const int k = ends_with(t->name, ".attn_k.weight") || ends_with(t->name, ".attn_k.bias");
   if (!q && !k) return OT_OK;
   int64_t h = 0, hkv = 0;
-  if (!ot_gguf_get_int(c->gg, "llama.attention.head_count", &h) || h < 1)
+  int has_h, has_kv;
+  OT_TRY(ot_gguf_expect(c->gg, "llama.attention.head_count", OT_GGUF_V_U32, &has_h));
+  OT_TRY(ot_gguf_expect(c->gg, "llama.attention.head_count_kv", OT_GGUF_V_U32, &has_kv));
+  if (!has_h || !ot_gguf_get_int(c->gg, "llama.attention.head_count", &h) || h < 1)
     return ot_fail(OT_ERR_FORMAT, "%s: llama.attention.head_count is missing or not positive", path);
-  if (!ot_gguf_get_int(c->gg, "llama.attention.head_count_kv", &hkv)) hkv = h;
+  if (!has_kv || !ot_gguf_get_int(c->gg, "llama.attention.head_count_kv", &hkv)) hkv = h;
   const int64_t n = q ? h : hkv, rows = t->shape[0];
   if (n < 1 || rows % (2 * n))
     return ot_fail(OT_ERR_FORMAT, "%s: tensor '%s' has %lld rows, not a whole number of %lld heads of even size", path,
@@ -108,6 +111,8 @@ ot_status ot_ckpt_gguf_open(ot_ckpt *c, const char *path) {
   OT_TRY(ot_gguf_open(path, &c->gg));
   uint64_t size;
   OT_TRY(ot_io_open_read(path, &c->fd, &size));
+  int has_arch;
+  OT_TRY(ot_gguf_expect(c->gg, "general.architecture", OT_GGUF_V_STRING, &has_arch));
   const char *arch = ot_gguf_get_string(c->gg, "general.architecture");
   const int llama = arch && !strcmp(arch, "llama");
   const int n = ot_gguf_num_tensors(c->gg);

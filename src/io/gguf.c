@@ -6,9 +6,11 @@
  * metadata holds a 128 000-token vocabulary reads in a few passes and a
  * hostile count cannot make us read (or allocate) more than the file.
  * Everything kept is copied out, so the buffer goes when the parse ends. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
 
 #include "core/error.h"
@@ -247,13 +249,83 @@ static int cmp_name(const void *a, const void *b) {
   return strcmp((*(const ot_gguf_tensor *const *)a)->name, (*(const ot_gguf_tensor *const *)b)->name);
 }
 
+static int cmp_offset(const void *a, const void *b) {
+  const uint64_t x = (*(const ot_gguf_tensor *const *)a)->offset, y = (*(const ot_gguf_tensor *const *)b)->offset;
+  return x < y ? -1 : x > y ? 1 : cmp_name(a, b); /* ties by name: the message names them in one order */
+}
+
+static int cmp_key(const void *a, const void *b) {
+  return strcmp((*(const kv *const *)a)->key, (*(const kv *const *)b)->key);
+}
+
+/* No key twice: a lookup would take the first value and hide the other
+ * (llama.cpp's reader refuses such a file). Sorted, so n log n. */
+static int unique_keys(cur *c, const ot_gguf *g) {
+  const kv **by = malloc((size_t)(g->n_kv ? g->n_kv : 1) * sizeof *by);
+  if (!by) {
+    FAIL(c, OT_ERR_OUT_OF_MEMORY, "%s: no host memory", c->name);
+    return 0;
+  }
+  for (int i = 0; i < g->n_kv; i++) by[i] = &g->kvs[i];
+  qsort(by, (size_t)g->n_kv, sizeof *by, cmp_key);
+  int ok = 1;
+  for (int i = 1; ok && i < g->n_kv; i++)
+    if (strcmp(by[i]->key, by[i - 1]->key) == 0) {
+      const int x = (int)(by[i - 1] - g->kvs), y = (int)(by[i] - g->kvs);
+      FAIL(c, OT_ERR_FORMAT, "%s: metadata key '%s' is given twice (entries %d and %d)", c->name, by[i]->key,
+           x < y ? x : y, x < y ? y : x);
+      ok = 0;
+    }
+  free(by);
+  return ok;
+}
+
+/* No two tensors with one name, and no two whose bytes overlap (one
+ * offset given twice would read one tensor's bytes as another's). */
+static int distinct_tensors(cur *c, const ot_gguf *g) {
+  const ot_gguf_tensor **by = malloc((size_t)(g->n_t ? g->n_t : 1) * sizeof *by);
+  if (!by) {
+    FAIL(c, OT_ERR_OUT_OF_MEMORY, "%s: no host memory", c->name);
+    return 0;
+  }
+  for (int i = 0; i < g->n_t; i++) by[i] = &g->t[i];
+  qsort(by, (size_t)g->n_t, sizeof *by, cmp_name);
+  int ok = 1;
+  for (int i = 1; ok && i < g->n_t; i++)
+    if (strcmp(by[i]->name, by[i - 1]->name) == 0) {
+      FAIL(c, OT_ERR_FORMAT, "%s: two tensors are named '%s'", c->name, by[i]->name);
+      ok = 0;
+    }
+  if (ok) qsort(by, (size_t)g->n_t, sizeof *by, cmp_offset);
+  for (int i = 1; ok && i < g->n_t; i++) {
+    const ot_gguf_tensor *a = by[i - 1], *b = by[i];
+    if (b->offset - a->offset < a->bytes) { /* sorted: b starts inside a */
+      FAIL(c, OT_ERR_FORMAT, "%s: tensors '%s' and '%s' overlap: '%s' is %llu bytes at data offset %llu, '%s' starts "
+           "at %llu", c->name, a->name, b->name, a->name, (unsigned long long)a->bytes,
+           (unsigned long long)(a->offset - g->data_offset), b->name, (unsigned long long)(b->offset - g->data_offset));
+      ok = 0;
+    }
+  }
+  free(by);
+  return ok;
+}
+
+/* A file's first 4 bytes for a message: printable ASCII as is, others '?'
+ * (as llama.cpp's reader shows them). */
+static void magic_text(const unsigned char *p, char m[5]) {
+  for (int i = 0; i < 4; i++) m[i] = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'' ? (char)p[i] : '?';
+  m[4] = 0;
+}
+
 /* 1: parsed; 0: failed (error set) or, with c->short_buf, needs more bytes. */
 static int parse(cur *c, uint64_t file_size, ot_gguf *g) {
   uint32_t magic;
   uint64_t nt, nkv;
   if (!rd_u32(c, &magic, "the magic")) return 0;
   if (magic != GGUF_MAGIC) {
-    FAIL(c, OT_ERR_FORMAT, "%s: not a GGUF file (its first 4 bytes are not \"GGUF\")", c->name);
+    char m[5];
+    magic_text(c->p, m);
+    FAIL(c, OT_ERR_FORMAT, "%s: not a GGUF file (magic '%s', expected 'GGUF')", c->name, m);
     return 0;
   }
   if (!rd_u32(c, &g->version, "the version")) return 0;
@@ -278,11 +350,17 @@ static int parse(cur *c, uint64_t file_size, ot_gguf *g) {
     g->n_kv = (int)i + 1;
     if (!rd_kv(c, &g->kvs[i], (int)i)) return 0;
   }
+  if (!unique_keys(c, g)) return 0;
+  /* general.alignment: a u32 (llama.cpp reads no other type), a power of two */
   g->alignment = 32;
-  int64_t al;
-  if (ot_gguf_has(g, "general.alignment")) {
-    if (!ot_gguf_get_int(g, "general.alignment", &al) || al <= 0 || (al & (al - 1)) || al > (1 << 30)) {
-      FAIL(c, OT_ERR_FORMAT, "%s: general.alignment must be a power of two integer (at most 2^30)", c->name);
+  int has_al;
+  int64_t al = 0;
+  if ((c->err = ot_gguf_expect(g, "general.alignment", OT_GGUF_V_U32, &has_al)) != OT_OK) return 0;
+  if (has_al) {
+    ot_gguf_get_int(g, "general.alignment", &al);
+    if (al <= 0 || (al & (al - 1)) || al > (1 << 30)) {
+      FAIL(c, OT_ERR_FORMAT, "%s: general.alignment is %lld, expected a power of two (at most 2^30)", c->name,
+           (long long)al);
       return 0;
     }
     g->alignment = (uint64_t)al;
@@ -346,21 +424,7 @@ static int parse(cur *c, uint64_t file_size, ot_gguf *g) {
     }
     t->offset += g->data_offset;
   }
-  /* no two tensors with one name */
-  const ot_gguf_tensor **by = malloc((size_t)(g->n_t ? g->n_t : 1) * sizeof *by);
-  if (!by) {
-    FAIL(c, OT_ERR_OUT_OF_MEMORY, "%s: no host memory", c->name);
-    return 0;
-  }
-  for (int i = 0; i < g->n_t; i++) by[i] = &g->t[i];
-  qsort(by, (size_t)g->n_t, sizeof *by, cmp_name);
-  for (int i = 1; i < g->n_t; i++)
-    if (strcmp(by[i]->name, by[i - 1]->name) == 0) {
-      FAIL(c, OT_ERR_FORMAT, "%s: two tensors are named '%s'", c->name, by[i]->name);
-      free(by);
-      return 0;
-    }
-  free(by);
+  if (!distinct_tensors(c, g)) return 0;
   g->file_size = file_size;
   return 1;
 }
@@ -417,18 +481,25 @@ ot_status ot_gguf_open(const char *path, ot_gguf **out) {
   return s;
 }
 
+/* Whether the name ends in ".gguf", in any case. */
+static int gguf_named(const char *path) {
+  const size_t n = strlen(path);
+  return n >= 5 && strcasecmp(path + n - 5, ".gguf") == 0;
+}
+
 int ot_gguf_is_file(const char *path) {
   int fd;
   uint64_t size;
   char m[4];
-  if (!path || ot_io_open_read(path, &fd, &size) != OT_OK) {
+  if (!path || ot_io_is_dir(path) == 1) return 0;
+  if (ot_io_open_read(path, &fd, &size) != OT_OK) {
     ot_clear_error();
-    return 0;
+    return gguf_named(path); /* its open, as GGUF, says what is wrong */
   }
-  const int yes = size >= 4 && ot_io_pread_full(fd, m, 4, 0, path) == OT_OK && memcmp(m, "GGUF", 4) == 0;
+  const int magic = size >= 4 && ot_io_pread_full(fd, m, 4, 0, path) == OT_OK && memcmp(m, "GGUF", 4) == 0;
   close(fd);
   ot_clear_error();
-  return yes;
+  return magic || gguf_named(path);
 }
 
 /* ---- queries ---------------------------------------------------------------- */
@@ -465,6 +536,29 @@ const char *ot_gguf_key_at(const ot_gguf *g, int i, ot_gguf_vtype *type, ot_gguf
 }
 
 int ot_gguf_has(const ot_gguf *g, const char *key) { return find(g, key) != NULL; }
+
+/* "u32", or "an array of u32" */
+static void type_text(const kv *k, char *buf, size_t cap) {
+  if (k->type == OT_GGUF_V_ARRAY) snprintf(buf, cap, "an array of %s", ot_gguf_vtype_name(k->elem));
+  else snprintf(buf, cap, "%s", ot_gguf_vtype_name(k->type));
+}
+
+ot_status ot_gguf_expect(const ot_gguf *g, const char *key, ot_gguf_vtype want, int *present) {
+  if (!g || !key || !present) return ot_fail(OT_ERR_INVALID_ARG, "ot_gguf_expect: NULL argument");
+  const kv *k = find(g, key);
+  *present = k != NULL;
+  if (!k) return OT_OK;
+  if (k->type != want) {
+    char found[48];
+    type_text(k, found, sizeof found);
+    return ot_fail(OT_ERR_FORMAT, "%s: metadata key %s is %s, expected %s", g->name, key, found,
+                   ot_gguf_vtype_name(want));
+  }
+  if ((want == OT_GGUF_V_F32 || want == OT_GGUF_V_F64) && !isfinite(k->v.f))
+    return ot_fail(OT_ERR_FORMAT, "%s: metadata key %s is %s %g, expected a finite %s", g->name, key,
+                   ot_gguf_vtype_name(want), k->v.f, ot_gguf_vtype_name(want));
+  return OT_OK;
+}
 
 const char *ot_gguf_get_string(const ot_gguf *g, const char *key) {
   const kv *k = find(g, key);

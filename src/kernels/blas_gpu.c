@@ -18,6 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "core/env.h"
 #include "kernels/blas_gpu.h"
 #include "kernels/kcommon.h"
 #include "omptensor/context.h"
@@ -30,10 +31,7 @@
 static int choice = -1; /* 0 portable, 1 vendor, 2 vendor required */
 
 static int gemm_choice(void) {
-  if (choice < 0) {
-    const char *e = getenv("OMPTENSOR_GEMM");
-    choice = !e || !*e || !strcasecmp(e, "auto") ? 1 : !strcasecmp(e, "cublas") ? 2 : 0;
-  }
+  if (choice < 0) choice = ot_env_choice("OMPTENSOR_GEMM", 1); /* portable | auto | cublas (core/env.h) */
   return choice;
 }
 

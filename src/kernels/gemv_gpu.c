@@ -20,6 +20,7 @@
  * the loop stays as it is; remote decode reads at ~40-43 GB/s with it. */
 #include <stdlib.h>
 
+#include "core/env.h"
 #include "kernels/kcommon.h"
 #include "kernels/gemv_gpu.h"
 #include "ot_gpu.h"
@@ -102,10 +103,6 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
  * OMPTENSOR_GEMV_GRID=B caps the grid at B blocks, each block's warps then
  * stride over the rows (0, the default: one row per warp);
  * OMPTENSOR_GEMV_M1=0 sends M = 1 to the M-row kernel (the one before). */
-static int64_t env_i64(const char *name, int64_t dflt) {
-  const char *e = getenv(name);
-  return e && *e ? strtoll(e, NULL, 10) : dflt;
-}
 
 /* M = 1 (a decode step): the accumulator in a register (the M-row kernel
  * keeps acc[] in local memory: its row count is a run-time value), and four
@@ -114,7 +111,7 @@ static int64_t env_i64(const char *name, int64_t dflt) {
 static void gemv1(int dev, float *c, const float *a, const void *w, int wt, int64_t ldw, int64_t N, int64_t K,
                   int acc_in) {
   static int64_t cap = -1;
-  if (cap < 0) cap = env_i64("OMPTENSOR_GEMV_GRID", 0);
+  if (cap < 0) cap = ot_env_int("OMPTENSOR_GEMV_GRID", 0);
   const int64_t rows_blocks = (N + WARPS - 1) / WARPS;
   const int64_t nteams = cap > 0 && cap < rows_blocks ? cap : rows_blocks;
   OT_GPU_KERNEL(dev, nteams, WARPS * OT_WARP_SIZE, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, wt, acc_in, nteams))
@@ -232,7 +229,7 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
   static int64_t m1 = -1;
-  if (m1 < 0) m1 = env_i64("OMPTENSOR_GEMV_M1", 1);
+  if (m1 < 0) m1 = ot_env_choice("OMPTENSOR_GEMV_M1", 1);
   if (M == 1 && (wdt == OT_Q4B || wdt == OT_Q4K)) { /* (the M-row kernel has no 4-bit path) */
     gemv1_q4(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
     return;

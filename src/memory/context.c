@@ -15,10 +15,6 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* Budget when the caller gives none and the runtime cannot report device
- * memory (the host-offload plugin's emulated devices). */
-#define OT_EMULATED_DEVICE_BYTES (1ull << 30)
-
 static const char *const backend_names[OT_BACKEND_COUNT] = {"auto", "map", "usm", "host"};
 
 const char *ot_backend_name(ot_backend b) {
@@ -63,6 +59,13 @@ void ot_device_memory(int dev, uint64_t *free_bytes, uint64_t *total_bytes) {
   if (total_bytes) *total_bytes = t;
 }
 
+uint64_t ot_device_capacity(int dev) {
+  if (ot_dev_is_host(dev)) return 0;
+  uint64_t total = 0;
+  ot_device_memory(dev, NULL, &total);
+  return total ? total : OT_EMULATED_DEVICE_BYTES;
+}
+
 static int offload_mandatory(void) {
   const char *e = getenv("OMP_TARGET_OFFLOAD");
   return e && strcasecmp(e, "MANDATORY") == 0;
@@ -75,7 +78,7 @@ static uint64_t default_budget(int dev) {
   /* Leave 5 % of what is free for the CUDA context, kernels' stacks and
    * other processes: the budget is a promise we must keep. */
   if (f) return f / 20 * 19;
-  return OT_EMULATED_DEVICE_BYTES;
+  return ot_device_capacity(dev); /* an emulated device: all of the size it is said to have */
 }
 
 static ot_status resolve_backend(ot_backend want, int have_dev, ot_backend *out) {
@@ -192,57 +195,87 @@ static void print_bytes(FILE *f, uint64_t b) {
   else fprintf(f, "%s (%llu bytes)", ot_size_format(b, h, sizeof h), (unsigned long long)b);
 }
 
-void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
-  int ndev = ot_num_devices();
-  fprintf(f, "omptensor %s\n", ot_version());
-  fprintf(f, "build:      offload target %s%s, CUDA runtime %s\n",
+void ot_info_get(const ot_ctx_opts *opts, ot_info *out) {
+  memset(out, 0, sizeof *out);
+  out->version = ot_version();
 #if defined(OT_OFFLOAD)
-          OT_OFFLOAD_NAME,
-#else
-          "none (target regions run on the host)",
+  out->offload_target = OT_OFFLOAD_NAME;
 #endif
 #ifdef OT_USM
-          ", requires unified_shared_memory",
-#else
-          "",
+  out->usm_build = 1;
 #endif
 #ifdef OT_HAVE_CUDA
-          "linked"
-#else
-          "not linked"
+  out->cuda_linked = 1;
 #endif
-  );
-  const char *mand = getenv("OMP_TARGET_OFFLOAD");
-  fprintf(f, "OpenMP:     %d offload device(s), initial device %d, OMP_TARGET_OFFLOAD=%s, %d host threads\n", ndev,
-          omp_get_initial_device(), mand ? mand : "(unset)", omp_get_max_threads());
-  for (int d = 0; d < ndev; d++) {
-    uint64_t fr, tot;
-    ot_device_memory(d, &fr, &tot);
-    fprintf(f, "device %d:   %s", d, ot_dev_is_gpu(d) ? "GPU" : "emulated (host-offload plugin: separate buffers, real copies)");
-    if (tot) {
-      fputs(", memory ", f);
-      print_bytes(f, tot);
+  const int ndev = ot_num_devices();
+  out->n_devices = ndev;
+  out->initial_device = omp_get_initial_device();
+  out->host_threads = omp_get_max_threads();
+  out->omp_target_offload = getenv("OMP_TARGET_OFFLOAD");
+  for (int d = 0; d < ndev && d < OT_MAX_DEVICES; d++) {
+    ot_info_device *i = &out->dev[d];
+    i->gpu = ot_dev_is_gpu(d);
+    ot_device_memory(d, &i->free, &i->total);
+    i->capacity = ot_device_capacity(d);
+  }
+  out->map_available = ndev > 0;
+  out->usm_available = !ndev ? 0 : ot_dev_is_gpu(0) ? 1 : 2;
+  ot_ctx *ctx = NULL;
+  if (ot_ctx_create(opts, &ctx) == OT_OK) {
+    out->selected = 1;
+    out->backend = ctx->backend;
+    out->n_selected = ctx->n_dev;
+    for (int i = 0; i < ctx->n_dev; i++) {
+      out->selected_dev[i] = ctx->dev[i];
+      out->budget[i] = ctx->budget[i];
+    }
+    out->host_budget = ctx->host_budget;
+    ot_ctx_destroy(ctx);
+  } else {
+    snprintf(out->selected_error, sizeof out->selected_error, "%s", ot_last_error());
+  }
+  ot_gpu_wait_describe(out->gpu_wait, sizeof out->gpu_wait);
+}
+
+void ot_info_print(FILE *f, const ot_ctx_opts *opts) {
+  ot_info in;
+  ot_info_get(opts, &in);
+  fprintf(f, "omptensor %s\n", in.version);
+  fprintf(f, "build:      offload target %s%s, CUDA runtime %s\n",
+          in.offload_target ? in.offload_target : "none (target regions run on the host)",
+          in.usm_build ? ", requires unified_shared_memory" : "", in.cuda_linked ? "linked" : "not linked");
+  fprintf(f, "OpenMP:     %d offload device(s), initial device %d, OMP_TARGET_OFFLOAD=%s, %d host threads\n",
+          in.n_devices, in.initial_device, in.omp_target_offload ? in.omp_target_offload : "(unset)", in.host_threads);
+  for (int d = 0; d < in.n_devices && d < OT_MAX_DEVICES; d++) {
+    const ot_info_device *i = &in.dev[d];
+    fprintf(f, "device %d:   %s, memory ", d,
+            i->gpu ? "GPU" : "emulated (host-offload plugin: separate buffers, real copies)");
+    print_bytes(f, i->capacity);
+    if (i->total) {
       fputs(", free ", f);
-      print_bytes(f, fr);
+      print_bytes(f, i->free);
+    } else {
+      fputs(", the size omptensor gives an emulated device", f); /* what budgets count: the runtime reports none */
     }
     fputc('\n', f);
   }
-  fprintf(f, "backends:   host yes, map %s, usm %s\n", ndev ? "yes" : "no (no offload device)",
-          ndev ? (ot_dev_is_gpu(0) ? "yes" : "emulated (no prefetch)") : "no (no offload device)");
-  ot_ctx *ctx = NULL;
-  if (ot_ctx_create(opts, &ctx) == OT_OK) {
-    fprintf(f, "selected:   backend %s, %d device(s)\n", ot_backend_name(ctx->backend), ctx->n_dev);
-    for (int i = 0; i < ctx->n_dev; i++) {
-      if (ctx->dev[i] == OT_DEVICE_HOST) fprintf(f, "budget:     host: ");
-      else fprintf(f, "budget:     device %d: ", ctx->dev[i]);
-      print_bytes(f, ctx->budget[i]);
+  fprintf(f, "backends:   host yes, map %s, usm %s\n", in.map_available ? "yes" : "no (no offload device)",
+          in.usm_available == 1 ? "yes" : in.usm_available == 2 ? "emulated (no prefetch)" : "no (no offload device)");
+  if (in.selected) {
+    fprintf(f, "selected:   backend %s, %d device(s)\n", ot_backend_name(in.backend), in.n_selected);
+    for (int i = 0; i < in.n_selected; i++) {
+      if (in.selected_dev[i] == OT_DEVICE_HOST) fprintf(f, "budget:     host: ");
+      else fprintf(f, "budget:     device %d: ", in.selected_dev[i]);
+      print_bytes(f, in.budget[i]);
       fputc('\n', f);
     }
-    ot_ctx_destroy(ctx);
+    if (in.host_budget) {
+      fprintf(f, "host budget: ");
+      print_bytes(f, in.host_budget);
+      fputc('\n', f);
+    }
   } else {
-    fprintf(f, "selected:   none: %s\n", ot_last_error());
+    fprintf(f, "selected:   none: %s\n", in.selected_error);
   }
-  char wait[512];
-  ot_gpu_wait_describe(wait, sizeof wait);
-  fprintf(f, "GPU wait:   %s\n", wait);
+  fprintf(f, "GPU wait:   %s\n", in.gpu_wait);
 }

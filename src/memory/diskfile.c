@@ -14,6 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "core/file.h"
 #include "memory/diskfile.h"
@@ -68,10 +69,7 @@ void ot_disk_files_opened(int *direct, int *buffered) {
   *buffered = atomic_load(&n_buffered);
 }
 
-static int want_direct(void) {
-  const char *v = getenv("OMPTENSOR_DISK_IO");
-  return !(v && strcmp(v, "buffered") == 0);
-}
+static int want_direct(void) { return ot_env_choice("OMPTENSOR_DISK_IO", 0) == 0; /* direct | buffered */ }
 
 ot_status ot_disk_file_open(const char *path, uint64_t expect_size, ot_disk_file **out) {
   *out = NULL;

@@ -247,6 +247,10 @@ static ot_status generate(ot_lm *m, const int32_t *prompt, int n_prompt, const o
   const ot_experts_stats ex0 = ot_experts_get_stats(m->experts);
   t0 = ot_gen_now_ms();
   for (int i = 1; s == OT_OK && i < o->max_new_tokens && !r->stopped_at_eos; i++) {
+    if (o->should_stop && o->should_stop(o->stop_user)) { /* a token boundary: stop with what was made */
+      r->cancelled = 1;
+      break;
+    }
     s = run_step(&st, plan, &next, n_prompt + i - 1, o->trace);
     if (s != OT_OK) break;
     const float *row = ot_tensor_data(st.logits);

@@ -68,6 +68,11 @@ static int seq_max_new(const run *R, int i) {
   return k < 0 ? R->o->max_new_tokens : k;
 }
 
+static int longer_first(const void *a, const void *b) {
+  const int x = *(const int *)a, y = *(const int *)b;
+  return (x < y) - (x > y);
+}
+
 /* Every sequence checked before anything is recorded; the positions the
  * caches need (as ot_generate: prompt + new tokens, at least one) and the
  * most rows a prompt step can have (the n_slots longest prompts). */
@@ -103,17 +108,11 @@ static ot_status check_job(const ot_lm *m, const ot_gen_seq *seqs, int n, int n_
     if (need > *n_ctx) *n_ctx = need;
     len[nl++] = q->n_prompt;
   }
-  /* the n_slots longest prompts: partial selection, fine for a job's size */
+  /* the n_slots longest prompts: sorted, so that the cost is the job's size
+   * (a selection of n_slots by n_slots passes was slots x prompts) */
+  if (nl > 1) qsort(len, (size_t)nl, sizeof *len, longer_first);
   int64_t pack = 0;
-  for (int t = 0; t < n_slots && t < nl; t++) {
-    int best = t;
-    for (int j = t + 1; j < nl; j++)
-      if (len[j] > len[best]) best = j;
-    const int x = len[t];
-    len[t] = len[best];
-    len[best] = x;
-    pack += len[t];
-  }
+  for (int t = 0; t < n_slots && t < nl; t++) pack += len[t];
   free(len);
   if (pack > INT32_MAX)
     return ot_fail(OT_ERR_INVALID_ARG, "generate_batch: %lld prompt tokens in one prompt step; run fewer sequences "
@@ -327,6 +326,10 @@ static ot_status decode(run *R) {
 
 static ot_status run_job(run *R) {
   while (R->live || R->next_seq < R->n) {
+    if (R->o->should_stop && R->o->should_stop(R->o->stop_user)) { /* between steps: the unfinished stay so */
+      R->r->cancelled = 1;
+      break;
+    }
     int started;
     do {
       OT_TRY(prefill(R, &started));
@@ -349,6 +352,10 @@ static int micro_groups(const ot_lm *m, const ot_gen_opts *o, int n_slots) {
 /* A model without batched steps: n_slots 1 is ot_generate per sequence. */
 static ot_status one_by_one(ot_lm *m, const ot_gen_seq *seqs, int n, const ot_gen_opts *o, ot_gen_batch_result *r) {
   for (int i = 0; i < n; i++) {
+    if (o->should_stop && o->should_stop(o->stop_user)) {
+      r->cancelled = 1;
+      break;
+    }
     ot_gen_opts g = *o;
     g.max_new_tokens = seqs[i].max_new_tokens < 0 ? o->max_new_tokens : seqs[i].max_new_tokens;
     g.hold_device = 1; /* the weights stay for the next prompt */
@@ -356,6 +363,10 @@ static ot_status one_by_one(ot_lm *m, const ot_gen_seq *seqs, int n, const ot_ge
     g.on_text = NULL;
     ot_gen_result *q = &r->seqs[i];
     OT_TRY(ot_gen_one(m, seqs[i].prompt, seqs[i].n_prompt, &g, seqs[i].stream, q));
+    if (q->cancelled) { /* not finished: left out, as the batched run leaves its unfinished */
+      r->cancelled = 1;
+      break;
+    }
     r->prefill_steps++;
     r->prefill_ms += q->prefill_ms;
     r->decode_ms += q->decode_ms;

@@ -20,9 +20,17 @@ ot_status ot_gen_opts_from_model(const char *model_dir, ot_gen_opts *o) {
   int n = g.has_eos ? g.n_eos : c.n_eos;
   o->n_eos = 0;
   for (int i = 0; i < n && i < OT_GEN_MAX_EOS; i++) {
-    if (eos[i] >= c.vocab_size)
-      return ot_fail(OT_ERR_FORMAT, "%s: eos_token_id %lld is outside the vocabulary (%lld ids, config.json)",
-                     model_dir, (long long)eos[i], (long long)c.vocab_size);
+    /* transformers runs such a checkpoint (tiny test models keep GPT-2's
+     * 50256 over a small vocabulary): an id the model cannot produce never
+     * stops generation, so it is said and left out */
+    if (eos[i] >= c.vocab_size) {
+      ot_warn_once("genopts.eos_outside_vocab",
+                   "%s: eos_token_id %lld (%s) is outside the vocabulary of %lld ids: it can never be generated, so "
+                   "it is ignored",
+                   model_dir, (long long)eos[i], g.has_eos ? "generation_config.json" : "config.json",
+                   (long long)c.vocab_size);
+      continue;
+    }
     o->eos_ids[o->n_eos++] = (int32_t)eos[i];
   }
   if (g.has_max_new_tokens) o->max_new_tokens = (int)g.max_new_tokens;

@@ -26,8 +26,8 @@ ot_status ot_lm_check_weight(const ot_ckpt *ck, const char *name, int ndim, cons
     char want[128], got[128];
     shape_str(want, sizeof want, ndim, shape);
     shape_str(got, sizeof got, info->ndim, info->shape);
-    return ot_fail(OT_ERR_SHAPE, "%s: tensor '%s' has shape %s, but config.json implies %s", ot_ckpt_dir(ck), name,
-                   got, want);
+    return ot_fail(OT_ERR_SHAPE, "%s: tensor '%s' has shape %s, but %s implies %s", ot_ckpt_dir(ck), name, got,
+                   ot_ckpt_is_gguf(ck) ? "its metadata" : "config.json", want); /* a GGUF file has no config.json */
   }
   /* block dtypes come from GGUF files (ot_ckpt_is_gguf) */
   if (info->dtype != OT_F32 && info->dtype != OT_F16 && info->dtype != OT_BF16 && !ot_dtype_block(info->dtype))

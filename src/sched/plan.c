@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "memory/context_impl.h"
+#include "core/env.h"
 #include "core/error.h"
 #include "memory/device.h"
 #include "sched/executor.h"
@@ -137,10 +138,8 @@ ot_status ot_plan_schedules(ot_plan *plan) {
   return OT_OK;
 }
 
-static int debug_has(const char *what) {
-  const char *e = getenv("OMPTENSOR_DEBUG");
-  return e && strstr(e, what) != NULL;
-}
+/* OMPTENSOR_DEBUG=plan,probe (core/env.h: an unknown word gets a notice) */
+static int debug_has(const char *what) { return ot_env_word("OMPTENSOR_DEBUG", what); }
 
 static int debug_plan(void) { return debug_has("plan"); }
 

@@ -34,10 +34,7 @@ int ot_trace_next_run(ot_trace *t);
    OT_TRACE_DIRTY | OT_TRACE_STAGE | OT_TRACE_FILL | OT_TRACE_PARTIAL | OT_TRACE_HOST | OT_TRACE_CROSS | \
    OT_TRACE_RECOMPUTE | OT_TRACE_PEER)
 
-/* ot_trace_read_chrome on the text of a file (len bytes, no terminator
- * needed); `name` stands for the file in messages. For the fuzzer
- * (fuzz/fuzz_trace.c) and the tests. */
-ot_status ot_trace_read_chrome_text(const char *text, size_t len, const char *name, ot_trace **out, uint64_t *budget);
+/* ot_trace_read_chrome_text (the reader on a text) is public: trace.h. */
 
 /* The Chrome trace JSON that ot_trace_write_chrome writes, as a malloc'd
  * NUL-terminated string in *text (free() it). */

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "core/env.h"
 #include "core/error.h"
 #include "sched/verify.h"
 
@@ -12,12 +13,7 @@ static atomic_int level = -1; /* -1: not read yet */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void read_env(void) {
-  const char *e = getenv("OMPTENSOR_VERIFY");
-  int l = 0;
-  if (e && *e) {
-    if (strcmp(e, "0") == 0 || strcmp(e, "1") == 0 || strcmp(e, "2") == 0) l = e[0] - '0';
-    else ot_warn_once("verify-env", "OMPTENSOR_VERIFY='%s' ignored: use 0 (off), 1 (checksums) or 2 (also read device copies back)", e);
-  }
+  int l = ot_env_choice("OMPTENSOR_VERIFY", 0); /* 0 | 1 | 2: the level itself (core/env.h) */
   int unset = -1;
   atomic_compare_exchange_strong(&level, &unset, l); /* a test's override wins */
 }

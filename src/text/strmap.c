@@ -64,3 +64,99 @@ int ot_strmap_get(const ot_strmap *m, const char *key, size_t len, int32_t *valu
   *value = s->value;
   return 1;
 }
+
+/* ---- ot_idmap ---------------------------------------------------------------------- */
+static size_t id_slot(const ot_idmap *m, int32_t key) {
+  size_t mask = m->cap - 1;
+  for (size_t i = ((uint32_t)key * 2654435761u) & mask;; i = (i + 1) & mask)
+    if (m->key[i] < 0 || m->key[i] == key) return i;
+}
+
+void ot_idmap_free(ot_idmap *m) {
+  free(m->key);
+  free(m->value);
+  memset(m, 0, sizeof *m);
+}
+
+static ot_status id_grow(ot_idmap *m) {
+  ot_idmap g = {malloc((m->cap ? m->cap * 2 : 1024) * sizeof(int32_t)), NULL, m->cap ? m->cap * 2 : 1024, m->n};
+  g.value = malloc(g.cap * sizeof(int32_t));
+  if (!g.key || !g.value) {
+    free(g.key), free(g.value);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory for the vocabulary");
+  }
+  memset(g.key, 0xFF, g.cap * sizeof(int32_t)); /* -1: empty */
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->key[i] >= 0) {
+      size_t j = id_slot(&g, m->key[i]);
+      g.key[j] = m->key[i], g.value[j] = m->value[i];
+    }
+  free(m->key), free(m->value);
+  *m = g;
+  return OT_OK;
+}
+
+ot_status ot_idmap_put(ot_idmap *m, int32_t key, int32_t value) {
+  if (key < 0) return ot_fail(OT_ERR_INVALID_ARG, "tokenizer: a negative token id %d", key);
+  if ((m->n + 1) * 2 > m->cap) OT_TRY(id_grow(m));
+  size_t i = id_slot(m, key);
+  if (m->key[i] < 0) m->n++;
+  m->key[i] = key, m->value[i] = value;
+  return OT_OK;
+}
+
+int ot_idmap_get(const ot_idmap *m, int32_t key, int32_t *value) {
+  if (!m->cap || key < 0) return 0;
+  size_t i = id_slot(m, key);
+  if (m->key[i] < 0) return 0;
+  *value = m->value[i];
+  return 1;
+}
+
+/* ---- ot_pairmap --------------------------------------------------------------------- */
+static uint64_t pair_key(int32_t a, int32_t b) { return ((uint64_t)(uint32_t)a << 32 | (uint32_t)b) + 1; }
+
+static size_t pair_slot(const ot_pairmap *m, uint64_t key) {
+  const size_t mask = m->cap - 1;
+  for (size_t i = (size_t)((key * 0x9E3779B97F4A7C15ull) >> 20) & mask;; i = (i + 1) & mask)
+    if (!m->key[i] || m->key[i] == key) return i;
+}
+
+void ot_pairmap_free(ot_pairmap *m) {
+  free(m->key), free(m->rank), free(m->id);
+  memset(m, 0, sizeof *m);
+}
+
+static ot_status pair_grow(ot_pairmap *m) {
+  ot_pairmap g = {NULL, NULL, NULL, m->cap ? m->cap * 2 : 1024, m->n};
+  g.key = calloc(g.cap, sizeof *g.key), g.rank = malloc(g.cap * sizeof *g.rank), g.id = malloc(g.cap * sizeof *g.id);
+  if (!g.key || !g.rank || !g.id) {
+    ot_pairmap_free(&g);
+    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory for the merges");
+  }
+  for (size_t i = 0; i < m->cap; i++)
+    if (m->key[i]) {
+      const size_t j = pair_slot(&g, m->key[i]);
+      g.key[j] = m->key[i], g.rank[j] = m->rank[i], g.id[j] = m->id[i];
+    }
+  ot_pairmap_free(m);
+  *m = g;
+  return OT_OK;
+}
+
+ot_status ot_pairmap_put(ot_pairmap *m, int32_t a, int32_t b, int32_t rank, int32_t id) {
+  if ((m->n + 1) * 2 > m->cap) OT_TRY(pair_grow(m));
+  const uint64_t k = pair_key(a, b);
+  const size_t i = pair_slot(m, k);
+  if (!m->key[i]) m->n++;
+  m->key[i] = k, m->rank[i] = rank, m->id[i] = id;
+  return OT_OK;
+}
+
+int ot_pairmap_get(const ot_pairmap *m, int32_t a, int32_t b, int32_t *rank, int32_t *id) {
+  if (!m->cap || a < 0 || b < 0) return 0;
+  const size_t i = pair_slot(m, pair_key(a, b));
+  if (!m->key[i]) return 0;
+  *rank = m->rank[i], *id = m->id[i];
+  return 1;
+}

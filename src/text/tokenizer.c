@@ -32,24 +32,22 @@ void ot_tok_byte_table(void) {
   for (int b = 0; b < 256; b++) ot_tok_u2b[ot_tok_b2u[b]] = (int16_t)b;
 }
 
-/* ---- loading ---------------------------------------------------------------------- */
-static ot_status bad(const ot_tokenizer *tk, const char *field, const char *fmt, const char *what) {
-  return ot_fail(OT_ERR_FORMAT, "%s: %s: %s%s", tk->file, field, fmt, what ? what : "");
+/* ---- loading ----------------------------------------------------------------------
+ * Each part's fields are read through ot_tok_field (tokenizer_field.c),
+ * typed and required as the tokenizers library's serde types have them;
+ * `at` is the part's JSON path, for messages. */
+static ot_status unsupported(const ot_tokenizer *tk, const char *at, const char *what, const char *value) {
+  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s: %s '%s' is not supported by this reader (tokenizer.h lists what is)",
+                 tk->file, at, what, value);
 }
 
-static ot_status unsupported(const ot_tokenizer *tk, const char *field, const char *value) {
-  return ot_fail(OT_ERR_UNSUPPORTED, "%s: %s '%s' is not supported by this reader (tokenizer.h lists what is)",
-                 tk->file, field, value);
-}
-
-static const char *type_of(const json_t *o) {
-  const json_t *t = json_is_object(o) ? json_object_get(o, "type") : NULL;
-  return json_is_string(t) ? json_string_value(t) : NULL;
-}
-
-static int get_bool(const json_t *o, const char *k, int dflt) {
-  const json_t *v = json_object_get(o, k);
-  return json_is_boolean(v) ? json_is_true(v) : dflt;
+/* The part's "type" (o must be an object). */
+static ot_status type_of(const ot_tokenizer *tk, const json_t *o, const char *at, const char **t) {
+  size_t n;
+  if (!json_is_object(o))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s: expected an object with a \"type\", found %s", tk->file, at,
+                   ot_json_kind(o));
+  return ot_tok_str(tk->file, o, at, "type", TF_STRING, TF_REQUIRED, t, &n);
 }
 
 static ot_status compile(const ot_tokenizer *tk, const char *field, const char *pat, size_t len, int literal,
@@ -71,460 +69,373 @@ static ot_status compile(const ot_tokenizer *tk, const char *field, const char *
                  (size_t)at, (const char *)msg);
 }
 
-/* A copy of string field k of o (NULL: missing or not a string). */
-static char *dup_str(const json_t *o, const char *k, size_t *n) {
-  const json_t *v = json_object_get(o, k);
-  if (!json_is_string(v)) return NULL;
-  *n = json_string_length(v);
-  char *s = malloc(*n + 1);
-  if (s) memcpy(s, json_string_value(v), *n + 1);
-  return s;
+/* A copy of s[0..n) (NUL-terminated), or NULL. */
+static char *dup_n(const char *s, size_t n) {
+  char *d = malloc(n + 1);
+  if (d) memcpy(d, s, n), d[n] = 0;
+  return d;
 }
 
-/* Metaspace's prepend_scheme, or the older add_prefix_space. */
-static ot_status get_scheme(const ot_tokenizer *tk, const json_t *o, const char *field, prepend_scheme *out) {
-  const json_t *v = json_object_get(o, "prepend_scheme");
-  if (!v) {
-    *out = get_bool(o, "add_prefix_space", 1) ? PS_ALWAYS : PS_NEVER;
-    return OT_OK;
-  }
-  const char *s = json_is_string(v) ? json_string_value(v) : "";
-  if (!strcmp(s, "always")) *out = PS_ALWAYS;
-  else if (!strcmp(s, "never")) *out = PS_NEVER;
-  else if (!strcmp(s, "first")) *out = PS_FIRST;
-  else return unsupported(tk, field, s);
+/* A string field's copy (required). */
+static ot_status dup_field(const ot_tokenizer *tk, const json_t *o, const char *at, const char *k, tf_type t,
+                           char **out, size_t *n) {
+  const char *s;
+  OT_TRY(ot_tok_str(tk->file, o, at, k, t, TF_REQUIRED, &s, n));
+  return (*out = dup_n(s, *n)) ? OT_OK : OOM();
+}
+
+/* Replace's or Split's pattern: {"String": s} or {"Regex": s}, one key (the
+ * library's externally tagged enum). *src the string, *literal for String. */
+static ot_status pattern_of(const ot_tokenizer *tk, const json_t *o, const char *at, const json_t **src, int *literal) {
+  const json_t *p;
+  char pa[256];
+  OT_TRY(ot_tok_field(tk->file, o, at, "pattern", TF_OBJECT, TF_REQUIRED, &p));
+  ot_tok_path(pa, sizeof pa, at, "pattern", -1);
+  const json_t *str = json_object_get(p, "String"), *re = json_object_get(p, "Regex");
+  if (json_object_size(p) != 1 || (!str && !re))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s: expected {\"String\": ...} or {\"Regex\": ...} (one key)", tk->file, pa);
+  OT_TRY(ot_tok_field(tk->file, p, pa, str ? "String" : "Regex", TF_STRING, TF_REQUIRED, src));
+  *literal = str != NULL;
   return OT_OK;
 }
 
+/* Metaspace's replacement character, prepend_scheme (default always) and
+ * the older add_prefix_space (false needs prepend_scheme never), as the
+ * library's MetaspaceHelper; split (default true) and str_rep typed. */
+static ot_status metaspace_fields(const ot_tokenizer *tk, const json_t *o, const char *at, char **repl, size_t *n_repl,
+                                  prepend_scheme *scheme, int *split) {
+  const char *s, *str_rep;
+  size_t n;
+  int aps;
+  OT_TRY(ot_tok_str(tk->file, o, at, "prepend_scheme", TF_STRING, TF_DEFAULT, &s, &n));
+  OT_TRY(ot_tok_bool(tk->file, o, at, "add_prefix_space", TF_OPTIONAL, 1, &aps));
+  OT_TRY(ot_tok_bool(tk->file, o, at, "split", TF_OPTIONAL, 1, split));
+  OT_TRY(ot_tok_str(tk->file, o, at, "str_rep", TF_STRING, TF_OPTIONAL, &str_rep, &n));
+  if (!s || !strcmp(s, "always")) *scheme = PS_ALWAYS;
+  else if (!strcmp(s, "never")) *scheme = PS_NEVER;
+  else if (!strcmp(s, "first")) *scheme = PS_FIRST;
+  else return ot_fail(OT_ERR_FORMAT, "%s: %s.prepend_scheme: '%s' is none of always, first, never", tk->file, at, s);
+  if (!aps && *scheme != PS_NEVER)
+    return ot_fail(OT_ERR_FORMAT, "%s: %s: add_prefix_space false needs prepend_scheme \"never\"", tk->file, at);
+  return dup_field(tk, o, at, "replacement", TF_CHAR, repl, n_repl);
+}
+
+/* ByteLevel's fields (pre-tokenizer, decoder and post-processor alike). */
+static ot_status byte_level_fields(const ot_tokenizer *tk, const json_t *o, const char *at, int *add_prefix_space,
+                                   int *use_regex) {
+  int trim;
+  OT_TRY(ot_tok_bool(tk->file, o, at, "add_prefix_space", TF_REQUIRED, 0, add_prefix_space));
+  OT_TRY(ot_tok_bool(tk->file, o, at, "trim_offsets", TF_REQUIRED, 0, &trim));
+  return ot_tok_bool(tk->file, o, at, "use_regex", TF_DEFAULT, 1, use_regex);
+}
+
+/* A Sequence's list (key) of parts, each through one(): the element paths are at.key[i]. */
+typedef ot_status (*part_fn)(ot_tokenizer *tk, const json_t *o, const char *at, void *user);
+static ot_status each_part(ot_tokenizer *tk, const json_t *o, const char *at, const char *key, part_fn one,
+                           void *user) {
+  const json_t *list, *x;
+  OT_TRY(ot_tok_field(tk->file, o, at, key, TF_ARRAY, TF_REQUIRED, &list));
+  size_t i;
+  json_array_foreach(list, i, x) {
+    char el[256];
+    OT_TRY(one(tk, x, ot_tok_path(el, sizeof el, at, key, (long)i), user));
+  }
+  return OT_OK;
+}
+
+static void free_edit(edit *e) { free(e->a), free(e->b), pcre2_code_free(e->re); }
+
 static void free_edits(edit *e, int n) {
-  for (int k = 0; k < n; k++) free(e[k].a), free(e[k].b), pcre2_code_free(e[k].re);
+  for (int k = 0; k < n; k++) free_edit(&e[k]);
   free(e);
 }
 
-/* One normalizer or decoder (decoder = 1) into *list. */
-static ot_status add_edit(ot_tokenizer *tk, edit **list, int *n, const json_t *o, const char *field, int decoder) {
-  const char *t = type_of(o);
-  if (!t) return bad(tk, field, "expected an object with a \"type\"", NULL);
-  if (!strcmp(t, "Sequence")) {
-    const json_t *seq = json_object_get(o, decoder ? "decoders" : "normalizers");
-    if (!json_is_array(seq)) return bad(tk, field, "Sequence without its list", NULL);
-    size_t i;
-    const json_t *x;
-    json_array_foreach(seq, i, x) OT_TRY(add_edit(tk, list, n, x, field, decoder));
+/* The fields of one normalizer or decoder of type t (not a Sequence) into *e. */
+static ot_status read_edit(ot_tokenizer *tk, const json_t *o, const char *at, const char *t, int decoder, edit *e) {
+  if (!strcmp(t, "Prepend") && !decoder) {
+    e->kind = ED_PREPEND;
+    return dup_field(tk, o, at, "prepend", TF_STRING, &e->a, &e->na);
+  }
+  if (!strcmp(t, "Replace")) {
+    const json_t *src;
+    int literal;
+    e->kind = ED_REPLACE;
+    OT_TRY(pattern_of(tk, o, at, &src, &literal));
+    OT_TRY(dup_field(tk, o, at, "content", TF_STRING, &e->b, &e->nb));
+    if (literal && json_string_length(src)) /* a string: matched byte for byte, no regex engine */
+      return (e->a = dup_n(json_string_value(src), (e->na = json_string_length(src)))) ? OT_OK : OOM();
+    /* a Regex, or the empty string, which the library's escaped regex matches between characters */
+    return compile(tk, at, json_string_value(src), json_string_length(src), literal, &e->re);
+  }
+  if (!decoder && (!strcmp(t, "NFC") || !strcmp(t, "NFD") || !strcmp(t, "NFKC") || !strcmp(t, "NFKD"))) {
+    e->kind = !strcmp(t, "NFC") ? ED_NFC : !strcmp(t, "NFD") ? ED_NFD : !strcmp(t, "NFKC") ? ED_NFKC : ED_NFKD;
     return OT_OK;
   }
+  if (!decoder && !strcmp(t, "Strip")) {
+    e->kind = ED_WSTRIP;
+    OT_TRY(ot_tok_bool(tk->file, o, at, "strip_left", TF_REQUIRED, 0, &e->n_start));
+    return ot_tok_bool(tk->file, o, at, "strip_right", TF_REQUIRED, 0, &e->n_stop);
+  }
+  if (decoder && !strcmp(t, "ByteLevel")) {
+    int aps, re;
+    e->kind = ED_BYTELEVEL;
+    return byte_level_fields(tk, o, at, &aps, &re);
+  }
+  if (decoder && (!strcmp(t, "ByteFallback") || !strcmp(t, "Fuse"))) {
+    e->kind = !strcmp(t, "Fuse") ? ED_FUSE : ED_BYTEFALLBACK;
+    return OT_OK;
+  }
+  if (decoder && !strcmp(t, "Strip")) {
+    int64_t start, stop;
+    e->kind = ED_STRIP;
+    /* usize in the library; the loop stops at the token's end, so any count is cheap */
+    OT_TRY(ot_tok_uint(tk->file, o, at, "start", TF_REQUIRED, INT32_MAX, 0, &start));
+    OT_TRY(ot_tok_uint(tk->file, o, at, "stop", TF_REQUIRED, INT32_MAX, 0, &stop));
+    e->n_start = (int)start, e->n_stop = (int)stop;
+    return dup_field(tk, o, at, "content", TF_CHAR, &e->a, &e->na);
+  }
+  if (decoder && !strcmp(t, "Metaspace")) {
+    int split;
+    e->kind = ED_METASPACE;
+    return metaspace_fields(tk, o, at, &e->a, &e->na, &e->scheme, &split);
+  }
+  return unsupported(tk, at, decoder ? "decoder type" : "normalizer type", t);
+}
+
+typedef struct edit_list {
+  edit **list;
+  int *n;
+  int decoder;
+} edit_list;
+
+/* One normalizer or decoder (a Sequence: each of its parts) into the list. */
+static ot_status add_edit(ot_tokenizer *tk, const json_t *o, const char *at, void *user) {
+  edit_list *l = user;
+  const char *t;
+  OT_TRY(type_of(tk, o, at, &t));
+  if (!strcmp(t, "Sequence")) return each_part(tk, o, at, l->decoder ? "decoders" : "normalizers", add_edit, l);
   edit e;
   memset(&e, 0, sizeof e);
-  if (!strcmp(t, "Prepend") && !decoder) {
-    e.kind = ED_PREPEND;
-    if (!(e.a = dup_str(o, "prepend", &e.na))) return bad(tk, field, "Prepend without a \"prepend\" string", NULL);
-  } else if (!strcmp(t, "Replace")) {
-    e.kind = ED_REPLACE;
-    const json_t *pat = json_object_get(o, "pattern");
-    const json_t *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
-    const json_t *str = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
-    const json_t *src = json_is_string(re) ? re : json_is_string(str) ? str : NULL;
-    if (!src) return bad(tk, field, "Replace needs a pattern {\"Regex\": ...} or {\"String\": ...}", NULL);
-    if (!(e.b = dup_str(o, "content", &e.nb))) return bad(tk, field, "Replace without a \"content\" string", NULL);
-    if (src == str && json_string_length(str)) { /* a string: matched byte for byte, no regex engine */
-      if (!(e.a = dup_str(pat, "String", &e.na))) return free(e.b), OOM();
-    } else { /* a Regex, or the empty string, which the library's escaped regex matches between characters */
-      ot_status st = compile(tk, field, json_string_value(src), json_string_length(src), src == str, &e.re);
-      if (st != OT_OK) return free(e.b), st;
-    }
-  } else if (!decoder && (!strcmp(t, "NFC") || !strcmp(t, "NFD") || !strcmp(t, "NFKC") || !strcmp(t, "NFKD"))) {
-    e.kind = !strcmp(t, "NFC") ? ED_NFC : !strcmp(t, "NFD") ? ED_NFD : !strcmp(t, "NFKC") ? ED_NFKC : ED_NFKD;
-  } else if (!decoder && !strcmp(t, "Strip")) {
-    e.kind = ED_WSTRIP;
-    e.n_start = get_bool(o, "strip_left", 0), e.n_stop = get_bool(o, "strip_right", 0);
-  } else if (decoder && !strcmp(t, "ByteLevel")) {
-    e.kind = ED_BYTELEVEL;
-  } else if (decoder && !strcmp(t, "ByteFallback")) {
-    e.kind = ED_BYTEFALLBACK;
-  } else if (decoder && !strcmp(t, "Fuse")) {
-    e.kind = ED_FUSE;
-  } else if (decoder && !strcmp(t, "Strip")) {
-    e.kind = ED_STRIP;
-    const json_t *st = json_object_get(o, "start"), *sp = json_object_get(o, "stop");
-    if (!(e.a = dup_str(o, "content", &e.na)) || !json_is_integer(st) || !json_is_integer(sp) ||
-        json_integer_value(st) < 0 || json_integer_value(sp) < 0 || json_integer_value(st) > 64 ||
-        json_integer_value(sp) > 64)
-      return free(e.a), bad(tk, field, "Strip needs \"content\" and \"start\"/\"stop\" counts 0..64", NULL);
-    e.n_start = (int)json_integer_value(st), e.n_stop = (int)json_integer_value(sp);
-  } else if (decoder && !strcmp(t, "Metaspace")) {
-    e.kind = ED_METASPACE;
-    if (!(e.a = dup_str(o, "replacement", &e.na)) || !e.na)
-      return free(e.a), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
-    ot_status s = get_scheme(tk, o, "decoder Metaspace prepend_scheme", &e.scheme);
-    if (s != OT_OK) return free(e.a), s;
-  } else {
-    return unsupported(tk, decoder ? "decoder type" : "normalizer type", t);
-  }
-  edit *ne = realloc(*list, (size_t)(*n + 1) * sizeof *ne);
+  ot_status st = read_edit(tk, o, at, t, l->decoder, &e);
+  edit *ne = st == OT_OK ? realloc(*l->list, (size_t)(*l->n + 1) * sizeof *ne) : NULL;
   if (!ne) {
-    free(e.a), free(e.b), pcre2_code_free(e.re);
-    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
+    free_edit(&e);
+    return st != OT_OK ? st : OOM();
   }
-  *list = ne;
-  (*list)[(*n)++] = e;
+  *l->list = ne;
+  ne[(*l->n)++] = e;
+  return OT_OK;
+}
+
+/* Split's and Punctuation's behavior (the library's SplitDelimiterBehavior). */
+static ot_status behavior(const ot_tokenizer *tk, const json_t *o, const char *at, tf_presence p, split_beh *out) {
+  static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+  const char *s;
+  size_t n;
+  OT_TRY(ot_tok_str(tk->file, o, at, "behavior", TF_STRING, p, &s, &n));
+  int k = 0;
+  while (s && k < 5 && strcmp(s, names[k])) k++;
+  if (k == 5)
+    return ot_fail(OT_ERR_FORMAT, "%s: %s.behavior: '%s' is none of Isolated, Removed, MergedWithPrevious, "
+                   "MergedWithNext, Contiguous", tk->file, at, s);
+  *out = s ? (split_beh)k : B_ISOLATED;
   return OT_OK;
 }
 
 /* GPT-2's pattern (the tokenizers library's ByteLevel with use_regex). */
 static const char gpt2_pattern[] = "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
-static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *field) {
-  const char *t = type_of(p);
-  if (!t) return bad(tk, field, "expected an object with a \"type\"", NULL);
-  if (!strcmp(t, "Sequence")) {
-    const json_t *list = json_object_get(p, "pretokenizers");
-    if (!json_is_array(list)) return bad(tk, field, "Sequence without a \"pretokenizers\" array", NULL);
-    size_t i;
-    const json_t *x;
-    json_array_foreach(list, i, x) OT_TRY(add_pretok(tk, x, field));
-    return OT_OK;
-  }
-  pretok q;
-  memset(&q, 0, sizeof q);
+/* The fields of one pre-tokenizer of type t (not a Sequence) into *q. */
+static ot_status read_pretok(ot_tokenizer *tk, const json_t *p, const char *at, const char *t, pretok *q) {
   if (!strcmp(t, "ByteLevel")) {
-    q.kind = PT_BYTELEVEL;
-    q.add_prefix_space = get_bool(p, "add_prefix_space", 1);
-    q.use_regex = get_bool(p, "use_regex", 1);
-    if (q.use_regex) OT_TRY(compile(tk, field, gpt2_pattern, sizeof gpt2_pattern - 1, 0, &q.re));
+    q->kind = PT_BYTELEVEL;
+    OT_TRY(byte_level_fields(tk, p, at, &q->add_prefix_space, &q->use_regex));
     tk->byte_level = 1;
-  } else if (!strcmp(t, "Metaspace")) {
-    q.kind = PT_METASPACE;
-    if (!(q.repl = dup_str(p, "replacement", &q.n_repl)) || !q.n_repl)
-      return free(q.repl), bad(tk, field, "Metaspace without a \"replacement\"", NULL);
-    ot_status s = get_scheme(tk, p, "pre_tokenizer Metaspace prepend_scheme", &q.scheme);
-    if (s != OT_OK) return free(q.repl), s;
-    q.split = get_bool(p, "split", 1);
-    if (q.split) { /* the pieces start at each replacement: MergedWithNext on it */
-      s = compile(tk, field, q.repl, q.n_repl, 1, &q.re);
-      if (s != OT_OK) return free(q.repl), s;
-      q.beh = B_NEXT;
-    }
-  } else if (!strcmp(t, "Split")) {
-    q.kind = PT_SPLIT;
-    const json_t *pat = json_object_get(p, "pattern");
-    const json_t *re = json_is_object(pat) ? json_object_get(pat, "Regex") : NULL;
-    const json_t *str = json_is_object(pat) ? json_object_get(pat, "String") : NULL;
-    const json_t *src = json_is_string(re) ? re : str;
-    if (!json_is_string(src))
-      return bad(tk, field, "Split needs a pattern {\"Regex\": ...} or {\"String\": ...}", NULL);
-    OT_TRY(compile(tk, field, json_string_value(src), json_string_length(src), src == str, &q.re));
-    const json_t *b = json_object_get(p, "behavior");
-    const char *bs = json_is_string(b) ? json_string_value(b) : "";
-    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
-    int k = 0;
-    while (k < 5 && strcmp(bs, names[k])) k++;
-    if (k == 5) {
-      pcre2_code_free(q.re);
-      return unsupported(tk, "pre_tokenizer Split behavior", bs);
-    }
-    q.beh = (split_beh)k;
-    q.invert = get_bool(p, "invert", 0);
-  } else if (!strcmp(t, "Digits")) {
+    return q->use_regex ? compile(tk, at, gpt2_pattern, sizeof gpt2_pattern - 1, 0, &q->re) : OT_OK;
+  }
+  if (!strcmp(t, "Metaspace")) {
+    q->kind = PT_METASPACE;
+    OT_TRY(metaspace_fields(tk, p, at, &q->repl, &q->n_repl, &q->scheme, &q->split));
+    q->beh = B_NEXT; /* the pieces start at each replacement: MergedWithNext on it */
+    return q->split ? compile(tk, at, q->repl, q->n_repl, 1, &q->re) : OT_OK;
+  }
+  if (!strcmp(t, "Split")) {
+    const json_t *src;
+    int literal;
+    q->kind = PT_SPLIT;
+    OT_TRY(pattern_of(tk, p, at, &src, &literal));
+    OT_TRY(behavior(tk, p, at, TF_REQUIRED, &q->beh));
+    OT_TRY(ot_tok_bool(tk->file, p, at, "invert", TF_REQUIRED, 0, &q->invert));
+    return compile(tk, at, json_string_value(src), json_string_length(src), literal, &q->re);
+  }
+  if (!strcmp(t, "Digits")) {
     /* Rust's char::is_numeric is \p{N}; individual_digits isolates each,
-     * else a run is one piece (Contiguous) */
-    q.kind = PT_SPLIT;
-    const int each = get_bool(p, "individual_digits", 0);
-    OT_TRY(compile(tk, field, each ? "\\p{N}" : "\\p{N}+", each ? 5 : 6, 0, &q.re));
-    q.beh = B_ISOLATED;
-  } else if (!strcmp(t, "Punctuation")) {
+     * else a run is one piece */
+    int each;
+    q->kind = PT_SPLIT;
+    q->beh = B_ISOLATED;
+    OT_TRY(ot_tok_bool(tk->file, p, at, "individual_digits", TF_REQUIRED, 0, &each));
+    return compile(tk, at, each ? "\\p{N}" : "\\p{N}+", each ? 5 : 6, 0, &q->re);
+  }
+  if (!strcmp(t, "Punctuation")) {
     /* Rust's char::is_ascii_punctuation || Unicode P*, per character */
     static const char punct[] = "[\\p{P}!-/:-@\\[-`{-~]";
-    q.kind = PT_SPLIT;
-    OT_TRY(compile(tk, field, punct, sizeof punct - 1, 0, &q.re));
-    const json_t *b = json_object_get(p, "behavior");
-    const char *bs = json_is_string(b) ? json_string_value(b) : "Isolated";
-    static const char *const names[] = {"Isolated", "Removed", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
-    int k = 0;
-    while (k < 5 && strcmp(bs, names[k])) k++;
-    if (k == 5) {
-      pcre2_code_free(q.re);
-      return unsupported(tk, "pre_tokenizer Punctuation behavior", bs);
-    }
-    q.beh = (split_beh)k;
-  } else {
-    return unsupported(tk, "pre_tokenizer type", t);
+    q->kind = PT_SPLIT;
+    OT_TRY(behavior(tk, p, at, TF_DEFAULT, &q->beh));
+    return compile(tk, at, punct, sizeof punct - 1, 0, &q->re);
   }
-  pretok *np = realloc(tk->pt, (size_t)(tk->n_pt + 1) * sizeof *np);
+  return unsupported(tk, at, "pre_tokenizer type", t);
+}
+
+static ot_status add_pretok(ot_tokenizer *tk, const json_t *p, const char *at, void *user) {
+  const char *t;
+  OT_TRY(type_of(tk, p, at, &t));
+  if (!strcmp(t, "Sequence")) return each_part(tk, p, at, "pretokenizers", add_pretok, user);
+  pretok q;
+  memset(&q, 0, sizeof q);
+  ot_status st = read_pretok(tk, p, at, t, &q);
+  pretok *np = st == OT_OK ? realloc(tk->pt, (size_t)(tk->n_pt + 1) * sizeof *np) : NULL;
   if (!np) {
     free(q.repl);
     pcre2_code_free(q.re);
-    return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
+    return st != OT_OK ? st : OOM();
   }
   tk->pt = np;
   tk->pt[tk->n_pt++] = q;
   return OT_OK;
 }
 
-static ot_status set_token(ot_tokenizer *tk, int32_t id, const char *s, size_t n) {
-  if (id < 0 || id >= tk->n_ids)
-    return ot_fail(OT_ERR_FORMAT, "%s: token id %d outside 0..%d", tk->file, id, tk->n_ids - 1);
-  free(tk->tok[id]);
-  tk->tok[id] = malloc(n + 1);
-  if (!tk->tok[id]) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-  memcpy(tk->tok[id], s, n);
-  tk->tok[id][n] = 0;
-  tk->tok_len[id] = n;
-  return OT_OK;
-}
-
-static ot_status load_model(ot_tokenizer *tk, const json_t *m, const json_t *added) {
-  const char *t = type_of(m);
-  if (!t) return bad(tk, "model", "expected an object with a \"type\"", NULL);
-  if (strcmp(t, "BPE")) return unsupported(tk, "model type", t);
-  static const char *const nulls[] = {"dropout", "continuing_subword_prefix", "end_of_word_suffix"};
-  for (int k = 0; k < 3; k++) {
-    const json_t *v = json_object_get(m, nulls[k]);
-    if (v && !json_is_null(v)) return unsupported(tk, "model field", nulls[k]);
-  }
-  tk->byte_fallback = get_bool(m, "byte_fallback", 0);
-  tk->fuse_unk = get_bool(m, "fuse_unk", 0);
-  tk->ignore_merges = get_bool(m, "ignore_merges", 0);
-  const json_t *vocab = json_object_get(m, "vocab");
-  if (!json_is_object(vocab)) return bad(tk, "model.vocab", "expected an object", NULL);
-  /* ids: the vocabulary's and the added tokens' */
-  int64_t top = -1;
-  const char *key;
+/* One piece of a template (at): {"Sequence": {"id": "A"|"B", "type_id": n}}
+ * or {"SpecialToken": {"id": name, "type_id": n}}; *name NULL for a Sequence. */
+static ot_status template_piece(const ot_tokenizer *tk, const json_t *item, const char *at, const char **name) {
+  const json_t *seq = json_object_get(item, "Sequence"), *st = json_object_get(item, "SpecialToken");
+  if (!json_is_object(item) || json_object_size(item) != 1 || (!seq && !st))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s: expected {\"Sequence\": ...} or {\"SpecialToken\": ...}", tk->file, at);
+  char in[256];
   const json_t *v;
-  json_object_foreach((json_t *)vocab, key, v) {
-    if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) > INT32_MAX - 1)
-      return bad(tk, "model.vocab", "a token's id is not an integer in 0..2^31-2: ", key);
-    if (json_integer_value(v) > top) top = json_integer_value(v);
-  }
-  size_t i;
-  json_array_foreach(added, i, v) {
-    const json_t *id = json_object_get(v, "id");
-    if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) > INT32_MAX - 1)
-      return bad(tk, "added_tokens", "an entry's \"id\" is not an integer in 0..2^31-2", NULL);
-    if (json_integer_value(id) > top) top = json_integer_value(id);
-  }
-  tk->n_ids = (int32_t)(top + 1);
-  tk->tok = calloc((size_t)(tk->n_ids ? tk->n_ids : 1), sizeof *tk->tok);
-  tk->tok_len = calloc((size_t)(tk->n_ids ? tk->n_ids : 1), sizeof *tk->tok_len);
-  tk->special = calloc((size_t)(tk->n_ids ? tk->n_ids : 1), 1);
-  if (!tk->tok || !tk->tok_len || !tk->special) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-  json_object_foreach((json_t *)vocab, key, v) {
-    size_t n = strlen(key); /* jansson keys hold no NUL */
-    OT_TRY(ot_strmap_put(&tk->vocab, key, n, (int32_t)json_integer_value(v)));
-    OT_TRY(set_token(tk, (int32_t)json_integer_value(v), key, n));
-  }
-  const json_t *merges = json_object_get(m, "merges");
-  if (!json_is_array(merges)) return bad(tk, "model.merges", "expected an array", NULL);
-  char *buf = NULL;
-  size_t cap = 0;
-  json_array_foreach(merges, i, v) {
-    const char *a, *b;
-    size_t na, nb;
-    if (json_is_string(v)) { /* "a b" */
-      a = json_string_value(v);
-      const char *sp = strchr(a, ' ');
-      if (!sp) {
-        free(buf);
-        return bad(tk, "model.merges", "a merge string without a space: ", a);
-      }
-      na = (size_t)(sp - a), b = sp + 1, nb = strlen(b);
-    } else if (json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
-               json_is_string(json_array_get(v, 1))) { /* ["a", "b"] */
-      a = json_string_value(json_array_get(v, 0)), na = json_string_length(json_array_get(v, 0));
-      b = json_string_value(json_array_get(v, 1)), nb = json_string_length(json_array_get(v, 1));
-    } else {
-      free(buf);
-      return bad(tk, "model.merges", "an entry is neither \"a b\" nor [\"a\", \"b\"]", NULL);
-    }
-    if (na + nb + 1 > cap) {
-      cap = 2 * (na + nb + 1);
-      char *nbuf = realloc(buf, cap);
-      if (!nbuf) {
-        free(buf);
-        return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-      }
-      buf = nbuf;
-    }
-    memcpy(buf, a, na);
-    buf[na] = 0; /* the pair's key: a NUL b (tokens hold no NUL) */
-    memcpy(buf + na + 1, b, nb);
-    ot_status s = ot_strmap_put(&tk->merges, buf, na + 1 + nb, (int32_t)i);
-    if (s != OT_OK) {
-      free(buf);
-      return s;
-    }
-  }
-  free(buf);
-  tk->unk = -1;
-  const json_t *unk = json_object_get(m, "unk_token");
-  if (json_is_string(unk) && !ot_strmap_get(&tk->vocab, json_string_value(unk), json_string_length(unk), &tk->unk))
-    return bad(tk, "model.unk_token", "not in the vocabulary: ", json_string_value(unk));
+  const char *id;
+  size_t n;
+  ot_tok_path(in, sizeof in, at, seq ? "Sequence" : "SpecialToken", -1);
+  OT_TRY(ot_tok_field(tk->file, item, at, seq ? "Sequence" : "SpecialToken", TF_OBJECT, TF_REQUIRED, &v));
+  OT_TRY(ot_tok_str(tk->file, v, in, "id", TF_STRING, TF_REQUIRED, &id, &n));
+  int64_t type_id;
+  OT_TRY(ot_tok_uint(tk->file, v, in, "type_id", TF_REQUIRED, UINT32_MAX, 0, &type_id));
+  if (seq && strcmp(id, "A") && strcmp(id, "B"))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s.id: '%s' is neither A nor B", tk->file, in, id);
+  *name = seq ? NULL : id;
   return OT_OK;
 }
 
-static int cmp_match(const void *x, const void *y) {
-  const added_match *a = x, *b = y;
-  unsigned char ca = (unsigned char)a->text[0], cb = (unsigned char)b->text[0];
-  if (ca != cb) return ca < cb ? -1 : 1;
-  return a->len > b->len ? -1 : a->len < b->len; /* longest first */
-}
-
-static void free_sets(ot_tokenizer *tk) {
-  for (int s = 0; s < 2; s++) {
-    for (int k = 0; k < tk->sets[s].n; k++) free(tk->sets[s].v[k].text);
-    free(tk->sets[s].v);
-    memset(&tk->sets[s], 0, sizeof tk->sets[s]);
-  }
-}
-
-/* Rust regex's \w (Unicode): what single_word counts as a word character
- * next to the token. */
-static const char word_pattern[] = "[\\p{Alphabetic}\\p{M}\\p{Nd}\\p{Pc}\\x{200C}\\x{200D}]";
-
-ot_status ot_tok_build_added(ot_tokenizer *tk) {
-  free_sets(tk);
-  for (int s = 0; s < 2; s++)
-    if (!(tk->sets[s].v = calloc(tk->n_add ? (size_t)tk->n_add : 1, sizeof *tk->sets[s].v))) return OOM();
-  pcre2_match_data *md = pcre2_match_data_create(4, NULL);
-  if (!md) return OOM();
-  ot_status st = OT_OK;
-  int word = 0;
-  for (int k = 0; st == OT_OK && k < tk->n_add; k++) {
-    const added_tok *a = &tk->add[k];
-    added_set *set = &tk->sets[a->normalized];
-    bytes t = {0};
-    /* a normalized token is looked for as the normalizer writes it */
-    st = a->normalized                       ? ot_tok_normalize(tk, a->content, a->len, md, &t)
-         : bytes_add(&t, a->content, a->len) ? OT_OK
-                                             : OOM();
-    /* the library's decode (simple_id_to_token) gives a normalized token
-     * as normalized, "▁[WORD]" for "[WORD]" after Prepend */
-    if (st == OT_OK) st = a->normalized ? set_token(tk, a->id, t.p, t.n) : set_token(tk, a->id, a->content, a->len);
-    if (st != OT_OK || !t.n) { /* nothing to match */
-      free(t.p);
-      continue;
-    }
-    set->v[set->n++] = (added_match){t.p, t.n, a};
-    word |= a->single_word;
-  }
-  pcre2_match_data_free(md);
-  OT_TRY(st);
-  for (int s = 0; s < 2; s++) {
-    added_set *set = &tk->sets[s];
-    qsort(set->v, (size_t)set->n, sizeof *set->v, cmp_match);
-    for (int k = 0; k < set->n; k++) {
-      int *f = set->first[(unsigned char)set->v[k].text[0]];
-      if (!f[1]) f[0] = k;
-      f[1]++;
-    }
-  }
-  if (word && !tk->word_re)
-    OT_TRY(compile(tk, "added_tokens single_word", word_pattern, sizeof word_pattern - 1, 0, &tk->word_re));
-  return OT_OK;
-}
-
-static ot_status load_added(ot_tokenizer *tk, const json_t *added) {
-  tk->add = calloc(json_array_size(added) ? json_array_size(added) : 1, sizeof *tk->add);
-  if (!tk->add) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-  size_t i;
-  const json_t *v;
-  json_array_foreach(added, i, v) {
-    const json_t *c = json_object_get(v, "content");
-    if (!json_is_string(c) || !json_string_length(c))
-      return bad(tk, "added_tokens", "an entry has no \"content\" string", NULL);
-    int32_t id = (int32_t)json_integer_value(json_object_get(v, "id"));
-    added_tok *a = &tk->add[tk->n_add++];
-    a->len = json_string_length(c);
-    a->content = malloc(a->len);
-    if (!a->content) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-    memcpy(a->content, json_string_value(c), a->len);
-    a->id = id;
-    /* the library's defaults: normalized = !special */
-    a->special = (unsigned char)get_bool(v, "special", 0);
-    a->lstrip = (unsigned char)get_bool(v, "lstrip", 0);
-    a->rstrip = (unsigned char)get_bool(v, "rstrip", 0);
-    a->single_word = (unsigned char)get_bool(v, "single_word", 0);
-    a->normalized = (unsigned char)get_bool(v, "normalized", !a->special);
-    OT_TRY(set_token(tk, id, a->content, a->len));
-    tk->special[id] = a->special;
+/* special_tokens[name].ids, checked (entries typed as the library's SpecialToken). */
+static ot_status special_ids(const ot_tokenizer *tk, const json_t *sp, const char *name, const json_t **ids) {
+  char at[256];
+  const json_t *def, *toks, *x;
+  const char *s;
+  size_t n, k;
+  snprintf(at, sizeof at, "post_processor.special_tokens");
+  OT_TRY(ot_tok_field(tk->file, sp, at, name, TF_OBJECT, TF_REQUIRED, &def));
+  ot_tok_path(at, sizeof at, "post_processor.special_tokens", name, -1);
+  OT_TRY(ot_tok_str(tk->file, def, at, "id", TF_STRING, TF_REQUIRED, &s, &n));
+  OT_TRY(ot_tok_field(tk->file, def, at, "ids", TF_ARRAY, TF_REQUIRED, ids));
+  OT_TRY(ot_tok_field(tk->file, def, at, "tokens", TF_ARRAY, TF_REQUIRED, &toks));
+  json_array_foreach(toks, k, x) if (!json_is_string(x)) return ot_fail(OT_ERR_FORMAT,
+                                                                        "%s: %s.tokens[%zu]: expected a string, found %s",
+                                                                        tk->file, at, k, ot_json_kind(x));
+  json_array_foreach(*ids, k, x) {
+    if (!json_is_integer(x) || json_integer_value(x) < 0 || json_integer_value(x) > UINT32_MAX)
+      return ot_fail(OT_ERR_FORMAT, "%s: %s.ids[%zu]: expected an id 0..2^32-1, found %s", tk->file, at, k,
+                     json_is_integer(x) ? "an integer outside it" : ot_json_kind(x));
+    if (json_integer_value(x) > INT32_MAX || !ot_tok_entry(tk, (int32_t)json_integer_value(x)))
+      return ot_fail(OT_ERR_FORMAT, "%s: %s.ids[%zu]: %lld is no token's id", tk->file, at, k,
+                     (long long)json_integer_value(x));
   }
   return OT_OK;
 }
 
-/* TemplateProcessing's "single": special tokens before and after $A. */
-static ot_status load_template(ot_tokenizer *tk, const json_t *pp) {
-  const json_t *single = json_object_get(pp, "single"), *sp = json_object_get(pp, "special_tokens");
-  if (!json_is_array(single)) return bad(tk, "post_processor.single", "expected an array", NULL);
-  size_t n = json_array_size(single), i;
-  tk->pre = malloc((n ? n : 1) * 4 * sizeof *tk->pre);
-  tk->post = malloc((n ? n : 1) * 4 * sizeof *tk->post);
-  if (!tk->pre || !tk->post) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
+/* A template (single, or pair: checked only) of the post-processor at. */
+static ot_status load_template_list(ot_tokenizer *tk, const json_t *pp, const json_t *sp, const char *key, int use) {
+  const json_t *list, *item;
+  OT_TRY(ot_tok_field(tk->file, pp, "post_processor", key, TF_ARRAY, TF_REQUIRED, &list));
+  size_t i, n_ids = 0;
   int seen_a = 0;
-  const json_t *item;
-  json_array_foreach(single, i, item) {
-    const json_t *seq = json_object_get(item, "Sequence"), *st = json_object_get(item, "SpecialToken");
+  json_array_foreach(list, i, item) { /* sized first: the template's ids, before and after $A */
+    char at[256];
+    const char *name;
+    const json_t *ids;
+    OT_TRY(template_piece(tk, item, ot_tok_path(at, sizeof at, "post_processor", key, (long)i), &name));
+    if (!name) continue;
+    OT_TRY(special_ids(tk, sp, name, &ids));
+    n_ids += json_array_size(ids);
+  }
+  if (!use) return OT_OK;
+  if (!(tk->pre = malloc((n_ids ? n_ids : 1) * sizeof *tk->pre)) ||
+      !(tk->post = malloc((n_ids ? n_ids : 1) * sizeof *tk->post)))
+    return OOM();
+  json_array_foreach(list, i, item) {
+    const json_t *seq = json_object_get(item, "Sequence"), *x;
     if (seq) {
       seen_a = 1;
       continue;
     }
-    const json_t *name = st ? json_object_get(st, "id") : NULL;
-    const json_t *def = json_is_string(name) ? json_object_get(sp, json_string_value(name)) : NULL;
-    const json_t *ids = def ? json_object_get(def, "ids") : NULL;
-    if (!json_is_array(ids) || json_array_size(ids) > 4)
-      return bad(tk, "post_processor.single", "a SpecialToken whose special_tokens entry has no \"ids\" list", NULL);
+    const json_t *ids = json_object_get(json_object_get(sp, json_string_value(json_object_get(
+                                                                json_object_get(item, "SpecialToken"), "id"))),
+                                        "ids");
     size_t k;
-    const json_t *id;
-    json_array_foreach(ids, k, id) {
-      if (!json_is_integer(id) || json_integer_value(id) < 0 || json_integer_value(id) >= tk->n_ids)
-        return bad(tk, "post_processor.special_tokens", "an id outside the vocabulary", NULL);
-      if (seen_a) tk->post[tk->n_post++] = (int32_t)json_integer_value(id);
-      else tk->pre[tk->n_pre++] = (int32_t)json_integer_value(id);
+    json_array_foreach(ids, k, x) {
+      if (seen_a) tk->post[tk->n_post++] = (int32_t)json_integer_value(x);
+      else tk->pre[tk->n_pre++] = (int32_t)json_integer_value(x);
     }
   }
   return OT_OK;
 }
 
+/* TemplateProcessing: "single" (special tokens before and after $A) is
+ * what encoding adds; "pair" and "special_tokens" are typed as well. */
+static ot_status load_template(ot_tokenizer *tk, const json_t *pp) {
+  const json_t *sp;
+  OT_TRY(ot_tok_field(tk->file, pp, "post_processor", "special_tokens", TF_OBJECT, TF_REQUIRED, &sp));
+  OT_TRY(load_template_list(tk, pp, sp, "pair", 0));
+  return load_template_list(tk, pp, sp, "single", 1);
+}
+
 /* The post-processor: ByteLevel (offsets only: the ids stay), one
  * TemplateProcessing, or a Sequence of those (Llama 3's files). */
-static ot_status load_post(ot_tokenizer *tk, const json_t *pp) {
-  const char *t = type_of(pp);
-  if (t && !strcmp(t, "Sequence")) {
-    const json_t *list = json_object_get(pp, "processors");
-    if (!json_is_array(list)) return bad(tk, "post_processor", "Sequence without a \"processors\" array", NULL);
-    size_t i;
-    const json_t *x;
-    json_array_foreach(list, i, x) OT_TRY(load_post(tk, x));
-    return OT_OK;
-  }
-  if (t && !strcmp(t, "TemplateProcessing")) {
-    if (tk->has_template) return unsupported(tk, "post_processor", "a second TemplateProcessing");
+static ot_status load_post(ot_tokenizer *tk, const json_t *pp, const char *at, void *user) {
+  const char *t;
+  OT_TRY(type_of(tk, pp, at, &t));
+  if (!strcmp(t, "Sequence")) return each_part(tk, pp, at, "processors", load_post, user);
+  if (!strcmp(t, "TemplateProcessing")) {
+    if (tk->has_template) return unsupported(tk, at, "post_processor", "a second TemplateProcessing");
     tk->has_template = 1;
     return load_template(tk, pp);
   }
-  if (!t || strcmp(t, "ByteLevel")) return unsupported(tk, "post_processor type", t ? t : "?");
-  return OT_OK;
+  int aps, re;
+  if (!strcmp(t, "ByteLevel")) return byte_level_fields(tk, pp, at, &aps, &re);
+  return unsupported(tk, at, "post_processor type", t);
 }
 
 static ot_status load_json(ot_tokenizer *tk, const json_t *root) {
-  if (!json_is_object(root)) return bad(tk, "(top level)", "expected an object", NULL);
-  const json_t *norm = json_object_get(root, "normalizer");
-  if (norm && !json_is_null(norm)) OT_TRY(add_edit(tk, &tk->norm, &tk->n_norm, norm, "normalizer", 0));
-  const json_t *added = json_object_get(root, "added_tokens");
-  if (added && !json_is_array(added)) return bad(tk, "added_tokens", "expected an array", NULL);
-  json_t *none = json_array();
-  if (!none) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
-  if (!added) added = none;
-  const json_t *model = json_object_get(root, "model");
-  ot_status s = model ? load_model(tk, model, added) : bad(tk, "model", "missing", NULL);
-  if (s == OT_OK) s = load_added(tk, added);
-  if (s == OT_OK) s = ot_tok_build_added(tk); /* after the normalizer: normalized tokens are matched normalized */
-  json_decref(none);
-  OT_TRY(s);
-  const json_t *pre = json_object_get(root, "pre_tokenizer");
-  if (pre && !json_is_null(pre)) OT_TRY(add_pretok(tk, pre, "pre_tokenizer"));
-  const json_t *pp = json_object_get(root, "post_processor");
-  if (pp && !json_is_null(pp)) OT_TRY(load_post(tk, pp));
-  const json_t *dec = json_object_get(root, "decoder");
-  if (dec && !json_is_null(dec)) OT_TRY(add_edit(tk, &tk->dec, &tk->n_dec, dec, "decoder", 1));
+  if (!json_is_object(root))
+    return ot_fail(OT_ERR_FORMAT, "%s: (top level): expected an object, found %s", tk->file, ot_json_kind(root));
+  const json_t *version, *norm, *added, *model, *pre, *pp, *dec;
+  OT_TRY(ot_tok_field(tk->file, root, "", "version", TF_STRING, TF_DEFAULT, &version));
+  if (version && strcmp(json_string_value(version), "1.0"))
+    return ot_fail(OT_ERR_FORMAT, "%s: version: '%s' is not a tokenizer.json version this reader knows (1.0)",
+                   tk->file, json_string_value(version));
+  OT_TRY(ot_tok_field(tk->file, root, "", "normalizer", TF_OBJECT, TF_OPTIONAL, &norm));
+  OT_TRY(ot_tok_field(tk->file, root, "", "added_tokens", TF_ARRAY, TF_DEFAULT, &added));
+  OT_TRY(ot_tok_field(tk->file, root, "", "model", TF_OBJECT, TF_REQUIRED, &model));
+  OT_TRY(ot_tok_field(tk->file, root, "", "pre_tokenizer", TF_OBJECT, TF_OPTIONAL, &pre));
+  OT_TRY(ot_tok_field(tk->file, root, "", "post_processor", TF_OBJECT, TF_OPTIONAL, &pp));
+  OT_TRY(ot_tok_field(tk->file, root, "", "decoder", TF_OBJECT, TF_OPTIONAL, &dec));
+  edit_list nl = {&tk->norm, &tk->n_norm, 0}, dl = {&tk->dec, &tk->n_dec, 1};
+  if (norm) OT_TRY(add_edit(tk, norm, "normalizer", &nl));
+  OT_TRY(ot_tok_load_model(tk, model));
+  if (added) OT_TRY(ot_tok_load_added(tk, added));
+  OT_TRY(ot_tok_build_added(tk)); /* after the normalizer: normalized tokens are matched normalized */
+  if (pre) OT_TRY(add_pretok(tk, pre, "pre_tokenizer", NULL));
+  if (pp) OT_TRY(load_post(tk, pp, "post_processor", NULL));
+  if (dec) OT_TRY(add_edit(tk, dec, "decoder", &dl));
   return OT_OK;
 }
 
@@ -577,15 +488,8 @@ ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
 
 void ot_tokenizer_destroy(ot_tokenizer *tk) {
   if (!tk) return;
-  ot_strmap_free(&tk->vocab);
-  ot_strmap_free(&tk->merges);
-  for (int32_t i = 0; tk->tok && i < tk->n_ids; i++) free(tk->tok[i]);
-  free(tk->tok);
-  free(tk->tok_len);
-  free(tk->special);
-  for (int k = 0; k < tk->n_add; k++) free(tk->add[k].content);
-  free(tk->add);
-  free_sets(tk);
+  ot_tok_free_vocab(tk);
+  ot_tok_free_added_sets(tk);
   pcre2_code_free(tk->word_re);
   for (int k = 0; k < tk->n_pt; k++) pcre2_code_free(tk->pt[k].re), free(tk->pt[k].repl);
   free(tk->pt);
@@ -599,10 +503,12 @@ void ot_tokenizer_destroy(ot_tokenizer *tk) {
 
 int32_t ot_tokenizer_vocab_size(const ot_tokenizer *tk) { return tk ? tk->n_ids : 0; }
 const char *ot_tokenizer_token(const ot_tokenizer *tk, int32_t id) {
-  return tk && id >= 0 && id < tk->n_ids ? tk->tok[id] : NULL;
+  const tok_entry *e = tk ? ot_tok_entry(tk, id) : NULL;
+  return e ? e->text : NULL;
 }
 int ot_tokenizer_is_special(const ot_tokenizer *tk, int32_t id) {
-  return tk && id >= 0 && id < tk->n_ids && tk->special[id];
+  const tok_entry *e = tk ? ot_tok_entry(tk, id) : NULL;
+  return e && e->special;
 }
 int32_t ot_tokenizer_role_id(const ot_tokenizer *tk, ot_token_role role) {
   return tk && (int)role >= 0 && (int)role < N_ROLES ? tk->role[role] : -1;

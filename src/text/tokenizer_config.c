@@ -47,11 +47,7 @@ static ot_status cfg_bad(const cfg *c, const char *field, const char *what) {
 
 /* A boolean key: *out stays as it is when the key is absent or null. */
 static ot_status cfg_bool(const cfg *c, const char *key, int *out) {
-  const json_t *v = json_object_get(c->root, key);
-  if (!v || json_is_null(v)) return OT_OK;
-  if (!json_is_boolean(v)) return cfg_bad(c, key, "expected true or false");
-  *out = json_is_true(v);
-  return OT_OK;
+  return ot_tok_bool(c->path, c->root, "", key, TF_OPTIONAL, *out, out);
 }
 
 /* A token given as a string or as {"content": "..."} (NULL: null). */
@@ -59,23 +55,11 @@ static ot_status token_text(const cfg *c, const char *field, const json_t *v, co
   *s = NULL;
   if (!v || json_is_null(v)) return OT_OK;
   const json_t *t = json_is_object(v) ? json_object_get(v, "content") : v;
-  if (!json_is_string(t)) return cfg_bad(c, field, "expected a token as a string or {\"content\": \"...\"}");
+  if (!json_is_string(t))
+    return ot_fail(OT_ERR_FORMAT, "%s: %s: expected a token as a string or {\"content\": \"...\"}, found %s%s",
+                   c->path, field, t == v ? "" : "content ", t ? ot_json_kind(t) : "no content");
   *s = json_string_value(t), *n = json_string_length(t);
   return OT_OK;
-}
-
-static added_tok *added_by_id(ot_tokenizer *tk, int32_t id) {
-  for (int k = 0; k < tk->n_add; k++)
-    if (tk->add[k].id == id) return &tk->add[k];
-  return NULL;
-}
-
-/* The token s[0..n)'s id (added tokens first, as the library looks it up). */
-static int32_t find_token(const ot_tokenizer *tk, const char *s, size_t n) {
-  for (int k = 0; k < tk->n_add; k++)
-    if (tk->add[k].len == n && !memcmp(tk->add[k].content, s, n)) return tk->add[k].id;
-  int32_t id;
-  return ot_strmap_get(&tk->vocab, s, n, &id) ? id : -1;
 }
 
 /* A named special token: its id, and it is special from now on (a
@@ -86,26 +70,19 @@ static ot_status name_special(const cfg *c, const char *field, const json_t *v, 
   size_t n;
   OT_TRY(token_text(c, field, v, &s, &n));
   if (!s) return OT_OK;
-  const int32_t id = find_token(tk, s, n);
+  const int32_t id = ot_tok_find(tk, s, n);
   if (id < 0)
     return ot_fail(OT_ERR_UNSUPPORTED,
                    "%s: %s '%.*s' is not a token of tokenizer.json (transformers would add it as a new token; this "
                    "reader does not): add it to tokenizer.json's added_tokens",
                    c->path, field, (int)n, s);
   if (id_out) *id_out = id;
-  if (!added_by_id(tk, id)) {
-    added_tok *na = realloc(tk->add, (size_t)(tk->n_add + 1) * sizeof *na);
-    if (!na) return OOM();
-    tk->add = na;
-    added_tok *a = &tk->add[tk->n_add];
-    memset(a, 0, sizeof *a);
-    if (!(a->content = malloc(n ? n : 1))) return OOM();
-    memcpy(a->content, s, n);
-    a->len = n, a->id = id, a->special = 1;
-    tk->n_add++;
+  if (!ot_tok_added_by_id(tk, id)) {
+    int32_t next = tk->n_ids; /* unused: the token has its id */
+    const added_tok t = {(char *)s, n, id, 0, 0, 0, 0, 1};
+    OT_TRY(ot_tok_add_token(tk, &t, &next));
   }
-  added_by_id(tk, id)->special = 1;
-  tk->special[id] = 1;
+  ot_tok_added_by_id(tk, id)->special = 1;
   return OT_OK;
 }
 
@@ -121,19 +98,22 @@ static ot_status apply_added_decoder(const cfg *c) {
     const json_t *ct = json_object_get(v, "content");
     if (*end || end == key || id < 0 || id > INT32_MAX || !json_is_object(v) || !json_is_string(ct))
       return cfg_bad(c, "added_tokens_decoder", "expected entries \"ID\": {\"content\": ..., flags}");
-    added_tok *a = added_by_id(c->tk, (int32_t)id);
+    added_tok *a = ot_tok_added_by_id(c->tk, (int32_t)id);
     if (!a || a->len != json_string_length(ct) || memcmp(a->content, json_string_value(ct), a->len))
       return ot_fail(OT_ERR_UNSUPPORTED,
                      "%s: added_tokens_decoder entry %s ('%s') is not that added token of tokenizer.json "
                      "(transformers would add it; this reader does not): make the two files agree",
                      c->path, key, json_string_value(ct));
-    const json_t *f;
-    if (json_is_boolean(f = json_object_get(v, "lstrip"))) a->lstrip = (unsigned char)json_is_true(f);
-    if (json_is_boolean(f = json_object_get(v, "rstrip"))) a->rstrip = (unsigned char)json_is_true(f);
-    if (json_is_boolean(f = json_object_get(v, "single_word"))) a->single_word = (unsigned char)json_is_true(f);
-    if (json_is_boolean(f = json_object_get(v, "normalized"))) a->normalized = (unsigned char)json_is_true(f);
-    if (json_is_boolean(f = json_object_get(v, "special"))) a->special = (unsigned char)json_is_true(f);
-    c->tk->special[a->id] = a->special;
+    /* transformers makes AddedToken(**entry): a flag given must be a bool */
+    static const char *const flags[5] = {"lstrip", "rstrip", "single_word", "normalized", "special"};
+    unsigned char *const dst[5] = {&a->lstrip, &a->rstrip, &a->single_word, &a->normalized, &a->special};
+    char at[64];
+    ot_tok_path(at, sizeof at, "added_tokens_decoder", key, -1);
+    for (int k = 0; k < 5; k++) {
+      int f = *dst[k];
+      OT_TRY(ot_tok_bool(c->path, v, at, flags[k], TF_DEFAULT, f, &f));
+      *dst[k] = (unsigned char)f;
+    }
   }
   return OT_OK;
 }

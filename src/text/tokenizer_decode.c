@@ -18,7 +18,7 @@ static void toks_free(toks *t) {
 /* ByteLevel on one token: every character back to its byte, or, if any
  * character is outside the table, the token unchanged (added tokens such
  * as <|endoftext|> map to themselves). */
-static void unbyte(bytes *t) {
+void ot_tok_unbyte(bytes *t) {
   size_t w = 0;
   for (size_t j = 0; j < t->n;) {
     const unsigned char *c = (const unsigned char *)t->p + j;
@@ -40,7 +40,7 @@ static void unbyte(bytes *t) {
 
 /* "<0xHH>" -> 1 and the byte, as the tokenizers library reads it: Rust's
  * u8::from_str_radix of the two characters, which also takes "+H". */
-static int byte_token(const bytes *t, unsigned char *b) {
+int ot_tok_byte_token(const bytes *t, unsigned char *b) {
   if (t->n != 6 || memcmp(t->p, "<0x", 3) || t->p[5] != '>') return 0;
   unsigned v = 0;
   for (int i = t->p[3] == '+' ? 4 : 3; i < 5; i++) {
@@ -111,7 +111,7 @@ static ot_status byte_fallback(toks *t) {
   bytes run = {0};
   for (size_t i = 0; i <= t->n; i++) {
     unsigned char b;
-    if (i < t->n && byte_token(&t->v[i], &b)) {
+    if (i < t->n && ot_tok_byte_token(&t->v[i], &b)) {
       if (!bytes_add(&run, (const char *)&b, 1)) goto oom;
       continue;
     }
@@ -147,7 +147,7 @@ oom:
 static ot_status byte_level(toks *t) {
   bytes all = {0}, x = {0};
   for (size_t i = 0; i < t->n; i++) {
-    unbyte(&t->v[i]);
+    ot_tok_unbyte(&t->v[i]);
     if (!bytes_add(&all, t->v[i].p, t->v[i].n)) return free(all.p), OOM();
   }
   if (!bytes_add(&x, "", 0) || !add_lossy(&x, all.p, all.n)) return free(all.p), free(x.p), OOM();
@@ -159,10 +159,11 @@ static ot_status byte_level(toks *t) {
   return OT_OK;
 }
 
-/* Strip: up to n_start leading and n_stop trailing copies of the character. */
-static void strip(bytes *t, const edit *e) {
+/* Strip: up to n_start leading (none: skip_start) and n_stop trailing
+ * copies of the character. */
+static void strip(bytes *t, const edit *e, int skip_start) {
   size_t lo = 0, hi = t->n;
-  for (int k = 0; k < e->n_start && lo + e->na <= hi && !memcmp(t->p + lo, e->a, e->na); k++) lo += e->na;
+  for (int k = 0; !skip_start && k < e->n_start && lo + e->na <= hi && !memcmp(t->p + lo, e->a, e->na); k++) lo += e->na;
   for (int k = 0; k < e->n_stop && hi >= lo + e->na && !memcmp(t->p + hi - e->na, e->a, e->na); k++) hi -= e->na;
   memmove(t->p, t->p + lo, hi - lo);
   t->n = hi - lo;
@@ -172,11 +173,14 @@ static void strip(bytes *t, const edit *e) {
  * altogether unless the scheme is never (the library drops every
  * replacement character of token 0, not only a leading one). */
 static int metaspace_dec(const edit *e, size_t i, const bytes *in, bytes *x) {
-  const int drop = i == 0 && e->scheme != PS_NEVER;
+  const int drop = i == 0 && e->scheme != PS_NEVER; /* i: SIZE_MAX for a list that continues another */
   return ot_tok_add_replaced(x, in->p, in->n, e->a, e->na, " ", drop ? 0 : 1);
 }
 
-static ot_status apply_decoder(const edit *e, toks *t, pcre2_match_data *md) {
+/* One decoder over the list. cont: the list continues an earlier one (a
+ * stream's later tokens): its first token is not the text's first
+ * (Metaspace), and a Strip after the tokens were fused strips no start. */
+static ot_status apply_decoder(const edit *e, toks *t, pcre2_match_data *md, int cont, int fused) {
   switch (e->kind) {
   case ED_BYTELEVEL: return byte_level(t);
   case ED_BYTEFALLBACK: return byte_fallback(t);
@@ -188,15 +192,16 @@ static ot_status apply_decoder(const edit *e, toks *t, pcre2_match_data *md) {
     if (t->n > 1) t->n = 1;
     return OT_OK;
   case ED_STRIP:
-    for (size_t i = 0; i < t->n; i++) strip(&t->v[i], e);
+    for (size_t i = 0; i < t->n; i++) strip(&t->v[i], e, cont && fused);
     return OT_OK;
   case ED_REPLACE:
   case ED_METASPACE:
     for (size_t i = 0; i < t->n; i++) {
       bytes x = {0};
-      int ok = e->kind == ED_METASPACE ? metaspace_dec(e, i, &t->v[i], &x)
+      int ok = e->kind == ED_METASPACE ? metaspace_dec(e, cont ? SIZE_MAX : i, &t->v[i], &x)
                : e->re                 ? ot_tok_add_replaced_re(&x, t->v[i].p, t->v[i].n, e->re, md, e->b, e->nb)
                                        : ot_tok_add_replaced(&x, t->v[i].p, t->v[i].n, e->a, e->na, e->b, e->nb);
+      if (ok < 0) return free(x.p), ot_tok_regex_failed(ok);
       if (!ok || !bytes_add(&x, "", 0)) return free(x.p), OOM();
       free(t->v[i].p);
       t->v[i] = x;
@@ -208,12 +213,14 @@ static ot_status apply_decoder(const edit *e, toks *t, pcre2_match_data *md) {
 
 /* transformers' clean_up_tokenization (tokenization_utils_base.py), the
  * same replacements in the same order. */
+const char *const ot_tok_cleanup_from[OT_TOK_N_CLEANUP] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
+const char *const ot_tok_cleanup_to[OT_TOK_N_CLEANUP] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
+
 static ot_status clean_up(bytes *o) {
-  static const char *const from[] = {" .", " ?", " !", " ,", " ' ", " n't", " 'm", " 's", " 've", " 're"};
-  static const char *const to[] = {".", "?", "!", ",", "'", "n't", "'m", "'s", "'ve", "'re"};
-  for (int k = 0; k < 10; k++) {
+  for (int k = 0; k < OT_TOK_N_CLEANUP; k++) {
+    const char *from = ot_tok_cleanup_from[k], *to = ot_tok_cleanup_to[k];
     bytes x = {0};
-    if (!bytes_add(&x, "", 0) || !ot_tok_add_replaced(&x, o->p, o->n, from[k], strlen(from[k]), to[k], strlen(to[k])))
+    if (!bytes_add(&x, "", 0) || !ot_tok_add_replaced(&x, o->p, o->n, from, strlen(from), to, strlen(to)))
       return free(x.p), OOM();
     free(o->p);
     *o = x;
@@ -221,35 +228,54 @@ static ot_status clean_up(bytes *o) {
   return OT_OK;
 }
 
-ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *id, size_t n, int skip_special, char **text,
-                              size_t *len) {
-  if (!tk || (!id && n) || !text) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_decode: NULL argument");
-  *text = NULL;
+ot_status ot_tok_decode_list(const ot_tokenizer *tk, const int32_t *id, size_t n, int k0, int k1, int cont,
+                             bytes *out) {
   toks t = {calloc(n ? n : 1, sizeof *t.v), 0};
   if (!t.v) return OOM();
   for (size_t i = 0; i < n; i++) {
-    if (id[i] < 0 || id[i] >= tk->n_ids || !tk->tok[id[i]]) {
-      toks_free(&t);
-      return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)", id[i], i,
-                     tk->file, tk->n_ids);
-    }
-    if (skip_special && tk->special[id[i]]) continue;
+    const tok_entry *e = ot_tok_entry(tk, id[i]);
     bytes x = {0};
-    if (!bytes_add(&x, tk->tok[id[i]], tk->tok_len[id[i]])) return toks_free(&t), OOM();
+    ot_tok_work++;
+    if (!e) return toks_free(&t), ot_fail(OT_ERR_INVALID_ARG, "id %d is not in the vocabulary of %s", id[i], tk->file);
+    if (!bytes_add(&x, e->text, e->len)) return toks_free(&t), OOM();
     t.v[t.n++] = x;
   }
   pcre2_match_data *md = pcre2_match_data_create(4, NULL);
   ot_status st = md ? OT_OK : OOM();
-  for (int k = 0; st == OT_OK && k < tk->n_dec; k++) st = apply_decoder(&tk->dec[k], &t, md);
+  int fused = 0;
+  for (int k = k0; st == OT_OK && k < k1; k++) {
+    st = apply_decoder(&tk->dec[k], &t, md, cont, fused);
+    fused |= tk->dec[k].kind == ED_FUSE || tk->dec[k].kind == ED_BYTELEVEL;
+  }
   pcre2_match_data_free(md);
-  bytes o = {0};
-  /* no decoder: the library joins the tokens with spaces */
+  /* no decoder: the library joins the tokens with spaces (one before a continuing list) */
   for (size_t i = 0; st == OT_OK && i < t.n; i++)
-    if ((i && !tk->n_dec && !bytes_add(&o, " ", 1)) || !bytes_add(&o, t.v[i].p, t.v[i].n)) st = OOM();
-  if (st == OT_OK && !bytes_add(&o, "", 0)) st = OOM();
+    if (((i || cont) && !tk->n_dec && !bytes_add(out, " ", 1)) || !bytes_add(out, t.v[i].p, t.v[i].n)) st = OOM();
+  toks_free(&t);
+  return st;
+}
+
+ot_status ot_tokenizer_decode(const ot_tokenizer *tk, const int32_t *id, size_t n, int skip_special, char **text,
+                              size_t *len) {
+  if (!tk || (!id && n) || !text) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_decode: NULL argument");
+  *text = NULL;
+  int32_t *keep = malloc((n ? n : 1) * sizeof *keep);
+  if (!keep) return OOM();
+  size_t m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const tok_entry *e = ot_tok_entry(tk, id[i]);
+    if (!e) {
+      free(keep);
+      return ot_fail(OT_ERR_INVALID_ARG, "id %d (position %zu) is not in the vocabulary of %s (%d ids)", id[i], i,
+                     tk->file, tk->n_ids);
+    }
+    if (!(skip_special && e->special)) keep[m++] = id[i];
+  }
+  bytes o = {0};
+  ot_status st = bytes_add(&o, "", 0) ? ot_tok_decode_list(tk, keep, m, 0, tk->n_dec, 0, &o) : OOM();
+  free(keep);
   if (st == OT_OK && tk->clean_up) st = clean_up(&o);
   if (st == OT_OK && !bytes_add(&o, "", 1)) st = OOM();
-  toks_free(&t);
   if (st != OT_OK) return free(o.p), st;
   *text = o.p;
   if (len) *len = o.n - 1;

@@ -1,5 +1,8 @@
 /* tokenizer_encode.c — text to ids (tokenizer.h): added tokens, normalizers,
  * pre-tokenizers, BPE. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* memmem (glibc's is linear: two-way) */
+#endif
 #include <stdio.h>
 #include <utf8proc.h>
 
@@ -21,6 +24,7 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
      * in a long stretch */
     int rc = pcre2_match(q->re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
     size_t ms, me;
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return ot_tok_regex_failed(rc);
     if (rc < 0) {
       ms = me = n; /* no more matches: the rest is a gap */
     } else {
@@ -91,20 +95,15 @@ static ot_status split_one(const pretok *q, const char *s, size_t n, size_t base
   return OT_OK;
 }
 
-/* One pre-tokenizer over every piece: the pieces of `in` (in buffer *b)
- * become the pieces of `out` in buffer *nb. */
-/* Appends s[0..n) to b with every `from` (one byte) replaced by to[0..nt). */
+/* Appends s[0..n) to b with every `from` (nf bytes, leftmost first, not
+ * overlapping) replaced by to[0..nt); memmem keeps it linear in n + nf. */
 int ot_tok_add_replaced(bytes *b, const char *s, size_t n, const char *from, size_t nf, const char *to, size_t nt) {
-  for (size_t i = 0; i < n;) {
-    if (nf && i + nf <= n && !memcmp(s + i, from, nf)) {
-      if (!bytes_add(b, to, nt)) return 0;
-      i += nf;
-    } else {
-      if (!bytes_add(b, s + i, 1)) return 0;
-      i++;
-    }
+  size_t i = 0;
+  for (const char *p; nf && i < n && (p = memmem(s + i, n - i, from, nf));) {
+    if (!bytes_add(b, s + i, (size_t)(p - s) - i) || !bytes_add(b, to, nt)) return 0;
+    i = (size_t)(p - s) + nf;
   }
-  return 1;
+  return bytes_add(b, s + i, n - i);
 }
 
 /* Metaspace over one piece: spaces become the replacement, the replacement
@@ -145,12 +144,65 @@ static ot_status pretok_step(const pretok *q, const bytes *b, const spans *in, b
   return OT_OK;
 }
 
-static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d);
+/* A piece's symbols during BPE: each one's length in the piece and id. */
+typedef struct syms {
+  uint32_t *len;
+  int32_t *id;
+  size_t n, cap;
+} syms;
+
+static int syms_add(syms *y, size_t len, int32_t id) {
+  size_t c1 = y->cap, c2 = y->cap;
+  if (!grow_to((void **)&y->len, &c1, y->n + 1, sizeof *y->len) || !grow_to((void **)&y->id, &c2, y->n + 1, sizeof *y->id))
+    return 0;
+  y->cap = c1 < c2 ? c1 : c2;
+  y->len[y->n] = (uint32_t)len, y->id[y->n++] = id;
+  return 1;
+}
+
+/* The symbols of w as the library's merge_word makes them: each character
+ * that is a token; else (byte_fallback) its bytes as <0xHH> tokens, if the
+ * vocabulary has them all; else the unknown token (a run of them one under
+ * fuse_unk; the library adds a waiting one before the next token, after
+ * byte tokens that came between); else nothing. */
+static ot_status initial_symbols(const ot_tokenizer *tk, const bytes *w, syms *y) {
+  size_t unk_len = 0; /* a waiting unknown token's bytes (0: none) */
+  y->n = 0;
+  for (size_t i = 0; i < w->n;) {
+    size_t k = utf8_len((const unsigned char *)w->p + i, w->n - i);
+    if (!k) k = 1;
+    int32_t id;
+    if (ot_strmap_get(&tk->vocab, w->p + i, k, &id)) {
+      if ((unk_len && !syms_add(y, unk_len, tk->unk)) || !syms_add(y, k, id)) return OOM();
+      unk_len = 0;
+    } else {
+      size_t q = 0;
+      int32_t bid[4];
+      for (; tk->byte_fallback && q < k; q++) {
+        char t[8];
+        snprintf(t, sizeof t, "<0x%02X>", (unsigned char)w->p[i + q]);
+        if (!ot_strmap_get(&tk->vocab, t, 6, &bid[q])) break;
+      }
+      if (tk->byte_fallback && q == k) {
+        for (q = 0; q < k; q++)
+          if (!syms_add(y, 1, bid[q])) return OOM();
+      } else if (tk->unk >= 0) {
+        if (unk_len && !tk->fuse_unk) {
+          if (!syms_add(y, unk_len, tk->unk)) return OOM();
+          unk_len = 0;
+        }
+        unk_len += k;
+      }
+    }
+    i += k;
+  }
+  return unk_len && !syms_add(y, unk_len, tk->unk) ? OOM() : OT_OK;
+}
 
 /* A queued pair: symbols i and j (= next of i when queued, with those
- * lengths), merge rank r. */
+ * lengths), merge rank r, the id they make. */
 typedef struct qpair {
-  int32_t r;
+  int32_t r, id;
   uint32_t i, j, li, lj;
 } qpair;
 
@@ -178,70 +230,56 @@ static qpair qpop(qpair *h, size_t *n) {
   return top;
 }
 
-/* The merge rank of symbols a and b of w, or -1. */
-static int32_t rank_of(const ot_tokenizer *tk, const bytes *w, span a, span b, bytes *key) {
-  key->n = 0;
-  if (!bytes_add(key, w->p + a.off, a.len) || !bytes_add(key, "", 1) || !bytes_add(key, w->p + b.off, b.len)) return -2;
-  int32_t r;
-  return ot_strmap_get(&tk->merges, key->p, key->n, &r) ? r : -1;
+/* Queues the pair (i, j) if it is a merge (0: out of memory). */
+static int queue_pair(const ot_tokenizer *tk, const syms *y, uint32_t i, uint32_t j, qpair **h, size_t *hn,
+                      size_t *hcap) {
+  int32_t r, id;
+  ot_tok_work++;
+  if (!ot_pairmap_get(&tk->merges, y->id[i], y->id[j], &r, &id)) return 1;
+  return qpush(h, hn, hcap, (qpair){r, id, i, j, y->len[i], y->len[j]});
 }
 
 /* BPE of a long piece (sentencepiece-style files have no pre-tokenizer: a
  * piece can be a whole text): the same merges as the plain loop below, the
- * lowest rank first and the leftmost of equal ranks, from a heap of
- * candidate pairs over a linked list of symbols, in O(n log n). */
-static ot_status bpe_long(const ot_tokenizer *tk, const bytes *w, spans *sym, bytes *key, ids *d) {
-  const size_t n = sym->n;
+ * lowest rank first and the leftmost of equal ranks (the library's
+ * merge_all), from a heap of candidate pairs over a linked list of
+ * symbols, in O(n log n). */
+static ot_status bpe_long(const ot_tokenizer *tk, syms *y) {
+  const size_t n = y->n;
   if (n > UINT32_MAX - 1) return ot_fail(OT_ERR_INVALID_ARG, "tokenize: a piece of %zu characters", n);
-  uint32_t *next = malloc(n * sizeof *next);
+  uint32_t *next = malloc(n * sizeof *next), *prev = malloc(n * sizeof *prev);
   unsigned char *dead = calloc(n, 1);
-  uint32_t *prev = malloc(n * sizeof *prev);
   qpair *h = NULL;
   size_t hn = 0, hcap = 0;
   ot_status st = next && dead && prev ? OT_OK : OOM();
   for (size_t i = 0; st == OT_OK && i < n; i++) {
     next[i] = (uint32_t)(i + 1 < n ? i + 1 : UINT32_MAX);
     prev[i] = (uint32_t)(i ? i - 1 : UINT32_MAX);
-    if (i + 1 < n) {
-      int32_t r = rank_of(tk, w, sym->v[i], sym->v[i + 1], key);
-      if (r == -2) st = OOM();
-      else if (r >= 0 &&
-               !qpush(&h, &hn, &hcap,
-                      (qpair){r, (uint32_t)i, (uint32_t)(i + 1), (uint32_t)sym->v[i].len, (uint32_t)sym->v[i + 1].len}))
-        st = OOM();
-    }
+    if (i + 1 < n && !queue_pair(tk, y, (uint32_t)i, (uint32_t)(i + 1), &h, &hn, &hcap)) st = OOM();
   }
   while (st == OT_OK && hn) {
     qpair q = qpop(h, &hn);
-    if (dead[q.i] || dead[q.j] || next[q.i] != q.j || sym->v[q.i].len != q.li || sym->v[q.j].len != q.lj) continue;
-    sym->v[q.i].len += sym->v[q.j].len; /* merge j into i */
+    if (dead[q.i] || dead[q.j] || next[q.i] != q.j || y->len[q.i] != q.li || y->len[q.j] != q.lj) continue;
+    y->len[q.i] += y->len[q.j]; /* merge j into i */
+    y->id[q.i] = q.id;
     dead[q.j] = 1;
     next[q.i] = next[q.j];
     if (next[q.i] != UINT32_MAX) prev[next[q.i]] = q.i;
-    uint32_t nb[2][2] = {{prev[q.i], q.i}, {q.i, next[q.i]}};
-    for (int k = 0; st == OT_OK && k < 2; k++) {
-      if (nb[k][0] == UINT32_MAX || nb[k][1] == UINT32_MAX) continue;
-      int32_t r = rank_of(tk, w, sym->v[nb[k][0]], sym->v[nb[k][1]], key);
-      if (r == -2) st = OOM();
-      else if (r >= 0 &&
-               !qpush(&h, &hn, &hcap,
-                      (qpair){r, nb[k][0], nb[k][1], (uint32_t)sym->v[nb[k][0]].len, (uint32_t)sym->v[nb[k][1]].len}))
-        st = OOM();
-    }
+    if (prev[q.i] != UINT32_MAX && !queue_pair(tk, y, prev[q.i], q.i, &h, &hn, &hcap)) st = OOM();
+    if (st == OT_OK && next[q.i] != UINT32_MAX && !queue_pair(tk, y, q.i, next[q.i], &h, &hn, &hcap)) st = OOM();
   }
   if (st == OT_OK) { /* the live symbols, in order */
     size_t m = 0;
     for (size_t i = 0; i < n; i++)
-      if (!dead[i]) sym->v[m++] = sym->v[i];
-    sym->n = m;
-    st = emit_symbols(tk, w, sym, d);
+      if (!dead[i]) y->len[m] = y->len[i], y->id[m++] = y->id[i];
+    y->n = m;
   }
   free(next), free(prev), free(dead), free(h);
   return st;
 }
 
 /* BPE of one piece (bytes s[0..n)) into d. */
-static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, spans *sym, bytes *key, ids *d) {
+static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, syms *y, ids *d) {
   w->n = 0;
   if (tk->byte_level) {
     for (size_t i = 0; i < n; i++) {
@@ -253,68 +291,34 @@ static ot_status bpe(const ot_tokenizer *tk, const char *s, size_t n, bytes *w, 
   }
   int32_t id;
   if (tk->ignore_merges && ot_strmap_get(&tk->vocab, w->p, w->n, &id)) return ids_add(d, id) ? OT_OK : OOM();
-  sym->n = 0;
-  for (size_t i = 0; i < w->n;) { /* one symbol per character */
-    size_t k = utf8_len((const unsigned char *)w->p + i, w->n - i);
-    if (!k) k = 1;
-    if (!spans_add(sym, i, k)) return OOM();
-    i += k;
-  }
-  if (sym->n > 32) return bpe_long(tk, w, sym, key, d);
-  for (;;) {
-    int32_t best = INT32_MAX;
-    size_t at = 0;
-    for (size_t j = 0; j + 1 < sym->n; j++) {
-      const span a = sym->v[j], b = sym->v[j + 1];
-      key->n = 0;
-      if (!bytes_add(key, w->p + a.off, a.len) || !bytes_add(key, "", 1) || !bytes_add(key, w->p + b.off, b.len))
-        return OOM();
-      int32_t r;
-      if (ot_strmap_get(&tk->merges, key->p, key->n, &r) && r < best) best = r, at = j;
+  OT_TRY(initial_symbols(tk, w, y));
+  if (y->n > 32) {
+    OT_TRY(bpe_long(tk, y));
+  } else {
+    for (;;) { /* a short piece: the best pair by a scan (at most 32 symbols) */
+      int32_t best = INT32_MAX, best_id = -1, r, nid;
+      size_t at = 0;
+      for (size_t j = 0; j + 1 < y->n; j++)
+        if (ot_pairmap_get(&tk->merges, y->id[j], y->id[j + 1], &r, &nid) && r < best) best = r, best_id = nid, at = j;
+      if (best == INT32_MAX) break;
+      y->len[at] += y->len[at + 1];
+      y->id[at] = best_id;
+      memmove(y->len + at + 1, y->len + at + 2, (y->n - at - 2) * sizeof *y->len);
+      memmove(y->id + at + 1, y->id + at + 2, (y->n - at - 2) * sizeof *y->id);
+      y->n--;
     }
-    if (best == INT32_MAX) break;
-    sym->v[at].len += sym->v[at + 1].len;
-    memmove(sym->v + at + 1, sym->v + at + 2, (sym->n - at - 2) * sizeof *sym->v);
-    sym->n--;
   }
-  return emit_symbols(tk, w, sym, d);
+  for (size_t j = 0; j < y->n; j++)
+    if (!ids_add(d, y->id[j])) return OOM();
+  return OT_OK;
 }
 
-static ot_status emit_symbols(const ot_tokenizer *tk, const bytes *w, const spans *sym, ids *d) {
-  int32_t id;
-  int prev_unk = 0;
-  for (size_t j = 0; j < sym->n; j++) {
-    const char *y = w->p + sym->v[j].off;
-    const size_t yl = sym->v[j].len;
-    if (ot_strmap_get(&tk->vocab, y, yl, &id)) {
-      if (!ids_add(d, id)) return OOM();
-      prev_unk = 0;
-      continue;
-    }
-    if (tk->byte_fallback) { /* <0xHH> per byte, if the vocabulary has them all */
-      size_t base = d->n, q = 0;
-      for (; q < yl; q++) {
-        char tok[8];
-        snprintf(tok, sizeof tok, "<0x%02X>", (unsigned char)y[q]);
-        int32_t bid;
-        if (!ot_strmap_get(&tk->vocab, tok, 6, &bid)) break;
-        if (!ids_add(d, bid)) return OOM();
-      }
-      if (q == yl) {
-        prev_unk = 0;
-        continue;
-      }
-      d->n = base;
-    }
-    if ((id = tk->unk) >= 0) {
-      if (!(tk->fuse_unk && prev_unk) && !ids_add(d, id)) return OOM();
-      prev_unk = 1;
-      continue;
-    }
-    return ot_fail(OT_ERR_FORMAT, "%s: no token for '%.*s' and no unk_token", tk->file, (int)sym->v[j].len,
-                   w->p + sym->v[j].off);
-  }
-  return OT_OK;
+
+ot_status ot_tok_regex_failed(int rc) {
+  PCRE2_UCHAR msg[160];
+  pcre2_get_error_message(rc, msg, sizeof msg);
+  return ot_fail(OT_ERR_UNSUPPORTED, "tokenizer: a regular expression of the tokenizer gave up on this text (%s): "
+                 "it backtracks past PCRE2's limit", (const char *)msg);
 }
 
 int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *re, pcre2_match_data *md,
@@ -326,6 +330,7 @@ int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *
   size_t pos = 0, done = 0, last_end = SIZE_MAX;
   while (n && pos <= n) {
     int rc = pcre2_match(re, (PCRE2_SPTR)s, n, pos, PCRE2_NO_UTF_CHECK, md, NULL);
+    if (rc < 0 && rc != PCRE2_ERROR_NOMATCH) return rc;
     if (rc < 0) break;
     const PCRE2_SIZE *ov = pcre2_get_ovector_pointer(md);
     const size_t ms = ov[0], me = ov[1];
@@ -406,6 +411,7 @@ ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre
     case ED_REPLACE:
       ok = e->re ? ot_tok_add_replaced_re(&t, out->p, out->n, e->re, md, e->b, e->nb)
                  : ot_tok_add_replaced(&t, out->p, out->n, e->a, e->na, e->b, e->nb);
+      if (ok < 0) return free(t.p), ot_tok_regex_failed(ok);
       break;
     case ED_WSTRIP: {
       size_t lo = e->n_start ? ws_lead(out->p, out->n) : 0;
@@ -429,8 +435,9 @@ ot_status ot_tok_normalize(const ot_tokenizer *tk, const char *s, size_t n, pcre
 static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, int at_start, pcre2_match_data *md,
                               ids *d) {
   if (!n) return OT_OK;
-  bytes b[2] = {{0}}, w = {0}, key = {0};
-  spans sp[2] = {{0}}, sym = {0};
+  bytes b[2] = {{0}}, w = {0};
+  spans sp[2] = {{0}};
+  syms sym = {0};
   ot_status st = bytes_add(&b[0], s, n) && spans_add(&sp[0], 0, n) ? OT_OK : OOM();
   int cur = 0;
   for (int k = 0; st == OT_OK && k < tk->n_pt; k++) {
@@ -439,17 +446,9 @@ static ot_status encode_plain(const ot_tokenizer *tk, const char *s, size_t n, i
     cur = !cur;
   }
   for (size_t i = 0; st == OT_OK && i < sp[cur].n; i++)
-    st = bpe(tk, b[cur].p + sp[cur].v[i].off, sp[cur].v[i].len, &w, &sym, &key, d);
-  free(b[0].p), free(b[1].p), free(w.p), free(key.p), free(sp[0].v), free(sp[1].v), free(sym.v);
+    st = bpe(tk, b[cur].p + sp[cur].v[i].off, sp[cur].v[i].len, &w, &sym, d);
+  free(b[0].p), free(b[1].p), free(w.p), free(sp[0].v), free(sp[1].v), free(sym.len), free(sym.id);
   return st;
-}
-
-/* The longest added token of set at s (NULL: none). */
-static const added_match *added_at(const added_set *set, const char *s, size_t n) {
-  const int *f = set->first[(unsigned char)s[0]];
-  for (int k = f[0]; k < f[0] + f[1]; k++) /* longest first */
-    if (set->v[k].len <= n && !memcmp(set->v[k].text, s, set->v[k].len)) return &set->v[k];
-  return NULL;
 }
 
 /* Whether the character before s + at (at > 0) / at s (n > 0) is a word
@@ -484,32 +483,33 @@ static int segs_add(segs *g, size_t off, size_t len, int32_t id) {
  * leftmost-longest matches, scanned on from each match's end; a
  * single_word token next to a word character, or a special token under
  * split_special_tokens, is passed over (its text stays text); lstrip /
- * rstrip take the whitespace before / after into the token. */
+ * rstrip take the whitespace before / after into the token (never before
+ * the end of the previous one). */
 static int find_added(const ot_tokenizer *tk, const added_set *set, const char *s, size_t n, pcre2_match_data *md,
                       segs *g) {
   size_t done = 0; /* start_offset */
-  for (size_t i = 0; set->n && i < n;) {
-    const added_match *m = added_at(set, s + i, n - i);
-    if (!m) {
+  int32_t *longest = set->n && n ? malloc(n * sizeof *longest) : NULL;
+  if (set->n && n && (!longest || ot_tok_added_longest(set, s, n, longest) != OT_OK)) return free(longest), 0;
+  for (size_t i = 0; longest && i < n;) {
+    if (longest[i] < 0) {
       i++;
       continue;
     }
-    const added_tok *a = m->tok;
+    const added_match *m = &set->v[longest[i]];
+    const added_tok *a = &tk->add[m->tok];
     size_t start = i, stop = i + m->len;
     i = stop;
     if (tk->split_special && a->special) continue;
     if (a->single_word &&
         ((start && word_before(tk, s, start, md)) || (stop < n && word_after(tk, s + stop, n - stop, md))))
       continue;
-    if (a->lstrip) {
-      size_t ns = start - ws_trail(s, start);
-      start = ns > done ? ns : done;
-    }
+    if (a->lstrip) start -= ws_trail(s + done, start - done);
     if (a->rstrip) stop += ws_lead(s + stop, n - stop);
-    if (done < start && !segs_add(g, done, start - done, -1)) return 0;
-    if (!segs_add(g, start, stop - start, a->id)) return 0;
+    if ((done < start && !segs_add(g, done, start - done, -1)) || !segs_add(g, start, stop - start, a->id))
+      return free(longest), 0;
     done = stop;
   }
+  free(longest);
   return done < n ? segs_add(g, done, n - done, -1) : 1;
 }
 

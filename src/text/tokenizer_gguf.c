@@ -162,11 +162,10 @@ static ot_status read_vocab(conv *c) {
 /* A boolean key (dflt where missing). */
 static ot_status get_flag(const conv *c, const char *key, int dflt, int *out) {
   int64_t v;
+  int has;
   *out = dflt;
-  if (!ot_gguf_has(c->g, key)) return OT_OK;
-  if (!ot_gguf_get_int(c->g, key, &v) || (v != 0 && v != 1))
-    return bad_key(c, OT_ERR_FORMAT, key, "expected a bool");
-  *out = (int)v;
+  OT_TRY(ot_gguf_expect(c->g, key, OT_GGUF_V_BOOL, &has)); /* a bool, as llama.cpp reads it */
+  if (has && ot_gguf_get_int(c->g, key, &v)) *out = v != 0;
   return OT_OK;
 }
 
@@ -176,8 +175,9 @@ static ot_status read_roles(conv *c) {
     /* llama.cpp's defaults for a sentencepiece vocabulary: <unk> 0, <s> 1, </s> 2 */
     static const int spm_default[N_ROLES] = {1, 2, -1, 0};
     c->role[r] = c->spm && spm_default[r] < c->t.n ? spm_default[r] : -1;
-    if (!ot_gguf_has(c->g, role_keys[r])) continue;
-    if (!ot_gguf_get_int(c->g, role_keys[r], &id)) return bad_key(c, OT_ERR_FORMAT, role_keys[r], "expected an integer");
+    int has;
+    OT_TRY(ot_gguf_expect(c->g, role_keys[r], OT_GGUF_V_U32, &has)); /* a u32, as llama.cpp reads it */
+    if (!has || !ot_gguf_get_int(c->g, role_keys[r], &id)) continue;
     if (id < 0 || id >= c->t.n)
       return bad_key(c, OT_ERR_FORMAT, role_keys[r], "token id %lld is outside the %d tokens of " K_TOKENS,
                      (long long)id, c->t.n);
@@ -225,13 +225,24 @@ static json_t *template(const conv *c, int bos, int eos) {
     ok = push(single, json_pack("{s:{s:s, s:i}}", "SpecialToken", "id", "eos", "type_id", 0)) &&
          put(sp, "eos", json_pack("{s:s, s:[i], s:[o]}", "id", "eos", "ids", (json_int_t)c->role[ROLE_EOS], "tokens",
                                   str(c, c->role[ROLE_EOS])));
-  if (ok) pp = json_pack("{s:s, s:O, s:O}", "type", "TemplateProcessing", "single", single, "special_tokens", sp);
-  json_decref(single), json_decref(sp);
+  /* the pair template the file format requires (never used here): the single one, then $B */
+  json_t *pair = ok ? json_deep_copy(single) : NULL;
+  ok = ok && push(pair, json_pack("{s:{s:s, s:i}}", "Sequence", "id", "B", "type_id", 1));
+  if (ok)
+    pp = json_pack("{s:s, s:O, s:O, s:O}", "type", "TemplateProcessing", "single", single, "pair", pair,
+                   "special_tokens", sp);
+  json_decref(single), json_decref(sp), json_decref(pair);
   return pp;
 }
 
-/* The model's merges: the file's (checked: two tokens whose join is one)
- * or, for sentencepiece without them, generated from the scores. */
+/* The model's merges: the file's or, for sentencepiece without them,
+ * generated from the scores. The file's are read as llama.cpp reads them
+ * (llama-vocab.cpp): split at the first space after the first byte, and
+ * a repeated pair keeps its first rank (std::map::emplace); each must be
+ * two tokens whose join is one (the tokenizers library's check, which
+ * transformers' GGUF reader meets: llama.cpp would carry such a merge to
+ * a piece it then spells in bytes). Written as [left, right] pairs, which
+ * a left half with a space in it survives. */
 static ot_status merges(const conv *c, json_t **out) {
   *out = NULL;
   json_t *a = json_array();
@@ -241,10 +252,13 @@ static ot_status merges(const conv *c, json_t **out) {
     uint64_t m;
     if ((st = array_of(c, K_MERGES, OT_GGUF_V_STRING, -1, &m)) != OT_OK) return json_decref(a), st;
     bytes joined = {0};
+    ot_strmap seen = {0};
     for (uint64_t j = 0; st == OT_OK && j < m; j++) {
-      const char *s = ot_gguf_get_array_string(c->g, K_MERGES, j), *sp = strchr(s, ' ');
+      const char *s = ot_gguf_get_array_string(c->g, K_MERGES, j), *sp = s[0] ? strchr(s + 1, ' ') : NULL;
       int32_t id;
       joined.n = 0;
+      if (ot_strmap_get(&seen, s, strlen(s), &id)) continue; /* a repeat: llama.cpp keeps the first */
+      if ((st = ot_strmap_put(&seen, s, strlen(s), 0)) != OT_OK) break;
       if (!sp) {
         st = bad_key(c, OT_ERR_FORMAT, K_MERGES, "entry %llu ('%s') is not \"left right\"", (unsigned long long)j, s);
       } else if (!ot_strmap_get(&c->t.vocab, s, (size_t)(sp - s), &id) ||
@@ -256,11 +270,12 @@ static ot_status merges(const conv *c, json_t **out) {
       } else if (!ot_strmap_get(&c->t.vocab, joined.p, joined.n, &id)) {
         st = bad_key(c, OT_ERR_FORMAT, K_MERGES, "entry %llu ('%s') makes '%.*s', which is not a token",
                      (unsigned long long)j, s, (int)joined.n, joined.p);
-      } else if (!push(a, json_string(s))) { /* UTF-8: both halves are tokens */
+      } else if (!push(a, json_pack("[s#, s]", s, (int)(sp - s), sp + 1))) { /* UTF-8: both halves are tokens */
         st = OOM();
       }
     }
     free(joined.p);
+    ot_strmap_free(&seen);
   } else {
     if (!c->t.score)
       return json_decref(a), bad_key(c, OT_ERR_FORMAT, K_SCORES, "missing (a \"llama\" vocabulary without "
@@ -337,7 +352,10 @@ static ot_status pipeline(const conv *c, json_t *root, int *ignore_merges) {
                                           "Isolated", "invert", 0, bl)
                               : json_incref(bl);
   json_decref(bl);
-  ok = put(root, "pre_tokenizer", pt) && put(root, "decoder", json_pack("{s:s}", "type", "ByteLevel"));
+  /* the ByteLevel decoder transformers' GGUF reader writes (decoders.ByteLevel()'s defaults) */
+  ok = put(root, "pre_tokenizer", pt) &&
+       put(root, "decoder", json_pack("{s:s, s:b, s:b, s:b}", "type", "ByteLevel", "add_prefix_space", 1,
+                                      "trim_offsets", 1, "use_regex", 1));
   return ok ? OT_OK : OOM();
 }
 

@@ -21,6 +21,7 @@
 #include <stdlib.h>
 
 #include "text/tokenizer_gguf.h"
+#include "text/trie.h"
 
 typedef struct cand {
   double score;
@@ -46,34 +47,85 @@ static int add_cand(cand **v, size_t *n, size_t *cap, cand c) {
   return 1;
 }
 
+/* Which prefixes and suffixes of the tokens are tokens: a trie of the
+ * vocabulary forwards and one backwards, each state the id of the token
+ * that ends there (the vocabulary's id of that text), so a token's cuts
+ * cost one walk each way over its bytes, never a lookup per cut (which
+ * hashed both halves: the square of a token's length). */
+typedef struct halves {
+  ot_trie fw, bw;
+  int32_t *fid, *bid; /* [states] */
+} halves;
+
+static void halves_free(halves *h) {
+  ot_trie_free(&h->fw), ot_trie_free(&h->bw);
+  free(h->fid), free(h->bid);
+}
+
+static ot_status halves_build(const ot_tok_gguf *t, halves *h) {
+  size_t total = 1;
+  for (int32_t j = 0; j < t->n; j++) total += t->len[j];
+  OT_TRY(ot_trie_init(&h->fw, total));
+  OT_TRY(ot_trie_init(&h->bw, total));
+  h->fid = malloc(total * sizeof *h->fid), h->bid = malloc(total * sizeof *h->bid);
+  if (!h->fid || !h->bid) return OOM();
+  for (size_t s = 0; s < total; s++) h->fid[s] = h->bid[s] = -1;
+  for (int32_t j = 0; j < t->n; j++) {
+    int32_t id;
+    ot_strmap_get(&t->vocab, t->tok[j], t->len[j], &id); /* every token is in it */
+    h->fid[ot_trie_insert(&h->fw, t->tok[j], t->len[j], 0)] = id;
+    h->bid[ot_trie_insert(&h->bw, t->tok[j], t->len[j], 1)] = id;
+  }
+  return OT_OK;
+}
+
+/* For token s[0..len): left[b] the id of s[0..b) and right[b] that of
+ * s[b..len) (-1: not a token), for 0 < b < len. */
+static void cuts(const halves *h, const char *s, size_t len, int32_t *left, int32_t *right) {
+  int32_t st = 0;
+  for (size_t b = 1; b < len; b++) {
+    st = st >= 0 ? ot_trie_child(&h->fw, st, (unsigned char)s[b - 1]) : -1;
+    left[b] = st >= 0 ? h->fid[st] : -1;
+  }
+  st = 0;
+  for (size_t b = len - 1; b > 0; b--) {
+    st = st >= 0 ? ot_trie_child(&h->bw, st, (unsigned char)s[b]) : -1;
+    right[b] = st >= 0 ? h->bid[st] : -1;
+  }
+}
+
 ot_status ot_tok_gguf_merges(const ot_tok_gguf *t, int32_t **pairs, size_t *n_pairs) {
   *pairs = NULL;
   *n_pairs = 0;
   cand *v = NULL;
-  size_t n = 0, cap = 0;
+  size_t n = 0, cap = 0, longest = 1;
+  for (int32_t j = 0; j < t->n; j++)
+    if (t->len[j] + 1 > longest) longest = t->len[j] + 1;
   ot_strmap seen = {0};
-  ot_status st = OT_OK;
+  halves h = {0};
+  int32_t *left = malloc(longest * sizeof *left), *right = malloc(longest * sizeof *right);
+  ot_status st = left && right ? halves_build(t, &h) : OOM();
   for (int32_t j = 0; st == OT_OK && j < t->n; j++) {
     const char *s = t->tok[j];
     const size_t len = t->len[j];
     int32_t id, dummy;
     if (ot_strmap_get(&seen, s, len, &dummy)) continue; /* a repeat: the dict has it where it first came */
     if ((st = ot_strmap_put(&seen, s, len, j)) != OT_OK) break;
-    if (!ot_strmap_get(&t->vocab, s, len, &id)) continue; /* cannot happen: every token is in the vocabulary */
-    /* the token's characters: its cuts, and the halves' lengths */
+    if (!ot_strmap_get(&t->vocab, s, len, &id) || len < 2) continue;
     int32_t chars = 0;
-    for (size_t b = 0; b < len; b += utf8_len((const unsigned char *)s + b, len - b)) chars++;
+    for (size_t b = 0; b < len; b++) chars += ((unsigned char)s[b] & 0xC0) != 0x80;
+    cuts(&h, s, len, left, right);
+    /* a cut whose halves are both tokens is at a character boundary: tokens are UTF-8 */
     int32_t k = 0;
-    for (size_t b = 0; b < len;) {
-      b += utf8_len((const unsigned char *)s + b, len - b); /* tokens were checked to be UTF-8 */
-      k++;
-      if (b >= len) break;
-      int32_t l, r;
-      if (ot_strmap_get(&t->vocab, s, b, &l) && ot_strmap_get(&t->vocab, s + b, len - b, &r) &&
-          !add_cand(&v, &n, &cap, (cand){t->score[id], j, l, r, k, chars - k}))
+    for (size_t b = 1; st == OT_OK && b < len; b++) {
+      k += ((unsigned char)s[b - 1] & 0xC0) != 0x80; /* the characters of s[0..b) */
+      if (left[b] >= 0 && right[b] >= 0 &&
+          !add_cand(&v, &n, &cap, (cand){t->score[id], j, left[b], right[b], k, chars - k}))
         st = OOM();
     }
   }
+  free(left), free(right);
+  halves_free(&h);
   ot_strmap_free(&seen);
   if (st != OT_OK) {
     free(v);

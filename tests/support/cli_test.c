@@ -58,7 +58,7 @@ static double now_s(void) {
 }
 
 ot_cli_res ot_test_cli_run(const char *dir, const char *stdin_path, double deadline_s, const char *const *args) {
-  const ot_cli_run_opts o = {dir, dir, stdin_path, NULL, deadline_s};
+  const ot_cli_run_opts o = {dir, dir, stdin_path, NULL, deadline_s, -1, NULL, NULL};
   return ot_test_cli_run_with(&o, args);
 }
 
@@ -79,7 +79,9 @@ ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *arg
   posix_spawn_file_actions_t fa;
   assert_int_equal(posix_spawn_file_actions_init(&fa), 0);
   posix_spawn_file_actions_addopen(&fa, STDIN_FILENO, o->stdin_path ? o->stdin_path : "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  const int pipe_out = o->stdout_fd > 0;
+  if (pipe_out) posix_spawn_file_actions_adddup2(&fa, o->stdout_fd, STDOUT_FILENO);
+  else posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, outp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_addopen(&fa, STDERR_FILENO, errp, O_WRONLY | O_CREAT | O_TRUNC, 0644);
   size_t n = 0, k = 0, ne = 0;
   while (environ[n]) n++;
@@ -100,6 +102,10 @@ ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *arg
   posix_spawn_file_actions_destroy(&fa);
   free(envp);
   if (rc != 0) fail_msg("cannot start %s: %s", cli, strerror(rc));
+  if (pipe_out) { /* the child has it: the test's reader then sees the end when the child exits */
+    close(o->stdout_fd);
+    ot_write_bytes(o->out_dir, "cli.stdout", "", 0);
+  }
   ot_cli_res r = {.status = -1};
   int ws = 0;
   for (;;) {
@@ -112,6 +118,7 @@ ot_cli_res ot_test_cli_run_with(const ot_cli_run_opts *o, const char *const *arg
       r.hung = 1;
       break;
     }
+    if (o->on_wait) o->on_wait(o->wait_user, (int)pid);
     struct timespec d = {0, 5000000};
     nanosleep(&d, NULL);
   }

@@ -30,6 +30,14 @@ typedef struct ot_cli_run_opts {
   const char *out_dir, *cwd, *stdin_path;
   const char *const *extra_env;
   double deadline_s;
+  /* > 0: the command's stdout is this descriptor, e.g. a pipe's write end
+   * the test reads itself (closed here once the command runs), and the
+   * result's `out` is empty; 0 or less: the file cli.stdout */
+  int stdout_fd;
+  /* called about every 5 ms while the command runs, with its process id
+   * (a test sends it a signal from here); may be NULL */
+  void (*on_wait)(void *user, int pid);
+  void *wait_user;
 } ot_cli_run_opts;
 
 /* Runs the command (ot_test_cli()) with args (NULL-terminated, without the
