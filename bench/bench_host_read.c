@@ -139,7 +139,10 @@ int main(int argc, char **argv) {
   /* the library's own measurement, which hybrid compute splits by: its
    * host kernel beside a PCIe stream to the device (sharing host memory) */
   double hr = 0, pr = 0;
-  ot_k_host_rates(omp_get_num_devices() > 0 ? 0 : OT_DEVICE_HOST, &hr, &pr);
+  if (ot_k_host_rates(omp_get_num_devices() > 0 ? 0 : OT_DEVICE_HOST, &hr, &pr) != OT_OK) {
+    fprintf(stderr, "  ot_k_host_rates: %s\n", ot_last_error());
+    return 1;
+  }
   fprintf(stderr, "  ot_k_host_rates: host matvec %.2f GB/s beside a PCIe stream of %.2f GB/s\n", hr * 1e-9, pr * 1e-9);
   printf("{\"bench\": \"host_rates\", \"host_gbs_beside_pcie\": %.3f, \"pcie_gbs_beside_host\": %.3f}\n", hr * 1e-9,
          pr * 1e-9);

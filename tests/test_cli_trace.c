@@ -7,6 +7,7 @@
  * still summarizes (exit 0) and plots; the picture is read back: y-axis
  * ticks, the eviction lane, phase marks, the memory line in time order,
  * every device, and the PNG's header. */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <setjmp.h>
 #include <spawn.h>
@@ -304,11 +305,35 @@ static void test_svg_many_devices(void **state) {
 
 static uint32_t be32(const unsigned char *p) { return (uint32_t)p[0] << 24 | p[1] << 16 | p[2] << 8 | p[3]; }
 
+/* Whether librsvg can be loaded here, as trace plot loads it (trace_png.c:
+ * dlopen at run time; a GPU machine that carries only the runtime has none). */
+static int have_librsvg(void) {
+  void *lib = dlopen("librsvg-2.so.2", RTLD_NOW | RTLD_LOCAL);
+  if (lib) dlclose(lib);
+  return lib != NULL;
+}
+
 /* -o x.png: a PNG (signature, IHDR first, the SVG's size); another
- * extension is refused before anything is written. */
+ * extension is refused before anything is written. Without librsvg at run
+ * time the PNG is refused by name, saying how to get it, and the PNG's
+ * checks are skipped by name (issue 43: they failed on the H200). */
 static void test_png_and_extensions(void **state) {
   (void)state;
   write_trace("png.json", 2);
+  char file[4096], pic[4096];
+  ot_tmp_path(file, sizeof file, dir, "png.json");
+  const char *bad[] = {"p.jpg", "p.svg.gz", "noext"};
+  for (int i = 0; i < 3; i++) {
+    ot_tmp_path(pic, sizeof pic, dir, bad[i]);
+    res r = run_trace("plot", file, pic);
+    size_t m = strlen(r.err);
+    if (r.status != 2 || r.out[0] || !m || memchr(r.err, '\n', m - 1) || !strstr(r.err, pic) ||
+        !strstr(r.err, "FILE.svg or FILE.png") || access(pic, F_OK) == 0)
+      fail_msg("plot -o %s: exit %d (want 2, one line naming it, no file), stdout '%s', stderr '%s'", bad[i], r.status,
+               r.out, r.err);
+    print_message("%s", r.err);
+    res_free(&r);
+  }
   plot_ok("png.json", "p.svg");
   char *svg = read_out("p.svg", NULL);
   int w = 0, h = 0;
@@ -316,8 +341,6 @@ static void test_png_and_extensions(void **state) {
   assert_non_null(at);
   assert_int_equal(sscanf(at, "width=\"%d\" height=\"%d\"", &w, &h), 2);
   free(svg);
-  char file[4096], pic[4096];
-  ot_tmp_path(file, sizeof file, dir, "png.json");
   ot_tmp_path(pic, sizeof pic, dir, "p.png");
   res r = run_trace("plot", file, pic);
 #ifndef OT_TEST_HAVE_PNG
@@ -327,6 +350,16 @@ static void test_png_and_extensions(void **state) {
     skip();
   }
 #endif
+  if (!have_librsvg()) {
+    if (r.status != 2 || !strstr(r.err, "librsvg at run time") || !strstr(r.err, "FILE.svg") ||
+        access(pic, F_OK) == 0)
+      fail_msg("plot -o p.png without librsvg: exit %d (want 2 naming librsvg, no file), stderr '%s'", r.status,
+               r.err);
+    res_free(&r);
+    print_message("test_png_and_extensions: the PNG checks skipped: librsvg-2.so.2 is not installed here (the "
+                  "refusal was checked)\n");
+    skip();
+  }
   if (r.status != 0) fail_msg("plot -o p.png: exit %d, stdout '%s', stderr '%s'", r.status, r.out, r.err);
   res_free(&r);
   size_t n;
@@ -338,20 +371,8 @@ static void test_png_and_extensions(void **state) {
   assert_int_equal(be32(png + 16), (uint32_t)w);
   assert_int_equal(be32(png + 20), (uint32_t)h);
   free(png);
-  /* the same name in capitals is a PNG too; .jpg and no extension are not */
+  /* the same name in capitals is a PNG too */
   plot_ok("png.json", "P2.PNG");
-  const char *bad[] = {"p.jpg", "p.svg.gz", "noext"};
-  for (int i = 0; i < 3; i++) {
-    ot_tmp_path(pic, sizeof pic, dir, bad[i]);
-    r = run_trace("plot", file, pic);
-    size_t m = strlen(r.err);
-    if (r.status != 2 || r.out[0] || !m || memchr(r.err, '\n', m - 1) || !strstr(r.err, pic) ||
-        !strstr(r.err, "FILE.svg or FILE.png") || access(pic, F_OK) == 0)
-      fail_msg("plot -o %s: exit %d (want 2, one line naming it, no file), stdout '%s', stderr '%s'", bad[i], r.status,
-               r.out, r.err);
-    print_message("%s", r.err);
-    res_free(&r);
-  }
 }
 
 static int setup(void **state) {

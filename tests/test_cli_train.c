@@ -30,6 +30,7 @@
 #include <sys/stat.h>
 
 #include "cli_test.h"
+#include "memory/device.h"
 #include "ot_testio.h"
 
 static char *tmp;          /* scratch directory */
@@ -272,6 +273,77 @@ static void test_save_and_reload(void **state) {
   ot_ctx_destroy(ctx);
 }
 
+/* Issue 43: --devices 2 (the step split over two emulated devices) prints
+ * the losses of --devices 1 and saves the weights it trained, bitwise the
+ * one-device ones; it saved the untrained weights before, and its losses
+ * left one device's from step 2 on. */
+static void test_two_devices(void **state) {
+  (void)state;
+  if (ot_num_devices() < 2) skip();
+  double loss[2][4];
+  char saved[2][4096], args[8192];
+  for (int d = 0; d < 2; d++) {
+    ot_tmp_path(saved[d], sizeof saved[d], tmp, d ? "dev2" : "dev1");
+    snprintf(args, sizeof args,
+             "train %s --data %s --steps 4 --batch 2 --seq 16 --lr 3e-3 --checkpoint none --devices %d --save %s "
+             "--json",
+             model, tokens, d + 1, saved[d]);
+    res r = cli(args);
+    expect_ok(&r, args);
+    json_t *o = json_loads(r.out, 0, NULL);
+    assert_non_null(o);
+    json_t *st = json_object_get(o, "steps");
+    assert_int_equal(json_array_size(st), 4);
+    for (int i = 0; i < 4; i++) loss[d][i] = json_number_value(json_object_get(json_array_get(st, (size_t)i), "loss"));
+    json_decref(o);
+    res_free(&r);
+  }
+  for (int i = 0; i < 4; i++)
+    if (loss[0][i] != loss[1][i])
+      fail_msg("step %d: loss %.6f with --devices 2, %.6f with 1", i + 1, loss[1][i], loss[0][i]);
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(NULL, &ctx));
+  int64_t n0, n1, n2;
+  float *orig = params_of(ctx, model, &n0), *one = params_of(ctx, saved[0], &n1), *two = params_of(ctx, saved[1], &n2);
+  assert_int_equal(n0, n1);
+  assert_int_equal(n0, n2);
+  if (max_diff(orig, two, n0) == 0) fail_msg("--devices 2 --save wrote the untrained weights");
+  if (memcmp(one, two, (size_t)n0 * sizeof *one)) fail_msg("--devices 2 saved other weights than --devices 1");
+  free(orig);
+  free(one);
+  free(two);
+  ot_ctx_destroy(ctx);
+}
+
+/* Issue 43: --cpu-memory-limit was accepted and ignored. The trainer's homes
+ * (weights, gradients, AdamW moments: 16 bytes per parameter, 1.9 MiB for
+ * gpt2_small) all live in host memory: a budget below them is refused by
+ * name (exit 2, blamed on the host budget even beside --gpu-memory-limit),
+ * one above them trains and reports what the homes take. */
+static void test_cpu_memory_limit(void **state) {
+  (void)state;
+  char args[8192];
+#ifndef OT_OFFLOAD /* the host backend computes on the homes: no host budget at all, refused by name */
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 2 --seq 16 --cpu-memory-limit 8MB", model, tokens);
+  expect_bad(args, "a host memory budget (--cpu-memory-limit) needs the map backend");
+  return;
+#endif
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 2 --seq 16 --cpu-memory-limit 1MB "
+           "--gpu-memory-limit 512MB", model, tokens);
+  expect_bad(args, "host memory budget 977 KiB (--cpu-memory-limit) is too small");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 2 --seq 16 --cpu-memory-limit 8MB --json", model,
+           tokens);
+  res r = cli(args);
+  expect_ok(&r, args);
+  json_t *o = json_loads(r.out, 0, NULL), *h = json_object_get(o, "host");
+  assert_non_null(h);
+  assert_int_equal(json_integer_value(json_object_get(h, "cpu_budget_bytes")), 8000000);
+  const json_int_t held = json_integer_value(json_object_get(h, "host_bytes"));
+  assert_true(held >= 124672 * 16 && held <= 8000000);
+  json_decref(o);
+  res_free(&r);
+}
+
 static void test_dry_run(void **state) {
   (void)state;
   char args[8192];
@@ -308,6 +380,14 @@ static void test_bad_input(void **state) {
   expect_bad(args, "not a token file");
   snprintf(args, sizeof args, "train %s/../llama_gqa --data %s", model, tokens);
   expect_bad(args, "GPT-2");
+  /* issue 43: options that apply only beside another were accepted and ignored alone */
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --seed 3", model, tokens);
+  expect_bad(args, "--seed seeds the initialization of --init random");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --grad-memory host", model, tokens);
+  expect_bad(args, "--grad-memory chooses where --grad-reduce allreduce");
+  snprintf(args, sizeof args, "train %s --data %s --steps 1 --batch 1 --seq 8 --grad-reduce ordered --grad-memory host",
+           model, tokens);
+  expect_bad(args, "--grad-memory chooses where --grad-reduce allreduce");
 }
 
 /* Hugging Face's gpt2 asks for dropout 0.1 (an absent rate is GPT2Config's
@@ -408,6 +488,8 @@ int main(void) {
       cmocka_unit_test(test_loss_falls_json),
       cmocka_unit_test(test_accumulation),
       cmocka_unit_test(test_save_and_reload),
+      cmocka_unit_test(test_two_devices),
+      cmocka_unit_test(test_cpu_memory_limit),
       cmocka_unit_test(test_save_keeps_tokenizer),
       cmocka_unit_test(test_dry_run),
       cmocka_unit_test(test_bad_input),

@@ -9,18 +9,22 @@
  *     events after the first runs), the trace holds both budgets, and the
  *     host check fails one byte under the peak it recorded (it can fail);
  *   - a smaller host budget is OT_ERR_BUDGET naming --cpu-memory-limit;
- *   - a checkpoint truncated, rewritten in place or replaced by a rename
- *     after loading makes the next generation fail with OT_ERR_IO naming the
- *     file (never garbage, never a crash; the model is still destroyed
- *     cleanly: ASan/LSan in CI);
- *   - a host budget on a backend that computes on homes is refused by name. */
+ *   - a checkpoint truncated, rewritten in place (also with its mtime set
+ *     back: ctime, and the bytes of a span read before) or replaced by a
+ *     rename after loading makes the next generation fail with OT_ERR_IO
+ *     naming the file (never garbage, never a crash; the model is still
+ *     destroyed cleanly: ASan/LSan in CI);
+ *   - a host budget on a backend that computes on homes is refused by name;
+ *   - weights no file can home (a GGUF's) count under the host budget too. */
 #include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
+#include "memory/diskfile.h"
 #include "model_test.h"
 #include "omptensor/models.h"
 #include "ot_test.h"
@@ -171,7 +175,25 @@ static char *copy_model(void) {
   return dir;
 }
 
-typedef enum { TRUNCATE, REWRITE, REPLACE } change;
+typedef enum { TRUNCATE, REWRITE, RESTORED, REPLACE } change;
+
+/* Writes `bytes` at `off` of `path` in place, then sets its access and
+ * modification times back to what they were (touch -d, utimensat): only
+ * ctime, which no user can set, still says the file was written. */
+static void write_keeping_mtime(const char *path, const void *bytes, size_t n, off_t off) {
+  struct stat before;
+  assert_int_equal(stat(path, &before), 0);
+  int fd = open(path, O_WRONLY);
+  assert_true(fd >= 0);
+  assert_int_equal(pwrite(fd, bytes, n, off), (ssize_t)n);
+  assert_int_equal(close(fd), 0);
+  struct timespec ts[2] = {before.st_atim, before.st_mtim};
+  assert_int_equal(utimensat(AT_FDCWD, path, ts, 0), 0);
+  struct stat after;
+  assert_int_equal(stat(path, &after), 0);
+  assert_true(after.st_size == before.st_size && after.st_mtim.tv_sec == before.st_mtim.tv_sec &&
+              after.st_mtim.tv_nsec == before.st_mtim.tv_nsec);
+}
 
 static void change_file(const char *dir, change how) {
   char p[600], q[600];
@@ -183,6 +205,9 @@ static void change_file(const char *dir, change how) {
   } else if (how == REWRITE) { /* same size, same bytes, a new mtime: still a change */
     struct timespec ts[2] = {{0, UTIME_NOW}, {1, 0}};
     assert_int_equal(utimensat(AT_FDCWD, p, ts, 0), 0);
+  } else if (how == RESTORED) { /* other weights in place, same size, the mtime set back (issue 43) */
+    for (size_t i = len / 2; i < len; i++) data[i] = (char)(data[i] ^ 0x5a);
+    write_keeping_mtime(p, data + len / 2, len - len / 2, (off_t)(len / 2));
   } else { /* a new file renamed over it, as a download tool does */
     ot_write_bytes(dir, "new.safetensors", data, len);
     ot_tmp_path(q, sizeof q, dir, "new.safetensors");
@@ -198,8 +223,8 @@ static void changed_checkpoint(void **state) {
   NEEDS_MAP();
   ot_test_manifest mf;
   ot_test_read_manifest("llama_gqa", &mf);
-  const char *names[] = {"truncated", "rewritten", "replaced"};
-  const char *says[] = {"changed", "changed", "replaced"};
+  const char *names[] = {"truncated", "rewritten", "rewritten with its mtime restored", "replaced"};
+  const char *says[] = {"changed", "changed", "while in use", "replaced"};
   for (int how = TRUNCATE; how <= REPLACE; how++) {
     char *dir = copy_model();
     /* the budget of the smallest accepted run is not known here: a third of
@@ -240,6 +265,106 @@ static void changed_checkpoint(void **state) {
   }
 }
 
+/* Issue 43: the checks a read makes, each on its own, on a file written just
+ * before it is opened (the kernel stamps ctime from a clock that ticks every
+ * few ms: a write in the same tick as the open would leave ctime unchanged,
+ * unless the open waits for the tick to pass), 20 times over:
+ *   - the same bytes written in place, the mtime restored: ctime;
+ *   - other bytes in a span read before, the mtime restored: the content
+ *     check names the tensor (it runs before the ctime check). */
+static void ctime_and_content(void **state) {
+  (void)state;
+  char *dir = ot_tmpdir_create(), path[600];
+  ot_tmp_path(path, sizeof path, dir, "w.bin");
+  enum { N = 64 * 1024 };
+  unsigned char *data = malloc(N), *buf = malloc(N);
+  assert_true(data && buf);
+  for (int i = 0; i < N; i++) data[i] = (unsigned char)(i * 7 + 3);
+  for (int round = 0; round < 20; round++) {
+    for (int what = 0; what < 2; what++) {
+      ot_write_bytes(dir, "w.bin", data, N);
+      ot_disk_file *f;
+      OT_ASSERT_OK(ot_disk_file_open(path, N, &f));
+      /* what makes ctime reliable: the open returns once the clock the kernel
+       * stamps ctime from has passed the file's ctime, so that any later write
+       * stamps a later one (on a kernel with fine-grained ctime, 6.13 on, too) */
+      struct stat sb;
+      struct timespec now;
+      assert_int_equal(stat(path, &sb), 0);
+      clock_gettime(CLOCK_REALTIME_COARSE, &now);
+      if (!(now.tv_sec > sb.st_ctim.tv_sec || (now.tv_sec == sb.st_ctim.tv_sec && now.tv_nsec > sb.st_ctim.tv_nsec)))
+        fail_msg("round %d: the open returned in the clock tick of the file's last write (ctime %lld.%09ld, coarse "
+                 "clock %lld.%09ld): a write now could keep that ctime", round, (long long)sb.st_ctim.tv_sec,
+                 sb.st_ctim.tv_nsec, (long long)now.tv_sec, now.tv_nsec);
+      OT_ASSERT_OK(ot_disk_file_read(f, buf, 8192, 4096, "w"));
+      OT_ASSERT_OK(ot_disk_file_read(f, buf, 8192, 4096, "w")); /* the same bytes again: fine */
+      unsigned char other[16];
+      for (int i = 0; i < 16; i++) other[i] = (unsigned char)(data[5000 + i] ^ (what ? 0xff : 0));
+      write_keeping_mtime(path, other, sizeof other, 5000);
+      ot_status st = ot_disk_file_read(f, buf, 8192, 4096, "w");
+      if (st != OT_ERR_IO) fail_msg("round %d: %s in place, the mtime restored: read %s", round,
+                                    what ? "other bytes" : "the same bytes", st == OT_OK ? "ok" : ot_last_error());
+      const char *want = what ? "tensor 'w' (8192 bytes at offset 4096) reads other bytes" : "status change time";
+      if (!strstr(ot_last_error(), path) || !strstr(ot_last_error(), want))
+        fail_msg("round %d: the message does not name the file and '%s': %s", round, want, ot_last_error());
+      ot_disk_file_unref(f);
+    }
+  }
+  free(data);
+  free(buf);
+  ot_tmpdir_remove(dir);
+}
+
+/* The content check hashes a bounded sample of each read: at most
+ * OT_DISK_SAMPLE_BLOCKS blocks, whatever the span (the first and the last
+ * included): a byte changed in the first or last block of a large span
+ * changes the hash, one between the sampled blocks does not. */
+static void content_sample_is_bounded(void **state) {
+  (void)state;
+  const size_t n = 64u << 20; /* 64 MiB: 16384 blocks, 8 of them hashed */
+  unsigned char *d = calloc(n, 1);
+  assert_non_null(d);
+  const uint64_t h = ot_disk_sample_hash(d, n);
+  d[0] = 1;
+  assert_true(ot_disk_sample_hash(d, n) != h);
+  d[0] = 0;
+  d[n - 1] = 1;
+  assert_true(ot_disk_sample_hash(d, n) != h);
+  d[n - 1] = 0;
+  d[OT_DISK_ALIGN + 17] = 1; /* in block 1: the second sampled block starts 1/7 of the way */
+  assert_true(ot_disk_sample_hash(d, n) == h);
+  free(d);
+}
+
+/* Issue 43: a host budget holds every home, not only file homes. A GGUF's
+ * weights are never homed in their file (the loader keeps them in host
+ * memory): under a host budget smaller than them generation is OT_ERR_BUDGET
+ * naming the budget (it ran, ignoring the budget, before); one that holds
+ * them runs. */
+static void gguf_under_host_budget(void **state) {
+  (void)state;
+  NEEDS_MAP();
+  char *path = ot_test_model_path("../gguf/llama-mixed.gguf", "");
+  ot_test_manifest mf = {.prompt = {1, 5, 9, 13}, .n_prompt = 4, .n_gen = 2};
+  ot_ctx *ctx = ctx_with(0);
+  ot_test_gen ref;
+  OT_ASSERT_OK(gen(ctx, path, &mf, 0, NULL, &ref));
+  ot_ctx_destroy(ctx);
+  ctx = ctx_with(ref.weight_bytes / 2);
+  ot_test_gen got;
+  assert_int_equal(gen(ctx, path, &mf, 0, NULL, &got), OT_ERR_BUDGET);
+  if (!strstr(ot_last_error(), "host memory budget") || !strstr(ot_last_error(), "--cpu-memory-limit"))
+    fail_msg("the refusal does not name the host budget: %s", ot_last_error());
+  ot_ctx_destroy(ctx);
+  ctx = ctx_with(ref.weight_bytes * 4);
+  OT_ASSERT_OK(gen(ctx, path, &mf, 0, NULL, &got));
+  expect_same(&got, &ref, "gguf, a host budget that holds its weights");
+  ot_npy_free(&got.logits);
+  ot_npy_free(&ref.logits);
+  ot_ctx_destroy(ctx);
+  free(path);
+}
+
 /* The host backend computes on homes, usm uses them as device memory:
  * neither can leave weights in their files. */
 static void refused_off_map(void **state) {
@@ -259,6 +384,9 @@ int main(void) {
       cmocka_unit_test(shards),
       cmocka_unit_test(bf16),
       cmocka_unit_test(changed_checkpoint),
+      cmocka_unit_test(ctime_and_content),
+      cmocka_unit_test(content_sample_is_bounded),
+      cmocka_unit_test(gguf_under_host_budget),
       cmocka_unit_test(refused_off_map),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -110,7 +110,13 @@ static void program_tensors(void **state) {
 /* Planning allocates no device memory and moves nothing; the first run
  * allocates the plan's arena: failing it fails the run with
  * OT_ERR_DEVICE_OOM naming the arena; the next run works (again = 1), or
- * the plan is destroyed right away (again = 0). */
+ * the plan is destroyed right away (again = 0). On a GPU the first plan of
+ * the process that weighs hybrid compute (compute auto, weights streaming)
+ * measures a small copy's latency in a 4 KiB device buffer of its own, once
+ * (hybrid.c): a plan made first, before any injection, takes that, so the
+ * plans below are what the test claims on any device (issue 43: on the
+ * H200 the measurement was the first device allocation counted, and it
+ * swallowed the injected failure). */
 static void plan_and_arena(void **state) {
   (void)state;
   ot_ctx_opts co = ot_ctx_opts_default();
@@ -121,26 +127,34 @@ static void plan_and_arena(void **state) {
   OT_ASSERT_OK(cs_chain_create(ctx, 4, 1000, &c));
   float ref[1000];
   cs_chain_reference(&c, ref);
-  for (int again = 0; again <= 1; again++) {
-    OT_ASSERT_OK(ot_fault_configure("device_alloc:1,transfer:1"));
+  /* compute auto, and (map) hybrid asked for: what auto weighs on a GPU,
+   * its measurement included, on any device */
+  const int n_compute = co.backend == OT_BACKEND_MAP ? 2 : 1;
+  for (int k = 0; k < n_compute; k++) {
     ot_sched_opts o = ot_sched_opts_default();
     o.budget_bytes = cs_chain_min_budget(&c);
+    o.compute = k ? OT_COMPUTE_HYBRID : OT_COMPUTE_AUTO;
     ot_plan *plan;
-    OT_ASSERT_OK(ot_sched_plan(ctx, c.p, &o, &plan));
-    assert_int_equal(ot_fault_count(OT_FAULT_DEVICE_ALLOC), 0);
-    assert_int_equal(ot_fault_count(OT_FAULT_TRANSFER), 0);
-    OT_ASSERT_OK(ot_fault_configure("device_alloc:1"));
-    ot_status s = ot_sched_run(plan, NULL);
-    if (co.backend == OT_BACKEND_MAP) {
-      OT_ASSERT_FAILS(s, OT_ERR_DEVICE_OOM, "arena");
-      assert_non_null(strstr(ot_last_error(), "OMPTENSOR_FAULT"));
-      if (again) OT_ASSERT_OK(ot_sched_run(plan, NULL)); /* the 2nd allocation is not injected */
-    } else {
-      OT_ASSERT_OK(s);
-      assert_int_equal(ot_fault_count(OT_FAULT_DEVICE_ALLOC), 0); /* the host backend has no arena */
-    }
-    if (again || co.backend != OT_BACKEND_MAP) cs_chain_expect(&c, ref);
+    OT_ASSERT_OK(ot_sched_plan(ctx, c.p, &o, &plan)); /* the process's one-time measurement, if any */
     ot_plan_destroy(plan);
+    for (int again = 0; again <= 1; again++) {
+      OT_ASSERT_OK(ot_fault_configure("device_alloc:1,transfer:1"));
+      OT_ASSERT_OK(ot_sched_plan(ctx, c.p, &o, &plan));
+      assert_int_equal(ot_fault_count(OT_FAULT_DEVICE_ALLOC), 0);
+      assert_int_equal(ot_fault_count(OT_FAULT_TRANSFER), 0);
+      OT_ASSERT_OK(ot_fault_configure("device_alloc:1"));
+      ot_status s = ot_sched_run(plan, NULL);
+      if (co.backend == OT_BACKEND_MAP) {
+        OT_ASSERT_FAILS(s, OT_ERR_DEVICE_OOM, "arena");
+        assert_non_null(strstr(ot_last_error(), "OMPTENSOR_FAULT"));
+        if (again) OT_ASSERT_OK(ot_sched_run(plan, NULL)); /* the 2nd allocation is not injected */
+      } else {
+        OT_ASSERT_OK(s);
+        assert_int_equal(ot_fault_count(OT_FAULT_DEVICE_ALLOC), 0); /* the host backend has no arena */
+      }
+      if (again || co.backend != OT_BACKEND_MAP) cs_chain_expect(&c, ref);
+      ot_plan_destroy(plan);
+    }
   }
   OT_ASSERT_OK(ot_fault_configure(NULL));
   cs_chain_destroy(&c);

@@ -28,12 +28,13 @@ static char *model_dir(void) {
   return p;
 }
 
-/* Generates NEW_TOKENS under the model's smallest budget. */
-static ot_status generate(ot_lm *m, int32_t *tokens) {
+/* Generates NEW_TOKENS under the model's smallest budget, ops placed by `compute`. */
+static ot_status generate_on(ot_lm *m, int32_t *tokens, ot_compute compute) {
   ot_gen_opts g = ot_gen_opts_default();
   g.max_new_tokens = NEW_TOKENS;
   g.n_eos = 0;
   g.sched.strategy = OT_STRATEGY_BALANCED;
+  g.sched.compute = compute;
   ot_status s = ot_lm_min_budget(m, NP, 0, &g.sched.budget_bytes);
   if (s != OT_OK) return s;
   ot_gen_result r;
@@ -45,6 +46,8 @@ static ot_status generate(ot_lm *m, int32_t *tokens) {
   }
   return s;
 }
+
+static ot_status generate(ot_lm *m, int32_t *tokens) { return generate_on(m, tokens, OT_COMPUTE_AUTO); }
 
 /* The N-th pinned allocation of the load fails, for N spread over all. */
 static void load_fails(void **state) {
@@ -75,6 +78,37 @@ static void load_fails(void **state) {
   free(dir);
 }
 
+/* Issue 43: hybrid compute measures the host's rates and a small copy's
+ * latency once per process, each in a device buffer of its own; a refused
+ * allocation there was dropped (the defaults taken, the message left set)
+ * and generation went on. It is the generation's failure, and the model
+ * then generates with the measurement made. Run before any other hybrid
+ * plan of the process (the measurement is cached once it succeeds). */
+static void hybrid_measurement_fails(void **state) {
+  (void)state;
+#ifdef OT_OFFLOAD
+  char *dir = model_dir();
+  ot_ctx *ctx = ot_test_ctx(OT_BACKEND_MAP);
+  ot_lm *m;
+  OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
+  int32_t want[NEW_TOKENS], got[NEW_TOKENS];
+  OT_ASSERT_OK(generate(m, want));
+  OT_ASSERT_OK(ot_fault_configure("device_alloc:1"));
+  ot_clear_error();
+  ot_status s = generate_on(m, got, OT_COMPUTE_HYBRID);
+  if (s != OT_ERR_DEVICE_OOM) fail_msg("device_alloc:1, compute hybrid: generate gave %s (%s)", ot_status_str(s),
+                                       ot_last_error());
+  if (!strstr(ot_last_error(), "OMPTENSOR_FAULT")) fail_msg("message '%s'", ot_last_error());
+  OT_ASSERT_OK(ot_fault_configure(NULL));
+  OT_ASSERT_OK(generate_on(m, got, OT_COMPUTE_HYBRID));
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+  free(dir);
+#else
+  skip(); /* no device: no hybrid compute */
+#endif
+}
+
 /* Device allocations and transfers of a generate fail; the same model then
  * generates the clean tokens. */
 static void generate_fails(void **state) {
@@ -84,6 +118,12 @@ static void generate_fails(void **state) {
   ot_lm *m;
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
   int32_t want[NEW_TOKENS], got[NEW_TOKENS];
+  /* counted on the second run: the first may also pay what a process
+   * measures once (on a GPU, hybrid compute's rates: a device buffer each),
+   * which the runs below do not repeat, so its count would name
+   * allocations that never come (issue 43: "device_alloc:3" then hit
+   * nothing on the H200, and the test saw the last failure's message) */
+  OT_ASSERT_OK(generate(m, want));
   OT_ASSERT_OK(ot_fault_configure("transfer:4000000000,device_alloc:4000000000"));
   OT_ASSERT_OK(generate(m, want));
   unsigned long nt = ot_fault_count(OT_FAULT_TRANSFER), na = ot_fault_count(OT_FAULT_DEVICE_ALLOC);
@@ -102,6 +142,7 @@ static void generate_fails(void **state) {
     if (ts[i] >= 1 && ts[i] <= nt) snprintf(specs[n_specs++], 48, "transfer:%lu", ts[i]);
   for (int i = 0; i < n_specs; i++) {
     OT_ASSERT_OK(ot_fault_configure(specs[i]));
+    ot_clear_error(); /* a message here is this run's */
     ot_status s = generate(m, got);
     ot_status want_s = strncmp(specs[i], "transfer", 8) == 0 ? OT_ERR_DEVICE : OT_ERR_DEVICE_OOM;
     if (s != want_s) fail_msg("%s: generate gave %s (%s)", specs[i], ot_status_str(s), ot_last_error());
@@ -159,6 +200,7 @@ static void batch_generate_fails(void **state) {
   OT_ASSERT_OK(ot_model_load(ctx, dir, OT_DTYPE_KEEP, NULL, NULL, &m));
   int32_t want[11], got[11];
   int done;
+  OT_ASSERT_OK(batch_generate(m, want, &done, 0)); /* counted on the second run, as generate_fails */
   OT_ASSERT_OK(ot_fault_configure("transfer:4000000000,device_alloc:4000000000"));
   OT_ASSERT_OK(batch_generate(m, want, &done, 0));
   assert_int_equal(done, 5);
@@ -171,6 +213,7 @@ static void batch_generate_fails(void **state) {
     if (ts[i] >= 1 && ts[i] <= nt) snprintf(specs[n_specs++], 48, "transfer:%lu", ts[i]);
   for (int i = 0; i < n_specs; i++) {
     OT_ASSERT_OK(ot_fault_configure(specs[i]));
+    ot_clear_error();
     ot_status s = batch_generate(m, got, &done, 0);
     ot_status want_s = strncmp(specs[i], "transfer", 8) == 0 ? OT_ERR_DEVICE : OT_ERR_DEVICE_OOM;
     if (s != want_s) fail_msg("batch, %s: gave %s (%s)", specs[i], ot_status_str(s), ot_last_error());
@@ -191,7 +234,8 @@ static void batch_generate_fails(void **state) {
 }
 
 int main(void) {
-  const struct CMUnitTest tests[] = {cmocka_unit_test(load_fails), cmocka_unit_test(generate_fails),
+  const struct CMUnitTest tests[] = {cmocka_unit_test(load_fails), cmocka_unit_test(hybrid_measurement_fails),
+                                     cmocka_unit_test(generate_fails),
                                      cmocka_unit_test(batch_generate_fails)};
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -9,7 +9,8 @@
  * tensor is stored in one), and the builder's arguments.
  *
  * Besides the rows:
- *   - every ot_op_* declared in include/omptensor/ops.h is recorded by some row;
+ *   - every ot_op_* declared in include/omptensor/ops.h (the names read at
+ *     configure time, tests/CMakeLists.txt) is recorded by some row;
  *   - the checks can fail: a reference off by 1e-3 in one element, an op
  *     that leaves an element unwritten, writes its input, or writes outside
  *     its view are each reported. */
@@ -18,6 +19,7 @@
 #include <string.h>
 
 #include "op_table.h"
+#include "ops_h_names.h" /* OT_OPS_H_NAMES, generated */
 #include "ot_test.h"
 
 #define ROW(name, op, atol, rtol, ...) {name, oc_build_##op, oc_ref_##op, atol, rtol, {__VA_ARGS__}}
@@ -151,28 +153,20 @@ static void run_row(void **state) {
 
 static void every_op_has_a_row(void **state) {
   (void)state;
-  const char *data = getenv("OT_TEST_DATA");
-  if (!data) skip();
-  char path[1024];
-  snprintf(path, sizeof path, "%s/../../include/omptensor/ops.h", data);
-  FILE *f = fopen(path, "r");
-  if (!f) fail_msg("cannot open %s", path);
+  /* the names ops.h declares, read from it when the build was configured
+   * (tests/CMakeLists.txt): not from a source tree at run time, which a
+   * copied build does not have (issue 43: the GPU machine's run failed) */
+  static const char *const declared_ops[] = {OT_OPS_H_NAMES};
+  const int declared = (int)(sizeof declared_ops / sizeof *declared_ops);
   static char covered[256][48];
   int n_cov = 0;
   for (int r = 0; r < N_ROWS; r++) n_cov += oc_row_op_kinds(&rows[r], covered + n_cov, 256 - n_cov);
-  char line[512];
-  int declared = 0, missing = 0;
-  while (fgets(line, sizeof line, f)) {
-    const char *s = strstr(line, "ot_status ot_op_");
-    if (!s) continue;
-    char name[48];
-    if (sscanf(s + strlen("ot_status ot_op_"), "%47[a-z0-9_]", name) != 1) continue;
-    declared++;
+  int missing = 0;
+  for (int d = 0; d < declared; d++) {
     int found = 0;
-    for (int i = 0; i < n_cov && !found; i++) found = !strcmp(covered[i], name);
-    if (!found) print_message("ot_op_%s has no row in the op table\n", name), missing++;
+    for (int i = 0; i < n_cov && !found; i++) found = !strcmp(covered[i], declared_ops[d]);
+    if (!found) print_message("ot_op_%s has no row in the op table\n", declared_ops[d]), missing++;
   }
-  fclose(f);
   assert_true(declared >= 30); /* the parse found the declarations */
   assert_int_equal(missing, 0);
 }

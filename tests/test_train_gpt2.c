@@ -15,6 +15,7 @@
 #include <string.h>
 
 #include "kernels/kcommon.h"
+#include "memory/device.h"
 #include "omptensor/gpt2_train.h"
 #include "omptensor/npy.h"
 #include "omptensor/safetensors.h"
@@ -882,6 +883,97 @@ static void state_stays_on_device(void **state) {
 #endif
 }
 
+#ifdef OT_OFFLOAD
+/* Issue 43: r's steps on n_dev devices (a pipeline of n_dev stages), with
+ * the device or the CPU optimizer; returns the losses then the parameters
+ * after ot_gpt2_train_sync (*n values), and whether they moved from the
+ * initial ones. With the CPU optimizer every AdamW kernel must have run on
+ * the host's cores, in whichever stage it fell. */
+static float *train_devices(const ref *r, int n_dev, int cpu, int64_t *n, int *moved) {
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = OT_BACKEND_MAP;
+  co.n_devices = n_dev;
+  ot_ctx *ctx;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_gpt2_train_opts o = ref_opts(r, OT_RECOMPUTE_NONE);
+  o.cpu_optimizer = cpu;
+  ot_sched_opts so = ot_sched_opts_default();
+  so.n_stages = OT_SCHED_ALL_DEVICES;
+  ot_gpt2_trainer *g;
+  OT_ASSERT_OK(ot_gpt2_train_create(ctx, r->model, &o, &so, &g));
+  assert_int_equal(ot_plan_num_stages(ot_gpt2_train_plan(g)), n_dev);
+  if (cpu) assert_int_equal(ot_plan_get_stats(ot_gpt2_train_plan(g), 1).n_host_ops, 5); /* wte, wpe, 2 layers, ln_f */
+  const int np = ot_gpt2_train_num_params(g);
+  *n = r->steps;
+  for (int i = 0; i < np; i++) *n += ot_tensor_numel(ot_gpt2_train_param(g, i));
+  float *all = malloc(sizeof(float) * (size_t)*n), *init = malloc(sizeof(float) * (size_t)*n);
+  assert_true(all && init);
+  float *q = init + r->steps;
+  for (int i = 0; i < np; i++) {
+    OT_ASSERT_OK(ot_tensor_read_f32(ot_gpt2_train_param(g, i), q, ot_tensor_numel(ot_gpt2_train_param(g, i))));
+    q += ot_tensor_numel(ot_gpt2_train_param(g, i));
+  }
+  ot_trace *tr;
+  OT_ASSERT_OK(ot_trace_create(&tr));
+  for (int s = 0; s < r->steps; s++) OT_ASSERT_OK(ot_gpt2_train_step(g, r->inputs, r->targets, tr, &all[s]));
+  OT_ASSERT_OK(ot_gpt2_train_sync(g));
+  for (size_t i = 0; cpu && i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    if (e->kind == OT_TRACE_KERNEL && !strncmp(e->name, "adamw", 5) && !(e->flags & OT_TRACE_HOST))
+      fail_msg("%d devices, cpu optimizer: '%s' ran on device %d, not on the host", n_dev, e->name, e->device);
+  }
+  q = all + r->steps;
+  for (int i = 0; i < np; i++) {
+    OT_ASSERT_OK(ot_tensor_read_f32(ot_gpt2_train_param(g, i), q, ot_tensor_numel(ot_gpt2_train_param(g, i))));
+    q += ot_tensor_numel(ot_gpt2_train_param(g, i));
+  }
+  *moved = memcmp(all + r->steps, init + r->steps, sizeof(float) * (size_t)(*n - r->steps)) != 0;
+  free(init);
+  ot_trace_destroy(tr);
+  ot_gpt2_train_destroy(g);
+  ot_ctx_destroy(ctx);
+  return all;
+}
+#endif
+
+/* Issue 43: training over two devices (the step split into a pipeline of
+ * two stages) gives bitwise one device's losses and trained parameters,
+ * with the device optimizer and with the CPU optimizer. Before, the first
+ * stage read the initial weights at every step (the last stage updated
+ * them and kept them on its device), ot_gpt2_train_sync wrote nothing home
+ * (train --devices 2 saved the untrained weights), and the CPU optimizer's
+ * host ops were numbered as the program's ops in each stage's own
+ * numbering (the last stage's AdamW ran on the device). */
+static void two_devices(void **state) {
+  (void)state;
+#ifdef OT_OFFLOAD
+  if (ot_num_devices() < 2) skip();
+  ref r;
+  read_ref(&r);
+  r.steps = 3;
+  for (int cpu = 0; cpu < 2; cpu++) {
+    int64_t n1, n2;
+    int moved1, moved2;
+    float *one = train_devices(&r, 1, cpu, &n1, &moved1), *two = train_devices(&r, 2, cpu, &n2, &moved2);
+    assert_int_equal(n1, n2);
+    assert_true(moved1);
+    if (!moved2) fail_msg("%s optimizer, two devices: the parameters after %d steps are the initial ones",
+                          cpu ? "cpu" : "device", r.steps);
+    for (int s = 0; s < r.steps; s++)
+      if (memcmp(&one[s], &two[s], sizeof(float)))
+        fail_msg("%s optimizer: step %d loss %.7g on two devices, %.7g on one", cpu ? "cpu" : "device", s + 1,
+                 (double)two[s], (double)one[s]);
+    if (memcmp(one, two, sizeof(float) * (size_t)n1))
+      fail_msg("%s optimizer: the parameters trained on two devices differ from one device's",
+               cpu ? "cpu" : "device");
+    free(one);
+    free(two);
+  }
+#else
+  skip();
+#endif
+}
+
 /* mean and standard deviation of parameter i */
 static void moments(const ot_gpt2_trainer *g, int i, double *mean, double *sd) {
   float *x = read_f32(ot_gpt2_train_param(g, i));
@@ -957,6 +1049,7 @@ int main(void) {
       cmocka_unit_test(precision_refused),
       cmocka_unit_test(lazy_homes),
       cmocka_unit_test(cpu_optimizer),
+      cmocka_unit_test(two_devices),
       cmocka_unit_test(mixed_budget_is_bitwise),
       cmocka_unit_test(f16_loss_scale_backs_off),
       cmocka_unit_test(bf16_against_autocast),

@@ -13,7 +13,9 @@
  * The weights are loaded as f32 master weights and updated in place. The
  * plan defers their write-backs (ot_sched_opts.defer_writeback): weights and
  * AdamW moments that stay on the device are not copied home every step;
- * ot_gpt2_train_sync brings the homes up to date (ot_gpt2_train_save and ot_gpt2_train_destroy do). Gradients follow
+ * ot_gpt2_train_sync brings the homes up to date (ot_gpt2_train_save and ot_gpt2_train_destroy do). Over several
+ * devices (a pipeline: sched opts n_stages) a weight one stage updates and another reads goes home after every
+ * step, the state a stage alone uses stays deferred, and the sync writes every stage's. Gradients follow
  * PyTorch: the mean cross-entropy over B*T tokens; lm_head is tied to wte,
  * whose gradient sums both uses. Attention runs per sequence (causal, no
  * KV cache); everything else over all B*T rows at once. */

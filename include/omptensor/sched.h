@@ -224,8 +224,9 @@ typedef struct ot_sched_opts {
   int n_stages;          /* 0 or 1: one device; > 1: a pipeline over that many devices (see above);
                             OT_SCHED_ALL_DEVICES: as many as the context has from device_index on */
   int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
-                            home after each run (see ot_sched_sync); one device, strategies other
-                            than none; ignored otherwise */
+                            home after each run (see ot_sched_sync); strategies other than none
+                            (ignored there); never an output; in a pipeline only the state one
+                            stage alone uses */
   unsigned transfer_delay_us; /* debugging: every transfer of the plan first waits this long (0, the
                             default: none). Results must not change: a kernel that ran before
                             its upload finished, or a block reused while a write-back still read
@@ -238,9 +239,10 @@ typedef struct ot_sched_opts {
                             measure_rates, else 40e9 */
   double pcie_rate;      /* hybrid: bytes/s the device's weight stream gets beside the host ops; 0: from
                             measure_rates, else 54e9 */
-  void (*measure_rates)(int dev, double *host_read_rate, double *pcie_rate); /* hybrid: called (pcie_rate
-                            NULL when given) only when a plan that streams weighs a split and no host rate
-                            is given; ot_generate passes ot_k_host_rates (kernels.h) */
+  ot_status (*measure_rates)(int dev, double *host_read_rate, double *pcie_rate); /* hybrid: called
+                            (pcie_rate NULL when given) only when a plan that streams weighs a split and no
+                            host rate is given; a failure fails the plan; ot_generate passes
+                            ot_k_host_rates (kernels.h) */
   double cross_latency_s; /* hybrid: seconds one small copy between host and device takes; 0: measured
                             once per process (a few 4 KiB copies each way) */
   const unsigned char *host_ops; /* testing: n_ops flags, 1 = run that op on the host (implies hybrid, and
@@ -331,9 +333,10 @@ void ot_sched_invalidate(ot_plan *plan);
  * only when the plan evicts it, when it leaves the kept set, on
  * ot_sched_sync and on ot_plan_destroy, not after every run: a training step
  * or a decoded token no longer pays a copy of the whole state. Its home is
- * stale between syncs. ot_sched_sync writes every such copy home and waits;
- * without defer_writeback (or before the first run) it does nothing. If a
- * run fails, the device copies are lost and the homes hold the last sync. */
+ * stale between syncs. ot_sched_sync writes every such copy home and waits
+ * (a pipeline's: every stage's); without defer_writeback (or before the first
+ * run) it does nothing. If a run fails, the device copies are lost and the
+ * homes hold the last sync. */
 ot_status ot_sched_sync(ot_plan *plan);
 
 /* Prints every decision with its reason. */

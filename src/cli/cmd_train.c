@@ -66,6 +66,7 @@ typedef struct train_args {
   const char *model, *data, *save;
   ot_gpt2_train_opts o;
   int steps, dry, help, T_given;
+  int seed_given, gmem_given; /* options that apply only beside another (check_inputs) */
 } train_args;
 
 static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
@@ -89,7 +90,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
     if (strcmp(v, "random")) return ot_set_error(OT_ERR_INVALID_ARG, "only 'random' is known");
     a->o.init_random = 1;
     return OT_OK;
-  case OPT_SEED: return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
+  case OPT_SEED: a->seed_given = 1; return ot_args_u64(v, 0, UINT64_MAX, &a->o.seed);
   case OPT_SAVE: a->save = v; return OT_OK;
   case OPT_DRY: a->dry = 1; return OT_OK;
   case OPT_NODROP: a->o.no_dropout = 1; return OT_OK;
@@ -103,6 +104,7 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
   case OPT_CPUOPT: a->o.cpu_optimizer = 1; return OT_OK;
   case OPT_GRED: return ot_grad_reduce_parse(v, &a->o.grad_reduce);
   case OPT_GMEM:
+    a->gmem_given = 1;
     if (!strcmp(v, "auto")) a->o.grad_direct = -1;
     else if (!strcmp(v, "host")) a->o.grad_direct = 0;
     else if (!strcmp(v, "device")) a->o.grad_direct = 1;
@@ -119,6 +121,14 @@ static ot_status check_inputs(train_args *a, ot_tokens **data) {
   if (!a->model) return ot_set_error(OT_ERR_INVALID_ARG, "no model directory given (see omptensor train --help)");
   if (!a->data)
     return ot_set_error(OT_ERR_INVALID_ARG, "--data FILE is required: the training tokens (see omptensor train --help)");
+  /* an option that only applies beside another is refused alone, not ignored (issue 43) */
+  if (a->seed_given && !a->o.init_random)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--seed seeds the initialization of --init random; without it the "
+                                            "weights are read from the model directory: give --init random, or leave "
+                                            "--seed out");
+  if (a->gmem_given && a->o.grad_reduce != OT_GRAD_ALLREDUCE)
+    return ot_set_error(OT_ERR_INVALID_ARG, "--grad-memory chooses where --grad-reduce allreduce sums the gradients; "
+                                            "give --grad-reduce allreduce, or leave --grad-memory out");
   /* - is stdin/stdout where a stream can be read or written; these cannot */
   if (!strcmp(a->data, "-"))
     return ot_set_error(OT_ERR_INVALID_ARG, "--data -: the tokens are read in place (mapped, again at every pass "
@@ -258,6 +268,9 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     json_object_set_new(o, "plan_bytes_up_per_step", json_integer((json_int_t)ps.bytes_up));
     json_object_set_new(o, "plan_bytes_down_per_step", json_integer((json_int_t)ps.bytes_down));
     if (a->save && !a->dry) json_object_set_new(o, "saved", json_string(a->save));
+    if (ot_ctx_host_budget(s->ctx)) /* --cpu-memory-limit: what the homes it holds take (all in host memory) */
+      json_object_set_new(o, "host", json_pack("{s:I, s:I}", "cpu_budget_bytes", (json_int_t)ot_ctx_host_budget(s->ctx),
+                                               "host_bytes", (json_int_t)ot_ctx_host_bytes(s->ctx)));
     OT_TRY(ot_cli_json_print(o));
   } else {
     json_decref(layers);
@@ -290,6 +303,12 @@ static ot_status report(train_args *a, ot_gpt2_trainer *g, const step_log *L) {
     printf("plan per step: peak %s, %s up, %s down; checkpoint %s, recomputed layers: %s, tensors: %d\n", pk, up,
            dn, ot_recompute_name(a->o.checkpoint), rec, ps.recomputes);
     ot_cli_print_setup(s, (uint64_t)ot_gpt2_train_num_weights(g) * sizeof(float), stdout);
+    if (ot_ctx_host_budget(s->ctx)) { /* --cpu-memory-limit: what the homes it holds take */
+      char hb[32], hh[32];
+      printf("host budget %s: the weights, gradients, optimizer state and the activations at home take %s\n",
+             ot_size_format(ot_ctx_host_budget(s->ctx), hb, sizeof hb),
+             ot_size_format(ot_ctx_host_bytes(s->ctx), hh, sizeof hh));
+    }
     if (!a->dry) ot_trace_summary_print(&t, stdout);
     if (a->save && !a->dry) printf("saved: %s\n", a->save);
   }

@@ -198,6 +198,16 @@ ot_status ot_cli_session_start(ot_cli_session *s) {
 
 ot_status ot_cli_budget_error(const ot_cli_session *s, ot_status st) {
   if (st != OT_ERR_BUDGET) return st;
+  /* the host budget's refusal names --cpu-memory-limit itself; blaming the
+   * device budget there pointed the wrong way (issue 43) */
+  if (strstr(ot_last_error(), "host memory budget")) {
+    switch (s->settings.source[OT_SET_CPU_MEMORY_LIMIT]) {
+    case OT_SRC_ENV: return ot_prefix_error(st, "OMPTENSOR_CPU_MEMORY_LIMIT");
+    case OT_SRC_FILE:
+      return ot_prefix_error(st, "%s: memory.max_cpu_memory", s->settings.file ? s->settings.file : "--config");
+    default: return st;
+    }
+  }
   switch (s->settings.source[OT_SET_GPU_MEMORY_LIMIT]) {
   case OT_SRC_FLAG: return ot_prefix_error(st, "--gpu-memory-limit");
   case OT_SRC_ENV: return ot_prefix_error(st, "OMPTENSOR_GPU_MEMORY_LIMIT");

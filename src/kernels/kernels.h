@@ -86,9 +86,10 @@ ot_status ot_k_matmul(int dev, ot_kview c, ot_kview a, ot_kview b, int trans_b, 
  * OT_DEVICE_HOST), while a thread streams 512 MiB of pinned memory to it
  * (both read host memory, as in a hybrid step), and *pcie_rate (may be
  * NULL) gets that stream's bytes/s.
- * 0 where the memory is not there. Hybrid compute splits a step by them
- * (sched.h, ot_sched_opts.host_read_rate). */
-void ot_k_host_rates(int dev, double *host_rate, double *pcie_rate);
+ * An allocation or copy it cannot make is its status (the rates are not
+ * cached then). Hybrid compute splits a step by them (sched.h,
+ * ot_sched_opts.host_read_rate). */
+ot_status ot_k_host_rates(int dev, double *host_rate, double *pcie_rate);
 ot_status ot_ref_matmul(ot_kview c, ot_kview a, ot_kview b, int trans_b, int accumulate);
 
 /* ---- elementwise -----------------------------------------------------------

@@ -698,6 +698,9 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run) {
 
 ot_status ot_sched_sync(ot_plan *plan) {
   if (!plan) return ot_fail(OT_ERR_INVALID_ARG, "ot_sched_sync: plan is NULL");
+  /* a pipeline: each stage's plan defers its own state (issue 43: the
+   * trained moments stayed on the last device, and a save read the homes) */
+  for (int k = 0; k < plan->n_stages; k++) OT_TRY(ot_sched_sync(plan->stages[k].plan));
   /* usm on a GPU: managed homes are coherent; nothing is stale */
   if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) != OT_MV_COPY) return OT_OK;
   /* after any run the copies kept are the steady schedule's start set */

@@ -39,6 +39,7 @@
 #include "memory/context_impl.h"
 #include "memory/device.h"
 #include "memory/tensor_impl.h"
+#include "omptensor/settings.h"
 #include "sched/disk.h"
 #include "sched/plan_impl.h"
 #include "sched/verify.h"
@@ -197,6 +198,23 @@ static ot_status file_homes(ot_plan *plan, int all) {
   return s;
 }
 
+/* A host budget holds every home the context has in host memory, not only
+ * file homes (issue 43: train, and run with weights no file can home, a
+ * GGUF's or converted ones, held them all at home and never looked at the
+ * budget): checked once this plan's homes are made. */
+static ot_status host_budget_holds(const ot_plan *plan) {
+  const uint64_t budget = plan->ctx->host_budget;
+  const uint64_t ring = plan->ring_bytes ? ot_disk_ring_footprint(plan->ring_bytes) : 0;
+  const uint64_t have = ot_ctx_host_bytes(plan->ctx) + ring;
+  if (!budget || have <= budget) return OT_OK;
+  char b[2][48];
+  return ot_fail(OT_ERR_BUDGET, "host memory budget %s (--cpu-memory-limit) is too small: the context's homes in host "
+                 "memory (weights not read from their files, trained weights with their gradients and optimizer "
+                 "state, activations a plan moves, caches) and staging take %llu bytes (%s); give at least that",
+                 ot_size_format(budget, b[0], sizeof b[0]), (unsigned long long)have,
+                 ot_size_format(have, b[1], sizeof b[1]));
+}
+
 ot_status ot_plan_homes(ot_plan *plan) {
   const ot_program *p = plan->src;
   if (plan->n_stages) return OT_OK; /* each stage's plan gave its storages theirs */
@@ -229,6 +247,7 @@ ot_status ot_plan_homes(ot_plan *plan) {
     made += st->bytes;
   }
   if (s == OT_OK) s = file_homes(plan, all);
+  if (s == OT_OK) s = host_budget_holds(plan);
   free(need);
   plan->first.stats.lazy_home_bytes = plan->steady.stats.lazy_home_bytes = made;
   plan->first.stats.lazy_skipped_bytes = plan->steady.stats.lazy_skipped_bytes = skipped;

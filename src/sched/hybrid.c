@@ -125,32 +125,33 @@ static double read_bytes(const ot_program *p, int i) {
 /* Seconds a small synchronous copy between the host and device `dev`
  * takes (the cost of an activation crossing), measured once per process:
  * the fastest of 8 round trips of 4 KiB, halved. */
-static double measure_cross_latency(int dev) {
+static ot_status measure_cross_latency(int dev, double *out) {
   static double cached = -1.0;
   double r;
   OT_CRITICAL(ot_cross_latency)
   r = cached;
-  if (r >= 0) return r;
+  if (r >= 0) return *out = r, OT_OK;
   enum { BYTES = 4096 };
   static char host[BYTES];
   void *d = NULL;
-  r = OT_CROSS_LATENCY_S;
-  if (ot_mem_alloc(OT_MEM_DEVICE, dev, BYTES, &d) == OT_OK) {
-    double best = -1;
-    for (int k = 0; k < 8; k++) {
-      const double t0 = omp_get_wtime();
-      if (ot_mem_copy(d, ot_omp_device(dev), host, OT_DEVICE_HOST, BYTES) != OT_OK ||
-          ot_mem_copy(host, OT_DEVICE_HOST, d, ot_omp_device(dev), BYTES) != OT_OK)
-        break;
-      const double t = (omp_get_wtime() - t0) / 2;
-      if (best < 0 || t < best) best = t;
-    }
-    if (best > 0) r = best;
-    ot_mem_free(OT_MEM_DEVICE, dev, d);
+  /* a refused allocation or copy is the plan's failure, not a default
+   * (issue 43: the status was dropped here and generation went on) */
+  ot_status s = ot_mem_alloc(OT_MEM_DEVICE, dev, BYTES, &d);
+  double best = -1;
+  for (int k = 0; s == OT_OK && k < 8; k++) {
+    const double t0 = omp_get_wtime();
+    s = ot_mem_copy(d, ot_omp_device(dev), host, OT_DEVICE_HOST, BYTES);
+    if (s == OT_OK) s = ot_mem_copy(host, OT_DEVICE_HOST, d, ot_omp_device(dev), BYTES);
+    const double t = (omp_get_wtime() - t0) / 2;
+    if (s == OT_OK && (best < 0 || t < best)) best = t;
   }
+  ot_mem_free(OT_MEM_DEVICE, dev, d);
+  if (s != OT_OK) return ot_fail_context(s, "measuring a small copy's latency to device %d (hybrid compute)", dev);
+  r = best > 0 ? best : OT_CROSS_LATENCY_S;
   OT_CRITICAL(ot_cross_latency)
   cached = r;
-  return r;
+  *out = r;
+  return OT_OK;
 }
 
 /* Why hybrid cannot run for this plan (NULL: it can). */
@@ -271,12 +272,14 @@ ot_status ot_hybrid_plan(ot_plan *plan, const ot_sched_opts *o) {
    * that streams pays for the measurement), else defaults */
   double host_rate = o->host_read_rate, pcie_rate = o->pcie_rate;
   if (host_rate <= 0 && o->measure_rates)
-    o->measure_rates(plan->dev, &host_rate, pcie_rate > 0 ? NULL : &pcie_rate);
+    s = o->measure_rates(plan->dev, &host_rate, pcie_rate > 0 ? NULL : &pcie_rate);
+  double cross = o->cross_latency_s;
+  if (s == OT_OK && cross <= 0) s = measure_cross_latency(plan->dev, &cross);
+  if (s != OT_OK) goto done;
   plan->host_rate = host_rate > 0 ? host_rate : OT_RATE_HOST_READ;
   sp.r_pcie = pcie_rate > 0 ? pcie_rate : OT_RATE_PINNED;
   const double t_gpu = total / sp.r_pcie;
   const double flops_rate = OT_RATE_HOST_FLOPS_PER_THREAD * (double)omp_get_max_threads();
-  const double cross = o->cross_latency_s > 0 ? o->cross_latency_s : measure_cross_latency(plan->dev);
   double cand_bytes = 0, cand_s = 0;
   for (int i = 0; i < n; i++) {
     sp.host_s[i] = -1;

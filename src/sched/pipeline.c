@@ -55,15 +55,21 @@ static void crossing(const ot_program *p, const unsigned char *u, int n, int k, 
 
 /* Marks storage s (view t) in stage k's sub-program: input and output as
  * crossing() says, persistent as in the program. A storage no stage writes
- * stays a weight: every device using it keeps its own copy. */
+ * stays a weight: every device using it keeps its own copy. Persistent
+ * state of this stage alone that the program does not mark an output (a
+ * layer's KV cache, a trained layer's AdamW moments) is not marked output
+ * here: being persistent gives it its write-back, which the stage's
+ * defer_writeback may defer until ot_sched_sync (no other stage reads its
+ * home); an output is written home after every run (planner.c). */
 static ot_status mark_storage(ot_program *sub, const ot_program *p, const unsigned char *u, int n, int k, int s,
                               const ot_tensor *t) {
   const unsigned role = p->st[s].role;
   if (role & OT_ROLE_CACHE) return ot_program_mark_cache(sub, t);
   int in, out;
   crossing(p, u, n, k, s, &in, &out);
+  const int own_state = (role & OT_ROLE_PERSIST) && !(role & OT_ROLE_OUTPUT) && !elsewhere(u, n, s, k, USE_ANY);
   if (in) OT_TRY(ot_program_mark_input(sub, t));
-  if (out) OT_TRY(ot_program_mark_output(sub, t));
+  if (out && !own_state) OT_TRY(ot_program_mark_output(sub, t));
   if (role & OT_ROLE_PERSIST) OT_TRY(ot_program_mark_persistent(sub, t));
   return OT_OK;
 }
@@ -252,6 +258,10 @@ static ot_status plan_stage(ot_plan *plan, const ot_sched_opts *o, int k, uint64
   ot_sched_opts so = *o;
   so.device_index = st->dev_index;
   so.n_stages = 1;
+  /* host_ops flags the program's ops; the stage's sub-program numbers its
+   * own from 0 (issue 43: the last stage's AdamW ran on the device under
+   * the CPU optimizer, and the first stage's ops #k on the host) */
+  so.host_ops = o->host_ops ? o->host_ops + st->first_op : NULL;
   const uint64_t mail = (uint64_t)st->mail_slot_bytes * (uint64_t)st->mail_slots;
   const int dev = plan->ctx->dev[st->dev_index];
   if (st->n_mail) {

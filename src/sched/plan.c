@@ -318,8 +318,9 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
   ot_plan *plan = NULL;
   ot_status s = OT_OK;
   /* deferred persistent copies go home first: whether handed over (the new
-   * plan starts from clean copies) or not (their memory is freed) */
-  ot_status w = prev->defer ? ot_sched_sync(prev) : OT_OK;
+   * plan starts from clean copies) or not (their memory is freed); a
+   * pipeline's stages defer their own (ot_sched_sync syncs each) */
+  ot_status w = ot_sched_sync(prev);
   if (w != OT_OK) return ot_fail_context(w, "ot_sched_plan_after: the previous plan");
   /* its staging ring (disk.h) before the new plan's homes pass counts the
    * host memory: prev is between runs (every read taken), and a later run of
@@ -357,6 +358,10 @@ ot_status ot_sched_plan_after(ot_plan *prev, const ot_program *prog, const ot_sc
   }
   ot_exec_release(prev);
   prev->spent = 1;
+  for (int k = 0; k < prev->n_stages; k++) { /* synced above: destroying them later must not write home again */
+    ot_exec_release(prev->stages[k].plan);
+    prev->stages[k].plan->spent = 1;
+  }
   *out = plan;
   return OT_OK;
 }
@@ -393,6 +398,9 @@ ot_plan_stats ot_plan_get_stats(const ot_plan *plan, int steady) {
     z.predicted_s += a.predicted_s; /* stages run one after the other */
     z.recomputes += a.recomputes, z.recompute_bytes += a.recompute_bytes, z.recompute_flops += a.recompute_flops;
     z.recompute_kernels += a.recompute_kernels;
+    /* hybrid compute: each stage's own ops */
+    z.n_host_ops += a.n_host_ops, z.host_read_bytes += a.host_read_bytes, z.cross_bytes += a.cross_bytes;
+    if (a.host_read_rate > z.host_read_rate) z.host_read_rate = a.host_read_rate;
   }
   return z;
 }

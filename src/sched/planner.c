@@ -628,8 +628,12 @@ static ot_status sim_op(sim *m, int i, int *missing, int *need) {
       m->dirty[s] = 0;
     }
     /* defer_writeback: a persistent copy stays dirty; it is written home if
-     * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync */
-    const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP);
+     * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync.
+     * Not an output: its home must hold it after every run, for the caller or,
+     * in a pipeline stage, for the stages that read it from there (issue 43:
+     * a trained weight the last stage updates and the first reads) */
+    const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP) &&
+                         !(ps->role & OT_ROLE_OUTPUT);
     if (m->dirty[s] && (ps->role & OT_ROLE_WRITEBACK) && ps->last_write == i && !deferred) {
       OT_TRY(emit(m, i + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, s));
       m->dirty[s] = 0;
