@@ -3,6 +3,7 @@
  * says what a wrong type is, for every field the reader reads. */
 #include <stdio.h>
 
+#include "io/json_util.h"
 #include "text/tokenizer_internal.h"
 
 _Thread_local uint64_t ot_tok_work;
@@ -10,20 +11,9 @@ _Thread_local uint64_t ot_tok_work;
 static const char *const type_names[] = {"a boolean", "a string", "one character", "an integer",
                                          "an array",  "an object", "a number"};
 
-/* What v is, for the message ("a boolean" rather than jansson's true/false). */
-static const char *found(const json_t *v) {
-  switch (json_typeof(v)) {
-  case JSON_OBJECT: return "an object";
-  case JSON_ARRAY: return "an array";
-  case JSON_STRING: return "a string";
-  case JSON_INTEGER: return "an integer";
-  case JSON_REAL: return "a real number";
-  case JSON_TRUE:
-  case JSON_FALSE: return "a boolean";
-  case JSON_NULL: return "null";
-  }
-  return "?";
-}
+/* What v is, for the message: jansson's kinds, but "a boolean" for both
+ * true and false, since the field's expected type is named that way. */
+static const char *found(const json_t *v) { return json_is_boolean(v) ? "a boolean" : ot_json_kind(v); }
 
 static int is(const json_t *v, tf_type t) {
   switch (t) {
