@@ -166,9 +166,10 @@ const ot_setting_def ot_setting_defs[OT_SET_COUNT] = {
                                  "0:20GB,1:30GB; a number without a unit is bytes",
                                  parse_limit, NULL, 0, 0},
     [OT_SET_CPU_MEMORY_LIMIT] = {"cpu-memory-limit", "OMPTENSOR_CPU_MEMORY_LIMIT", "memory.max_cpu_memory", "SIZE",
-                                 "host memory budget for weights, caches and staging: 2GB, 25% (of the machine's "
-                                 "memory); the weights that do not fit are read from the checkpoint's files every "
-                                 "time they are uploaded (backend map; safetensors checkpoints)",
+                                 "host memory budget for every host home (weights, caches, staging; in train also "
+                                 "gradients and optimizer state): 2GB, 25% (of the machine's memory); a run's "
+                                 "safetensors weights that do not fit are read from the checkpoint's files every "
+                                 "time they are uploaded (backend map); homes beyond it are refused",
                                  parse_cpu_limit, NULL, 0, 0},
     [OT_SET_OFFLOAD] = {"offload", "OMPTENSOR_OFFLOAD", "memory.offload_strategy", "STRATEGY",
                         "none | minimal | balanced | aggressive (default balanced; --offload alone: balanced)",
