@@ -1,7 +1,7 @@
 /* tokenizer_encode.c — text to ids (tokenizer.h): added tokens, normalizers,
  * pre-tokenizers, BPE. */
 #ifndef _GNU_SOURCE
-#define _GNU_SOURCE /* memmem (glibc's is linear: two-way) */
+#define _GNU_SOURCE /* memmem (glibc's is linear: two-way); CMakeLists.txt also passes it (amdgcn) */
 #endif
 #include <stdio.h>
 #include <utf8proc.h>
