@@ -186,9 +186,29 @@ static void test_wrong_type_named(void **state) {
   ot_cli_res_free(&r);
 }
 
+/* A file that is not a tokenizer, given as the model: named as such with
+ * its first bytes (issue 43: "x.bin/tokenizer.json: a folder on the way is
+ * a file"), for tokenize and detokenize alike. */
+static void test_not_a_tokenizer(void **state) {
+  (void)state;
+  char path[4200], want[4300];
+  ot_write_text(tmp, "x.bin", "hi\n");
+  snprintf(path, sizeof path, "%s/x.bin", tmp);
+  snprintf(want, sizeof want, "%s: not a tokenizer: not a GGUF file (magic 'hi?\?', expected 'GGUF')", path);
+  const char *a1[] = {"tokenize", path, "--text", "a", NULL};
+  const char *a2[] = {"detokenize", path, "--ids", "1", NULL};
+  const char *const *as[] = {a1, a2};
+  for (int k = 0; k < 2; k++) {
+    ot_cli_res r = run(NULL, as[k]);
+    if (r.status != 2 || !strstr(r.err, want) || strchr(r.err, '\n') != r.err + strlen(r.err) - 1)
+      fail_msg("%s: exit %d, stderr '%s', want exit 2 and one line saying '%s'", as[k][0], r.status, r.err, want);
+    ot_cli_res_free(&r);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_tokenize_matches_hf), cmocka_unit_test(test_json_and_special),
                                      cmocka_unit_test(test_bad_input), cmocka_unit_test(test_empty_ids),
-                                     cmocka_unit_test(test_wrong_type_named)};
+                                     cmocka_unit_test(test_wrong_type_named), cmocka_unit_test(test_not_a_tokenizer)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -9,6 +9,7 @@
  * byte buffer that each pre-tokenizer step rebuilds (ByteLevel's prefix
  * space is the only edit). */
 #include <jansson.h>
+#include <sys/stat.h>
 
 #include "io/json_util.h"
 #include "omptensor/file.h"
@@ -462,12 +463,30 @@ ot_status ot_tokenizer_parse(const char *json, size_t len, const char *label, ot
   return OT_OK;
 }
 
+/* A file given where a tokenizer is read that is neither GGUF nor *.json:
+ * said as such, with its first bytes, rather than as "PATH/tokenizer.json:
+ * a folder on the way is a file" (the message run gives, hfconfig.c). */
+static ot_status not_a_tokenizer(const char *path) {
+  unsigned char b[4];
+  FILE *f = fopen(path, "rb");
+  const size_t n = f ? fread(b, 1, sizeof b, f) : 0;
+  if (f) fclose(f);
+  char m[5];
+  for (size_t i = 0; i < 4; i++) m[i] = i < n && b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '?';
+  m[4] = 0;
+  return ot_fail(OT_ERR_FORMAT, "%s: not a tokenizer: not a GGUF file (magic '%s', expected 'GGUF') nor a "
+                 "tokenizer.json; give a model directory, its tokenizer.json or a .gguf file", path, m);
+}
+
 ot_status ot_tokenizer_load(const char *path, ot_tokenizer **out) {
   if (!out) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: out is NULL");
   *out = NULL;
   if (!path) return ot_fail(OT_ERR_INVALID_ARG, "ot_tokenizer_load: path is NULL");
   if (ot_gguf_is_file(path)) return ot_tokenizer_load_gguf(path, out); /* its metadata (tokenizer_gguf.c) */
   size_t pl = strlen(path);
+  struct stat sb;
+  if (!(pl > 5 && !strcmp(path + pl - 5, ".json")) && stat(path, &sb) == 0 && !S_ISDIR(sb.st_mode))
+    return not_a_tokenizer(path);
   char *file = malloc(pl + 16);
   if (!file) return ot_fail(OT_ERR_OUT_OF_MEMORY, "tokenizer: no host memory");
   /* a folder: its tokenizer.json */
