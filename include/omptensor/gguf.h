@@ -90,6 +90,10 @@ void ot_gguf_close(ot_gguf *g); /* NULL is fine */
  * rather than read as something else). Nothing else is checked; errors are
  * not recorded. */
 int ot_gguf_is_file(const char *path);
+/* A file's first bytes (n of them, at most 4 used) as GGUF's messages show
+ * a magic: printable ASCII as is, anything else (and bytes past n) '?', as
+ * llama.cpp's reader shows them; m gets 4 characters and a NUL. */
+void ot_gguf_magic_text(const void *first, size_t n, char m[5]);
 
 uint32_t ot_gguf_version(const ot_gguf *g);
 uint64_t ot_gguf_alignment(const ot_gguf *g);

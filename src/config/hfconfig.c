@@ -909,8 +909,7 @@ static ot_status not_a_model_dir(const char *path) {
  * bytes, rather than as a JSON syntax error. */
 static ot_status not_a_model(const char *path, const char *text, size_t len) {
   char m[5];
-  for (size_t i = 0; i < 4; i++) m[i] = i < len && text[i] >= 0x20 && text[i] < 0x7f ? text[i] : '?';
-  m[4] = 0;
+  ot_gguf_magic_text(text, len, m);
   return ot_fail(OT_ERR_FORMAT, "%s: not a model: not a GGUF file (magic '%s', expected 'GGUF') nor a config.json "
                  "(JSON); give a model directory or a .gguf file", path, m);
 }

@@ -310,10 +310,9 @@ static int distinct_tensors(cur *c, const ot_gguf *g) {
   return ok;
 }
 
-/* A file's first 4 bytes for a message: printable ASCII as is, others '?'
- * (as llama.cpp's reader shows them). */
-static void magic_text(const unsigned char *p, char m[5]) {
-  for (int i = 0; i < 4; i++) m[i] = p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'' ? (char)p[i] : '?';
+void ot_gguf_magic_text(const void *first, size_t n, char m[5]) {
+  const unsigned char *p = first;
+  for (size_t i = 0; i < 4; i++) m[i] = i < n && p[i] >= 0x20 && p[i] < 0x7f && p[i] != '\'' ? (char)p[i] : '?';
   m[4] = 0;
 }
 
@@ -324,7 +323,7 @@ static int parse(cur *c, uint64_t file_size, ot_gguf *g) {
   if (!rd_u32(c, &magic, "the magic")) return 0;
   if (magic != GGUF_MAGIC) {
     char m[5];
-    magic_text(c->p, m);
+    ot_gguf_magic_text(c->p, 4, m);
     FAIL(c, OT_ERR_FORMAT, "%s: not a GGUF file (magic '%s', expected 'GGUF')", c->name, m);
     return 0;
   }

@@ -472,8 +472,7 @@ static ot_status not_a_tokenizer(const char *path) {
   const size_t n = f ? fread(b, 1, sizeof b, f) : 0;
   if (f) fclose(f);
   char m[5];
-  for (size_t i = 0; i < 4; i++) m[i] = i < n && b[i] >= 0x20 && b[i] < 0x7f ? (char)b[i] : '?';
-  m[4] = 0;
+  ot_gguf_magic_text(b, n, m);
   return ot_fail(OT_ERR_FORMAT, "%s: not a tokenizer: not a GGUF file (magic '%s', expected 'GGUF') nor a "
                  "tokenizer.json; give a model directory, its tokenizer.json or a .gguf file", path, m);
 }
