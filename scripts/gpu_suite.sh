@@ -22,6 +22,7 @@ case "${1:-}" in
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     cp -L "$b"/tests/test_* "$b/omptensor" "$tmp/"
     cp -L "$b"/libomptensor.so* "$tmp/" 2>/dev/null || true
+    cp -L "$b"/bench/bench_* "$tmp/" 2>/dev/null || true # the benchmarks (bench/) beside the tests
     mkdir -p gpu-carry
     XZ_OPT="-T2 -6e --lzma2=dict=192MiB" tar -C "$tmp" -cJf gpu-carry/nvptx.tar.xz .
     ls -l gpu-carry/nvptx.tar.xz ;;

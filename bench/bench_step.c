@@ -1,0 +1,244 @@
+/* bench_step.c — where one resident decode step's time goes (issue 44).
+ *
+ * A synthetic Llama (Llama-2-7B's shapes by default, weights from a seed, no
+ * checkpoint) decodes greedily with every weight resident. One decode step
+ * is recorded three ways at once:
+ *   - host time: the step's wall time, between the two tokens' callbacks;
+ *   - the executor's trace: the ops it ran, and the host time inside them
+ *     (launch, wait) against the time between them (the executor itself);
+ *   - the GPU's own records (CUPTI, bench/support/gpu_activity.h): every
+ *     kernel and copy the step ran, their summed durations and the time the
+ *     GPU was busy at all. busy / wall is the GPU busy fraction.
+ * Steps other than the profiled one run without CUPTI: their median wall is
+ * printed beside it (what recording added).
+ *
+ *   bench_step [--layers N] [--dtype bf16|f32|q8b|q4b|...] [--prompt N] [--steps N]
+ *              [--top N] [--json FILE]
+ * Without a GPU (no CUPTI) it prints the host side only. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench_common.h"
+#include "gpu_activity.h"
+#include "omptensor/args.h"
+#include "omptensor/models.h"
+#include "sched/trace_impl.h"
+
+enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_HELP, MAX_STEPS = 256 };
+
+static const ot_opt bs_optv[] = {
+    {"layers", 0, "N", "decoder layers (default 32: Llama-2-7B; the widths are its own)", O_LAYERS},
+    {"dtype", 0, "DTYPE", "weight dtype: bf16 (default), f32, f16, q8b, q4b, ...", O_DTYPE},
+    {"prompt", 0, "N", "prompt tokens before the decode steps (default 128)", O_PROMPT},
+    {"steps", 0, "N", "decode steps; the one in the middle is profiled (default 9)", O_STEPS},
+    {"top", 0, "N", "kernels listed, the most time first (default 12)", O_TOP},
+    {"json", 0, "FILE", "also write the numbers as one JSON line to FILE ('-': stdout)", O_JSON},
+    {"help", 'h', NULL, "show this help", O_HELP},
+    {0}};
+
+typedef struct bs_opts {
+  long layers, prompt, steps, top;
+  ot_dtype dt;
+  const char *json;
+} bs_opts;
+
+static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
+  bs_opts *o = user;
+  if (!opt) return ot_set_error(OT_ERR_INVALID_ARG, "unexpected argument '%s'", v);
+  switch (opt->id) {
+  case O_LAYERS: return bc_parse_int("--layers", v, 1, 1000, &o->layers);
+  case O_DTYPE: return ot_dtype_parse(v, &o->dt);
+  case O_PROMPT: return bc_parse_int("--prompt", v, 1, 4000, &o->prompt);
+  case O_STEPS: return bc_parse_int("--steps", v, 3, MAX_STEPS - 1, &o->steps);
+  case O_TOP: return bc_parse_int("--top", v, 0, 1000, &o->top);
+  case O_JSON: o->json = v; return OT_OK;
+  case O_HELP: bc_usage("bench_step", bs_optv);
+  }
+  return OT_OK;
+}
+
+/* Llama-2-7B's widths, `layers` deep. */
+static void config(long layers, ot_hf_config *c) {
+  memset(c, 0, sizeof *c);
+  c->arch = OT_ARCH_LLAMA;
+  strcpy(c->model_type, "llama");
+  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
+  c->hidden_size = 4096;
+  c->intermediate_size = 11008;
+  c->num_heads = 32;
+  c->num_kv_heads = 32;
+  c->head_dim = 128;
+  c->vocab_size = 32000;
+  c->num_layers = layers;
+  c->max_position_embeddings = 4096;
+  c->norm_eps = 1e-5;
+  c->rope_theta = 10000;
+  c->act = OT_ACT_SILU;
+  c->bos_token_id = -1;
+}
+
+/* The tokens' callback: wall time per step, CUPTI around the profiled one. */
+typedef struct bs_run {
+  int profiled;          /* decode step index profiled (token index profiled + 1 ends it) */
+  uint64_t at[MAX_STEPS]; /* ot_now_ns() at each token */
+  int n;
+  int have_gpu;          /* CUPTI started */
+  ot_status gpu_st;
+  bc_gpu_window win;
+} bs_run;
+
+static ot_status on_token(void *user, int32_t id, int index) {
+  (void)id;
+  bs_run *r = user;
+  if (index < MAX_STEPS) r->at[index] = ot_now_ns(), r->n = index + 1;
+  /* token `index` ends decode step `index` (token 0 comes from the prompt) */
+  if (index == r->profiled - 1) {
+    r->gpu_st = bc_gpu_activity_start();
+    r->have_gpu = r->gpu_st == OT_OK;
+    if (!r->have_gpu) fprintf(stderr, "bench_step: no GPU records: %s\n", ot_last_error());
+    r->at[index] = ot_now_ns(); /* after CUPTI's start */
+  } else if (index == r->profiled && r->have_gpu) {
+    r->gpu_st = bc_gpu_activity_stop(&r->win);
+    if (r->gpu_st != OT_OK) r->have_gpu = 0;
+  }
+  return OT_OK;
+}
+
+/* The executor's view of [t0, t1): ops run and the host time inside them. */
+typedef struct bs_ops {
+  int ops, host_ops;
+  double in_ops_ns;
+} bs_ops;
+
+static bs_ops ops_between(const ot_trace *tr, uint64_t t0, uint64_t t1) {
+  bs_ops o = {0};
+  const uint64_t origin = ot_trace_t0(tr); /* the events' times are relative to it */
+  t0 = t0 > origin ? t0 - origin : 0;
+  t1 = t1 > origin ? t1 - origin : 0;
+  for (size_t i = 0; i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    if (e->kind != OT_TRACE_KERNEL || e->start_ns < t0 || e->end_ns > t1) continue;
+    o.ops++;
+    if (e->flags & OT_TRACE_HOST) o.host_ops++;
+    o.in_ops_ns += (double)(e->end_ns - e->start_ns);
+  }
+  return o;
+}
+
+static double step_ms(const bs_run *r, int k) { return (double)(r->at[k] - r->at[k - 1]) / 1e6; }
+
+static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, const bs_run *r, const bs_ops *o,
+                   FILE *json) {
+  const int k = r->profiled;
+  const double wall = step_ms(r, k);
+  double others[MAX_STEPS];
+  int n = 0;
+  for (int i = 2; i < r->n; i++) /* decode steps 2.. (step 1 may still settle in) */
+    if (i != k) others[n++] = step_ms(r, i);
+  const double med = bc_median(others, n);
+  printf("decode step %d (position %ld): wall %.3f ms (profiled), %.3f ms median of the other %d steps (not profiled)\n", k,
+         a->prompt + k - 1, wall, med, n);
+  printf("  executor: %d ops (%d on the host), %.1f us wall per op, %.1f us of it inside the op (launch, wait), "
+         "%.1f us between ops\n",
+         o->ops, o->host_ops, o->ops ? wall * 1e3 / o->ops : 0.0, o->ops ? o->in_ops_ns / 1e3 / o->ops : 0.0,
+         o->ops ? (wall * 1e6 - o->in_ops_ns) / 1e3 / o->ops : 0.0);
+  const double gbs = (double)wbytes / (med * 1e-3) / 1e9;
+  printf("  weights %.2f GB per step: %.0f GB/s at the median step (%.1f tokens/s)\n", (double)wbytes / 1e9, gbs,
+         1e3 / med);
+  const bc_gpu_window *w = &r->win;
+  if (r->have_gpu) {
+    printf("  GPU: %d kernels (%.1f per op), %d copies; kernels %.3f ms, copies %.3f ms, busy %.3f ms of %.3f ms: "
+           "busy fraction %.1f %%\n",
+           w->kernels, o->ops ? (double)w->kernels / o->ops : 0.0, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6,
+           w->busy_ns / 1e6, wall, 100.0 * w->busy_ns / 1e6 / wall);
+    printf("  per kernel: %.1f us in the kernel, %.1f us of wall\n", w->kernels ? w->kernel_ns / 1e3 / w->kernels : 0.0,
+           w->kernels ? wall * 1e3 / w->kernels : 0.0);
+    printf("\n  %-70s %6s %10s %8s %6s\n", "kernel", "calls", "total us", "us/call", "share");
+    for (int i = 0; i < w->n_names && i < a->top; i++)
+      printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
+             w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
+  }
+  if (json)
+    fprintf(json,
+            "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,"
+            "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
+            "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
+            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f}\n",
+            (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
+            a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
+            w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
+            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0);
+}
+
+static ot_status run(const bs_opts *a, FILE *json) {
+  ot_hf_config c;
+  config(a->layers, &c);
+  ot_ctx *ctx = NULL;
+  ot_lm *m = NULL;
+  ot_trace *tr = NULL;
+  ot_gen_result res = {0};
+  bs_run r = {.profiled = (int)(a->steps + 1) / 2 + 1};
+  int32_t *prompt = malloc((size_t)a->prompt * sizeof *prompt);
+  ot_status s = prompt ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: the prompt");
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  for (long i = 0; prompt && i < a->prompt; i++) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    prompt[i] = (int32_t)(x % (uint64_t)c.vocab_size);
+  }
+  if (s == OT_OK) s = ot_ctx_create(NULL, &ctx);
+  if (s == OT_OK) s = ot_trace_create(&tr);
+  if (s == OT_OK) {
+    printf("bench_step on %s (device %d): synthetic Llama, %lld layers, hidden %lld, ffn %lld, vocab %lld, %s "
+           "weights, prompt %ld, %ld decode steps\n",
+           bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, (long long)c.hidden_size,
+           (long long)c.intermediate_size, (long long)c.vocab_size, ot_dtype_name(a->dt), a->prompt, a->steps);
+    s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
+  }
+  const uint64_t wbytes = m ? m->weight_bytes : 0;
+  if (s == OT_OK) {
+    ot_gen_opts g = ot_gen_opts_default();
+    g.max_new_tokens = (int)a->steps + 1;
+    g.greedy = 1;
+    g.trace = tr;
+    g.on_token = on_token;
+    g.token_user = &r;
+    s = ot_generate(m, prompt, (int)a->prompt, &g, &res);
+  }
+  if (s == OT_OK && r.n <= r.profiled)
+    s = ot_set_error(OT_ERR_STATE, "bench_step: the generation stopped after %d tokens", r.n);
+  if (s == OT_OK && (res.decode_plan.uploads || res.decode_plan.n_host_ops))
+    fprintf(stderr, "bench_step: note: the decode plan uploads %d tensors and runs %d ops on the host per step: "
+            "not all resident\n", res.decode_plan.uploads, res.decode_plan.n_host_ops);
+  if (s == OT_OK) {
+    bs_ops o = ops_between(tr, r.at[r.profiled - 1], r.at[r.profiled]);
+    report(a, &c, wbytes, &r, &o, json);
+  }
+  bc_gpu_window_free(&r.win);
+  ot_gen_result_free(&res);
+  ot_lm_destroy(m);
+  ot_trace_destroy(tr);
+  ot_ctx_destroy(ctx);
+  free(prompt);
+  return s;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .dt = OT_BF16};
+  const ot_opt *tables[] = {bs_optv, NULL};
+  if (ot_args_parse("bench_step", argc, argv, tables, on_opt, &a) != OT_OK) {
+    fprintf(stderr, "%s\n", ot_last_error());
+    return 2;
+  }
+  FILE *json = NULL;
+  ot_status s = bc_open_out(a.json, &json);
+  if (s == OT_OK) s = run(&a, json);
+  if (json) bc_close_out(json);
+  if (s != OT_OK) {
+    fprintf(stderr, "bench_step: %s\n", ot_last_error());
+    return 1;
+  }
+  return 0;
+}
