@@ -66,4 +66,39 @@ _Static_assert(OT_GPU_WAVEFRONT_SIZE % OT_WARP_SIZE == 0,
  * the warp's end gets its own v). */
 #define OT_WARP_SHFL_DOWN(v, delta) ompx_shfl_down_sync_f(~0ull, (v), (unsigned)(delta), OT_WARP_SIZE)
 
+/* A fence of the whole device's memory (CUDA's __threadfence): LLVM 19's
+ * NVPTX back end cannot select a seq_cst __atomic_thread_fence. */
+#if defined(__NVPTX__)
+#define OT_GPU_FENCE() __nvvm_membar_gl()
+#elif defined(__AMDGCN__)
+#define OT_GPU_FENCE() __builtin_amdgcn_fence(__ATOMIC_SEQ_CST, "agent")
+#else
+#define OT_GPU_FENCE() __atomic_thread_fence(__ATOMIC_SEQ_CST)
+#endif
+
+/* A barrier of every block of the grid, for a persistent kernel whose
+ * blocks are all resident at once (no more blocks than the GPU holds at a
+ * time: a block still waiting for a slot would never arrive). `bar` points
+ * to a counter in device memory that only grows: every block adds 1 per
+ * barrier, and the k-th barrier of a launch waits for (the counter's value
+ * at the launch) + k * (blocks). Thread 0 of each block does the atomics:
+ * the fence before its arrival publishes its block's writes (ordered by the
+ * block barrier before it), the fence after the wait makes the other
+ * blocks' writes visible to its block (ordered by the block barrier after
+ * it). The counter is read volatile: a plain load could be hoisted out of
+ * the loop or served from a stale cache line. The CUDA pattern
+ * (__threadfence, atomicAdd, a volatile spin) as LLVM's builtins spell it. */
+#define OT_GPU_GRID_SYNC(tid, bar, target)                                                                    \
+  do {                                                                                                        \
+    OT_GPU_BLOCK_SYNC();                                                                                      \
+    if ((tid) == 0) {                                                                                         \
+      OT_GPU_FENCE();                                                                                         \
+      __atomic_fetch_add((bar), (uint64_t)1, __ATOMIC_RELAXED);                                               \
+      while (*(volatile uint64_t *)(bar) < (target)) {                                                        \
+      }                                                                                                       \
+      OT_GPU_FENCE();                                                                                         \
+    }                                                                                                         \
+    OT_GPU_BLOCK_SYNC();                                                                                      \
+  } while (0)
+
 #endif /* OT_GPU_H */

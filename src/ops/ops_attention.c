@@ -1,4 +1,5 @@
 /* ops_attention.c — RoPE and causal attention with a KV cache. */
+#include "kernels/step_gpu.h"
 #include "ops/ops_impl.h"
 
 typedef struct pos_params {
@@ -101,6 +102,22 @@ static ot_status run_rope_attention(const ot_op_exec *e) {
   return ot_k_attention_window(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, pos, p->window);
 }
 
+/* The step kernel's encoder: run_rope_attention's views and bookkeeping,
+ * for one row (kernels/step_gpu.h). A position the cache cannot hold is
+ * left to run, which says so. */
+static int emit_rope_attention(const ot_op_exec *e, void *insns) {
+  const pos_params *p = e->params;
+  int64_t pos;
+  if (cache_pos(e, &pos) != OT_OK) return 0;
+  ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
+  ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
+  const int n = ot_kstep_rope_attention(insns, e->device, ot_ops_view(e->out_t[2], e->out[2]), q, k,
+                                        ot_ops_view(e->in_t[2], e->in[2]), kc, vc, pos, p->rope, p->window);
+  if (n && (ot_ops_wrote_rows(e, 3, kc, 0, pos, q.ne[0]) != OT_OK || ot_ops_wrote_rows(e, 4, vc, 0, pos, q.ne[0]) != OT_OK))
+    return 0; /* (cannot fail for these views; run would say why) */
+  return n;
+}
+
 ot_status ot_op_rope_attention(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                                ot_tensor *k_cache, ot_tensor *v_cache, int pos_slot, ot_rope rope) {
   return ot_op_rope_attention_window(p, out, q, k, v, k_cache, v_cache, pos_slot, rope, 0);
@@ -118,7 +135,8 @@ ot_status ot_op_rope_attention_window(ot_program *p, ot_tensor *out, ot_tensor *
     return ot_fail(OT_ERR_SHAPE, "rope_attention: q '%s' must be [T, H, head_dim] with an even head_dim", ot_tensor_name(q));
   OT_TRY(check_rope(rope, "rope_attention"));
   pos_params prm = {pos_slot, rope, window};
-  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache}, .n_in = 5, .out = {q, k, out, k_cache, v_cache}, .n_out = 5,
+                   .emit = emit_rope_attention};
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 0);
   /* named for what it computes, in plans and traces */
   return ot_ops_record(p, window ? "rope_attention_window" : "rope_attention", k_cache, run_rope_attention, &a, &prm,

@@ -2,6 +2,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "kernels/step_gpu.h"
 #include "ops/ops_impl.h"
 
 ot_kview ot_ops_view(const ot_tensor *t, void *p) {
@@ -41,7 +42,9 @@ ot_status ot_ops_record(ot_program *p, const char *kind, const ot_tensor *named,
   for (int i = 0; i < a->n_in; i++) bytes += (double)ot_tensor_nbytes(a->in[i]);
   for (int i = 0; i < a->n_out; i++) bytes += (double)ot_tensor_nbytes(a->out[i]);
   d.bytes = bytes;
-  return ot_program_add_op(p, &d);
+  OT_TRY(ot_program_add_op(p, &d));
+  if (!a->emit) return OT_OK;
+  return ot_program_set_batch(p, ot_program_num_ops(p) - 1, a->emit, ot_kstep_run, sizeof(ot_kinsn));
 }
 
 ot_status ot_ops_scalar(const ot_op_exec *e, int slot, const char *what, int64_t *v) {

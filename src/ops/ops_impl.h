@@ -6,6 +6,7 @@
 #include "memory/tensor_impl.h"
 #include "kernels/kernels.h"
 #include "omptensor/ops.h"
+#include "sched/batch.h"
 
 /* The kernel view of tensor t whose element 0 is at address p. */
 ot_kview ot_ops_view(const ot_tensor *t, void *p);
@@ -19,6 +20,9 @@ ot_kview ot_ops_view(const ot_tensor *t, void *p);
 typedef struct ot_ops_args {
   ot_tensor *in[8], *out[8];
   int n_in, n_out;
+  /* optional: the op's step-kernel encoder (sched/batch.h, kernels/step_gpu.h), for ops a
+   * decode step runs many of: the executor then runs a stretch of them in one launch */
+  ot_op_emit_fn emit;
 } ot_ops_args;
 
 int ot_ops_in(ot_ops_args *a, ot_tensor *t);  /* read */

@@ -56,6 +56,14 @@ typedef struct run_state {
   uint64_t used;
   pending *pend;   /* write-backs that may still be reading the arena */
   int n_pend, cap_pend;
+  /* ops encoded for one launch (batch.h), not run yet */
+  struct {
+    ot_op_launch_fn launch;
+    size_t insn_bytes;
+    unsigned char *insns; /* n_insns * insn_bytes */
+    int n_insns, cap_insns;
+    int *ops, n_ops, cap_ops;
+  } b;
 } run_state;
 
 ot_mv_kind ot_exec_mv_kind(const ot_ctx *ctx, int dev) {
@@ -465,9 +473,25 @@ static ot_status recompute(run_state *r, const ot_plan_event *e) {
   return OT_OK;
 }
 
-static ot_status run_op(run_state *r, int i) {
+/* Op i's KERNEL event (and the REMOTE events of what it read in place). */
+static void trace_op(run_state *r, int i, uint64_t t0, uint64_t t1) {
+  if (!r->tr) return;
+  const ot_program *p = r->plan->prog;
+  const ot_op *o = &p->ops[i];
+  ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0, 0};
+  ot_trace_add(r->tr, &ev);
+  for (int k = 0; r->plan->place && k < o->n_acc; k++) { /* what the kernel read in place */
+    const int st = o->acc[k].st;
+    if (r->plan->place[st] != OT_PLACE_REMOTE) continue;
+    ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used, t0, 0};
+    ot_trace_add(r->tr, &rv);
+  }
+}
+
+/* Before op i runs (alone or encoded): its copies in place, its exec record
+ * filled, its partial-write marks cleared. */
+static ot_status op_begin(run_state *r, int i, ot_op_exec *e) {
   ot_plan *plan = r->plan;
-  if (host_op(plan, i)) return run_host_op(r, i);
   ot_program *p = plan->prog;
   const ot_op *o = &p->ops[i];
   int ok;
@@ -476,33 +500,82 @@ static ot_status run_op(run_state *r, int i) {
     char *base = dev_addr(r, o->ts[k]); /* NULL for an empty home */
     plan->args[k] = base ? base + ot_tensor_byte_offset(o->t[k]) : NULL;
   }
-  ot_op_exec e = {r->dev_num, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
-                  o->params, o->params_bytes, p->scalars, p->n_scalars, r};
+  *e = (ot_op_exec){r->dev_num, i, o->name, o->n_in, o->n_out, plan->args, plan->args + o->n_in, o->t, o->t + o->n_in,
+                    o->params, o->params_bytes, p->scalars, p->n_scalars, r};
   if (!ok) {
     record(r, OT_TRACE_KERNEL, 0, i, o->name, 0, 0);
     return ot_fail(OT_ERR_STATE, "executor: op '%s' (#%d) would run without all its tensors on device %d (planner bug)",
                    o->name, i, plan->dev);
   }
   for (int k = 0; k < o->n_acc; k++) plan->dirty[o->acc[k].st].marked = 0;
-  uint64_t t0 = ot_now_ns();
-  ot_status s = o->run(&e);
-  uint64_t t1 = ot_now_ns();
-  for (int k = 0; k < o->n_acc; k++) { /* written without ot_op_wrote: written whole */
-    ot_exec_dirty *d = &plan->dirty[o->acc[k].st];
+  return OT_OK;
+}
+
+/* After op i ran or was encoded: what it wrote without ot_op_wrote counts as written whole. */
+static void op_end(run_state *r, int i) {
+  const ot_op *o = &r->plan->prog->ops[i];
+  for (int k = 0; k < o->n_acc; k++) {
+    ot_exec_dirty *d = &r->plan->dirty[o->acc[k].st];
     if (o->acc[k].write && !d->marked) d->known = 0;
     d->marked = 0;
   }
-  if (r->tr) {
-    ot_trace_event ev = {OT_TRACE_KERNEL, OT_TRACE_RESIDENT_OK, r->run, i, r->dev_num, o->name, t0, t1, 0, 0, r->used, t0, 0};
-    ot_trace_add(r->tr, &ev);
-    for (int k = 0; plan->place && k < o->n_acc; k++) { /* what the kernel read in place */
-      const int st = o->acc[k].st;
-      if (plan->place[st] != OT_PLACE_REMOTE) continue;
-      ot_trace_event rv = {OT_TRACE_REMOTE, 0, r->run, i, r->dev_num, p->st[st].name, t0, t1, p->st[st].bytes, 0, r->used, t0, 0};
-      ot_trace_add(r->tr, &rv);
-    }
-  }
+}
+
+static ot_status run_op(run_state *r, int i) {
+  ot_plan *plan = r->plan;
+  if (host_op(plan, i)) return run_host_op(r, i);
+  const ot_op *o = &plan->prog->ops[i];
+  ot_op_exec e;
+  OT_TRY(op_begin(r, i, &e));
+  uint64_t t0 = ot_now_ns();
+  ot_status s = o->run(&e);
+  uint64_t t1 = ot_now_ns();
+  op_end(r, i);
+  trace_op(r, i, t0, t1);
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d)", o->name, i);
+  return OT_OK;
+}
+
+/* Runs the ops encoded so far as one launch. Their KERNEL events share the
+ * launch's time in equal slices, in order: the device does not report
+ * where one instruction ends. */
+static ot_status flush_batch(run_state *r) {
+  const int n = r->b.n_ops;
+  if (!n) return OT_OK;
+  const uint64_t t0 = ot_now_ns();
+  ot_status s = r->b.launch(r->dev_num, r->b.insns, r->b.n_insns);
+  const uint64_t t1 = ot_now_ns();
+  for (int j = 0; j < n; j++)
+    trace_op(r, r->b.ops[j], t0 + (t1 - t0) * (uint64_t)j / (uint64_t)n, t0 + (t1 - t0) * (uint64_t)(j + 1) / (uint64_t)n);
+  r->b.n_ops = r->b.n_insns = 0;
+  if (s != OT_OK) {
+    const ot_op *a = &r->plan->prog->ops[r->b.ops[0]], *z = &r->plan->prog->ops[r->b.ops[n - 1]];
+    return ot_fail_context(s, "ops '%s' (#%d) to '%s' (#%d), run as one launch", a->name, r->b.ops[0], z->name,
+                           r->b.ops[n - 1]);
+  }
+  return OT_OK;
+}
+
+/* Op i into the batch if its encoder takes this call (*added), else nothing
+ * changes and the caller runs it alone. */
+static ot_status batch_add(run_state *r, int i, int *added) {
+  const ot_op *o = &r->plan->prog->ops[i];
+  *added = 0;
+  if (!o->emit || host_op(r->plan, i)) return OT_OK;
+  if (r->b.n_ops && (o->launch != r->b.launch || o->insn_bytes != r->b.insn_bytes)) OT_TRY(flush_batch(r));
+  OT_TRY(ot_grow((void **)&r->b.insns, &r->b.cap_insns, r->b.n_insns + OT_BATCH_MAX_PER_OP, o->insn_bytes,
+                        "executor: instructions"));
+  OT_TRY(ot_grow((void **)&r->b.ops, &r->b.cap_ops, r->b.n_ops + 1, sizeof *r->b.ops, "executor: instructions"));
+  ot_op_exec e;
+  OT_TRY(op_begin(r, i, &e));
+  const int k = o->emit(&e, r->b.insns + (size_t)r->b.n_insns * o->insn_bytes);
+  if (k <= 0) return OT_OK;
+  r->b.launch = o->launch;
+  r->b.insn_bytes = o->insn_bytes;
+  r->b.n_insns += k;
+  r->b.ops[r->b.n_ops++] = i;
+  op_end(r, i);
+  *added = 1;
   return OT_OK;
 }
 
@@ -634,12 +707,20 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
   /* the probe: once, in the first replay, where it holds the most */
   int probe = r->plan->probe_budget && r->plan->runs == 1 && ot_dev_is_gpu(r->plan->dev);
   for (int slot = 0; slot <= p->n_ops; slot++) {
+    /* a batch runs before any event: events wait for, or copy, what its ops write */
+    if (sc->slot_start[slot] < sc->slot_start[slot + 1] || slot == p->n_ops) OT_TRY(flush_batch(r));
     for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) OT_TRY(do_event(r, &sc->ev[x]));
     if (probe && slot < p->n_ops && r->used >= sc->stats.peak_bytes) {
       probe = 0;
+      OT_TRY(flush_batch(r));
       OT_TRY(probe_budget(r, slot));
     }
-    if (slot < p->n_ops) OT_TRY(run_op(r, slot));
+    if (slot == p->n_ops) break;
+    int added;
+    OT_TRY(batch_add(r, slot, &added));
+    if (added) continue;
+    OT_TRY(flush_batch(r));
+    OT_TRY(run_op(r, slot));
   }
   return OT_OK;
 }
@@ -681,6 +762,8 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run) {
     s = ot_fail(OT_ERR_STATE, "executor: %d weights read from disk were never uploaded (executor bug)",
                 ot_disk_pending(plan->disk));
   free(r.pend);
+  free(r.b.insns);
+  free(r.b.ops);
   if (s != OT_OK) {
     plan->runs = 0; /* the device state is unknown: start the next run from nothing */
     /* issue 8: a failed transfer leaves the queue's error sticky and the

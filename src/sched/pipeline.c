@@ -148,6 +148,7 @@ static ot_status build_sub(ot_ctx *ctx, const ot_program *p, const unsigned char
     }
     ot_op_desc d = {o->name, o->run, o->n_in, t, o->n_out, t + o->n_in, o->params, o->params_bytes, o->flops, o->bytes};
     if (s == OT_OK) s = ot_program_add_op(sub, &d);
+    if (s == OT_OK && o->emit) s = ot_program_set_batch(sub, sub->n_ops - 1, o->emit, o->launch, o->insn_bytes);
   }
   /* every storage of the stage once, through one of its views (the private
    * one where there is one: the sub-program's own op tensors) */

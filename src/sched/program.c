@@ -150,6 +150,15 @@ ot_status ot_program_add_op(ot_program *p, const ot_op_desc *d) {
   return OT_OK;
 }
 
+ot_status ot_program_set_batch(ot_program *p, int op, ot_op_emit_fn emit, ot_op_launch_fn launch, size_t insn_bytes) {
+  if (!p || op < 0 || op >= p->n_ops || !emit || !launch || !insn_bytes)
+    return ot_fail(OT_ERR_INVALID_ARG, "ot_program_set_batch: no such op, or a NULL function");
+  p->ops[op].emit = emit;
+  p->ops[op].launch = launch;
+  p->ops[op].insn_bytes = insn_bytes;
+  return OT_OK;
+}
+
 int ot_program_num_ops(const ot_program *p) { return p ? p->n_ops : 0; }
 const char *ot_program_op_name(const ot_program *p, int i) {
   return p && i >= 0 && i < p->n_ops ? p->ops[i].name : "?";

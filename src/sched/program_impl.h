@@ -7,6 +7,7 @@
 
 #include "memory/tensor_impl.h"
 #include "omptensor/program.h"
+#include "sched/batch.h"
 
 /* storage roles (bits) */
 enum {
@@ -29,6 +30,9 @@ typedef struct ot_access {
 typedef struct ot_op {
   char *name;
   ot_op_fn run;
+  ot_op_emit_fn emit;     /* batch.h: NULL for an op that always runs alone */
+  ot_op_launch_fn launch;
+  size_t insn_bytes;
   int n_in, n_out;
   ot_tensor **t; /* [n_in + n_out]: inputs then outputs */
   int *ts;       /* [n_in + n_out]: storage index of each */

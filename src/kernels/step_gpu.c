@@ -1,0 +1,460 @@
+/* step_gpu.c — see step_gpu.h. The encoders (host side), then the kernel. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/env.h"
+#include "kernels/gemv_gpu.h"
+#include "kernels/kcommon.h"
+#include "kernels/step_gpu.h"
+#include "kernels/warp_gpu.h"
+#include "kernels/warp_ops.h"
+#include "memory/device.h"
+#include "omptensor/context.h"
+#include "omptensor/memory.h"
+#include "ot_gpu.h"
+
+#ifdef OT_HAVE_CUDA
+#include <cuda_runtime_api.h>
+#endif
+
+#define THREADS 256
+#define WARPS (THREADS / OT_WARP_SIZE)
+
+/* ---- per device: the grid, the instruction buffer, the barrier ---------------------- */
+
+typedef struct step_dev {
+  pthread_mutex_t mu;
+  int probed, sms; /* multiprocessors (0: no step kernel on this device) */
+  ot_kinsn *insns; /* device copy of the instructions */
+  int cap;
+  uint64_t *bar;   /* the grid barrier's counter (device memory) */
+  uint64_t base;   /* its value when the next launch starts */
+} step_dev;
+
+static step_dev devs[OT_MAX_DEVICES];
+static pthread_once_t devs_once = PTHREAD_ONCE_INIT;
+static void devs_init(void) {
+  for (int i = 0; i < OT_MAX_DEVICES; i++) pthread_mutex_init(&devs[i].mu, NULL);
+}
+
+/* Multiprocessors of OpenMP device dev, 0 where unknown: the grid must not
+ * have more blocks than can be resident at once (a block waiting for a slot
+ * while the others spin at a barrier would never start), and one block of
+ * THREADS per multiprocessor always fits. */
+static int sm_count(int dev) {
+#ifdef OT_HAVE_CUDA
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) return 0;
+  return n > 0 ? n : 0;
+#else
+  (void)dev;
+  return 0;
+#endif
+}
+
+static step_dev *dev_state(int dev) {
+  if (dev < 0 || dev >= OT_MAX_DEVICES) return NULL;
+  pthread_once(&devs_once, devs_init);
+  step_dev *s = &devs[dev];
+  pthread_mutex_lock(&s->mu);
+  if (!s->probed) {
+    s->probed = 1;
+    s->sms = sm_count(dev);
+  }
+  pthread_mutex_unlock(&s->mu);
+  return s;
+}
+
+static _Atomic int forced = -1;
+static _Atomic uint64_t n_launches, n_insns;
+
+void ot_kstep_force(int on) { forced = on < 0 ? -1 : on != 0; }
+
+void ot_kstep_counts(uint64_t *launches, uint64_t *insns) {
+  if (launches) *launches = n_launches;
+  if (insns) *insns = n_insns;
+}
+
+int ot_kstep_enabled(int dev) {
+  static int env = -1;
+  if (env < 0) env = ot_env_choice("OMPTENSOR_STEP_KERNEL", 1);
+  const int f = forced;
+  if (!(f >= 0 ? f : env) || !ot_kfast_gpu(dev)) return 0;
+  const step_dev *s = dev_state(dev);
+  return s && s->sms > 0;
+}
+
+/* ---- encoders ------------------------------------------------------------------------ */
+
+static int f32_row(ot_kview v, int64_t n) { return v.dt == OT_F32 && v.ndim == 2 && v.ne[0] == 1 && v.ne[1] == n && v.nb[1] == 1; }
+
+int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps) {
+  if (!ot_kstep_enabled(dev) || x.ndim != 2 || y.ndim != 2 || x.ne[0] != y.ne[0] || x.ne[1] != y.ne[1]) return 0;
+  const int64_t d = x.ne[1];
+  if (x.dt != OT_F32 || y.dt != OT_F32 || x.nb[1] != 1 || y.nb[1] != 1 || w.dt != OT_F32 || w.ndim != 1 ||
+      w.ne[0] != d || w.nb[0] != 1)
+    return 0;
+  if (layer && (b.dt != OT_F32 || b.ndim != 1 || b.ne[0] != d || b.nb[0] != 1)) return 0;
+  if (!ot_knorm_gpu_ok(y.p, y.nb[0], x.p, x.nb[0], w.p, layer ? b.p : NULL, d)) return 0;
+  out->op = OT_KI_NORM;
+  out->u.norm = (ot_ki_norm){x.p, w.p, layer ? b.p : w.p, y.p, x.ne[0], d, x.nb[0], y.nb[0], eps, layer};
+  return 1;
+}
+
+/* Matrix i of a GEMV instruction: c [1, N] = a [1, K] @ w^T, w [N, K] row-major. */
+static int gemv_mat(ot_ki_gemv *g, int i, ot_kview c, ot_kview w) {
+  if (w.ndim != 2 || w.ne[1] != g->K || w.nb[1] != 1 || !f32_row(c, w.ne[0])) return 0;
+  if (!ot_kgemv_gpu_ok(w.p, w.dt, g->K, w.nb[0], 1) || w.dt == OT_Q4B || w.dt == OT_Q4K) return 0;
+  g->m[i].w = w.p;
+  g->m[i].c = c.p;
+  g->m[i].ldw = w.nb[0];
+  g->m[i].N = w.ne[0];
+  g->m[i].wdt = (int)w.dt;
+  return 1;
+}
+
+static int gemv_start(ot_kinsn *out, int dev, ot_kview a) {
+  if (!ot_kstep_enabled(dev) || a.dt != OT_F32 || a.ndim != 2 || a.ne[0] != 1 || a.nb[1] != 1) return 0;
+  memset(&out->u.gemv, 0, sizeof out->u.gemv);
+  out->op = OT_KI_GEMV;
+  out->u.gemv.a = a.p;
+  out->u.gemv.K = a.ne[1];
+  return 1;
+}
+
+int ot_kstep_matmul(ot_kinsn *out, int dev, ot_kview c, ot_kview a, ot_kview w, int trans_b, int accumulate) {
+  if (!trans_b || !gemv_start(out, dev, a) || !gemv_mat(&out->u.gemv, 0, c, w)) return 0;
+  out->u.gemv.n_mats = 1;
+  out->u.gemv.accumulate = accumulate != 0;
+  return 1;
+}
+
+int ot_kstep_matmul_multi(ot_kinsn *out, int dev, int n, const ot_kview *c, ot_kview a, const ot_kview *w) {
+  if (n < 1 || n > 3 || !gemv_start(out, dev, a)) return 0;
+  for (int i = 0; i < n; i++)
+    if (!gemv_mat(&out->u.gemv, i, c[i], w[i])) return 0;
+  out->u.gemv.n_mats = n;
+  return 1;
+}
+
+int ot_kstep_matmul_swiglu(ot_kinsn *out, int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu) {
+  if (!gemv_start(out, dev, a) || !gemv_mat(&out->u.gemv, 0, y, wg) || !gemv_mat(&out->u.gemv, 1, up, wu)) return 0;
+  if (out->u.gemv.m[0].N != out->u.gemv.m[1].N) return 0;
+  out->u.gemv.n_mats = 2;
+  out->u.gemv.swiglu = 1;
+  return 1;
+}
+
+int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot_kview k, ot_kview v, ot_kview kc,
+                            ot_kview vc, int64_t pos, ot_rope rope, int64_t window) {
+  if (!ot_kstep_enabled(dev) || q.ndim != 3 || k.ndim != 3 || v.ndim != 3 || kc.ndim != 3 || vc.ndim != 3 ||
+      att.ndim != 3)
+    return 0;
+  const int64_t H = q.ne[1], KV = k.ne[1], D = q.ne[2];
+  if (q.ne[0] != 1 || k.ne[0] != 1 || v.ne[0] != 1 || D % 2 || k.ne[2] != D || v.ne[1] != KV || v.ne[2] != D ||
+      kc.ne[1] != KV || kc.ne[2] != D || vc.ne[1] != KV || vc.ne[2] != D || KV < 1 || H % KV || pos < 0 ||
+      pos >= kc.ne[0] || pos >= vc.ne[0] || att.ne[0] != 1 || att.ne[1] != H || att.ne[2] != D)
+    return 0;
+  if (window >= pos + 1) window = 0; /* as ot_k_attention_window: a window no row reaches past is none */
+  /* the attention half as the per-op path's warp kernel takes it */
+  if (window || q.dt != OT_F32 || kc.dt != OT_F32 || vc.dt != OT_F32 || att.dt != OT_F32 || q.nb[2] != 1 ||
+      k.nb[2] != 1 || v.nb[2] != 1 || kc.nb[2] != 1 || vc.nb[2] != 1 || att.nb[2] != 1 || D % OT_WARP_SIZE ||
+      D > OT_KATTN_MAX_D || kc.nb[0] % 4 || kc.nb[1] % 4 || (uintptr_t)kc.p % 16)
+    return 0;
+  out[0].op = OT_KI_ROPE_APPEND;
+  out[0].u.rope = (ot_ki_rope){q.p, k.p, kc.p, vc.p, v.p, H, KV, D, pos, q.nb[1], k.nb[1], v.nb[1], kc.nb[0], kc.nb[1],
+                               vc.nb[0], vc.nb[1], (int)q.dt, (int)k.dt, (int)v.dt, (int)kc.dt, (int)vc.dt,
+                               ot_krope_resolve(rope, pos + 1, D)};
+  out[1].op = OT_KI_ATTN;
+  out[1].u.attn = (ot_ki_attn){att.p, q.p, kc.p, vc.p, att.nb[1], q.nb[1], kc.nb[0], kc.nb[1], vc.nb[0], vc.nb[1],
+                               H, H / KV, D, pos};
+  return 2;
+}
+
+/* ---- the kernel ---------------------------------------------------------------------- */
+
+typedef struct __attribute__((aligned(16))) u128 {
+  uint32_t x, y, z, w;
+} u128;
+
+typedef struct __attribute__((aligned(16))) f4 {
+  float x, y, z, w;
+} f4;
+
+OT_DECLARE_TARGET_BEGIN
+static inline float st_u2f(uint32_t u) {
+  ot_kfu x;
+  x.u = u;
+  return x.f;
+}
+OT_DECLARE_TARGET_END
+
+/* The dot products of gemv_gpu.c's gemv1, per lane (macros there and here:
+ * see its note on helpers in bare kernels). */
+#define ST_BFLO(u) st_u2f((u) << 16)
+#define ST_BFHI(u) st_u2f((u)&0xffff0000u)
+#define ST_DOT8_BF(acc, q, xp)                                                                                 \
+  (acc) += ST_BFLO((q).x) * (xp)[0] + ST_BFHI((q).x) * (xp)[1] + ST_BFLO((q).y) * (xp)[2] +                   \
+           ST_BFHI((q).y) * (xp)[3] + ST_BFLO((q).z) * (xp)[4] + ST_BFHI((q).z) * (xp)[5] +                   \
+           ST_BFLO((q).w) * (xp)[6] + ST_BFHI((q).w) * (xp)[7]
+#define ST_F16LO(u) ot_kf16_f32((uint16_t)(u))
+#define ST_F16HI(u) ot_kf16_f32((uint16_t)((u) >> 16))
+#define ST_DOT8_F16(acc, q, xp)                                                                                \
+  (acc) += ST_F16LO((q).x) * (xp)[0] + ST_F16HI((q).x) * (xp)[1] + ST_F16LO((q).y) * (xp)[2] +                \
+           ST_F16HI((q).y) * (xp)[3] + ST_F16LO((q).z) * (xp)[4] + ST_F16HI((q).z) * (xp)[5] +                \
+           ST_F16LO((q).w) * (xp)[6] + ST_F16HI((q).w) * (xp)[7]
+#define ST_DOT4_32(acc, q, xp)                                                                                 \
+  (acc) += st_u2f((q).x) * (xp)[0] + st_u2f((q).y) * (xp)[1] + st_u2f((q).z) * (xp)[2] + st_u2f((q).w) * (xp)[3]
+
+#define ST_ROW(T, ELEMS, DOT, W, LDW, NROW, A, K)                                                             \
+  do {                                                                                                        \
+    const u128 *row = (const u128 *)((const T *)(W) + (NROW) * (LDW));                                        \
+    const int64_t nv = (K) / (ELEMS);                                                                         \
+    int64_t v = lane;                                                                                         \
+    for (; v + 3 * OT_WARP_SIZE < nv; v += 4 * OT_WARP_SIZE) {                                                \
+      const u128 q0 = row[v], q1 = row[v + OT_WARP_SIZE];                                                     \
+      const u128 q2 = row[v + 2 * OT_WARP_SIZE], q3 = row[v + 3 * OT_WARP_SIZE];                              \
+      DOT(s0, q0, (A) + v * (ELEMS));                                                                         \
+      DOT(s1, q1, (A) + (v + OT_WARP_SIZE) * (ELEMS));                                                        \
+      DOT(s2, q2, (A) + (v + 2 * OT_WARP_SIZE) * (ELEMS));                                                    \
+      DOT(s3, q3, (A) + (v + 3 * OT_WARP_SIZE) * (ELEMS));                                                    \
+    }                                                                                                         \
+    for (; v < nv; v += OT_WARP_SIZE) {                                                                       \
+      const u128 q0 = row[v];                                                                                 \
+      DOT(s0, q0, (A) + v * (ELEMS));                                                                         \
+    }                                                                                                         \
+  } while (0)
+
+/* out = the warp's dot product of row n of matrix (w, wt, ldw) with a (all
+ * lanes get it): gemv1's arithmetic, in its order. */
+#define ST_WARP_DOT(out, w, wt, ldw, n, a, K)                                                                 \
+  do {                                                                                                        \
+    float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                                                         \
+    if ((wt) == OT_BF16) ST_ROW(uint16_t, 8, ST_DOT8_BF, w, ldw, n, a, K);                                    \
+    else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K);                               \
+    else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K);                                   \
+    else {                                                                                                    \
+      const ot_q8b_block *qrow = (const ot_q8b_block *)(w) + (n) * ((ldw) / 32);                              \
+      for (int64_t qb = lane; qb < (K) / 32; qb += OT_WARP_SIZE) {                                            \
+        const uint32_t *q = (const uint32_t *)qrow[qb].q;                                                     \
+        const float sc = qrow[qb].scale;                                                                      \
+        const float *x = (a) + qb * 32;                                                                       \
+        float t = 0.0f;                                                                                       \
+        for (int j = 0; j < 8; j++) {                                                                         \
+          const uint32_t qu_ = q[j];                                                                          \
+          t += (float)(int8_t)(qu_ & 0xff) * x[4 * j] + (float)(int8_t)((qu_ >> 8) & 0xff) * x[4 * j + 1] +   \
+               (float)(int8_t)((qu_ >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(qu_ >> 24) * x[4 * j + 3];\
+        }                                                                                                     \
+        s0 += sc * t;                                                                                         \
+      }                                                                                                       \
+    }                                                                                                         \
+    float s_ = (s0 + s1) + (s2 + s3);                                                                         \
+    for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                            \
+    (out) = ot_warp_bcast(s_, 0);                                                                             \
+  } while (0)
+
+ot_status ot_kstep_run(int dev, const void *insns, int n) {
+  if (n <= 0) return OT_OK;
+  step_dev *sd = dev_state(dev);
+  if (!sd || !sd->sms) return ot_fail(OT_ERR_UNSUPPORTED, "step kernel: device %d is not a GPU it runs on", dev);
+  pthread_mutex_lock(&sd->mu);
+  ot_status st = OT_OK;
+  if (n > sd->cap) {
+    int cap = sd->cap ? sd->cap : 256;
+    while (cap < n) cap *= 2;
+    void *p = NULL;
+    st = ot_mem_alloc(OT_MEM_DEVICE, dev, (size_t)cap * sizeof(ot_kinsn), &p);
+    if (st == OT_OK) {
+      if (sd->insns) ot_mem_free(OT_MEM_DEVICE, dev, sd->insns);
+      sd->insns = p;
+      sd->cap = cap;
+    }
+  }
+  if (st == OT_OK && !sd->bar) {
+    void *p = NULL;
+    const uint64_t zero = 0;
+    st = ot_mem_alloc(OT_MEM_DEVICE, dev, sizeof(uint64_t), &p);
+    if (st == OT_OK) st = ot_mem_copy(p, dev, &zero, OT_DEVICE_HOST, sizeof zero);
+    if (st == OT_OK) sd->bar = p, sd->base = 0;
+    else if (p) ot_mem_free(OT_MEM_DEVICE, dev, p);
+  }
+  if (st == OT_OK) st = ot_mem_copy(sd->insns, dev, insns, OT_DEVICE_HOST, (size_t)n * sizeof(ot_kinsn));
+  if (st != OT_OK) {
+    pthread_mutex_unlock(&sd->mu);
+    return ot_fail_context(st, "step kernel: %d instructions on device %d", n, dev);
+  }
+  const ot_kinsn *prog = sd->insns;
+  uint64_t *bar = sd->bar;
+  const uint64_t base = sd->base;
+  const int64_t G = sd->sms, ni = n;
+  OT_GPU_KERNEL(dev, G, THREADS, OT_DEVPTR(prog, bar) firstprivate(ni, G, base))
+  {
+    float red[WARPS], wm[WARPS], wl[WARPS];
+    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wacc[WARPS][OT_KATTN_MAX_D];
+    OT_TEAM_SHARED(red, wm, wl, qs, wacc)
+    const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
+    const int64_t blk = OT_GPU_BLOCK_ID();
+    for (int64_t i = 0; i < ni; i++) {
+      const ot_kinsn *I = &prog[i];
+      const int op = I->op;
+      if (op == OT_KI_GEMV) {
+        const ot_ki_gemv *g = &I->u.gemv;
+        const float *a = g->a;
+        const int64_t K = g->K, N0 = g->m[0].N, N1 = g->n_mats > 1 ? g->m[1].N : 0, N2 = g->n_mats > 2 ? g->m[2].N : 0;
+        const int64_t rows = g->swiglu ? N0 : N0 + N1 + N2;
+        for (int64_t r = blk * WARPS + warp; r < rows; r += G * WARPS) {
+          const int mi = r < N0 ? 0 : r < N0 + N1 ? 1 : 2;
+          const int64_t nr = mi == 0 ? r : mi == 1 ? r - N0 : r - N0 - N1;
+          float s;
+          ST_WARP_DOT(s, g->m[mi].w, g->m[mi].wdt, g->m[mi].ldw, nr, a, K);
+          if (g->swiglu) { /* y = silu(a Wg^T) * (a Wu^T), up = a Wu^T: ot_k_swiglu's formula */
+            float u;
+            ST_WARP_DOT(u, g->m[1].w, g->m[1].wdt, g->m[1].ldw, nr, a, K);
+            if (lane == 0) {
+              g->m[1].c[nr] = u;
+              g->m[0].c[nr] = s / (1.0f + expf(-s)) * u;
+            }
+          } else if (lane == 0) {
+            float *c = g->m[mi].c;
+            c[nr] = g->accumulate ? c[nr] + s : s;
+          }
+        }
+      } else if (op == OT_KI_NORM) { /* ot_knorm_gpu's body, a block per row */
+        const ot_ki_norm *nm = &I->u.norm;
+        const int64_t nvec = nm->d / 4;
+        for (int64_t r = blk; r < nm->rows; r += G) {
+          const f4 *xr = (const f4 *)(nm->x + r * nm->xs);
+          f4 v[8];
+          float s = 0.0f;
+          for (int j = 0; j < 8; j++) {
+            const int64_t c = tid + THREADS * j;
+            v[j] = c < nvec ? xr[c] : (f4){0, 0, 0, 0};
+            s += v[j].x + v[j].y + v[j].z + v[j].w;
+          }
+          float mean = 0.0f;
+          if (nm->layer) {
+            for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+            if (lane == 0) red[warp] = s;
+            OT_GPU_BLOCK_SYNC();
+            float t = 0.0f;
+            for (int j = 0; j < WARPS; j++) t += red[j];
+            mean = t / (float)nm->d;
+            OT_GPU_BLOCK_SYNC();
+          }
+          float ss = 0.0f;
+          for (int j = 0; j < 8; j++)
+            if (tid + THREADS * j < nvec) {
+              const float a0 = v[j].x - mean, a1 = v[j].y - mean, a2 = v[j].z - mean, a3 = v[j].w - mean;
+              ss += a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3;
+            }
+          for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
+          if (lane == 0) red[warp] = ss;
+          OT_GPU_BLOCK_SYNC();
+          float t = 0.0f;
+          for (int j = 0; j < WARPS; j++) t += red[j];
+          const float rs = 1.0f / sqrtf(t / (float)nm->d + nm->eps);
+          f4 *yr = (f4 *)(nm->y + r * nm->ys);
+          const f4 *wv = (const f4 *)nm->w, *bv = (const f4 *)nm->b;
+          for (int j = 0; j < 8; j++) {
+            const int64_t c = tid + THREADS * j;
+            if (c < nvec) {
+              const f4 gw = wv[c], bb = nm->layer ? bv[c] : (f4){0, 0, 0, 0};
+              yr[c] = (f4){(v[j].x - mean) * rs * gw.x + bb.x, (v[j].y - mean) * rs * gw.y + bb.y,
+                           (v[j].z - mean) * rs * gw.z + bb.z, (v[j].w - mean) * rs * gw.w + bb.w};
+            }
+          }
+          OT_GPU_BLOCK_SYNC(); /* red is reused by the next row */
+        }
+      } else if (op == OT_KI_ROPE_APPEND) { /* ot_k_rope_append for one row, over (head, pair) */
+        const ot_ki_rope *rp = &I->u.rope;
+        const int64_t half = rp->d / 2, total = (rp->H + rp->KV) * half;
+        for (int64_t t = blk * THREADS + tid; t < total; t += G * THREADS) {
+          const int64_t h = t / half, j = t % half;
+          const float ang = ot_krope_angle(rp->pos, j, rp->d, rp->rope), c = cosf(ang) * ot_krope_scale(rp->rope),
+                      sn = sinf(ang) * ot_krope_scale(rp->rope);
+          if (h < rp->H) {
+            const int64_t o1 = h * rp->q1 + j, o2 = o1 + half;
+            const float x1 = ot_kld(rp->qt, rp->q, o1), x2 = ot_kld(rp->qt, rp->q, o2);
+            ot_kst(rp->qt, rp->q, o1, x1 * c - x2 * sn);
+            ot_kst(rp->qt, rp->q, o2, x2 * c + x1 * sn);
+          } else {
+            const int64_t gh = h - rp->H, o1 = gh * rp->k1 + j, o2 = o1 + half;
+            const float x1 = ot_kld(rp->kt, rp->k, o1), x2 = ot_kld(rp->kt, rp->k, o2);
+            ot_kst(rp->kt, rp->k, o1, x1 * c - x2 * sn);
+            ot_kst(rp->kt, rp->k, o2, x2 * c + x1 * sn);
+            const int64_t co = rp->pos * rp->c0 + gh * rp->c1, eo = rp->pos * rp->e0 + gh * rp->e1, vo = gh * rp->v1;
+            ot_kst(rp->kct, rp->kc, co + j, ot_kld(rp->kt, rp->k, o1));
+            ot_kst(rp->kct, rp->kc, co + j + half, ot_kld(rp->kt, rp->k, o2));
+            ot_kst(rp->vct, rp->vc, eo + j, ot_kld(rp->vt, rp->v, vo + j));
+            ot_kst(rp->vct, rp->vc, eo + j + half, ot_kld(rp->vt, rp->v, vo + j + half));
+          }
+        }
+      } else if (op == OT_KI_ATTN) { /* ot_kattn_gpu's body, a block per head */
+        const ot_ki_attn *at = &I->u.attn;
+        const int dd = (int)at->D, per = dd / OT_WARP_SIZE;
+        const float scale = 1.0f / sqrtf((float)at->D);
+        const int64_t nkeys = at->pos + 1;
+        for (int64_t h = blk; h < at->H; h += G) {
+          const int64_t kh = h / at->group;
+          const float *qr = at->q + h * at->q1;
+          for (int d = tid; d < dd; d += THREADS) qs[d] = qr[d] * scale;
+          OT_GPU_BLOCK_SYNC();
+          float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
+          for (int j = 0; j < per; j++) acc[j] = 0.0f;
+          for (int64_t j0 = (int64_t)warp * OT_WARP_SIZE; j0 < nkeys; j0 += WARPS * OT_WARP_SIZE) {
+            const int64_t j = j0 + lane;
+            float sc = -INFINITY;
+            if (j < nkeys) {
+              const f4 *kr = (const f4 *)(at->k + j * at->k0 + kh * at->k1);
+              const f4 *qv = (const f4 *)qs;
+              float dot = 0.0f;
+              for (int d = 0; d < dd / 4; d++) {
+                const f4 x = kr[d], y = qv[d];
+                dot += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
+              }
+              sc = dot;
+            }
+            const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
+            const float p = j < nkeys ? expf(sc - m2) : 0.0f;
+            float ps = p;
+            for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
+            sum = sum * alpha + ot_warp_bcast(ps, 0);
+            for (int d = 0; d < per; d++) acc[d] *= alpha;
+            const int64_t nj = nkeys - j0 < OT_WARP_SIZE ? nkeys - j0 : OT_WARP_SIZE;
+            for (int jj = 0; jj < nj; jj++) {
+              const float pj = ot_warp_bcast(p, jj);
+              const float *vr = at->v + (j0 + jj) * at->v0 + kh * at->v1;
+              for (int d = 0; d < per; d++) acc[d] += pj * vr[lane + OT_WARP_SIZE * d];
+            }
+            mx = m2;
+          }
+          if (lane == 0) {
+            wm[warp] = mx;
+            wl[warp] = sum;
+          }
+          for (int d = 0; d < per; d++) wacc[warp][lane + OT_WARP_SIZE * d] = acc[d];
+          OT_GPU_BLOCK_SYNC();
+          float M = -INFINITY;
+          for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);
+          float L = 0.0f;
+          for (int w = 0; w < WARPS; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
+          float *orow = at->out + h * at->o1;
+          for (int d = tid; d < dd; d += THREADS) {
+            float s = 0.0f;
+            for (int w = 0; w < WARPS; w++) s += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
+            orow[d] = s / L;
+          }
+          OT_GPU_BLOCK_SYNC(); /* qs, wm, wl, wacc are reused by the next head */
+        }
+      }
+      if (i + 1 < ni) OT_GPU_GRID_SYNC(tid, bar, base + (uint64_t)(i + 1) * (uint64_t)G);
+    }
+  }
+  sd->base = base + (uint64_t)(n - 1) * (uint64_t)G;
+  n_launches++;
+  n_insns += (uint64_t)n;
+  pthread_mutex_unlock(&sd->mu);
+  return OT_OK;
+}

@@ -1,0 +1,101 @@
+/* step_gpu.h (internal) — a run of decode ops in one launch on a GPU: the
+ * step kernel.
+ *
+ * Why: a resident decode step of a 7B model is ~230 ops and ~390 kernels of
+ * a few microseconds each, and every synchronous launch costs ~15 us of
+ * host and driver time (GPU.md, bench_step): the GPU sat idle most of the
+ * step. Here the ops of a stretch with no transfer between them are encoded
+ * as instructions (ot_kinsn: the op, its device addresses, sizes and
+ * scalars of this run), copied to the device once, and one persistent grid
+ * of blocks, as many as the GPU has multiprocessors (all resident at once),
+ * executes them in order with a grid-wide barrier between instructions.
+ *
+ * Each instruction does what its op's kernels do, with the same arithmetic
+ * in the same order per output (the bodies below are those of gemv_gpu.c
+ * and warp_gpu.c, spread over the persistent grid), so results match the
+ * per-op path bit for bit where the per-op path took those kernels.
+ *
+ * The encoders (ot_kstep_*) return the instructions written, or 0 where the
+ * case is not one the step kernel covers (other dtypes, layouts, a host
+ * device, a GPU build without the CUDA runtime, OMPTENSOR_STEP_KERNEL=0):
+ * the op then runs alone as before. They check only what decides that; the
+ * ops' own checks run at recording. */
+#ifndef OT_KERNELS_STEP_GPU_H
+#define OT_KERNELS_STEP_GPU_H
+
+#include "kernels/kernels.h"
+
+/* Instructions one op may emit (rope + attention: 2). */
+#define OT_KSTEP_MAX_PER_OP 2
+
+enum { OT_KI_NORM = 1, OT_KI_GEMV, OT_KI_ROPE_APPEND, OT_KI_ATTN };
+
+typedef struct ot_ki_norm { /* rows of d f32, y = norm(x) * w (+ b): ot_knorm_gpu */
+  const float *x, *w, *b;
+  float *y;
+  int64_t rows, d, xs, ys;
+  float eps;
+  int layer;
+} ot_ki_norm;
+
+typedef struct ot_ki_gemv { /* c_i[n] (+)= a . W_i[n, :] for one row a of K f32 (M = 1) */
+  const float *a;
+  int64_t K;
+  int n_mats, accumulate, swiglu; /* swiglu: c0 = silu(a W0^T) * (a W1^T), c1 = a W1^T */
+  struct {
+    const void *w;
+    float *c;
+    int64_t ldw, N;
+    int wdt;
+  } m[3];
+} ot_ki_gemv;
+
+typedef struct ot_ki_rope { /* one row: rotate q [H, d] and k [KV, d] in place, append k, v at row pos */
+  void *q, *k, *kc, *vc;
+  const void *v;
+  int64_t H, KV, d, pos;
+  int64_t q1, k1, v1, c0, c1, e0, e1; /* element strides (the last dim is contiguous) */
+  int qt, kt, vt, kct, vct;
+  ot_rope rope;
+} ot_ki_rope;
+
+typedef struct ot_ki_attn { /* one query row over keys [0, pos]: ot_kattn_gpu with S = 1 */
+  float *out;
+  const float *q, *k, *v;
+  int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos;
+} ot_ki_attn;
+
+typedef struct ot_kinsn {
+  int op;
+  union {
+    ot_ki_norm norm;
+    ot_ki_gemv gemv;
+    ot_ki_rope rope;
+    ot_ki_attn attn;
+  } u;
+} ot_kinsn;
+
+/* Whether device dev runs the step kernel (an NVIDIA GPU of an nvptx build
+ * with the CUDA runtime, unless OMPTENSOR_STEP_KERNEL=0). */
+int ot_kstep_enabled(int dev);
+
+int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
+/* c = a @ w^T (+ c): ot_k_matmul with trans_b, one row of a */
+int ot_kstep_matmul(ot_kinsn *out, int dev, ot_kview c, ot_kview a, ot_kview w, int trans_b, int accumulate);
+int ot_kstep_matmul_multi(ot_kinsn *out, int dev, int n, const ot_kview *c, ot_kview a, const ot_kview *w);
+int ot_kstep_matmul_swiglu(ot_kinsn *out, int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
+/* ot_k_rope_append then ot_k_attention_window (window 0) for one row: 2 instructions */
+int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot_kview k, ot_kview v, ot_kview kc,
+                            ot_kview vc, int64_t pos, ot_rope rope, int64_t window);
+
+/* Tests and benchmarks: 1 / 0 turns the step kernel on / off for every
+ * device from now on (over OMPTENSOR_STEP_KERNEL), -1 goes back to the
+ * environment's choice; and the launches and instructions run so far. */
+void ot_kstep_force(int on);
+void ot_kstep_counts(uint64_t *launches, uint64_t *insns);
+
+/* Runs insns[0 .. n) (host memory) on device dev in one launch; returns when
+ * they are done. */
+ot_status ot_kstep_run(int dev, const void *insns, int n);
+
+#endif
