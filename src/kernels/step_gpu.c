@@ -98,6 +98,7 @@ int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_
     return 0;
   if (layer && (b.dt != OT_F32 || b.ndim != 1 || b.ne[0] != d || b.nb[0] != 1)) return 0;
   if (!ot_knorm_gpu_ok(y.p, y.nb[0], x.p, x.nb[0], w.p, layer ? b.p : NULL, d)) return 0;
+  memset(out, 0, sizeof *out);
   out->op = OT_KI_NORM;
   out->u.norm = (ot_ki_norm){x.p, w.p, layer ? b.p : w.p, y.p, x.ne[0], d, x.nb[0], y.nb[0], eps, layer};
   return 1;
@@ -117,10 +118,11 @@ static int gemv_mat(ot_ki_gemv *g, int i, ot_kview c, ot_kview w) {
 
 static int gemv_start(ot_kinsn *out, int dev, ot_kview a) {
   if (!ot_kstep_enabled(dev) || a.dt != OT_F32 || a.ndim != 2 || a.ne[0] != 1 || a.nb[1] != 1) return 0;
-  memset(&out->u.gemv, 0, sizeof out->u.gemv);
+  memset(out, 0, sizeof *out);
   out->op = OT_KI_GEMV;
   out->u.gemv.a = a.p;
   out->u.gemv.K = a.ne[1];
+  out->u.gemv.a_shared = a.ne[1] <= OT_KSTEP_MAX_K && a.ne[1] % 4 == 0 && (uintptr_t)a.p % 16 == 0;
   return 1;
 }
 
@@ -163,6 +165,7 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
       k.nb[2] != 1 || v.nb[2] != 1 || kc.nb[2] != 1 || vc.nb[2] != 1 || att.nb[2] != 1 || D % OT_WARP_SIZE ||
       D > OT_KATTN_MAX_D || kc.nb[0] % 4 || kc.nb[1] % 4 || (uintptr_t)kc.p % 16)
     return 0;
+  memset(out, 0, 2 * sizeof *out);
   out[0].op = OT_KI_ROPE_APPEND;
   out[0].u.rope = (ot_ki_rope){q.p, k.p, kc.p, vc.p, v.p, H, KV, D, pos, q.nb[1], k.nb[1], v.nb[1], kc.nb[0], kc.nb[1],
                                vc.nb[0], vc.nb[1], (int)q.dt, (int)k.dt, (int)v.dt, (int)kc.dt, (int)vc.dt,
@@ -255,7 +258,30 @@ OT_DECLARE_TARGET_END
     (out) = ot_warp_bcast(s_, 0);                                                                             \
   } while (0)
 
-ot_status ot_kstep_run(int dev, const void *insns, int n) {
+/* An RMSNorm of one row whose output is the next GEMV's activations: the
+ * GEMV's blocks normalize the row themselves, in the norm's arithmetic (so
+ * the values are the norm's bit for bit), and the norm, run by one block
+ * only to leave its output for later readers, needs no grid barrier after
+ * it. Returns the grid barriers the list takes. */
+static int64_t fuse(ot_kinsn *v, int n) {
+  static int on = -1;
+  if (on < 0) on = ot_env_choice("OMPTENSOR_STEP_KERNEL", 1) != 2;
+  int64_t barriers = 0;
+  for (int i = 0; i < n; i++) {
+    ot_kinsn *a = &v[i], *b = i + 1 < n ? &v[i + 1] : NULL;
+    if (on && b && a->op == OT_KI_NORM && b->op == OT_KI_GEMV && !a->u.norm.layer && a->u.norm.rows == 1 &&
+        b->u.gemv.a_shared && b->u.gemv.a == a->u.norm.y && b->u.gemv.K == a->u.norm.d && !b->u.gemv.pre_x) {
+      b->u.gemv.pre_x = a->u.norm.x;
+      b->u.gemv.pre_w = a->u.norm.w;
+      b->u.gemv.pre_eps = a->u.norm.eps;
+      a->no_barrier = 1;
+    }
+    if (i + 1 < n && !a->no_barrier) barriers++;
+  }
+  return barriers;
+}
+
+ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
   if (n <= 0) return OT_OK;
   step_dev *sd = dev_state(dev);
   if (!sd || !sd->sms) return ot_fail(OT_ERR_UNSUPPORTED, "step kernel: device %d is not a GPU it runs on", dev);
@@ -280,7 +306,16 @@ ot_status ot_kstep_run(int dev, const void *insns, int n) {
     if (st == OT_OK) sd->bar = p, sd->base = 0;
     else if (p) ot_mem_free(OT_MEM_DEVICE, dev, p);
   }
+  /* the caller's list is const: fusion marks a copy (a few KB) */
+  ot_kinsn *insns = st == OT_OK ? malloc((size_t)n * sizeof *insns) : NULL;
+  if (st == OT_OK && !insns) st = ot_fail(OT_ERR_OUT_OF_MEMORY, "step kernel: no host memory");
+  int64_t barriers = 0;
+  if (insns) {
+    memcpy(insns, insns_in, (size_t)n * sizeof *insns);
+    barriers = fuse(insns, n);
+  }
   if (st == OT_OK) st = ot_mem_copy(sd->insns, dev, insns, OT_DEVICE_HOST, (size_t)n * sizeof(ot_kinsn));
+  free(insns);
   if (st != OT_OK) {
     pthread_mutex_unlock(&sd->mu);
     return ot_fail_context(st, "step kernel: %d instructions on device %d", n, dev);
@@ -293,15 +328,54 @@ ot_status ot_kstep_run(int dev, const void *insns, int n) {
   {
     float red[WARPS], wm[WARPS], wl[WARPS];
     float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wacc[WARPS][OT_KATTN_MAX_D];
-    OT_TEAM_SHARED(red, wm, wl, qs, wacc)
+    float xsh[OT_KSTEP_MAX_K] __attribute__((aligned(16)));
+    OT_TEAM_SHARED(red, wm, wl, qs, wacc, xsh)
     const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int64_t blk = OT_GPU_BLOCK_ID();
+    uint64_t nbar = 0; /* grid barriers passed in this launch */
     for (int64_t i = 0; i < ni; i++) {
       const ot_kinsn *I = &prog[i];
       const int op = I->op;
       if (op == OT_KI_GEMV) {
         const ot_ki_gemv *g = &I->u.gemv;
         const float *a = g->a;
+        if (g->a_shared) { /* the block's copy of the activations, normalized first if a norm was fused in */
+          const int64_t nvec = g->K / 4;
+          const f4 *src = (const f4 *)(g->pre_x ? g->pre_x : g->a);
+          f4 *dst = (f4 *)xsh;
+          if (g->pre_x) { /* the norm's arithmetic, thread for thread (see the OT_KI_NORM case) */
+            f4 v[8];
+            float ss = 0.0f;
+            for (int j = 0; j < 8; j++) {
+              const int64_t c = tid + THREADS * j;
+              v[j] = c < nvec ? src[c] : (f4){0, 0, 0, 0};
+            }
+            for (int j = 0; j < 8; j++)
+              if (tid + THREADS * j < nvec) {
+                const float a0 = v[j].x - 0.0f, a1 = v[j].y - 0.0f, a2 = v[j].z - 0.0f, a3 = v[j].w - 0.0f;
+                ss += a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3;
+              }
+            for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
+            if (lane == 0) red[warp] = ss;
+            OT_GPU_BLOCK_SYNC();
+            float t = 0.0f;
+            for (int j = 0; j < WARPS; j++) t += red[j];
+            const float rs = 1.0f / sqrtf(t / (float)g->K + g->pre_eps);
+            const f4 *wv = (const f4 *)g->pre_w;
+            for (int j = 0; j < 8; j++) {
+              const int64_t c = tid + THREADS * j;
+              if (c < nvec) {
+                const f4 gw = wv[c];
+                dst[c] = (f4){(v[j].x - 0.0f) * rs * gw.x, (v[j].y - 0.0f) * rs * gw.y, (v[j].z - 0.0f) * rs * gw.z,
+                              (v[j].w - 0.0f) * rs * gw.w};
+              }
+            }
+          } else {
+            for (int64_t c = tid; c < nvec; c += THREADS) dst[c] = src[c];
+          }
+          OT_GPU_BLOCK_SYNC();
+          a = xsh;
+        }
         const int64_t K = g->K, N0 = g->m[0].N, N1 = g->n_mats > 1 ? g->m[1].N : 0, N2 = g->n_mats > 2 ? g->m[2].N : 0;
         const int64_t rows = g->swiglu ? N0 : N0 + N1 + N2;
         for (int64_t r = blk * WARPS + warp; r < rows; r += G * WARPS) {
@@ -324,7 +398,8 @@ ot_status ot_kstep_run(int dev, const void *insns, int n) {
       } else if (op == OT_KI_NORM) { /* ot_knorm_gpu's body, a block per row */
         const ot_ki_norm *nm = &I->u.norm;
         const int64_t nvec = nm->d / 4;
-        for (int64_t r = blk; r < nm->rows; r += G) {
+        /* fused into the next GEMV (no barrier after it): one block writes y for later readers */
+        for (int64_t r = blk; r < nm->rows && (!I->no_barrier || blk == 0); r += G) {
           const f4 *xr = (const f4 *)(nm->x + r * nm->xs);
           f4 v[8];
           float s = 0.0f;
@@ -449,10 +524,13 @@ ot_status ot_kstep_run(int dev, const void *insns, int n) {
           OT_GPU_BLOCK_SYNC(); /* qs, wm, wl, wacc are reused by the next head */
         }
       }
-      if (i + 1 < ni) OT_GPU_GRID_SYNC(tid, bar, base + (uint64_t)(i + 1) * (uint64_t)G);
+      if (i + 1 < ni && !I->no_barrier) {
+        nbar++;
+        OT_GPU_GRID_SYNC(tid, bar, base + nbar * (uint64_t)G);
+      }
     }
   }
-  sd->base = base + (uint64_t)(n - 1) * (uint64_t)G;
+  sd->base = base + (uint64_t)barriers * (uint64_t)G;
   n_launches++;
   n_insns += (uint64_t)n;
   pthread_mutex_unlock(&sd->mu);

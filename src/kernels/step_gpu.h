@@ -42,6 +42,12 @@ typedef struct ot_ki_gemv { /* c_i[n] (+)= a . W_i[n, :] for one row a of K f32 
   const float *a;
   int64_t K;
   int n_mats, accumulate, swiglu; /* swiglu: c0 = silu(a W0^T) * (a W1^T), c1 = a W1^T */
+  int a_shared;                   /* a fits OT_KSTEP_MAX_K and is 16-byte aligned: each block reads it once */
+  /* set by ot_kstep_run when an RMSNorm y = norm(x) * w comes right before
+   * with y == a: each block normalizes x itself (pre_x, pre_w, pre_eps) into
+   * its copy of a, and no grid barrier separates the two */
+  const float *pre_x, *pre_w;
+  float pre_eps;
   struct {
     const void *w;
     float *c;
@@ -65,8 +71,12 @@ typedef struct ot_ki_attn { /* one query row over keys [0, pos]: ot_kattn_gpu wi
   int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos;
 } ot_ki_attn;
 
+/* Activations of up to this many floats go to a block's shared memory. */
+#define OT_KSTEP_MAX_K 8192
+
 typedef struct ot_kinsn {
   int op;
+  int no_barrier; /* set by ot_kstep_run: the next instruction may start before this one ends everywhere */
   union {
     ot_ki_norm norm;
     ot_ki_gemv gemv;
