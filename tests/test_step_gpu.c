@@ -135,8 +135,8 @@ static int have_step(void) {
 static void test_dtypes_resident(void **state) {
   (void)state;
   if (!have_step()) skip();
-  const ot_dtype dts[] = {OT_F32, OT_BF16, OT_F16, OT_Q8B};
-  for (int i = 0; i < 4; i++) compare(dts[i], 3, 10, MAX_NEW, 0);
+  const ot_dtype dts[] = {OT_F32, OT_BF16, OT_F16, OT_Q8B, OT_Q4B, OT_Q4K};
+  for (int i = 0; i < 6; i++) compare(dts[i], 3, 10, MAX_NEW, 0);
 }
 
 static void test_long_context(void **state) {

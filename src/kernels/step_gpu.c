@@ -107,7 +107,10 @@ int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_
 /* Matrix i of a GEMV instruction: c [1, N] = a [1, K] @ w^T, w [N, K] row-major. */
 static int gemv_mat(ot_ki_gemv *g, int i, ot_kview c, ot_kview w) {
   if (w.ndim != 2 || w.ne[1] != g->K || w.nb[1] != 1 || !f32_row(c, w.ne[0])) return 0;
-  if (!ot_kgemv_gpu_ok(w.p, w.dt, g->K, w.nb[0], 1) || w.dt == OT_Q4B || w.dt == OT_Q4K) return 0;
+  if (!ot_kgemv_gpu_ok(w.p, w.dt, g->K, w.nb[0], 1)) return 0;
+  /* 4-bit weights: rows in fours (ST_WARP_DOT_Q4), so every matrix of the instruction must be 4-bit, of one kind */
+  const int q4 = w.dt == OT_Q4B || w.dt == OT_Q4K;
+  if (i > 0 && (q4 || g->m[0].wdt == OT_Q4B || g->m[0].wdt == OT_Q4K) && (int)w.dt != g->m[0].wdt) return 0;
   g->m[i].w = w.p;
   g->m[i].c = c.p;
   g->m[i].ldw = w.nb[0];
@@ -281,6 +284,71 @@ static int64_t fuse(ot_kinsn *v, int n) {
   return barriers;
 }
 
+/* acc[0 .. 4) = the warp's dot products of rows n0 .. n0 + nr (nr <= 4) of
+ * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
+ * note says why four rows share a lane's activations. */
+#define ST_Q4_ROWS 4
+#define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
+  do {                                                                                                         \
+    for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                                      \
+    if ((WT_) == OT_Q4B) {                                                                                      \
+      const int64_t rb = (LDW_) / 32;                                                                           \
+      for (int64_t b = lane; b < (K_) / 32; b += OT_WARP_SIZE) {                                                \
+        float xv[32];                                                                                          \
+        for (int j = 0; j < 32; j++) xv[j] = (A_)[b * 32 + j];                                                  \
+        for (int r = 0; r < ST_Q4_ROWS; r++)                                                                   \
+          if (r < (NR_)) {                                                                                      \
+            const ot_q4b_block *qb_ = (const ot_q4b_block *)(W_) + ((N0_) + r) * rb + b;                         \
+            const uint16_t *q = (const uint16_t *)qb_->qs;                                                     \
+            float t = 0.0f;                                                                                    \
+            for (int j = 0; j < 8; j++) {                                                                      \
+              const uint32_t qu_ = q[j];                                                                       \
+              t += (float)((int)(qu_ & 15) - 8) * xv[2 * j] + (float)((int)((qu_ >> 8) & 15) - 8) * xv[2 * j + 1] + \
+                   (float)((int)((qu_ >> 4) & 15) - 8) * xv[2 * j + 16] +                                      \
+                   (float)((int)((qu_ >> 12) & 15) - 8) * xv[2 * j + 17];                                      \
+            }                                                                                                  \
+            (acc)[r] += ot_kf16_f32(qb_->d) * t;                                                               \
+          }                                                                                                    \
+      }                                                                                                        \
+    } else {                                                                                                   \
+      const int64_t rb = (LDW_) / 256;                                                                          \
+      const int qc = lane & 3;                                                                                 \
+      const int s_lo = 2 * qc, s_hi = 2 * qc + 1;                                                              \
+      for (int64_t b = lane >> 2; b < (K_) / 256; b += OT_WARP_SIZE / 4) {                                      \
+        float xl[32], xh[32], sl = 0.0f, sh = 0.0f;                                                            \
+        for (int j = 0; j < 32; j++) {                                                                         \
+          xl[j] = (A_)[b * 256 + 64 * qc + j], xh[j] = (A_)[b * 256 + 64 * qc + 32 + j];                         \
+          sl += xl[j], sh += xh[j];                                                                            \
+        }                                                                                                      \
+        for (int r = 0; r < ST_Q4_ROWS; r++)                                                                   \
+          if (r < (NR_)) {                                                                                      \
+            const ot_q4k_block *qb_ = (const ot_q4k_block *)(W_) + ((N0_) + r) * rb + b;                         \
+            const u128 q0 = ((const u128 *)qb_->qs)[2 * qc], q1 = ((const u128 *)qb_->qs)[2 * qc + 1];         \
+            const uint8_t *sc = qb_->scales;                                                                   \
+            const int sc0 = s_lo < 4 ? sc[s_lo] & 63 : (sc[s_lo + 4] & 0xF) | ((sc[s_lo - 4] >> 6) << 4);      \
+            const int m0 = s_lo < 4 ? sc[s_lo + 4] & 63 : (sc[s_lo + 4] >> 4) | ((sc[s_lo] >> 6) << 4);        \
+            const int sc1 = s_hi < 4 ? sc[s_hi] & 63 : (sc[s_hi + 4] & 0xF) | ((sc[s_hi - 4] >> 6) << 4);      \
+            const int m1 = s_hi < 4 ? sc[s_hi + 4] & 63 : (sc[s_hi + 4] >> 4) | ((sc[s_hi] >> 6) << 4);        \
+            const uint32_t u[8] = {q0.x, q0.y, q0.z, q0.w, q1.x, q1.y, q1.z, q1.w};                            \
+            float tl = 0.0f, th = 0.0f;                                                                        \
+            for (int j = 0; j < 8; j++)                                                                        \
+              for (int k = 0; k < 4; k++) {                                                                    \
+                const uint32_t byte = (u[j] >> (8 * k)) & 0xff;                                                \
+                tl += (float)(byte & 15) * xl[4 * j + k];                                                      \
+                th += (float)(byte >> 4) * xh[4 * j + k];                                                      \
+              }                                                                                                \
+            const float d = ot_kf16_f32(qb_->d), dmin = ot_kf16_f32(qb_->dmin);                                \
+            (acc)[r] += (d * (float)sc0 * tl - dmin * (float)m0 * sl) + (d * (float)sc1 * th - dmin * (float)m1 * sh); \
+          }                                                                                                    \
+      }                                                                                                        \
+    }                                                                                                          \
+    for (int r = 0; r < ST_Q4_ROWS; r++) {                                                                     \
+      float s_ = (acc)[r];                                                                                     \
+      for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                           \
+      (acc)[r] = s_;                                                                                           \
+    }                                                                                                          \
+  } while (0)
+
 ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
   if (n <= 0) return OT_OK;
   step_dev *sd = dev_state(dev);
@@ -377,7 +445,32 @@ ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
           a = xsh;
         }
         const int64_t K = g->K, N0 = g->m[0].N, N1 = g->n_mats > 1 ? g->m[1].N : 0, N2 = g->n_mats > 2 ? g->m[2].N : 0;
-        const int64_t rows = g->swiglu ? N0 : N0 + N1 + N2;
+        const int q4 = g->m[0].wdt == OT_Q4B || g->m[0].wdt == OT_Q4K;
+        if (q4) { /* units of ST_Q4_ROWS rows of one matrix */
+          const int64_t u0 = (N0 + 3) / 4, u1 = (N1 + 3) / 4, u2 = (N2 + 3) / 4;
+          const int64_t units = g->swiglu ? u0 : u0 + u1 + u2;
+          for (int64_t un = blk * WARPS + warp; un < units; un += G * WARPS) {
+            const int mi = un < u0 ? 0 : un < u0 + u1 ? 1 : 2;
+            const int64_t n0 = 4 * (mi == 0 ? un : mi == 1 ? un - u0 : un - u0 - u1), N = g->m[mi].N;
+            const int nr = N - n0 < ST_Q4_ROWS ? (int)(N - n0) : ST_Q4_ROWS;
+            float s4[ST_Q4_ROWS];
+            ST_WARP_DOT_Q4(s4, g->m[mi].w, g->m[mi].wdt, g->m[mi].ldw, n0, nr, a, K);
+            if (g->swiglu) {
+              float u4[ST_Q4_ROWS];
+              ST_WARP_DOT_Q4(u4, g->m[1].w, g->m[1].wdt, g->m[1].ldw, n0, nr, a, K);
+              for (int r = 0; r < nr; r++)
+                if (lane == 0) {
+                  g->m[1].c[n0 + r] = u4[r];
+                  g->m[0].c[n0 + r] = s4[r] / (1.0f + expf(-s4[r])) * u4[r];
+                }
+            } else {
+              float *c = g->m[mi].c;
+              for (int r = 0; r < nr; r++)
+                if (lane == 0) c[n0 + r] = g->accumulate ? c[n0 + r] + s4[r] : s4[r];
+            }
+          }
+        }
+        const int64_t rows = q4 ? 0 : g->swiglu ? N0 : N0 + N1 + N2;
         for (int64_t r = blk * WARPS + warp; r < rows; r += G * WARPS) {
           const int mi = r < N0 ? 0 : r < N0 + N1 ? 1 : 2;
           const int64_t nr = mi == 0 ? r : mi == 1 ? r - N0 : r - N0 - N1;
