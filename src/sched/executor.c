@@ -698,6 +698,18 @@ static ot_status queue_disk_reads(run_state *r, const ot_schedule *sc) {
   return OT_OK;
 }
 
+/* Whether event e must wait for the ops of the batch: everything that moves
+ * or reads data does. Placing an output's block (ALLOC) and dropping a
+ * block (FREE) are bookkeeping on the copy and host backends: the ops
+ * still run in order on the arena as it was when they were encoded, and
+ * the first event that puts bytes into a dropped range (an upload) flushes
+ * the batch before it. Not so for usm (prefetches move pages) or a cache
+ * (its epoch changes). */
+static int needs_flush(const run_state *r, const ot_plan_event *e) {
+  if (e->kind != OT_EV_ALLOC && e->kind != OT_EV_FREE) return 1;
+  return r->kind == OT_MV_PREFETCH || (r->plan->prog->st[e->st].role & OT_ROLE_CACHE) || (e->flags & OT_TRACE_CROSS);
+}
+
 static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
   const ot_program *p = r->plan->prog;
   OT_TRY(start_state(r, sc));
@@ -707,9 +719,12 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
   /* the probe: once, in the first replay, where it holds the most */
   int probe = r->plan->probe_budget && r->plan->runs == 1 && ot_dev_is_gpu(r->plan->dev);
   for (int slot = 0; slot <= p->n_ops; slot++) {
-    /* a batch runs before any event: events wait for, or copy, what its ops write */
-    if (sc->slot_start[slot] < sc->slot_start[slot + 1] || slot == p->n_ops) OT_TRY(flush_batch(r));
-    for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) OT_TRY(do_event(r, &sc->ev[x]));
+    /* a batch runs before an event that moves data: such events wait for, or copy, what its ops write */
+    if (slot == p->n_ops) OT_TRY(flush_batch(r));
+    for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) {
+      if (needs_flush(r, &sc->ev[x])) OT_TRY(flush_batch(r));
+      OT_TRY(do_event(r, &sc->ev[x]));
+    }
     if (probe && slot < p->n_ops && r->used >= sc->stats.peak_bytes) {
       probe = 0;
       OT_TRY(flush_batch(r));

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "sched/batch.h"
 #include "ot_pragmas.h"
 
 uint64_t ts_block(uint64_t bytes) { return (bytes + OT_SCHED_ALIGN - 1) / OT_SCHED_ALIGN * OT_SCHED_ALIGN; }
@@ -41,12 +42,66 @@ ot_status ts_mix_run(const ot_op_exec *e) {
   return OT_OK;
 }
 
+/* ---- batching: one mix op as an instruction, run by the launcher ---------------- */
+ts_batch_stats ts_batch;
+
+typedef struct mix_insn {
+  int dev, n_out;
+  const float *x[TS_MAX_IN];
+  int64_t n[TS_MAX_IN];
+  float a[TS_MAX_IN], c[TS_MAX_OUT];
+  float *y[TS_MAX_OUT];
+  int64_t ny[TS_MAX_OUT];
+} mix_insn;
+
+/* ts_mix_run's arguments, encoded */
+static int mix_emit(const ot_op_exec *e, void *insns) {
+  if (e->op_index % 5 == 0) return 0;
+  const ts_mix_params *prm = e->params;
+  mix_insn *m = insns;
+  memset(m, 0, sizeof *m);
+  m->dev = e->device;
+  m->n_out = e->n_out;
+  for (int k = 0; k < TS_MAX_IN; k++) {
+    m->n[k] = 1;
+    m->a[k] = prm->a[k];
+  }
+  for (int k = 0; k < e->n_in && k < TS_MAX_IN; k++) {
+    m->x[k] = e->in[k];
+    m->n[k] = ot_tensor_numel(e->in_t[k]);
+    if (!m->n[k]) m->x[k] = NULL, m->n[k] = 1;
+  }
+  const float s = prm->scalar_slot >= 0 ? (float)e->scalars[prm->scalar_slot] : 0.0f;
+  for (int o = 0; o < e->n_out; o++) {
+    m->c[o] = prm->b + (float)o + 0.25f * s;
+    m->y[o] = e->out[o];
+    m->ny[o] = ot_tensor_numel(e->out_t[o]);
+  }
+  return 1;
+}
+
+static ot_status mix_launch(int dev, const void *insns, int n) {
+  const mix_insn *v = insns;
+  for (int i = 0; i < n; i++) {
+    if (v[i].dev != dev) return ot_fail(OT_ERR_STATE, "mix_launch: instruction for device %d on %d", v[i].dev, dev);
+    for (int o = 0; o < v[i].n_out; o++)
+      mix_kernel(dev, v[i].y[o], v[i].ny[o], v[i].x[0], v[i].n[0], v[i].x[1], v[i].n[1], v[i].x[2], v[i].n[2],
+                 v[i].a[0], v[i].a[1], v[i].a[2], v[i].c[o]);
+  }
+  ts_batch.launches++;
+  ts_batch.insns += n;
+  if (n > ts_batch.longest) ts_batch.longest = n;
+  return OT_OK;
+}
+
 ot_status ts_add_mix(ot_program *p, const char *name, ot_tensor *const *in, int n_in, ot_tensor *const *out,
                      int n_out, const ts_mix_params *prm) {
   double bytes = 0;
   for (int k = 0; k < n_in; k++) bytes += (double)ot_tensor_nbytes(in[k]);
   ot_op_desc d = {name, ts_mix_run, n_in, in, n_out, out, prm, sizeof *prm, 0, bytes};
-  return ot_program_add_op(p, &d);
+  OT_TRY(ot_program_add_op(p, &d));
+  if (!ts_batch.on) return OT_OK;
+  return ot_program_set_batch(p, ot_program_num_ops(p) - 1, mix_emit, mix_launch, sizeof(mix_insn));
 }
 
 uint64_t ts_rand(ts_rng *r) {

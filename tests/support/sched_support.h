@@ -27,6 +27,16 @@ ot_status ts_mix_run(const ot_op_exec *e);
 ot_status ts_add_mix(ot_program *p, const char *name, ot_tensor *const *in, int n_in, ot_tensor *const *out, int n_out,
                      const ts_mix_params *prm);
 
+/* Batching (sched/batch.h): while ts_batch.on, ts_add_mix gives its ops an
+ * encoder (every op but those whose index is a multiple of 5, which run
+ * alone) and a launcher that runs a list of them in order with the same
+ * kernel; the launcher counts its launches and the longest list. */
+typedef struct ts_batch_stats {
+  int on;
+  long launches, insns, longest;
+} ts_batch_stats;
+extern ts_batch_stats ts_batch;
+
 /* deterministic random numbers (xorshift64*) */
 typedef struct ts_rng {
   uint64_t s;
