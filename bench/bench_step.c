@@ -24,7 +24,10 @@
 #include "gpu_activity.h"
 #include "omptensor/args.h"
 #include "omptensor/models.h"
+#include "memory/device.h"
+#include "omptensor/memory.h"
 #include "sched/trace_impl.h"
+#include <omp.h>
 
 enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_HELP, MAX_STEPS = 256 };
 
@@ -127,10 +130,30 @@ static bs_ops ops_between(const ot_trace *tr, uint64_t t0, uint64_t t1) {
   return o;
 }
 
+/* The HBM ceiling measured here: a device-to-device copy of 1 GiB (read and
+ * written: 2 GiB of traffic), the best of five, in GB/s; 0 off a GPU. */
+static double copy_ceiling(void) {
+  const int dev = bc_device();
+  if (dev == omp_get_initial_device() || !ot_dev_is_gpu(dev)) return 0;
+  const size_t n = 1u << 30;
+  void *a = NULL, *b = NULL;
+  double best = 0;
+  if (ot_mem_alloc(OT_MEM_DEVICE, dev, n, &a) == OT_OK && ot_mem_alloc(OT_MEM_DEVICE, dev, n, &b) == OT_OK)
+    for (int i = 0; i < 5; i++) {
+      const double t = bc_now();
+      if (ot_mem_copy(b, dev, a, dev, n) != OT_OK) break;
+      const double gbs = 2.0 * (double)n / (bc_now() - t) / 1e9;
+      if (gbs > best) best = gbs;
+    }
+  if (a) ot_mem_free(OT_MEM_DEVICE, dev, a);
+  if (b) ot_mem_free(OT_MEM_DEVICE, dev, b);
+  return best;
+}
+
 static double step_ms(const bs_run *r, int k) { return (double)(r->at[k] - r->at[k - 1]) / 1e6; }
 
 static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, const bs_run *r, const bs_ops *o,
-                   FILE *json) {
+                   double ceiling, FILE *json) {
   const int k = r->profiled;
   const double wall = step_ms(r, k);
   double others[MAX_STEPS];
@@ -147,6 +170,9 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
   const double gbs = (double)wbytes / (med * 1e-3) / 1e9;
   printf("  weights %.2f GB per step: %.0f GB/s at the median step (%.1f tokens/s)\n", (double)wbytes / 1e9, gbs,
          1e3 / med);
+  if (ceiling > 0)
+    printf("  HBM ceiling measured here (device copy): %.0f GB/s; bound %.1f tokens/s; this step at %.1f %% of it\n",
+           ceiling, ceiling * 1e9 / (double)wbytes, 100.0 * gbs / ceiling);
   const bc_gpu_window *w = &r->win;
   if (r->have_gpu) {
     printf("  GPU: %d kernels (%.1f per op), %d copies; kernels %.3f ms, copies %.3f ms, busy %.3f ms of %.3f ms: "
@@ -165,11 +191,11 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
             "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,"
             "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
             "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
-            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f}\n",
+            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f}\n",
             (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
             a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
             w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
-            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0);
+            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling);
 }
 
 static ot_status run(const bs_opts *a, FILE *json) {
@@ -213,7 +239,7 @@ static ot_status run(const bs_opts *a, FILE *json) {
             "not all resident\n", res.decode_plan.uploads, res.decode_plan.n_host_ops);
   if (s == OT_OK) {
     bs_ops o = ops_between(tr, r.at[r.profiled - 1], r.at[r.profiled]);
-    report(a, &c, wbytes, &r, &o, json);
+    report(a, &c, wbytes, &r, &o, copy_ceiling(), json);
   }
   bc_gpu_window_free(&r.win);
   ot_gen_result_free(&res);
