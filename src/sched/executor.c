@@ -61,7 +61,7 @@ typedef struct run_state {
     ot_op_launch_fn launch;
     size_t insn_bytes;
     unsigned char *insns; /* n_insns * insn_bytes */
-    int n_insns, cap_insns;
+    int n_insns, cap_bytes; /* (in bytes: launchers may differ in instruction size) */
     int *ops, n_ops, cap_ops;
   } b;
 } run_state;
@@ -563,8 +563,9 @@ static ot_status batch_add(run_state *r, int i, int *added) {
   *added = 0;
   if (!o->emit || host_op(r->plan, i)) return OT_OK;
   if (r->b.n_ops && (o->launch != r->b.launch || o->insn_bytes != r->b.insn_bytes)) OT_TRY(flush_batch(r));
-  OT_TRY(ot_grow((void **)&r->b.insns, &r->b.cap_insns, r->b.n_insns + OT_BATCH_MAX_PER_OP, o->insn_bytes,
-                        "executor: instructions"));
+  if ((size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes > INT32_MAX / 2) OT_TRY(flush_batch(r));
+  const size_t need = (size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes;
+  OT_TRY(ot_grow((void **)&r->b.insns, &r->b.cap_bytes, (int)need, 1, "executor: instructions"));
   OT_TRY(ot_grow((void **)&r->b.ops, &r->b.cap_ops, r->b.n_ops + 1, sizeof *r->b.ops, "executor: instructions"));
   ot_op_exec e;
   OT_TRY(op_begin(r, i, &e));
