@@ -19,6 +19,11 @@
 #include <cuda_runtime_api.h>
 #endif
 
+/* Off by default until it has run on a GPU (issue 44: every device call of
+ * its first session failed to start): OMPTENSOR_STEP_KERNEL=1 turns it on,
+ * tests/test_step_gpu forces it on. */
+#define STEP_DEFAULT 0
+
 #define THREADS 256
 #define WARPS (THREADS / OT_WARP_SIZE)
 
@@ -79,7 +84,7 @@ void ot_kstep_counts(uint64_t *launches, uint64_t *insns) {
 
 int ot_kstep_enabled(int dev) {
   static int env = -1;
-  if (env < 0) env = ot_env_choice("OMPTENSOR_STEP_KERNEL", 1);
+  if (env < 0) env = ot_env_choice("OMPTENSOR_STEP_KERNEL", STEP_DEFAULT);
   const int f = forced;
   if (!(f >= 0 ? f : env) || !ot_kfast_gpu(dev)) return 0;
   const step_dev *s = dev_state(dev);
@@ -268,7 +273,7 @@ OT_DECLARE_TARGET_END
  * it. Returns the grid barriers the list takes. */
 static int64_t fuse(ot_kinsn *v, int n) {
   static int on = -1;
-  if (on < 0) on = ot_env_choice("OMPTENSOR_STEP_KERNEL", 1) != 2;
+  if (on < 0) on = ot_env_choice("OMPTENSOR_STEP_KERNEL", STEP_DEFAULT) != 2;
   int64_t barriers = 0;
   for (int i = 0; i < n; i++) {
     ot_kinsn *a = &v[i], *b = i + 1 < n ? &v[i + 1] : NULL;
