@@ -289,6 +289,28 @@ static int64_t fuse(ot_kinsn *v, int n) {
   return barriers;
 }
 
+/* RS = 1 / sqrt(mean((v - MEAN)^2) + EPS) over a row of D floats held as
+ * NVEC float4 in the block's threads' v[0 .. 8) (element c of thread tid at
+ * v[c / THREADS] where c % THREADS == tid): ot_knorm_gpu's arithmetic in
+ * its order (per thread, then the warp's shuffles, then the 8 warps' red[]).
+ * Every thread of the block gets RS; red is free again afterwards. */
+#define ST_BLOCK_RS(RS, v, NVEC, MEAN, D, EPS)                                                                 \
+  do {                                                                                                         \
+    float ss_ = 0.0f;                                                                                          \
+    for (int j_ = 0; j_ < 8; j_++)                                                                             \
+      if (tid + THREADS * j_ < (NVEC)) {                                                                       \
+        const float a0 = v[j_].x - (MEAN), a1 = v[j_].y - (MEAN), a2 = v[j_].z - (MEAN), a3 = v[j_].w - (MEAN); \
+        ss_ += a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3;                                                          \
+      }                                                                                                        \
+    for (int o_ = OT_WARP_SIZE / 2; o_ > 0; o_ >>= 1) ss_ += OT_WARP_SHFL_DOWN(ss_, o_);                       \
+    if (lane == 0) red[warp] = ss_;                                                                            \
+    OT_GPU_BLOCK_SYNC();                                                                                       \
+    float t_ = 0.0f;                                                                                           \
+    for (int j_ = 0; j_ < WARPS; j_++) t_ += red[j_];                                                          \
+    (RS) = 1.0f / sqrtf(t_ / (float)(D) + (EPS));                                                              \
+    OT_GPU_BLOCK_SYNC();                                                                                       \
+  } while (0)
+
 /* acc[0 .. 4) = the warp's dot products of rows n0 .. n0 + nr (nr <= 4) of
  * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
  * note says why four rows share a lane's activations. */
@@ -418,22 +440,12 @@ ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
           f4 *dst = (f4 *)xsh;
           if (g->pre_x) { /* the norm's arithmetic, thread for thread (see the OT_KI_NORM case) */
             f4 v[8];
-            float ss = 0.0f;
             for (int j = 0; j < 8; j++) {
               const int64_t c = tid + THREADS * j;
               v[j] = c < nvec ? src[c] : (f4){0, 0, 0, 0};
             }
-            for (int j = 0; j < 8; j++)
-              if (tid + THREADS * j < nvec) {
-                const float a0 = v[j].x - 0.0f, a1 = v[j].y - 0.0f, a2 = v[j].z - 0.0f, a3 = v[j].w - 0.0f;
-                ss += a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3;
-              }
-            for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
-            if (lane == 0) red[warp] = ss;
-            OT_GPU_BLOCK_SYNC();
-            float t = 0.0f;
-            for (int j = 0; j < WARPS; j++) t += red[j];
-            const float rs = 1.0f / sqrtf(t / (float)g->K + g->pre_eps);
+            float rs;
+            ST_BLOCK_RS(rs, v, nvec, 0.0f, g->K, g->pre_eps);
             const f4 *wv = (const f4 *)g->pre_w;
             for (int j = 0; j < 8; j++) {
               const int64_t c = tid + THREADS * j;
@@ -516,18 +528,8 @@ ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
             mean = t / (float)nm->d;
             OT_GPU_BLOCK_SYNC();
           }
-          float ss = 0.0f;
-          for (int j = 0; j < 8; j++)
-            if (tid + THREADS * j < nvec) {
-              const float a0 = v[j].x - mean, a1 = v[j].y - mean, a2 = v[j].z - mean, a3 = v[j].w - mean;
-              ss += a0 * a0 + a1 * a1 + a2 * a2 + a3 * a3;
-            }
-          for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ss += OT_WARP_SHFL_DOWN(ss, o);
-          if (lane == 0) red[warp] = ss;
-          OT_GPU_BLOCK_SYNC();
-          float t = 0.0f;
-          for (int j = 0; j < WARPS; j++) t += red[j];
-          const float rs = 1.0f / sqrtf(t / (float)nm->d + nm->eps);
+          float rs;
+          ST_BLOCK_RS(rs, v, nvec, mean, nm->d, nm->eps);
           f4 *yr = (f4 *)(nm->y + r * nm->ys);
           const f4 *wv = (const f4 *)nm->w, *bv = (const f4 *)nm->b;
           for (int j = 0; j < 8; j++) {
@@ -538,7 +540,6 @@ ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
                            (v[j].z - mean) * rs * gw.z + bb.z, (v[j].w - mean) * rs * gw.w + bb.w};
             }
           }
-          OT_GPU_BLOCK_SYNC(); /* red is reused by the next row */
         }
       } else if (op == OT_KI_ROPE_APPEND) { /* ot_k_rope_append for one row, over (head, pair) */
         const ot_ki_rope *rp = &I->u.rope;
