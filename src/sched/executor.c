@@ -521,19 +521,23 @@ static void op_end(run_state *r, int i) {
   }
 }
 
-static ot_status run_op(run_state *r, int i) {
-  ot_plan *plan = r->plan;
-  if (host_op(plan, i)) return run_host_op(r, i);
-  const ot_op *o = &plan->prog->ops[i];
-  ot_op_exec e;
-  OT_TRY(op_begin(r, i, &e));
+/* Runs op i alone, op_begin done (e). */
+static ot_status run_begun(run_state *r, int i, const ot_op_exec *e) {
+  const ot_op *o = &r->plan->prog->ops[i];
   uint64_t t0 = ot_now_ns();
-  ot_status s = o->run(&e);
+  ot_status s = o->run(e);
   uint64_t t1 = ot_now_ns();
   op_end(r, i);
   trace_op(r, i, t0, t1);
   if (s != OT_OK) return ot_fail_context(s, "op '%s' (#%d)", o->name, i);
   return OT_OK;
+}
+
+static ot_status run_op(run_state *r, int i) {
+  if (host_op(r->plan, i)) return run_host_op(r, i);
+  ot_op_exec e;
+  OT_TRY(op_begin(r, i, &e));
+  return run_begun(r, i, &e);
 }
 
 /* Runs the ops encoded so far as one launch. Their KERNEL events share the
@@ -556,12 +560,15 @@ static ot_status flush_batch(run_state *r) {
   return OT_OK;
 }
 
-/* Op i into the batch if its encoder takes this call (*added), else nothing
- * changes and the caller runs it alone. */
-static ot_status batch_add(run_state *r, int i, int *added) {
+/* Op i: into the batch where its encoder takes this call, else run alone,
+ * after the batch (op_begin once either way: an encoder that declines,
+ * as every one does off a GPU, costs no second wait and address pass). */
+static ot_status run_or_batch(run_state *r, int i) {
   const ot_op *o = &r->plan->prog->ops[i];
-  *added = 0;
-  if (!o->emit || host_op(r->plan, i)) return OT_OK;
+  if (!o->emit || host_op(r->plan, i)) {
+    OT_TRY(flush_batch(r));
+    return run_op(r, i);
+  }
   if (r->b.n_ops && (o->launch != r->b.launch || o->insn_bytes != r->b.insn_bytes)) OT_TRY(flush_batch(r));
   if ((size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes > INT32_MAX / 2) OT_TRY(flush_batch(r));
   const size_t need = (size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes;
@@ -570,13 +577,15 @@ static ot_status batch_add(run_state *r, int i, int *added) {
   ot_op_exec e;
   OT_TRY(op_begin(r, i, &e));
   const int k = o->emit(&e, r->b.insns + (size_t)r->b.n_insns * o->insn_bytes);
-  if (k <= 0) return OT_OK;
+  if (k <= 0) {
+    OT_TRY(flush_batch(r)); /* the ops before it first */
+    return run_begun(r, i, &e);
+  }
   r->b.launch = o->launch;
   r->b.insn_bytes = o->insn_bytes;
   r->b.n_insns += k;
   r->b.ops[r->b.n_ops++] = i;
   op_end(r, i);
-  *added = 1;
   return OT_OK;
 }
 
@@ -732,11 +741,7 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
       OT_TRY(probe_budget(r, slot));
     }
     if (slot == p->n_ops) break;
-    int added;
-    OT_TRY(batch_add(r, slot, &added));
-    if (added) continue;
-    OT_TRY(flush_batch(r));
-    OT_TRY(run_op(r, slot));
+    OT_TRY(run_or_batch(r, slot));
   }
   return OT_OK;
 }
