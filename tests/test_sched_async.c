@@ -23,31 +23,18 @@ static float *run(ot_ctx *ctx, int di, uint64_t seed, ot_strategy strat, int bud
                   int64_t *n) {
   ts_randprog *rp;
   assert_int_equal(ts_randprog_create(ctx, seed, &rp), OT_OK);
-  *n = ts_randprog_snapshot(rp, NULL);
-  uint64_t minb;
-  assert_int_equal(ot_sched_min_budget(rp->p, &minb, NULL), OT_OK);
   ot_sched_opts o = ot_sched_opts_default();
   o.strategy = strat;
   o.device_index = di;
-  o.budget_bytes = budget_kind == 0 ? minb : budget_kind == 1 ? minb * 2 : 1ull << 30;
   o.transfer_delay_us = delay_us;
-  ot_plan *plan;
-  if (ot_sched_plan(ctx, rp->p, &o, &plan) != OT_OK) fail_msg("%s", ot_last_error());
   ot_trace *tr;
   assert_int_equal(ot_trace_create(&tr), OT_OK);
-  float *v = malloc((size_t)(*n * RUNS + 1) * sizeof *v);
-  assert_non_null(v);
-  for (int r = 0; r < RUNS; r++) {
-    ts_randprog_prepare_run(rp, r);
-    if (ot_sched_run(plan, tr) != OT_OK) fail_msg("%s", ot_last_error());
-    ts_randprog_snapshot(rp, v + r * *n);
-  }
-  assert_int_equal(ot_trace_check_budget(tr, o.budget_bytes), OT_OK);
+  float *v;
+  if (ts_randprog_runs(rp, &o, budget_kind, RUNS, tr, &v, n) != OT_OK) fail_msg("%s", ot_last_error());
   /* every event is on the planned device */
   int dev = ot_ctx_device(ctx, di);
   for (size_t i = 0; i < ot_trace_count(tr); i++) assert_int_equal(ot_trace_event_at(tr, i)->device, dev);
   ot_trace_destroy(tr);
-  ot_plan_destroy(plan);
   ts_randprog_destroy(rp);
   return v;
 }

@@ -296,3 +296,29 @@ int64_t ts_randprog_snapshot(const ts_randprog *rp, float *dst) {
   }
   return n;
 }
+
+ot_status ts_randprog_runs(ts_randprog *rp, ot_sched_opts *o, int budget_kind, int runs, ot_trace *tr, float **out,
+                           int64_t *n) {
+  *out = NULL;
+  *n = ts_randprog_snapshot(rp, NULL);
+  uint64_t minb;
+  ot_status st = ot_sched_min_budget(rp->p, &minb, NULL);
+  if (st != OT_OK) return st;
+  o->budget_bytes = budget_kind == 0 ? minb : budget_kind == 1 ? minb * 2 : 1ull << 30;
+  ot_plan *plan;
+  if ((st = ot_sched_plan(rp->ctx, rp->p, o, &plan)) != OT_OK) return st;
+  float *v = malloc((size_t)(*n * runs + 1) * sizeof *v);
+  if (!v) st = OT_ERR_OUT_OF_MEMORY;
+  for (int r = 0; st == OT_OK && r < runs; r++) {
+    ts_randprog_prepare_run(rp, r);
+    if ((st = ot_sched_run(plan, tr)) == OT_OK) ts_randprog_snapshot(rp, v + r * *n);
+  }
+  ot_plan_destroy(plan);
+  if (st == OT_OK) st = ot_trace_check_budget(tr, o->budget_bytes);
+  if (st != OT_OK) {
+    free(v);
+    return st;
+  }
+  *out = v;
+  return OT_OK;
+}

@@ -68,6 +68,12 @@ void ts_randprog_destroy(ts_randprog *rp);
 void ts_randprog_prepare_run(ts_randprog *rp, int run);
 /* Total number of floats in the checked tensors; copies them into dst. */
 int64_t ts_randprog_snapshot(const ts_randprog *rp, float *dst);
+/* Plans rp under *o, its budget set by budget_kind (0: the program's
+ * minimum, 1: twice it, 2: 1 GiB), and runs it `runs` times into tr; checks
+ * the trace's budget. *out gets every run's snapshot one after another
+ * (malloc'ed, runs × *n floats). */
+ot_status ts_randprog_runs(ts_randprog *rp, ot_sched_opts *o, int budget_kind, int runs, ot_trace *tr, float **out,
+                           int64_t *n);
 
 /* Number of bytes the arena needs for one storage (rounded like the planner). */
 uint64_t ts_block(uint64_t bytes);
