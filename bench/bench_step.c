@@ -63,24 +63,7 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
 }
 
 /* Llama-2-7B's widths, `layers` deep. */
-static void config(long layers, ot_hf_config *c) {
-  memset(c, 0, sizeof *c);
-  c->arch = OT_ARCH_LLAMA;
-  strcpy(c->model_type, "llama");
-  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
-  c->hidden_size = 4096;
-  c->intermediate_size = 11008;
-  c->num_heads = 32;
-  c->num_kv_heads = 32;
-  c->head_dim = 128;
-  c->vocab_size = 32000;
-  c->num_layers = layers;
-  c->max_position_embeddings = 4096;
-  c->norm_eps = 1e-5;
-  c->rope_theta = 10000;
-  c->act = OT_ACT_SILU;
-  c->bos_token_id = -1;
-}
+static void config(long layers, ot_hf_config *c) { ot_llama_synthetic_config(c, 4096, 11008, 32, 32, 32000, layers); }
 
 /* The tokens' callback: wall time per step, CUPTI around the profiled one. */
 typedef struct bs_run {

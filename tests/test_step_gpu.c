@@ -21,22 +21,9 @@
 enum { VOCAB = 1000, MAX_NEW = 12 };
 
 static void config(ot_hf_config *c, int layers) {
-  memset(c, 0, sizeof *c);
-  c->arch = OT_ARCH_LLAMA;
-  strcpy(c->model_type, "llama");
-  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
-  c->hidden_size = 512;
-  c->intermediate_size = 1376;
-  c->num_heads = 8;
-  c->num_kv_heads = 2; /* grouped-query attention: 4 query heads per KV head */
-  c->head_dim = 64;
-  c->vocab_size = VOCAB;
-  c->num_layers = layers;
+  /* grouped-query attention: 4 query heads per KV head */
+  ot_llama_synthetic_config(c, 512, 1376, 8, 2, VOCAB, layers);
   c->max_position_embeddings = 512;
-  c->norm_eps = 1e-5;
-  c->rope_theta = 10000;
-  c->act = OT_ACT_SILU;
-  c->bos_token_id = -1;
 }
 
 typedef struct gen_out {

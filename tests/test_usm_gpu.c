@@ -38,21 +38,8 @@ typedef struct run_out {
 static int have_gpu(void) { return ot_num_devices() > 0 && ot_dev_is_gpu(0); }
 
 static void config(ot_hf_config *c) {
-  memset(c, 0, sizeof *c);
-  c->arch = OT_ARCH_LLAMA;
-  strcpy(c->model_type, "llama");
-  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
-  c->hidden_size = 2048;
-  c->intermediate_size = 5504;
-  c->num_heads = 16;
-  c->num_kv_heads = 16;
-  c->head_dim = 128;
-  c->vocab_size = 16000;
+  ot_llama_synthetic_config(c, 2048, 5504, 16, 16, 16000, 0);
   c->max_position_embeddings = 256;
-  c->norm_eps = 1e-5;
-  c->rope_theta = 10000;
-  c->act = OT_ACT_SILU;
-  c->bos_token_id = -1;
   const uint64_t per_layer = 2ull * (4ull * 2048 * 2048 + 3ull * 2048 * 5504);
   c->num_layers = (int64_t)((MODEL_BYTES - 2ull * 2 * 16000 * 2048) / per_layer);
 }

@@ -50,6 +50,11 @@ ot_status ot_model_finish(ot_lm *m, uint64_t weight_bytes, int n_weights, ot_sta
  * scaled like a trained model's so activations stay in range. The demo's model. */
 ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdtype, uint64_t seed,
                              ot_progress_fn progress, void *user, ot_lm **out);
+/* A config for ot_llama_synthetic: Llama's defaults (SiLU, RMSNorm eps 1e-5,
+ * rope theta 1e4, no BOS, 4096 positions) with these widths; head_dim is
+ * hidden / heads. Llama-2-7B is (4096, 11008, 32, 32, 32000, 32). */
+void ot_llama_synthetic_config(ot_hf_config *c, int64_t hidden, int64_t intermediate, int64_t heads, int64_t kv_heads,
+                               int64_t vocab, int64_t layers);
 
 #ifdef __cplusplus
 }

@@ -62,20 +62,8 @@ static ot_status on_opt(void *user, const ot_opt *o, const char *v) {
  * shapes are fixed (small ones off the GPU, Llama-2-7B's on a GPU) and the
  * depth fills the size. */
 static void demo_config(uint64_t bytes, int gpu, ot_dtype wt, ot_hf_config *c) {
-  memset(c, 0, sizeof *c);
-  c->arch = OT_ARCH_LLAMA;
-  strcpy(c->model_type, "llama");
-  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
-  c->hidden_size = gpu ? 4096 : 512;
-  c->intermediate_size = gpu ? 11008 : 1408;
-  c->num_heads = gpu ? 32 : 8;
-  c->num_kv_heads = gpu ? 32 : 4;
-  c->vocab_size = gpu ? 32000 : 8192;
+  ot_llama_synthetic_config(c, gpu ? 4096 : 512, gpu ? 11008 : 1408, gpu ? 32 : 8, gpu ? 32 : 4, gpu ? 32000 : 8192, 0);
   c->max_position_embeddings = 512;
-  c->norm_eps = 1e-5;
-  c->rope_theta = 10000;
-  c->act = OT_ACT_SILU;
-  c->bos_token_id = -1;
   /* A small --size: halve the widths until the embedding (the largest single
    * weight) takes at most a sixth of the size, two thirds of the default
    * budget, so that every op fits beside its activations and the model is

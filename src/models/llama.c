@@ -431,3 +431,23 @@ ot_status ot_llama_synthetic(ot_ctx *ctx, const ot_hf_config *cfg, ot_dtype wdty
                              ot_progress_fn progress, void *user, ot_lm **out) {
   return make(ctx, cfg, NULL, wdtype, seed, 0, progress, user, out);
 }
+
+void ot_llama_synthetic_config(ot_hf_config *c, int64_t hidden, int64_t intermediate, int64_t heads, int64_t kv_heads,
+                               int64_t vocab, int64_t layers) {
+  memset(c, 0, sizeof *c);
+  c->arch = OT_ARCH_LLAMA;
+  strcpy(c->model_type, "llama");
+  strcpy(c->architecture, "LlamaForCausalLM (synthetic)");
+  c->hidden_size = hidden;
+  c->intermediate_size = intermediate;
+  c->num_heads = heads;
+  c->num_kv_heads = kv_heads;
+  c->head_dim = heads > 0 ? hidden / heads : 0;
+  c->vocab_size = vocab;
+  c->num_layers = layers;
+  c->max_position_embeddings = 4096;
+  c->norm_eps = 1e-5;
+  c->rope_theta = 10000;
+  c->act = OT_ACT_SILU;
+  c->bos_token_id = -1;
+}
