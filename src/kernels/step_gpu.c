@@ -376,7 +376,7 @@ static int64_t fuse(ot_kinsn *v, int n) {
     }                                                                                                          \
   } while (0)
 
-ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
+ot_status ot_kstep_run(int dev, void *insns_v, int n) {
   if (n <= 0) return OT_OK;
   step_dev *sd = dev_state(dev);
   if (!sd || !sd->sms) return ot_fail(OT_ERR_UNSUPPORTED, "step kernel: device %d is not a GPU it runs on", dev);
@@ -401,16 +401,9 @@ ot_status ot_kstep_run(int dev, const void *insns_in, int n) {
     if (st == OT_OK) sd->bar = p, sd->base = 0;
     else if (p) ot_mem_free(OT_MEM_DEVICE, dev, p);
   }
-  /* the caller's list is const: fusion marks a copy (a few KB) */
-  ot_kinsn *insns = st == OT_OK ? malloc((size_t)n * sizeof *insns) : NULL;
-  if (st == OT_OK && !insns) st = ot_fail(OT_ERR_OUT_OF_MEMORY, "step kernel: no host memory");
-  int64_t barriers = 0;
-  if (insns) {
-    memcpy(insns, insns_in, (size_t)n * sizeof *insns);
-    barriers = fuse(insns, n);
-  }
+  ot_kinsn *insns = insns_v;
+  const int64_t barriers = st == OT_OK ? fuse(insns, n) : 0;
   if (st == OT_OK) st = ot_mem_copy(sd->insns, dev, insns, OT_DEVICE_HOST, (size_t)n * sizeof(ot_kinsn));
-  free(insns);
   if (st != OT_OK) {
     pthread_mutex_unlock(&sd->mu);
     return ot_fail_context(st, "step kernel: %d instructions on device %d", n, dev);

@@ -106,7 +106,8 @@ void ot_kstep_force(int on);
 void ot_kstep_counts(uint64_t *launches, uint64_t *insns);
 
 /* Runs insns[0 .. n) (host memory) on device dev in one launch; returns when
- * they are done. */
-ot_status ot_kstep_run(int dev, const void *insns, int n);
+ * they are done. Marks fused pairs in the list as it goes (ot_op_launch_fn:
+ * the list is the caller's scratch). */
+ot_status ot_kstep_run(int dev, void *insns, int n);
 
 #endif

@@ -24,8 +24,10 @@
  * of the launcher's, contiguous) and returns how many; 0: run e alone. It
  * may declare partial writes (ot_op_wrote) like run does. */
 typedef int (*ot_op_emit_fn)(const ot_op_exec *e, void *insns);
-/* Runs n instructions on OpenMP device dev; returns once they are done. */
-typedef ot_status (*ot_op_launch_fn)(int dev, const void *insns, int n);
+/* Runs n instructions on OpenMP device dev; returns once they are done.
+ * The list is the executor's scratch, rewritten by the next batch: the
+ * launcher may change it in place (the step kernel marks fused pairs). */
+typedef ot_status (*ot_op_launch_fn)(int dev, void *insns, int n);
 
 /* Gives op `op` of p (the last one added, usually) an encoder for launcher
  * `launch`, whose instructions are insn_bytes each. */

@@ -80,7 +80,7 @@ static int mix_emit(const ot_op_exec *e, void *insns) {
   return 1;
 }
 
-static ot_status mix_launch(int dev, const void *insns, int n) {
+static ot_status mix_launch(int dev, void *insns, int n) {
   const mix_insn *v = insns;
   for (int i = 0; i < n; i++) {
     if (v[i].dev != dev) return ot_fail(OT_ERR_STATE, "mix_launch: instruction for device %d on %d", v[i].dev, dev);
