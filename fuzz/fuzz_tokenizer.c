@@ -10,6 +10,7 @@
 #include <jansson.h>
 #include <stdio.h>
 
+#include "core/utf8.h"
 #include "fuzz_common.h"
 #include "omptensor/textstream.h"
 #include "omptensor/tokenizer.h"
@@ -53,17 +54,6 @@ static ot_tokenizer *make_fixed(void) {
   return tk;
 }
 
-static int whole_utf8(const char *s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    unsigned char c = (unsigned char)s[i];
-    size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (!k || i + k > n) return 0;
-    for (size_t j = 1; j < k; j++)
-      if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-    i += k;
-  }
-  return 1;
-}
 
 /* ids streamed one at a time (special ones skipped) make exactly their
  * decode, each piece whole UTF-8 (textstream.h's promise). */
@@ -77,7 +67,7 @@ static void stream_is_decode(const ot_tokenizer *tk, const int32_t *ids, size_t 
     const char *p;
     size_t k;
     if ((i < n ? ot_text_stream_push(ts, ids[i], &p, &k) : ot_text_stream_finish(ts, &p, &k)) != OT_OK) abort();
-    if (!whole_utf8(p, k) || at + k > dlen || memcmp(dec + at, p, k)) abort();
+    if (!ot_utf8_valid(p, k) || at + k > dlen || memcmp(dec + at, p, k)) abort();
     at += k;
   }
   if (at != dlen) abort();

@@ -17,6 +17,7 @@
 #include "omptensor/textstream.h"
 #include "ot_test.h"
 #include "ot_testio.h"
+#include "core/utf8.h"
 #include "text/tokenizer_internal.h" /* ot_tok_work: ids decoded */
 
 static const char *const families[] = {"sentencepiece_style", "gpt2_style",   "llama3_style", "metaspace_style",
@@ -25,19 +26,6 @@ static const char *const texts[] = {
     "Hello world", "emoji 😀 👍🏽 family 👨‍👩‍👧‍👦 flag 🇫🇷", "東京の天気は晴れ、combining é and naïve",
     "  runs   of\tspaces\r\nand lines", "digits 1234567890 and 3.14159",
     "clean-up: a . b , c ! d ? it ' s don 't we 're I 'm they 've x ' y  .", ""};
-
-/* Whether s[0 .. n) is well-formed UTF-8. */
-static int utf8_ok(const char *s, size_t n) {
-  for (size_t i = 0; i < n;) {
-    unsigned char c = (unsigned char)s[i];
-    size_t k = c < 0x80 ? 1 : c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
-    if (!k || i + k > n) return 0;
-    for (size_t j = 1; j < k; j++)
-      if (((unsigned char)s[i + j] & 0xC0) != 0x80) return 0;
-    i += k;
-  }
-  return 1;
-}
 
 static ot_tokenizer *load(const char *family) {
   char path[4096];
@@ -60,7 +48,7 @@ static char *stream_skip(const ot_tokenizer *tk, const int32_t *ids, size_t n, i
     if (i < n) OT_ASSERT_OK(ot_text_stream_push(ts, ids[i], &p, &k));
     else if (finish) OT_ASSERT_OK(ot_text_stream_finish(ts, &p, &k));
     else break;
-    if (!utf8_ok(p, k)) fail_msg("piece %zu of %zu ('%.*s') is not whole UTF-8", i, n, (int)k, p);
+    if (!ot_utf8_valid(p, k)) fail_msg("piece %zu of %zu ('%.*s') is not whole UTF-8", i, n, (int)k, p);
     all = realloc(all, *len + k + 1);
     memcpy(all + *len, p, k);
     *len += k;

@@ -109,14 +109,14 @@ void ot_text_stream_destroy(ot_text_stream *ts) {
  * the first bytes of a character that later bytes could complete. */
 static int incomplete(const unsigned char *s, size_t n) {
   for (size_t k = 1; k <= n; k++) { /* a lead byte k bytes from the end */
+    unsigned lo, hi;
     const unsigned c = s[n - k];
-    const size_t want = c >= 0xC2 && c <= 0xDF ? 2 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xF0 && c <= 0xF4 ? 4 : 0;
+    const size_t want = c < 0x80 ? 0 : ot_utf8_lead(c, &lo, &hi);
     if (!want) {
       if ((c & 0xC0) == 0x80) continue; /* a continuation byte: look further back */
       return 0;
     }
     if (want <= k) return 0; /* complete, or ill-formed already */
-    const unsigned lo = c == 0xE0 ? 0xA0 : c == 0xF0 ? 0x90 : 0x80, hi = c == 0xED ? 0x9F : c == 0xF4 ? 0x8F : 0xBF;
     for (size_t j = n - k + 1; j < n; j++)
       if (s[j] < (j == n - k + 1 ? lo : 0x80) || s[j] > (j == n - k + 1 ? hi : 0xBF)) return 0;
     return 1;

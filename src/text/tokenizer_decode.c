@@ -22,7 +22,7 @@ void ot_tok_unbyte(bytes *t) {
   size_t w = 0;
   for (size_t j = 0; j < t->n;) {
     const unsigned char *c = (const unsigned char *)t->p + j;
-    size_t k = utf8_len(c, t->n - j);
+    size_t k = ot_utf8_len(c, t->n - j);
     unsigned cp = k == 1 ? c[0] : k == 2 ? ((c[0] & 0x1Fu) << 6) | (c[1] & 0x3Fu) : 0xFFFFu;
     if (!k || cp >= 512 || ot_tok_u2b[cp] < 0) return; /* keep the whole token */
     j += k;
@@ -30,7 +30,7 @@ void ot_tok_unbyte(bytes *t) {
   w = 0;
   for (size_t j = 0; j < t->n;) {
     const unsigned char *c = (const unsigned char *)t->p + j;
-    size_t k = utf8_len(c, t->n - j);
+    size_t k = ot_utf8_len(c, t->n - j);
     unsigned cp = k == 1 ? c[0] : ((c[0] & 0x1Fu) << 6) | (c[1] & 0x3Fu);
     t->p[w++] = (char)ot_tok_u2b[cp];
     j += k;
@@ -62,12 +62,8 @@ int ot_tok_byte_token(const bytes *t, unsigned char *b) {
  * "substitution of maximal subparts", as Rust's String::from_utf8_lossy
  * and Python's decode('utf-8', 'replace') count them). At least 1. */
 static size_t bad_run(const unsigned char *s, size_t n) {
-  unsigned c = s[0], lo = 0x80, hi = 0xBF;
-  size_t need = c >= 0xC2 && c <= 0xDF ? 1 : c >= 0xE0 && c <= 0xEF ? 2 : c >= 0xF0 && c <= 0xF4 ? 3 : 0;
-  if (c == 0xE0) lo = 0xA0;
-  if (c == 0xED) hi = 0x9F;
-  if (c == 0xF0) lo = 0x90;
-  if (c == 0xF4) hi = 0x8F;
+  unsigned lo, hi;
+  const size_t len = ot_utf8_lead(s[0], &lo, &hi), need = len ? len - 1 : 0;
   size_t k = 1;
   for (; k <= need && k < n; k++, lo = 0x80, hi = 0xBF)
     if (s[k] < lo || s[k] > hi) break;
@@ -78,10 +74,10 @@ static size_t bad_run(const unsigned char *s, size_t n) {
  * U+FFFD, appended to out. */
 static int add_lossy(bytes *out, const char *s, size_t n) {
   for (size_t i = 0; i < n;) {
-    const size_t k = utf8_len((const unsigned char *)s + i, n - i);
+    const size_t k = ot_utf8_len((const unsigned char *)s + i, n - i);
     if (k) {
       size_t j = i + k; /* the whole valid stretch at once */
-      for (size_t m; j < n && (m = utf8_len((const unsigned char *)s + j, n - j));) j += m;
+      for (size_t m; j < n && (m = ot_utf8_len((const unsigned char *)s + j, n - j));) j += m;
       if (!bytes_add(out, s + i, j - i)) return 0;
       i = j;
     } else {
@@ -94,7 +90,7 @@ static int add_lossy(bytes *out, const char *s, size_t n) {
 
 static int valid_utf8(const char *s, size_t n) {
   for (size_t i = 0; i < n;) {
-    size_t k = utf8_len((const unsigned char *)s + i, n - i);
+    size_t k = ot_utf8_len((const unsigned char *)s + i, n - i);
     if (!k) return 0;
     i += k;
   }

@@ -169,7 +169,7 @@ static ot_status initial_symbols(const ot_tokenizer *tk, const bytes *w, syms *y
   size_t unk_len = 0; /* a waiting unknown token's bytes (0: none) */
   y->n = 0;
   for (size_t i = 0; i < w->n;) {
-    size_t k = utf8_len((const unsigned char *)w->p + i, w->n - i);
+    size_t k = ot_utf8_len((const unsigned char *)w->p + i, w->n - i);
     if (!k) k = 1;
     int32_t id;
     if (ot_strmap_get(&tk->vocab, w->p + i, k, &id)) {
@@ -336,7 +336,7 @@ int ot_tok_add_replaced_re(bytes *b, const char *s, size_t n, const pcre2_code *
     const size_t ms = ov[0], me = ov[1];
     if (ms == me && me == last_end) {
       if (pos >= n) break;
-      size_t k = utf8_len((const unsigned char *)s + pos, n - pos);
+      size_t k = ot_utf8_len((const unsigned char *)s + pos, n - pos);
       pos += k ? k : 1;
       continue;
     }
@@ -365,7 +365,7 @@ static int add_unicode_nf(bytes *out, const char *s, size_t n, ed_kind k) {
  * which the library's Strip normalizer and lstrip/rstrip use); its length. */
 static size_t ws_at(const char *s, size_t n) {
   const unsigned char *u = (const unsigned char *)s;
-  size_t k = utf8_len(u, n);
+  size_t k = ot_utf8_len(u, n);
   if (!k) return 0;
   unsigned c = k == 1   ? u[0]
                : k == 2 ? ((u[0] & 0x1Fu) << 6) | (u[1] & 0x3Fu)
@@ -459,7 +459,7 @@ static int word_before(const ot_tokenizer *tk, const char *s, size_t at, pcre2_m
   return pcre2_match(tk->word_re, (PCRE2_SPTR)s + b, at - b, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
 }
 static int word_after(const ot_tokenizer *tk, const char *s, size_t n, pcre2_match_data *md) {
-  size_t k = utf8_len((const unsigned char *)s, n);
+  size_t k = ot_utf8_len((const unsigned char *)s, n);
   return pcre2_match(tk->word_re, (PCRE2_SPTR)s, k ? k : 1, 0, PCRE2_ANCHORED | PCRE2_NO_UTF_CHECK, md, NULL) >= 0;
 }
 
@@ -546,7 +546,7 @@ ot_status ot_tokenizer_encode(const ot_tokenizer *tk, const char *text, size_t l
   *out = NULL;
   *n_out = 0;
   for (size_t i = 0; i < len;) {
-    size_t k = utf8_len((const unsigned char *)text + i, len - i);
+    size_t k = ot_utf8_len((const unsigned char *)text + i, len - i);
     if (!k) return ot_fail(OT_ERR_INVALID_ARG, "the text is not valid UTF-8 at byte %zu", i);
     i += k;
   }

@@ -20,7 +20,7 @@ static int is(const json_t *v, tf_type t) {
   case TF_BOOL: return json_is_boolean(v);
   case TF_STRING: return json_is_string(v);
   case TF_CHAR: return json_is_string(v) && json_string_length(v) &&
-                       utf8_len((const unsigned char *)json_string_value(v), json_string_length(v)) ==
+                       ot_utf8_len((const unsigned char *)json_string_value(v), json_string_length(v)) ==
                            json_string_length(v);
   case TF_UINT: return json_is_integer(v) && json_integer_value(v) >= 0;
   case TF_ARRAY: return json_is_array(v);

@@ -133,7 +133,7 @@ static ot_status read_vocab(conv *c) {
     const char *s = ot_gguf_get_array_string(c->g, K_TOKENS, (uint64_t)j);
     const size_t len = strlen(s);
     for (size_t b = 0, k; b < len; b += k)
-      if (!(k = utf8_len((const unsigned char *)s + b, len - b)))
+      if (!(k = ot_utf8_len((const unsigned char *)s + b, len - b)))
         return bad_key(c, OT_ERR_FORMAT, K_TOKENS, "token %d is not valid UTF-8 (at byte %zu)", j, b);
     c->t.tok[j] = s, c->t.len[j] = len;
     OT_TRY(ot_strmap_put(&c->t.vocab, s, len, j)); /* a repeat: the last id, as {token: index} */

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "core/error.h"
+#include "core/utf8.h"
 #include "omptensor/tokenizer.h"
 #include "text/strmap.h"
 
@@ -134,18 +135,6 @@ static inline size_t put_utf8(char *o, unsigned cp) {
   o[0] = (char)(0xC0 | (cp >> 6));
   o[1] = (char)(0x80 | (cp & 0x3F));
   return 2;
-}
-
-/* Length of a valid UTF-8 sequence at s (0: invalid). */
-static inline size_t utf8_len(const unsigned char *s, size_t n) {
-  unsigned c = s[0];
-  size_t k = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-  if (!k || k > n || (k == 2 && c < 0xC2)) return 0;
-  for (size_t i = 1; i < k; i++)
-    if ((s[i] & 0xC0) != 0x80) return 0;
-  if (k == 3 && ((c == 0xE0 && s[1] < 0xA0) || (c == 0xED && s[1] >= 0xA0))) return 0;
-  if (k == 4 && ((c == 0xF0 && s[1] < 0x90) || c > 0xF4 || (c == 0xF4 && s[1] >= 0x90))) return 0;
-  return k;
 }
 
 /* ---- growable byte strings and lists ---- */
