@@ -380,7 +380,11 @@ ot_status ot_settings_to_ctx_opts(const ot_settings *s, ot_ctx_opts *o) {
     ot_size sz = ot_mem_limit_for(&s->gpu_memory_limit, first + i);
     uint64_t bytes = 0;
     if (sz.kind == OT_SIZE_FRACTION && on_host) continue;
-    if (!on_host && first + i >= ot_num_devices()) break; /* ot_ctx_create names the devices there are */
+    if (!on_host && first + i >= ot_num_devices()) { /* ot_ctx_create names the devices there are */
+      for (int j = i; j < n; j++) o->budgets[j] = 0; /* no value of an earlier call left behind */
+      if (i == 0) o->budget_bytes = 0;
+      break;
+    }
     if (on_host) OT_TRY(ot_size_resolve(sz, 0, &bytes)); /* bytes: the host backend's plan budget */
     else OT_TRY(device_budget(s, sz, first + i, &bytes));
     if (i == 0) o->budget_bytes = bytes;
