@@ -63,6 +63,9 @@ typedef struct run_state {
     unsigned char *insns; /* n_insns * insn_bytes */
     int n_insns, cap_bytes; /* (in bytes: launchers may differ in instruction size) */
     int *ops, n_ops, cap_ops;
+    /* write-backs due while the batch was pending, run after it (defer_download) */
+    const ot_plan_event **dl;
+    int n_dl, cap_dl;
   } b;
 } run_state;
 
@@ -540,6 +543,13 @@ static ot_status run_op(run_state *r, int i) {
   return run_begun(r, i, &e);
 }
 
+/* Whether storage st has a write-back held until the pending batch has run. */
+static int deferred(const run_state *r, int st) {
+  for (int k = 0; k < r->b.n_dl; k++)
+    if (r->b.dl[k]->st == st) return 1;
+  return 0;
+}
+
 /* Runs the ops encoded so far as one launch. Their KERNEL events share the
  * launch's time in equal slices, in order: the device does not report
  * where one instruction ends. */
@@ -553,10 +563,14 @@ static ot_status flush_batch(run_state *r) {
     trace_op(r, r->b.ops[j], t0 + (t1 - t0) * (uint64_t)j / (uint64_t)n, t0 + (t1 - t0) * (uint64_t)(j + 1) / (uint64_t)n);
   r->b.n_ops = r->b.n_insns = 0;
   if (s != OT_OK) {
+    r->b.n_dl = 0;
     const ot_op *a = &r->plan->prog->ops[r->b.ops[0]], *z = &r->plan->prog->ops[r->b.ops[n - 1]];
     return ot_fail_context(s, "ops '%s' (#%d) to '%s' (#%d), run as one launch", a->name, r->b.ops[0], z->name,
                            r->b.ops[n - 1]);
   }
+  const int n_dl = r->b.n_dl;
+  r->b.n_dl = 0;
+  for (int k = 0; k < n_dl; k++) OT_TRY(do_event(r, r->b.dl[k]));
   return OT_OK;
 }
 
@@ -570,6 +584,8 @@ static ot_status run_or_batch(run_state *r, int i) {
     return run_op(r, i);
   }
   if (r->b.n_ops && (o->launch != r->b.launch || o->insn_bytes != r->b.insn_bytes)) OT_TRY(flush_batch(r));
+  for (int k = 0; r->b.n_dl && k < o->n_acc; k++) /* a held write-back copies what the batch wrote, not this op */
+    if (o->acc[k].write && deferred(r, o->acc[k].st)) OT_TRY(flush_batch(r));
   if ((size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes > INT32_MAX / 2) OT_TRY(flush_batch(r));
   const size_t need = (size_t)(r->b.n_insns + OT_BATCH_MAX_PER_OP) * o->insn_bytes;
   OT_TRY(ot_grow((void **)&r->b.insns, &r->b.cap_bytes, (int)need, 1, "executor: instructions"));
@@ -716,8 +732,26 @@ static ot_status queue_disk_reads(run_state *r, const ot_schedule *sc) {
  * the batch before it. Not so for usm (prefetches move pages) or a cache
  * (its epoch changes). */
 static int needs_flush(const run_state *r, const ot_plan_event *e) {
+  if (e->kind == OT_EV_FREE && deferred(r, e->st)) return 1; /* its block could be reused before the copy */
   if (e->kind != OT_EV_ALLOC && e->kind != OT_EV_FREE) return 1;
   return r->kind == OT_MV_PREFETCH || (r->plan->prog->st[e->st].role & OT_ROLE_CACHE) || (e->flags & OT_TRACE_CROSS);
+}
+
+/* A write-back (a KV cache's new row, after its layer's attention) is
+ * held until the pending batch has run instead of ending the batch: the
+ * copy reads only what the batch's ops wrote, and the batch is flushed
+ * first if a later op would write the storage again or its block is freed.
+ * A decode step then stays one launch instead of one per layer. Copies
+ * across devices and into a stage's mailbox keep their place. */
+static ot_status defer_download(run_state *r, const ot_plan_event *e, int *held) {
+  *held = 0;
+  if (!r->b.n_ops || e->kind != OT_EV_DOWNLOAD || r->kind != OT_MV_COPY || (e->flags & OT_TRACE_CROSS) ||
+      peer_home(r, &r->plan->prog->st[e->st]))
+    return OT_OK;
+  OT_TRY(ot_grow((void **)&r->b.dl, &r->b.cap_dl, r->b.n_dl + 1, sizeof *r->b.dl, "executor: held write-backs"));
+  r->b.dl[r->b.n_dl++] = e;
+  *held = 1;
+  return OT_OK;
 }
 
 static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_flags) {
@@ -732,6 +766,9 @@ static ot_status run_schedule(run_state *r, const ot_schedule *sc, unsigned run_
     /* a batch runs before an event that moves data: such events wait for, or copy, what its ops write */
     if (slot == p->n_ops) OT_TRY(flush_batch(r));
     for (int x = sc->slot_start[slot]; x < sc->slot_start[slot + 1]; x++) {
+      int held;
+      OT_TRY(defer_download(r, &sc->ev[x], &held));
+      if (held) continue;
       if (needs_flush(r, &sc->ev[x])) OT_TRY(flush_batch(r));
       OT_TRY(do_event(r, &sc->ev[x]));
     }
@@ -784,6 +821,7 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run) {
                 ot_disk_pending(plan->disk));
   free(r.pend);
   free(r.b.insns);
+  free(r.b.dl);
   free(r.b.ops);
   if (s != OT_OK) {
     plan->runs = 0; /* the device state is unknown: start the next run from nothing */
