@@ -27,9 +27,10 @@
 #include "memory/device.h"
 #include "omptensor/memory.h"
 #include "sched/trace_impl.h"
+#include "kernels/step_gpu.h"
 #include <omp.h>
 
-enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_HELP, MAX_STEPS = 256 };
+enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_UNROLL, O_HELP, MAX_STEPS = 256 };
 
 static const ot_opt bs_optv[] = {
     {"layers", 0, "N", "decoder layers (default 32: Llama-2-7B; the widths are its own)", O_LAYERS},
@@ -38,11 +39,13 @@ static const ot_opt bs_optv[] = {
     {"steps", 0, "N", "decode steps; the one in the middle is profiled (default 9)", O_STEPS},
     {"top", 0, "N", "kernels listed, the most time first (default 12)", O_TOP},
     {"json", 0, "FILE", "also write the numbers as one JSON line to FILE ('-': stdout)", O_JSON},
+    {"step-unroll", 0, "N", "step kernel: 16-byte loads in flight per lane in a 16-bit row: 4, 8 (default) or 16",
+     O_UNROLL},
     {"help", 'h', NULL, "show this help", O_HELP},
     {0}};
 
 typedef struct bs_opts {
-  long layers, prompt, steps, top;
+  long layers, prompt, steps, top, unroll;
   ot_dtype dt;
   const char *json;
 } bs_opts;
@@ -57,6 +60,10 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
   case O_STEPS: return bc_parse_int("--steps", v, 3, MAX_STEPS - 1, &o->steps);
   case O_TOP: return bc_parse_int("--top", v, 0, 1000, &o->top);
   case O_JSON: o->json = v; return OT_OK;
+  case O_UNROLL: {
+    OT_TRY(bc_parse_int("--step-unroll", v, 4, 16, &o->unroll));
+    return ot_kstep_tune((int)o->unroll);
+  }
   case O_HELP: bc_usage("bench_step", bs_optv);
   }
   return OT_OK;
@@ -174,11 +181,11 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
             "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,"
             "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
             "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
-            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f}\n",
+            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f,\"step_kernel\":%d,\"step_unroll\":%ld}\n",
             (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
             a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
             w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
-            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling);
+            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling, ot_kstep_enabled(0), a->unroll);
 }
 
 static ot_status run(const bs_opts *a, FILE *json) {
@@ -200,9 +207,10 @@ static ot_status run(const bs_opts *a, FILE *json) {
   if (s == OT_OK) s = ot_trace_create(&tr);
   if (s == OT_OK) {
     printf("bench_step on %s (device %d): synthetic Llama, %lld layers, hidden %lld, ffn %lld, vocab %lld, %s "
-           "weights, prompt %ld, %ld decode steps\n",
+           "weights, prompt %ld, %ld decode steps; step kernel %s (%ld loads in flight per lane)\n",
            bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, (long long)c.hidden_size,
-           (long long)c.intermediate_size, (long long)c.vocab_size, ot_dtype_name(a->dt), a->prompt, a->steps);
+           (long long)c.intermediate_size, (long long)c.vocab_size, ot_dtype_name(a->dt), a->prompt, a->steps,
+           ot_kstep_enabled(bc_device()) ? "on" : "off", a->unroll);
     s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
   }
   const uint64_t wbytes = m ? m->weight_bytes : 0;
@@ -235,7 +243,7 @@ static ot_status run(const bs_opts *a, FILE *json) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .dt = OT_BF16};
+  bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .unroll = 8, .dt = OT_BF16};
   const ot_opt *tables[] = {bs_optv, NULL};
   if (ot_args_parse("bench_step", argc, argv, tables, on_opt, &a) != OT_OK) {
     fprintf(stderr, "%s\n", ot_last_error());

@@ -5,8 +5,8 @@
 #   1. tests/test_step_gpu (the step kernel against the per-op path) and
 #      tests/test_gpu_helpers (the helper miscompile's reduction);
 #   2. bench_step on the 7 GB model (16 layers, bf16) with the step kernel
-#      off and on: busy fraction, tokens/s, share of the measured HBM
-#      ceiling; then q8b and q4b with it on;
+#      off, and on with 4, 8 and 16 loads in flight per lane: busy fraction,
+#      tokens/s, share of the measured HBM ceiling; then q8b and q4b off and on;
 #   3. the whole nvptx suite with OMPTENSOR_STEP_KERNEL=1 (SUITE=0 skips it).
 # LAYERS=N changes the model's depth (a CPU smoke test of the script:
 #   mkdir -p build-gpu && ln -sf ../build/offload-host/tests/test_* ../build/offload-host/bench/bench_step build-gpu/
@@ -20,31 +20,38 @@ mkdir -p "$out" build-gpu
 [ -x build-gpu/bench_step ] || tar -C build-gpu -xJf gpu-carry/nvptx.tar.xz
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+mkdir -p "$out/logs"
 log=$out/step_h200.log
 say() { echo "$@" | tee -a "$log"; }
 part() { # part SECONDS NAME COMMAND...: runs it, its output to the log and the tail to stdout
   local limit=$1 name=$2
   shift 2
   say "=== $name"
-  timeout "$limit" "$@" > "$out/$name.log" 2>&1
+  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
   local rc=$?
-  tail -n 25 "$out/$name.log" | tee -a "$log"
+  tail -n 25 "$out/logs/$name.log" | tee -a "$log"
   say "=== $name rc=$rc"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 part 90 test_step_gpu build-gpu/test_step_gpu
 part 60 test_gpu_helpers build-gpu/test_gpu_helpers
 layers=${LAYERS:-16}
-for k in 0 1; do
-  part 45 "bench_step-bf16-k$k" env OMPTENSOR_STEP_KERNEL=$k build-gpu/bench_step --layers "$layers" --dtype bf16 \
-    --top 12 --json "$out/step-bf16-k$k.json"
+part 45 bench_step-bf16-k0 env OMPTENSOR_STEP_KERNEL=0 build-gpu/bench_step --layers "$layers" --dtype bf16 \
+  --top 12 --json "$out/logs/step-bf16-k0.json"
+for u in 4 8 16; do
+  part 45 "bench_step-bf16-k1-u$u" env OMPTENSOR_STEP_KERNEL=1 build-gpu/bench_step --layers "$layers" --dtype bf16 \
+    --step-unroll $u --top 12 --json "$out/logs/step-bf16-k1-u$u.json"
 done
 for d in q8b q4b; do
-  part 40 "bench_step-$d-k1" env OMPTENSOR_STEP_KERNEL=1 build-gpu/bench_step --layers "$layers" --dtype "$d" --top 6 \
-    --json "$out/step-$d-k1.json"
+  for k in 0 1; do
+    part 40 "bench_step-$d-k$k" env OMPTENSOR_STEP_KERNEL=$k build-gpu/bench_step --layers "$layers" --dtype "$d" \
+      --top 6 --json "$out/logs/step-$d-k$k.json"
+  done
 done
+cat "$out"/logs/*.json > "$out/steps.jsonl"
 if [ "${SUITE:-1}" != 0 ]; then
   say "=== suite (OMPTENSOR_STEP_KERNEL=1)"
   OMPTENSOR_STEP_KERNEL=1 timeout "${SUITE_LIMIT:-300}" bash scripts/gpu_suite.sh run "$out/suite" 2>&1 | grep -v '^PASS' | tee -a "$log"
   (cd "$out" && tar czf suite.tgz suite && rm -rf suite)
 fi
+(cd "$out" && tar czf logs.tgz logs && rm -rf logs) # few files come back from a device call

@@ -73,9 +73,17 @@ static step_dev *dev_state(int dev) {
 }
 
 static _Atomic int forced = -1;
+static _Atomic int unroll = 8; /* ot_kstep_tune */
 static _Atomic uint64_t n_launches, n_insns;
 
 void ot_kstep_force(int on) { forced = on < 0 ? -1 : on != 0; }
+
+ot_status ot_kstep_tune(int unroll_loads) {
+  if (unroll_loads != 4 && unroll_loads != 8 && unroll_loads != 16)
+    return ot_fail(OT_ERR_INVALID_ARG, "step kernel: %d loads in flight per lane; give 4, 8 or 16", unroll_loads);
+  unroll = unroll_loads;
+  return OT_OK;
+}
 
 void ot_kstep_counts(uint64_t *launches, uint64_t *insns) {
   if (launches) *launches = n_launches;
@@ -219,19 +227,49 @@ OT_DECLARE_TARGET_END
 #define ST_DOT4_32(acc, q, xp)                                                                                 \
   (acc) += st_u2f((q).x) * (xp)[0] + st_u2f((q).y) * (xp)[1] + st_u2f((q).z) * (xp)[2] + st_u2f((q).w) * (xp)[3]
 
-#define ST_ROW(T, ELEMS, DOT, W, LDW, NROW, A, K)                                                             \
+/* Quantized values as exact floats without I2F (a quarter-rate
+ * instruction on the SMs, enough of them to bound a quantized GEMV): an
+ * unsigned field put in the mantissa of 2^23, 2^23 plus its bias taken off.
+ * ST_I8F: byte k of a word whose bytes were biased by 0x80 (int8 + 128);
+ * ST_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
+#define ST_I8F(u, k) (st_u2f(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
+#define ST_U4F(u, sh) (st_u2f(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
+/* acc += the q8b block held as 9 words (the f32 scale, then 32 int8) dotted with x[0 .. 32) */
+#define ST_Q8_DOT(acc, qv, x)                                                                                 \
+  do {                                                                                                        \
+    float t_ = 0.0f;                                                                                          \
+    OT_UNROLL for (int j_ = 0; j_ < 8; j_++) {                                                                \
+      const uint32_t b_ = (qv)[1 + j_] ^ 0x80808080u;                                                         \
+      t_ += ST_I8F(b_, 0) * (x)[4 * j_] + ST_I8F(b_, 1) * (x)[4 * j_ + 1] + ST_I8F(b_, 2) * (x)[4 * j_ + 2] +     \
+            ST_I8F(b_, 3) * (x)[4 * j_ + 3];                                                                  \
+    }                                                                                                         \
+    (acc) += st_u2f((qv)[0]) * t_;                                                                            \
+  } while (0)
+
+/* A lane's part of one row: UNR (16, 8 or 4: ot_kstep_tune) 16-byte loads
+ * in flight before the first product (a batch-1 GEMV is bound by the bytes
+ * each SM has in flight, and the step kernel runs few warps per SM), the
+ * products into gemv1's four accumulators in gemv1's order, its tails
+ * after. */
+#define ST_ROW_PASS(NU, DOT, ELEMS, A)                                                                        \
+  for (; v + ((NU)-1) * OT_WARP_SIZE < nv; v += (NU)*OT_WARP_SIZE) {                                          \
+    u128 q[NU];                                                                                               \
+    OT_UNROLL for (int u_ = 0; u_ < (NU); u_++) q[u_] = row[v + u_ * OT_WARP_SIZE];                                \
+    OT_UNROLL for (int u_ = 0; u_ < (NU); u_ += 4) {                                                             \
+      DOT(s0, q[u_], (A) + (v + u_ * OT_WARP_SIZE) * (ELEMS));                                                  \
+      DOT(s1, q[u_ + 1], (A) + (v + (u_ + 1) * OT_WARP_SIZE) * (ELEMS));                                        \
+      DOT(s2, q[u_ + 2], (A) + (v + (u_ + 2) * OT_WARP_SIZE) * (ELEMS));                                        \
+      DOT(s3, q[u_ + 3], (A) + (v + (u_ + 3) * OT_WARP_SIZE) * (ELEMS));                                        \
+    }                                                                                                         \
+  }
+#define ST_ROW(T, ELEMS, DOT, W, LDW, NROW, A, K, MAXU)                                                           \
   do {                                                                                                        \
     const u128 *row = (const u128 *)((const T *)(W) + (NROW) * (LDW));                                        \
     const int64_t nv = (K) / (ELEMS);                                                                         \
     int64_t v = lane;                                                                                         \
-    for (; v + 3 * OT_WARP_SIZE < nv; v += 4 * OT_WARP_SIZE) {                                                \
-      const u128 q0 = row[v], q1 = row[v + OT_WARP_SIZE];                                                     \
-      const u128 q2 = row[v + 2 * OT_WARP_SIZE], q3 = row[v + 3 * OT_WARP_SIZE];                              \
-      DOT(s0, q0, (A) + v * (ELEMS));                                                                         \
-      DOT(s1, q1, (A) + (v + OT_WARP_SIZE) * (ELEMS));                                                        \
-      DOT(s2, q2, (A) + (v + 2 * OT_WARP_SIZE) * (ELEMS));                                                    \
-      DOT(s3, q3, (A) + (v + 3 * OT_WARP_SIZE) * (ELEMS));                                                    \
-    }                                                                                                         \
+    if ((MAXU) >= 16 && unr >= 16) ST_ROW_PASS(16, DOT, ELEMS, A)                                              \
+    if (unr >= 8) ST_ROW_PASS(8, DOT, ELEMS, A)                                                               \
+    ST_ROW_PASS(4, DOT, ELEMS, A)                                                                             \
     for (; v < nv; v += OT_WARP_SIZE) {                                                                       \
       const u128 q0 = row[v];                                                                                 \
       DOT(s0, q0, (A) + v * (ELEMS));                                                                         \
@@ -243,22 +281,23 @@ OT_DECLARE_TARGET_END
 #define ST_WARP_DOT(out, w, wt, ldw, n, a, K)                                                                 \
   do {                                                                                                        \
     float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                                                         \
-    if ((wt) == OT_BF16) ST_ROW(uint16_t, 8, ST_DOT8_BF, w, ldw, n, a, K);                                    \
-    else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K);                               \
-    else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K);                                   \
-    else {                                                                                                    \
-      const ot_q8b_block *qrow = (const ot_q8b_block *)(w) + (n) * ((ldw) / 32);                              \
-      for (int64_t qb = lane; qb < (K) / 32; qb += OT_WARP_SIZE) {                                            \
-        const uint32_t *q = (const uint32_t *)qrow[qb].q;                                                     \
-        const float sc = qrow[qb].scale;                                                                      \
-        const float *x = (a) + qb * 32;                                                                       \
-        float t = 0.0f;                                                                                       \
-        for (int j = 0; j < 8; j++) {                                                                         \
-          const uint32_t qu_ = q[j];                                                                          \
-          t += (float)(int8_t)(qu_ & 0xff) * x[4 * j] + (float)(int8_t)((qu_ >> 8) & 0xff) * x[4 * j + 1] +   \
-               (float)(int8_t)((qu_ >> 16) & 0xff) * x[4 * j + 2] + (float)(int8_t)(qu_ >> 24) * x[4 * j + 3];\
-        }                                                                                                     \
-        s0 += sc * t;                                                                                         \
+    if ((wt) == OT_BF16) ST_ROW(uint16_t, 8, ST_DOT8_BF, w, ldw, n, a, K, 16);                                    \
+    else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K, 8);                               \
+    else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K, 8);                                   \
+    else { /* q8b: two blocks of a lane (72 bytes) in flight before their products */                       \
+      const uint32_t *qw_ = (const uint32_t *)((const ot_q8b_block *)(w) + (n) * ((ldw) / 32));               \
+      const int64_t nb_ = (K) / 32;                                                                           \
+      int64_t qb = lane;                                                                                      \
+      for (; qb + OT_WARP_SIZE < nb_; qb += 2 * OT_WARP_SIZE) {                                               \
+        uint32_t q0_[9], q1_[9];                                                                              \
+        OT_UNROLL for (int j = 0; j < 9; j++) q0_[j] = qw_[9 * qb + j], q1_[j] = qw_[9 * (qb + OT_WARP_SIZE) + j]; \
+        ST_Q8_DOT(s0, q0_, (a) + qb * 32);                                                                    \
+        ST_Q8_DOT(s1, q1_, (a) + (qb + OT_WARP_SIZE) * 32);                                                   \
+      }                                                                                                       \
+      if (qb < nb_) {                                                                                         \
+        uint32_t q0_[9];                                                                                      \
+        OT_UNROLL for (int j = 0; j < 9; j++) q0_[j] = qw_[9 * qb + j];                                       \
+        ST_Q8_DOT(s0, q0_, (a) + qb * 32);                                                                    \
       }                                                                                                       \
     }                                                                                                         \
     float s_ = (s0 + s1) + (s2 + s3);                                                                         \
@@ -330,9 +369,8 @@ static int64_t fuse(ot_kinsn *v, int n) {
             float t = 0.0f;                                                                                    \
             for (int j = 0; j < 8; j++) {                                                                      \
               const uint32_t qu_ = q[j];                                                                       \
-              t += (float)((int)(qu_ & 15) - 8) * xv[2 * j] + (float)((int)((qu_ >> 8) & 15) - 8) * xv[2 * j + 1] + \
-                   (float)((int)((qu_ >> 4) & 15) - 8) * xv[2 * j + 16] +                                      \
-                   (float)((int)((qu_ >> 12) & 15) - 8) * xv[2 * j + 17];                                      \
+              t += ST_U4F(qu_, 0) * xv[2 * j] + ST_U4F(qu_, 8) * xv[2 * j + 1] + ST_U4F(qu_, 4) * xv[2 * j + 16] +     \
+                   ST_U4F(qu_, 12) * xv[2 * j + 17];                                                           \
             }                                                                                                  \
             (acc)[r] += ot_kf16_f32(qb_->d) * t;                                                               \
           }                                                                                                    \
@@ -412,7 +450,8 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
   uint64_t *bar = sd->bar;
   const uint64_t base = sd->base;
   const int64_t G = sd->sms, ni = n;
-  OT_GPU_KERNEL(dev, G, THREADS, OT_DEVPTR(prog, bar) firstprivate(ni, G, base))
+  const int unr = unroll;
+  OT_GPU_KERNEL(dev, G, THREADS, OT_DEVPTR(prog, bar) firstprivate(ni, G, base, unr))
   {
     float red[WARPS], wm[WARPS], wl[WARPS];
     float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wacc[WARPS][OT_KATTN_MAX_D];

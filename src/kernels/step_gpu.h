@@ -103,6 +103,9 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
  * device from now on (over OMPTENSOR_STEP_KERNEL), -1 goes back to the
  * environment's choice; and the launches and instructions run so far. */
 void ot_kstep_force(int on);
+/* Benchmarks: 16-byte loads each lane has in flight in a bf16/f16/f32 row
+ * (4, 8 or 16; default 8). */
+ot_status ot_kstep_tune(int unroll_loads);
 void ot_kstep_counts(uint64_t *launches, uint64_t *insns);
 
 /* Runs insns[0 .. n) (host memory) on device dev in one launch; returns when
