@@ -34,7 +34,7 @@ typedef struct step_dev {
   int probed, sms; /* multiprocessors (0: no step kernel on this device) */
   ot_kinsn *insns; /* device copy of the instructions */
   int cap;
-  uint64_t *bar;   /* the grid barrier's counter (device memory) */
+  uint64_t *bar;   /* the grid barrier's counter, then the split attention's partial sums (device memory) */
   uint64_t base;   /* its value when the next launch starts */
 } step_dev;
 
@@ -188,7 +188,7 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
                                ot_krope_resolve(rope, pos + 1, D)};
   out[1].op = OT_KI_ATTN;
   out[1].u.attn = (ot_ki_attn){att.p, q.p, kc.p, vc.p, att.nb[1], q.nb[1], kc.nb[0], kc.nb[1], vc.nb[0], vc.nb[1],
-                               H, H / KV, D, pos};
+                               H, H / KV, D, pos, 1, NULL};
   return 2;
 }
 
@@ -305,17 +305,37 @@ OT_DECLARE_TARGET_END
     (out) = ot_warp_bcast(s_, 0);                                                                             \
   } while (0)
 
+/* Key ranges per head for attention over pos + 1 keys: enough to give
+ * every block one (H heads alone leave most of the G blocks idle), at most
+ * ST_MAX_SPLIT, none shorter than a warp's 32 keys, and the partial sums
+ * within ST_PART_FLOATS. 1: one block per head, ot_kattn_gpu's order. */
+#define ST_MAX_SPLIT 8
+#define ST_PART_FLOATS (1 << 18)
+static int attn_split(const ot_ki_attn *at, int64_t G) {
+  int64_t s = at->H > 0 ? G / at->H : 1;
+  if (s > ST_MAX_SPLIT) s = ST_MAX_SPLIT;
+  if (s > (at->pos + 1) / 32) s = (at->pos + 1) / 32;
+  while (s > 1 && at->H * s * (at->D + 2) > ST_PART_FLOATS) s--;
+  return s < 1 ? 1 : (int)s;
+}
+
 /* An RMSNorm of one row whose output is the next GEMV's activations: the
  * GEMV's blocks normalize the row themselves, in the norm's arithmetic (so
  * the values are the norm's bit for bit), and the norm, run by one block
  * only to leave its output for later readers, needs no grid barrier after
  * it. Returns the grid barriers the list takes. */
-static int64_t fuse(ot_kinsn *v, int n) {
+static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
   static int on = -1;
   if (on < 0) on = ot_env_choice("OMPTENSOR_STEP_KERNEL", STEP_DEFAULT) != 2;
   int64_t barriers = 0;
   for (int i = 0; i < n; i++) {
     ot_kinsn *a = &v[i], *b = i + 1 < n ? &v[i + 1] : NULL;
+    if (a->op == OT_KI_ATTN) {
+      ot_ki_attn *at = &a->u.attn;
+      at->split = attn_split(at, G);
+      at->part = part;
+      barriers += at->split > 1; /* the partial sums are combined after a grid barrier */
+    }
     if (on && b && a->op == OT_KI_NORM && b->op == OT_KI_GEMV && !a->u.norm.layer && a->u.norm.rows == 1 &&
         b->u.gemv.a_shared && b->u.gemv.a == a->u.norm.y && b->u.gemv.K == a->u.norm.d && !b->u.gemv.pre_x) {
       b->u.gemv.pre_x = a->u.norm.x;
@@ -434,13 +454,13 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
   if (st == OT_OK && !sd->bar) {
     void *p = NULL;
     const uint64_t zero = 0;
-    st = ot_mem_alloc(OT_MEM_DEVICE, dev, sizeof(uint64_t), &p);
+    st = ot_mem_alloc(OT_MEM_DEVICE, dev, 256 + ST_PART_FLOATS * sizeof(float), &p);
     if (st == OT_OK) st = ot_mem_copy(p, dev, &zero, OT_DEVICE_HOST, sizeof zero);
     if (st == OT_OK) sd->bar = p, sd->base = 0;
     else if (p) ot_mem_free(OT_MEM_DEVICE, dev, p);
   }
   ot_kinsn *insns = insns_v;
-  const int64_t barriers = st == OT_OK ? fuse(insns, n) : 0;
+  const int64_t barriers = st == OT_OK ? fuse(insns, n, sd->sms, (float *)((char *)sd->bar + 256)) : 0;
   if (st == OT_OK) st = ot_mem_copy(sd->insns, dev, insns, OT_DEVICE_HOST, (size_t)n * sizeof(ot_kinsn));
   if (st != OT_OK) {
     pthread_mutex_unlock(&sd->mu);
@@ -597,22 +617,23 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             ot_kst(rp->vct, rp->vc, eo + j + half, ot_kld(rp->vt, rp->v, vo + j + half));
           }
         }
-      } else if (op == OT_KI_ATTN) { /* ot_kattn_gpu's body, a block per head */
+      } else if (op == OT_KI_ATTN) { /* ot_kattn_gpu's body, a block per (head, key range) */
         const ot_ki_attn *at = &I->u.attn;
-        const int dd = (int)at->D, per = dd / OT_WARP_SIZE;
+        const int dd = (int)at->D, per = dd / OT_WARP_SIZE, S = at->split;
         const float scale = 1.0f / sqrtf((float)at->D);
-        const int64_t nkeys = at->pos + 1;
-        for (int64_t h = blk; h < at->H; h += G) {
-          const int64_t kh = h / at->group;
+        const int64_t nkeys = at->pos + 1, chunk = (nkeys + S - 1) / S;
+        for (int64_t un = blk; un < at->H * S; un += G) {
+          const int64_t h = un / S, kh = h / at->group, lo = (un % S) * chunk;
+          const int64_t hi = lo + chunk < nkeys ? lo + chunk : nkeys;
           const float *qr = at->q + h * at->q1;
           for (int d = tid; d < dd; d += THREADS) qs[d] = qr[d] * scale;
           OT_GPU_BLOCK_SYNC();
           float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
           for (int j = 0; j < per; j++) acc[j] = 0.0f;
-          for (int64_t j0 = (int64_t)warp * OT_WARP_SIZE; j0 < nkeys; j0 += WARPS * OT_WARP_SIZE) {
+          for (int64_t j0 = lo + (int64_t)warp * OT_WARP_SIZE; j0 < hi; j0 += WARPS * OT_WARP_SIZE) {
             const int64_t j = j0 + lane;
             float sc = -INFINITY;
-            if (j < nkeys) {
+            if (j < hi) {
               const f4 *kr = (const f4 *)(at->k + j * at->k0 + kh * at->k1);
               const f4 *qv = (const f4 *)qs;
               float dot = 0.0f;
@@ -623,12 +644,12 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
               sc = dot;
             }
             const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
-            const float p = j < nkeys ? expf(sc - m2) : 0.0f;
+            const float p = j < hi ? expf(sc - m2) : 0.0f;
             float ps = p;
             for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
             sum = sum * alpha + ot_warp_bcast(ps, 0);
             for (int d = 0; d < per; d++) acc[d] *= alpha;
-            const int64_t nj = nkeys - j0 < OT_WARP_SIZE ? nkeys - j0 : OT_WARP_SIZE;
+            const int64_t nj = hi - j0 < OT_WARP_SIZE ? hi - j0 : OT_WARP_SIZE;
             for (int jj = 0; jj < nj; jj++) {
               const float pj = ot_warp_bcast(p, jj);
               const float *vr = at->v + (j0 + jj) * at->v0 + kh * at->v1;
@@ -646,13 +667,34 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
           for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);
           float L = 0.0f;
           for (int w = 0; w < WARPS; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
-          float *orow = at->out + h * at->o1;
+          /* one range: the output; several: this range's max, sum and unnormalized output */
+          float *orow = S == 1 ? at->out + h * at->o1 : at->part + un * (dd + 2) + 2;
           for (int d = tid; d < dd; d += THREADS) {
             float s = 0.0f;
             for (int w = 0; w < WARPS; w++) s += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
-            orow[d] = s / L;
+            orow[d] = S == 1 ? s / L : s;
           }
+          if (S > 1 && tid == 0) orow[-2] = M, orow[-1] = L;
           OT_GPU_BLOCK_SYNC(); /* qs, wm, wl, wacc are reused by the next head */
+        }
+        if (S > 1) { /* the ranges combined (flash-decoding), an output element per thread of the grid */
+          nbar++;
+          OT_GPU_GRID_SYNC(tid, bar, base + nbar * (uint64_t)G);
+          for (int64_t t = blk * THREADS + tid; t < at->H * dd; t += G * THREADS) {
+            const int64_t h = t / dd, d = t % dd;
+            const float *pr = at->part + h * S * (dd + 2);
+            float M = -INFINITY;
+            for (int c = 0; c < S; c++) M = fmaxf(M, pr[c * (dd + 2)]);
+            float L = 0.0f, o = 0.0f;
+            for (int c = 0; c < S; c++) {
+              const float mc = pr[c * (dd + 2)];
+              if (mc == -INFINITY) continue; /* an empty range */
+              const float e = expf(mc - M);
+              L += pr[c * (dd + 2) + 1] * e;
+              o += pr[c * (dd + 2) + 2 + d] * e;
+            }
+            at->out[h * at->o1 + d] = o / L;
+          }
         }
       }
       if (i + 1 < ni && !I->no_barrier) {

@@ -11,9 +11,12 @@
  * executes them in order with a grid-wide barrier between instructions.
  *
  * Each instruction does what its op's kernels do, with the same arithmetic
- * in the same order per output (the bodies below are those of gemv_gpu.c
- * and warp_gpu.c, spread over the persistent grid), so results match the
- * per-op path bit for bit where the per-op path took those kernels.
+ * (the bodies are those of gemv_gpu.c and warp_gpu.c, spread over the
+ * persistent grid), in the same order per output except in two places made
+ * for bandwidth: a q8b row sums two blocks per lane apart, and attention
+ * over 64 keys or more splits the keys in ranges over the blocks and
+ * combines their softmax sums (flash-decoding). Elsewhere results match the
+ * per-op path bit for bit; tests/test_step_gpu.c compares the two.
  *
  * The encoders (ot_kstep_*) return the instructions written, or 0 where the
  * case is not one the step kernel covers (other dtypes, layouts, a host
@@ -70,6 +73,11 @@ typedef struct ot_ki_attn { /* one query row over keys [0, pos]: ot_kattn_gpu wi
   float *out;
   const float *q, *k, *v;
   int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos;
+  /* set by ot_kstep_run: the keys in `split` ranges, one block each (H
+   * heads fill few of the GPU's blocks), their partial softmax sums in
+   * part[H * split * (D + 2)] and combined after a grid barrier; 1: none */
+  int split;
+  float *part;
 } ot_ki_attn;
 
 /* Activations of up to this many floats go to a block's shared memory. */
