@@ -6,7 +6,8 @@
 #      tests/test_gpu_helpers (the helper miscompile's reduction);
 #   2. bench_step on the 7 GB model (16 layers, bf16) with the step kernel
 #      off, and on with 4, 8 and 16 loads in flight per lane: busy fraction,
-#      tokens/s, share of the measured HBM ceiling; then q8b and q4b off and on;
+#      tokens/s, share of the measured HBM ceiling; then q8b and q4b off and on
+#      (QUANT_KS="1": on only);
 #   3. the whole nvptx suite with OMPTENSOR_STEP_KERNEL=1 (SUITE=0 skips it).
 # LAYERS=N changes the model's depth (a CPU smoke test of the script:
 #   mkdir -p build-gpu && ln -sf ../build/offload-host/tests/test_* ../build/offload-host/bench/bench_step build-gpu/
@@ -43,7 +44,7 @@ for u in 4 8 16; do
     --step-unroll $u --top 12 --json "$out/logs/step-bf16-k1-u$u.json"
 done
 for d in q8b q4b; do
-  for k in 0 1; do
+  for k in ${QUANT_KS:-0 1}; do
     part 40 "bench_step-$d-k$k" env OMPTENSOR_STEP_KERNEL=$k build-gpu/bench_step --layers "$layers" --dtype "$d" \
       --top 6 --json "$out/logs/step-$d-k$k.json"
   done
