@@ -31,8 +31,8 @@ static const env_var vars[] = {
     {"OMPTENSOR_GEMV_GRID", INT, {NULL}, 0, INT32_MAX, "a number of blocks, 0 (the default) for one row per warp"},
     {"OMPTENSOR_GEMV_M1", CHOICE, {"0", "1"}, 0, 0, "1 (the default: the decode GEMV's own kernel) or 0"},
     {"OMPTENSOR_STEP_KERNEL", CHOICE, {"0", "1", "nofuse"}, 0, 0,
-     "1 (runs of decode ops in one launch on a GPU, kernels/step_gpu.h), 0 (the default for now: one launch per "
-     "op) or nofuse (one launch, no norm fused into the GEMV after it: for measuring)"},
+     "1 (the default: runs of decode ops in one launch on a GPU, kernels/step_gpu.h), 0 (one launch per op) or "
+     "nofuse (one launch, no norm fused into the GEMV after it: for measuring)"},
     {"OMPTENSOR_VERIFY", CHOICE, {"0", "1", "2"}, 0, 0,
      "0 (off, the default), 1 (checksums) or 2 (also read device copies back)"},
     {"OMPTENSOR_PREFILL_DTYPE", READER, {NULL}, 0, 0, NULL}, /* refused by name where generation starts */

@@ -20,8 +20,7 @@
  *
  * The encoders (ot_kstep_*) return the instructions written, or 0 where the
  * case is not one the step kernel covers (other dtypes, layouts, a host
- * device, a GPU build without the CUDA runtime, OMPTENSOR_STEP_KERNEL=0,
- * the default until it has run on a GPU: step_gpu.c):
+ * device, a GPU build without the CUDA runtime, OMPTENSOR_STEP_KERNEL=0):
  * the op then runs alone as before. They check only what decides that; the
  * ops' own checks run at recording. */
 #ifndef OT_KERNELS_STEP_GPU_H
