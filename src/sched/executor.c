@@ -742,10 +742,11 @@ static int needs_flush(const run_state *r, const ot_plan_event *e) {
  * copy reads only what the batch's ops wrote, and the batch is flushed
  * first if a later op would write the storage again or its block is freed.
  * A decode step then stays one launch instead of one per layer. Copies
- * across devices and into a stage's mailbox keep their place. */
+ * across devices and into a stage's mailbox keep their place, and so does
+ * usm's write-back (it only marks the home due, see the top). */
 static ot_status defer_download(run_state *r, const ot_plan_event *e, int *held) {
   *held = 0;
-  if (!r->b.n_ops || e->kind != OT_EV_DOWNLOAD || r->kind != OT_MV_COPY || (e->flags & OT_TRACE_CROSS) ||
+  if (!r->b.n_ops || e->kind != OT_EV_DOWNLOAD || r->kind == OT_MV_PREFETCH || (e->flags & OT_TRACE_CROSS) ||
       peer_home(r, &r->plan->prog->st[e->st]))
     return OT_OK;
   OT_TRY(ot_grow((void **)&r->b.dl, &r->b.cap_dl, r->b.n_dl + 1, sizeof *r->b.dl, "executor: held write-backs"));
