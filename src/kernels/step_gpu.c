@@ -134,7 +134,10 @@ static int gemv_mat(ot_ki_gemv *g, int i, ot_kview c, ot_kview w) {
 }
 
 static int gemv_start(ot_kinsn *out, int dev, ot_kview a) {
-  if (!ot_kstep_enabled(dev) || a.dt != OT_F32 || a.ndim != 2 || a.ne[0] != 1 || a.nb[1] != 1) return 0;
+  /* the rows read their activations as float4s (ST_X8, ST_Q8_WORD) */
+  if (!ot_kstep_enabled(dev) || a.dt != OT_F32 || a.ndim != 2 || a.ne[0] != 1 || a.nb[1] != 1 || a.ne[1] % 8 ||
+      (uintptr_t)a.p % 16)
+    return 0;
   memset(out, 0, sizeof *out);
   out->op = OT_KI_GEMV;
   out->u.gemv.a = a.p;
@@ -215,18 +218,37 @@ OT_DECLARE_TARGET_END
  * see its note on helpers in bare kernels). */
 #define ST_BFLO(u) st_u2f((u) << 16)
 #define ST_BFHI(u) st_u2f((u)&0xffff0000u)
+/* The activations of a 16-byte weight load come from shared memory as
+ * float4s. Eight bf16/f16 values take 32 bytes of activations, so lanes
+ * 0-7 (one shared-memory phase) read 32 bytes apart and lanes l and l + 4
+ * would hit the same banks (a 2-way conflict; read as scalars it was
+ * 8-way, and the L1 bound the whole step kernel: bench/RESULTS.md): lanes
+ * with hsw = 1 (bit 2 of the lane) read the upper half first, which puts
+ * the phase's eight reads on 32 distinct banks, and swap the halves back
+ * in registers. The products and their order are gemv1's. */
+#define ST_X8(lo, hi, xp)                                                                                     \
+  const f4 xa_ = ((const f4 *)(xp))[hsw], xb_ = ((const f4 *)(xp))[hsw ^ 1];                                  \
+  const f4 lo = hsw ? xb_ : xa_, hi = hsw ? xa_ : xb_
 #define ST_DOT8_BF(acc, q, xp)                                                                                 \
-  (acc) += ST_BFLO((q).x) * (xp)[0] + ST_BFHI((q).x) * (xp)[1] + ST_BFLO((q).y) * (xp)[2] +                   \
-           ST_BFHI((q).y) * (xp)[3] + ST_BFLO((q).z) * (xp)[4] + ST_BFHI((q).z) * (xp)[5] +                   \
-           ST_BFLO((q).w) * (xp)[6] + ST_BFHI((q).w) * (xp)[7]
+  do {                                                                                                        \
+    ST_X8(l_, h_, xp);                                                                                        \
+    (acc) += ST_BFLO((q).x) * l_.x + ST_BFHI((q).x) * l_.y + ST_BFLO((q).y) * l_.z + ST_BFHI((q).y) * l_.w +     \
+             ST_BFLO((q).z) * h_.x + ST_BFHI((q).z) * h_.y + ST_BFLO((q).w) * h_.z + ST_BFHI((q).w) * h_.w;      \
+  } while (0)
 #define ST_F16LO(u) ot_kf16_f32((uint16_t)(u))
 #define ST_F16HI(u) ot_kf16_f32((uint16_t)((u) >> 16))
 #define ST_DOT8_F16(acc, q, xp)                                                                                \
-  (acc) += ST_F16LO((q).x) * (xp)[0] + ST_F16HI((q).x) * (xp)[1] + ST_F16LO((q).y) * (xp)[2] +                \
-           ST_F16HI((q).y) * (xp)[3] + ST_F16LO((q).z) * (xp)[4] + ST_F16HI((q).z) * (xp)[5] +                \
-           ST_F16LO((q).w) * (xp)[6] + ST_F16HI((q).w) * (xp)[7]
+  do {                                                                                                        \
+    ST_X8(l_, h_, xp);                                                                                        \
+    (acc) += ST_F16LO((q).x) * l_.x + ST_F16HI((q).x) * l_.y + ST_F16LO((q).y) * l_.z + ST_F16HI((q).y) * l_.w + \
+             ST_F16LO((q).z) * h_.x + ST_F16HI((q).z) * h_.y + ST_F16LO((q).w) * h_.z + ST_F16HI((q).w) * h_.w;  \
+  } while (0)
+/* four f32 values: 16 bytes of activations per lane, a phase's reads are contiguous */
 #define ST_DOT4_32(acc, q, xp)                                                                                 \
-  (acc) += st_u2f((q).x) * (xp)[0] + st_u2f((q).y) * (xp)[1] + st_u2f((q).z) * (xp)[2] + st_u2f((q).w) * (xp)[3]
+  do {                                                                                                        \
+    const f4 x_ = *(const f4 *)(xp);                                                                          \
+    (acc) += st_u2f((q).x) * x_.x + st_u2f((q).y) * x_.y + st_u2f((q).z) * x_.z + st_u2f((q).w) * x_.w;         \
+  } while (0)
 
 /* Quantized values as exact floats without I2F (a quarter-rate
  * instruction on the SMs, enough of them to bound a quantized GEMV): an
@@ -235,16 +257,13 @@ OT_DECLARE_TARGET_END
  * ST_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
 #define ST_I8F(u, k) (st_u2f(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
 #define ST_U4F(u, sh) (st_u2f(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
-/* acc += the q8b block held as 9 words (the f32 scale, then 32 int8) dotted with x[0 .. 32) */
-#define ST_Q8_DOT(acc, qv, x)                                                                                 \
+/* acc += one word of a q8b block (4 int8, biased here) times its scale,
+ * dotted with the 4 activations at x (16-byte aligned) */
+#define ST_Q8_WORD(acc, wv, sc, XP)                                                                          \
   do {                                                                                                        \
-    float t_ = 0.0f;                                                                                          \
-    OT_UNROLL for (int j_ = 0; j_ < 8; j_++) {                                                                \
-      const uint32_t b_ = (qv)[1 + j_] ^ 0x80808080u;                                                         \
-      t_ += ST_I8F(b_, 0) * (x)[4 * j_] + ST_I8F(b_, 1) * (x)[4 * j_ + 1] + ST_I8F(b_, 2) * (x)[4 * j_ + 2] +     \
-            ST_I8F(b_, 3) * (x)[4 * j_ + 3];                                                                  \
-    }                                                                                                         \
-    (acc) += st_u2f((qv)[0]) * t_;                                                                            \
+    const f4 x_ = *(const f4 *)(XP);                                                                          \
+    const uint32_t b_ = (wv) ^ 0x80808080u;                                                                   \
+    (acc) += (sc) * (ST_I8F(b_, 0) * x_.x + ST_I8F(b_, 1) * x_.y + ST_I8F(b_, 2) * x_.z + ST_I8F(b_, 3) * x_.w); \
   } while (0)
 
 /* A lane's part of one row: UNR (16, 8 or 4: ot_kstep_tune) 16-byte loads
@@ -285,21 +304,30 @@ OT_DECLARE_TARGET_END
     if ((wt) == OT_BF16) ST_ROW(uint16_t, 8, ST_DOT8_BF, w, ldw, n, a, K, 16);                                    \
     else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K, 8);                               \
     else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K, 8);                                   \
-    else { /* q8b: two blocks of a lane (72 bytes) in flight before their products */                       \
+    else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \
+              bytes (a lane per block read 128 bytes from its neighbour's: 32-way bank conflicts); 8 blocks  \
+              of a lane in flight */                                                                          \
       const uint32_t *qw_ = (const uint32_t *)((const ot_q8b_block *)(w) + (n) * ((ldw) / 32));               \
       const int64_t nb_ = (K) / 32;                                                                           \
-      int64_t qb = lane;                                                                                      \
-      for (; qb + OT_WARP_SIZE < nb_; qb += 2 * OT_WARP_SIZE) {                                               \
-        uint32_t q0_[9], q1_[9];                                                                              \
-        OT_UNROLL for (int j = 0; j < 9; j++) q0_[j] = qw_[9 * qb + j], q1_[j] = qw_[9 * (qb + OT_WARP_SIZE) + j]; \
-        ST_Q8_DOT(s0, q0_, (a) + qb * 32);                                                                    \
-        ST_Q8_DOT(s1, q1_, (a) + (qb + OT_WARP_SIZE) * 32);                                                   \
+      const int sub_ = lane & 7;                                                                              \
+      int64_t qb = lane >> 3;                                                                                 \
+      for (; qb + 28 < nb_; qb += 32) {                                                                       \
+        uint32_t wv_[8];                                                                                      \
+        float sc_[8];                                                                                         \
+        OT_UNROLL for (int u_ = 0; u_ < 8; u_++) {                                                            \
+          wv_[u_] = qw_[9 * (qb + 4 * u_) + 1 + sub_];                                                        \
+          sc_[u_] = st_u2f(qw_[9 * (qb + 4 * u_)]);                                                           \
+        }                                                                                                     \
+        ST_Q8_WORD(s0, wv_[0], sc_[0], (a) + qb * 32 + 4 * sub_);                                             \
+        ST_Q8_WORD(s1, wv_[1], sc_[1], (a) + (qb + 4) * 32 + 4 * sub_);                                       \
+        ST_Q8_WORD(s2, wv_[2], sc_[2], (a) + (qb + 8) * 32 + 4 * sub_);                                       \
+        ST_Q8_WORD(s3, wv_[3], sc_[3], (a) + (qb + 12) * 32 + 4 * sub_);                                      \
+        ST_Q8_WORD(s0, wv_[4], sc_[4], (a) + (qb + 16) * 32 + 4 * sub_);                                      \
+        ST_Q8_WORD(s1, wv_[5], sc_[5], (a) + (qb + 20) * 32 + 4 * sub_);                                      \
+        ST_Q8_WORD(s2, wv_[6], sc_[6], (a) + (qb + 24) * 32 + 4 * sub_);                                      \
+        ST_Q8_WORD(s3, wv_[7], sc_[7], (a) + (qb + 28) * 32 + 4 * sub_);                                      \
       }                                                                                                       \
-      if (qb < nb_) {                                                                                         \
-        uint32_t q0_[9];                                                                                      \
-        OT_UNROLL for (int j = 0; j < 9; j++) q0_[j] = qw_[9 * qb + j];                                       \
-        ST_Q8_DOT(s0, q0_, (a) + qb * 32);                                                                    \
-      }                                                                                                       \
+      for (; qb < nb_; qb += 4) ST_Q8_WORD(s0, qw_[9 * qb + 1 + sub_], st_u2f(qw_[9 * qb]), (a) + qb * 32 + 4 * sub_); \
     }                                                                                                         \
     float s_ = (s0 + s1) + (s2 + s3);                                                                         \
     for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                            \
@@ -375,27 +403,50 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
  * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
  * note says why four rows share a lane's activations. */
 #define ST_Q4_ROWS 4
+/* NU blocks b, b + 8, ... of rows N0_ .. N0_ + NR_ of a q4b matrix, this
+ * lane's 4 bytes of each: every load first, then the products */
+#define ST_Q4B_STEP(NU, acc, W_, rb, N0_, NR_, A_)                                                            \
+  do {                                                                                                        \
+    f4 lo_[NU], hi_[NU];                                                                                      \
+    uint32_t q_[NU][ST_Q4_ROWS];                                                                              \
+    float d_[NU][ST_Q4_ROWS];                                                                                 \
+    OT_UNROLL for (int uu_ = 0; uu_ < (NU); uu_++) {                                                          \
+      const float *xp_ = (A_) + (b + 8 * uu_) * 32 + 4 * sub_;                                                \
+      const f4 xa_ = *(const f4 *)(xp_ + 16 * odd_), xb_ = *(const f4 *)(xp_ + 16 * (odd_ ^ 1));              \
+      lo_[uu_] = odd_ ? xb_ : xa_;                                                                            \
+      hi_[uu_] = odd_ ? xa_ : xb_;                                                                            \
+      OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                        \
+        q_[uu_][r] = 0x88888888u; /* nibbles of 8: values of 0 in a row past the matrix */                    \
+        d_[uu_][r] = 0.0f;                                                                                    \
+        if (r < (NR_)) {                                                                                      \
+          const ot_q4b_block *qb_ = (const ot_q4b_block *)(W_) + ((N0_) + r) * (rb) + b + 8 * uu_;            \
+          const uint16_t *q16_ = (const uint16_t *)qb_->qs + 2 * sub_;                                        \
+          q_[uu_][r] = (uint32_t)q16_[0] | ((uint32_t)q16_[1] << 16);                                         \
+          d_[uu_][r] = ot_kf16_f32(qb_->d);                                                                   \
+        }                                                                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
+    OT_UNROLL for (int uu_ = 0; uu_ < (NU); uu_++)                                                            \
+      OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                        \
+        const uint32_t u_ = q_[uu_][r];                                                                       \
+        const f4 l_ = lo_[uu_], h_ = hi_[uu_];                                                                \
+        const float t = ST_U4F(u_, 0) * l_.x + ST_U4F(u_, 8) * l_.y + ST_U4F(u_, 16) * l_.z +                  \
+                        ST_U4F(u_, 24) * l_.w + ST_U4F(u_, 4) * h_.x + ST_U4F(u_, 12) * h_.y +                 \
+                        ST_U4F(u_, 20) * h_.z + ST_U4F(u_, 28) * h_.w;                                         \
+        (acc)[r] += d_[uu_][r] * t;                                                                           \
+      }                                                                                                       \
+  } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                                      \
-    if ((WT_) == OT_Q4B) {                                                                                      \
-      const int64_t rb = (LDW_) / 32;                                                                           \
-      for (int64_t b = lane; b < (K_) / 32; b += OT_WARP_SIZE) {                                                \
-        float xv[32];                                                                                          \
-        for (int j = 0; j < 32; j++) xv[j] = (A_)[b * 32 + j];                                                  \
-        for (int r = 0; r < ST_Q4_ROWS; r++)                                                                   \
-          if (r < (NR_)) {                                                                                      \
-            const ot_q4b_block *qb_ = (const ot_q4b_block *)(W_) + ((N0_) + r) * rb + b;                         \
-            const uint16_t *q = (const uint16_t *)qb_->qs;                                                     \
-            float t = 0.0f;                                                                                    \
-            for (int j = 0; j < 8; j++) {                                                                      \
-              const uint32_t qu_ = q[j];                                                                       \
-              t += ST_U4F(qu_, 0) * xv[2 * j] + ST_U4F(qu_, 8) * xv[2 * j + 1] + ST_U4F(qu_, 4) * xv[2 * j + 16] +     \
-                   ST_U4F(qu_, 12) * xv[2 * j + 17];                                                           \
-            }                                                                                                  \
-            (acc)[r] += ot_kf16_f32(qb_->d) * t;                                                               \
-          }                                                                                                    \
-      }                                                                                                        \
+    if ((WT_) == OT_Q4B) { /* 4 lanes per block, 4 bytes (8 values) of its 16 each; the lanes of odd groups \
+                              read their activations' upper float4 first (conflict-free phases, see ST_X8);  \
+                              4 blocks of a lane in flight */                                                 \
+      const int64_t rb = (LDW_) / 32, nb4_ = (K_) / 32;                                                       \
+      const int sub_ = lane & 3, odd_ = (lane >> 2) & 1;                                                      \
+      int64_t b = lane >> 2;                                                                                  \
+      for (; b + 24 < nb4_; b += 32) ST_Q4B_STEP(4, acc, W_, rb, N0_, NR_, A_);                               \
+      for (; b < nb4_; b += 8) ST_Q4B_STEP(1, acc, W_, rb, N0_, NR_, A_);                                     \
     } else {                                                                                                   \
       const int64_t rb = (LDW_) / 256;                                                                          \
       const int qc = lane & 3;                                                                                 \
@@ -479,6 +530,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
     float xsh[OT_KSTEP_MAX_K] __attribute__((aligned(16)));
     OT_TEAM_SHARED(red, wm, wl, qs, wacc, xsh)
     const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
+    const int hsw = (lane >> 2) & 1; /* ST_X8 */
     const int64_t blk = OT_GPU_BLOCK_ID();
     uint64_t nbar = 0; /* grid barriers passed in this launch */
     for (int64_t i = 0; i < ni; i++) {
@@ -630,7 +682,8 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
           for (int d = tid; d < dd; d += THREADS) qs[d] = qr[d] * scale;
           OT_GPU_BLOCK_SYNC();
           float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
-          for (int j = 0; j < per; j++) acc[j] = 0.0f;
+          /* loops over acc unrolled to its full size (d < per inside): indexed at run time it went to local memory */
+          OT_UNROLL for (int j = 0; j < OT_KATTN_MAX_D / OT_WARP_SIZE; j++) acc[j] = 0.0f;
           for (int64_t j0 = lo + (int64_t)warp * OT_WARP_SIZE; j0 < hi; j0 += WARPS * OT_WARP_SIZE) {
             const int64_t j = j0 + lane;
             float sc = -INFINITY;
@@ -649,12 +702,13 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             float ps = p;
             for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
             sum = sum * alpha + ot_warp_bcast(ps, 0);
-            for (int d = 0; d < per; d++) acc[d] *= alpha;
+            OT_UNROLL for (int d = 0; d < OT_KATTN_MAX_D / OT_WARP_SIZE; d++) acc[d] *= alpha; /* registers */
             const int64_t nj = hi - j0 < OT_WARP_SIZE ? hi - j0 : OT_WARP_SIZE;
             for (int jj = 0; jj < nj; jj++) {
               const float pj = ot_warp_bcast(p, jj);
               const float *vr = at->v + (j0 + jj) * at->v0 + kh * at->v1;
-              for (int d = 0; d < per; d++) acc[d] += pj * vr[lane + OT_WARP_SIZE * d];
+              OT_UNROLL for (int d = 0; d < OT_KATTN_MAX_D / OT_WARP_SIZE; d++)
+                if (d < per) acc[d] += pj * vr[lane + OT_WARP_SIZE * d];
             }
             mx = m2;
           }
@@ -662,7 +716,8 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             wm[warp] = mx;
             wl[warp] = sum;
           }
-          for (int d = 0; d < per; d++) wacc[warp][lane + OT_WARP_SIZE * d] = acc[d];
+          OT_UNROLL for (int d = 0; d < OT_KATTN_MAX_D / OT_WARP_SIZE; d++)
+            if (d < per) wacc[warp][lane + OT_WARP_SIZE * d] = acc[d];
           OT_GPU_BLOCK_SYNC();
           float M = -INFINITY;
           for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);
