@@ -87,15 +87,22 @@ _Static_assert(OT_GPU_WAVEFRONT_SIZE % OT_WARP_SIZE == 0,
  * blocks' writes visible to its block (ordered by the block barrier after
  * it). The counter is read volatile: a plain load could be hoisted out of
  * the loop or served from a stale cache line. The CUDA pattern
- * (__threadfence, atomicAdd, a volatile spin) as LLVM's builtins spell it. */
+ * (__threadfence, atomicAdd, a volatile spin) as LLVM's builtins spell it.
+ * A wait past OT_GPU_GRID_SYNC_CYCLES (about 20 s: a barrier of a decode
+ * step waits microseconds) traps: blocks that are not all resident (an MPS
+ * client limited to part of the SMs, a GPU shared with a kernel that never
+ * ends) would otherwise hang the process and the GPU silently; a trapped
+ * kernel is a launch error the runtime reports. */
+#define OT_GPU_GRID_SYNC_CYCLES (1ull << 35)
 #define OT_GPU_GRID_SYNC(tid, bar, target)                                                                    \
   do {                                                                                                        \
     OT_GPU_BLOCK_SYNC();                                                                                      \
     if ((tid) == 0) {                                                                                         \
       OT_GPU_FENCE();                                                                                         \
       __atomic_fetch_add((bar), (uint64_t)1, __ATOMIC_RELAXED);                                               \
-      while (*(volatile uint64_t *)(bar) < (target)) {                                                        \
-      }                                                                                                       \
+      const uint64_t t0_ = __builtin_readcyclecounter();                                                      \
+      while (*(volatile uint64_t *)(bar) < (target))                                                          \
+        if (__builtin_readcyclecounter() - t0_ > OT_GPU_GRID_SYNC_CYCLES) __builtin_trap();                   \
       OT_GPU_FENCE();                                                                                         \
     }                                                                                                         \
     OT_GPU_BLOCK_SYNC();                                                                                      \
