@@ -32,11 +32,8 @@ typedef struct __attribute__((aligned(16))) v16 {
 } v16;
 
 OT_DECLARE_TARGET_BEGIN
-static inline float bf(uint32_t u) {
-  ot_kfu f;
-  f.u = u;
-  return f.f;
-}
+/* bf: kcommon.h's bit cast, a helper of the same kind (static inline) */
+#define bf ot_kbits_f32
 static inline float dot_inline(v16 q, const float *a) {
   return bf(q.x << 16) * a[0] + bf(q.x & 0xffff0000u) * a[1] + bf(q.y << 16) * a[2] + bf(q.y & 0xffff0000u) * a[3] +
          bf(q.z << 16) * a[4] + bf(q.z & 0xffff0000u) * a[5] + bf(q.w << 16) * a[6] + bf(q.w & 0xffff0000u) * a[7];

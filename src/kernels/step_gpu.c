@@ -91,11 +91,16 @@ void ot_kstep_counts(uint64_t *launches, uint64_t *insns) {
   if (insns) *insns = n_insns;
 }
 
-int ot_kstep_enabled(int dev) {
-  static int env = -1;
+/* OMPTENSOR_STEP_KERNEL: 0, 1 or 2 (nofuse), read once */
+static int step_env(void) {
+  static _Atomic int env = -1;
   if (env < 0) env = ot_env_choice("OMPTENSOR_STEP_KERNEL", STEP_DEFAULT);
+  return env;
+}
+
+int ot_kstep_enabled(int dev) {
   const int f = forced;
-  if (!(f >= 0 ? f : env) || !ot_kfast_gpu(dev)) return 0;
+  if (!(f >= 0 ? f : step_env()) || !ot_kfast_gpu(dev)) return 0;
   const step_dev *s = dev_state(dev);
   return s && s->sms > 0;
 }
@@ -206,18 +211,11 @@ typedef struct __attribute__((aligned(16))) f4 {
   float x, y, z, w;
 } f4;
 
-OT_DECLARE_TARGET_BEGIN
-static inline float st_u2f(uint32_t u) {
-  ot_kfu x;
-  x.u = u;
-  return x.f;
-}
-OT_DECLARE_TARGET_END
 
 /* The dot products of gemv_gpu.c's gemv1, per lane (macros there and here:
  * see its note on helpers in bare kernels). */
-#define ST_BFLO(u) st_u2f((u) << 16)
-#define ST_BFHI(u) st_u2f((u)&0xffff0000u)
+#define ST_BFLO(u) ot_kbits_f32((u) << 16)
+#define ST_BFHI(u) ot_kbits_f32((u)&0xffff0000u)
 /* The activations of a 16-byte weight load come from shared memory as
  * float4s. Eight bf16/f16 values take 32 bytes of activations, so lanes
  * 0-7 (one shared-memory phase) read 32 bytes apart and lanes l and l + 4
@@ -247,7 +245,7 @@ OT_DECLARE_TARGET_END
 #define ST_DOT4_32(acc, q, xp)                                                                                 \
   do {                                                                                                        \
     const f4 x_ = *(const f4 *)(xp);                                                                          \
-    (acc) += st_u2f((q).x) * x_.x + st_u2f((q).y) * x_.y + st_u2f((q).z) * x_.z + st_u2f((q).w) * x_.w;         \
+    (acc) += ot_kbits_f32((q).x) * x_.x + ot_kbits_f32((q).y) * x_.y + ot_kbits_f32((q).z) * x_.z + ot_kbits_f32((q).w) * x_.w;         \
   } while (0)
 
 /* Quantized values as exact floats without I2F (a quarter-rate
@@ -255,8 +253,8 @@ OT_DECLARE_TARGET_END
  * unsigned field put in the mantissa of 2^23, 2^23 plus its bias taken off.
  * ST_I8F: byte k of a word whose bytes were biased by 0x80 (int8 + 128);
  * ST_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
-#define ST_I8F(u, k) (st_u2f(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
-#define ST_U4F(u, sh) (st_u2f(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
+#define ST_I8F(u, k) (ot_kbits_f32(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
+#define ST_U4F(u, sh) (ot_kbits_f32(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
 /* acc += one word of a q8b block (4 int8, biased here) times its scale,
  * dotted with the 4 activations at x (16-byte aligned) */
 #define ST_Q8_WORD(acc, wv, sc, XP)                                                                          \
@@ -316,7 +314,7 @@ OT_DECLARE_TARGET_END
         float sc_[8];                                                                                         \
         OT_UNROLL for (int u_ = 0; u_ < 8; u_++) {                                                            \
           wv_[u_] = qw_[9 * (qb + 4 * u_) + 1 + sub_];                                                        \
-          sc_[u_] = st_u2f(qw_[9 * (qb + 4 * u_)]);                                                           \
+          sc_[u_] = ot_kbits_f32(qw_[9 * (qb + 4 * u_)]);                                                           \
         }                                                                                                     \
         ST_Q8_WORD(s0, wv_[0], sc_[0], (a) + qb * 32 + 4 * sub_);                                             \
         ST_Q8_WORD(s1, wv_[1], sc_[1], (a) + (qb + 4) * 32 + 4 * sub_);                                       \
@@ -327,7 +325,7 @@ OT_DECLARE_TARGET_END
         ST_Q8_WORD(s2, wv_[6], sc_[6], (a) + (qb + 24) * 32 + 4 * sub_);                                      \
         ST_Q8_WORD(s3, wv_[7], sc_[7], (a) + (qb + 28) * 32 + 4 * sub_);                                      \
       }                                                                                                       \
-      for (; qb < nb_; qb += 4) ST_Q8_WORD(s0, qw_[9 * qb + 1 + sub_], st_u2f(qw_[9 * qb]), (a) + qb * 32 + 4 * sub_); \
+      for (; qb < nb_; qb += 4) ST_Q8_WORD(s0, qw_[9 * qb + 1 + sub_], ot_kbits_f32(qw_[9 * qb]), (a) + qb * 32 + 4 * sub_); \
     }                                                                                                         \
     float s_ = (s0 + s1) + (s2 + s3);                                                                         \
     for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                            \
@@ -354,8 +352,7 @@ static int attn_split(const ot_ki_attn *at, int64_t G) {
  * only to leave its output for later readers, needs no grid barrier after
  * it. Returns the grid barriers the list takes. */
 static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
-  static int on = -1;
-  if (on < 0) on = ot_env_choice("OMPTENSOR_STEP_KERNEL", STEP_DEFAULT) != 2;
+  const int on = step_env() != 2; /* nofuse: no norm fused */
   int64_t barriers = 0;
   for (int i = 0; i < n; i++) {
     ot_kinsn *a = &v[i], *b = i + 1 < n ? &v[i + 1] : NULL;

@@ -544,11 +544,7 @@ static ot_status run_op(run_state *r, int i) {
 }
 
 /* Whether storage st has a write-back held until the pending batch has run. */
-static int deferred(const run_state *r, int st) {
-  for (int k = 0; k < r->b.n_dl; k++)
-    if (r->b.dl[k]->st == st) return 1;
-  return 0;
-}
+static int deferred(const run_state *r, int st) { return r->plan->xs[st].held; }
 
 /* Runs the ops encoded so far as one launch. Their KERNEL events share the
  * launch's time in equal slices, in order: the device does not report
@@ -562,6 +558,7 @@ static ot_status flush_batch(run_state *r) {
   for (int j = 0; j < n; j++)
     trace_op(r, r->b.ops[j], t0 + (t1 - t0) * (uint64_t)j / (uint64_t)n, t0 + (t1 - t0) * (uint64_t)(j + 1) / (uint64_t)n);
   r->b.n_ops = r->b.n_insns = 0;
+  for (int k = 0; k < r->b.n_dl; k++) r->plan->xs[r->b.dl[k]->st].held = 0;
   if (s != OT_OK) {
     r->b.n_dl = 0;
     const ot_op *a = &r->plan->prog->ops[r->b.ops[0]], *z = &r->plan->prog->ops[r->b.ops[n - 1]];
@@ -612,14 +609,14 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   r->used = plan->reserved; /* held outside the arena all along (a stage's mailboxes): in every count */
   if (sc == &plan->first) {
     for (int i = 0; i < p->n_st; i++) {
-      plan->xs[i] = (ot_exec_storage){0, 0, 0, 0, 0};
+      plan->xs[i] = (ot_exec_storage){0, 0, 0, 0, 0, 0};
       plan->dirty[i].known = 0; /* handed-over copies too: written home whole if at all */
       plan->dirty[i].n = 0;
     }
     /* copies handed over by the previous plan (ot_sched_plan_after) are
      * there; after a failure or an invalidate restore_start uploads them */
     for (int k = 0; plan->inherited_live && k < sc->n_start; k++) {
-      plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0, 0};
+      plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0, 0, 0};
       r->used += p->st[sc->start[k].st].block;
     }
     return OT_OK;
@@ -751,6 +748,7 @@ static ot_status defer_download(run_state *r, const ot_plan_event *e, int *held)
     return OT_OK;
   OT_TRY(ot_grow((void **)&r->b.dl, &r->b.cap_dl, r->b.n_dl + 1, sizeof *r->b.dl, "executor: held write-backs"));
   r->b.dl[r->b.n_dl++] = e;
+  r->plan->xs[e->st].held = 1;
   *held = 1;
   return OT_OK;
 }

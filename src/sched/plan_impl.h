@@ -133,6 +133,7 @@ typedef struct ot_exec_storage {
   uint64_t ready;     /* transfer that must finish before a kernel uses it (0: none) */
   uint64_t home_ready; /* write-back that must finish before a host op uses the home (0: none) */
   int home_due;       /* usm on a GPU: a write-back was planned; the pages go home when the copy is freed */
+  int held;           /* its write-back waits for the pending batch (executor.c, defer_download) */
 } ot_exec_storage;
 
 /* What of a device copy may differ from its home (ot_op_wrote, program.h).
