@@ -142,8 +142,45 @@ static double copy_ceiling(void) {
 
 static double step_ms(const bs_run *r, int k) { return (double)(r->at[k] - r->at[k - 1]) / 1e6; }
 
+/* Where the host's time goes in an unprofiled step, from the trace: before
+ * its first op (the token's copy, the replay's start), inside ops (launch
+ * and wait; a batch's ops share its launch), between ops (the executor's
+ * events, encoding the batch's instructions) and after its last op (the
+ * logits' checks, sampling, the token's callback). Medians over steps 2..,
+ * the profiled one left out, in ms. */
+typedef struct bs_host {
+  double before, inside, between, after;
+} bs_host;
+
+static bs_host host_split(const ot_trace *tr, const bs_run *r) {
+  double v[4][MAX_STEPS];
+  int n = 0;
+  const uint64_t origin = ot_trace_t0(tr);
+  for (int k = 2; k < r->n; k++) {
+    if (k == r->profiled || r->at[k - 1] < origin) continue;
+    const uint64_t t0 = r->at[k - 1] - origin, t1 = r->at[k] - origin;
+    uint64_t first = UINT64_MAX, last = 0, in = 0;
+    for (size_t i = 0; i < ot_trace_count(tr); i++) {
+      const ot_trace_event *e = ot_trace_event_at(tr, i);
+      if (e->kind != OT_TRACE_KERNEL || e->start_ns < t0 || e->end_ns > t1) continue;
+      if (e->start_ns < first) first = e->start_ns;
+      if (e->end_ns > last) last = e->end_ns;
+      in += e->end_ns - e->start_ns;
+    }
+    if (first == UINT64_MAX) continue;
+    v[0][n] = (double)(first - t0) / 1e6;
+    v[1][n] = (double)in / 1e6;
+    v[2][n] = (double)(last - first - in) / 1e6;
+    v[3][n] = (double)(t1 - last) / 1e6;
+    n++;
+  }
+  bs_host h = {0};
+  if (n) h = (bs_host){bc_median(v[0], n), bc_median(v[1], n), bc_median(v[2], n), bc_median(v[3], n)};
+  return h;
+}
+
 static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, const bs_run *r, const bs_ops *o,
-                   double ceiling, FILE *json) {
+                   const bs_host *h, double ceiling, FILE *json) {
   const int k = r->profiled;
   const double wall = step_ms(r, k);
   double others[MAX_STEPS];
@@ -157,6 +194,9 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
          "%.1f us between ops\n",
          o->ops, o->host_ops, o->ops ? wall * 1e3 / o->ops : 0.0, o->ops ? o->in_ops_ns / 1e3 / o->ops : 0.0,
          o->ops ? (wall * 1e6 - o->in_ops_ns) / 1e3 / o->ops : 0.0);
+  printf("  unprofiled steps (medians): %.3f ms before the first op, %.3f ms inside ops (launch, wait), %.3f ms "
+         "between ops (events, encoding), %.3f ms after the last op (logits, sampling)\n",
+         h->before, h->inside, h->between, h->after);
   const double gbs = (double)wbytes / (med * 1e-3) / 1e9;
   printf("  weights %.2f GB per step: %.0f GB/s at the median step (%.1f tokens/s)\n", (double)wbytes / 1e9, gbs,
          1e3 / med);
@@ -181,11 +221,13 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
             "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,"
             "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
             "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
-            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f,\"step_kernel\":%d,\"step_unroll\":%ld}\n",
+            "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f,\"step_kernel\":%d,\"step_unroll\":%ld,"
+            "\"host_before_ms\":%.4f,\"host_inside_ms\":%.4f,\"host_between_ms\":%.4f,\"host_after_ms\":%.4f}\n",
             (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
             a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
             w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
-            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling, ot_kstep_enabled(0), a->unroll);
+            wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling, ot_kstep_enabled(0), a->unroll, h->before,
+            h->inside, h->between, h->after);
 }
 
 static ot_status run(const bs_opts *a, FILE *json) {
@@ -230,7 +272,8 @@ static ot_status run(const bs_opts *a, FILE *json) {
             "not all resident\n", res.decode_plan.uploads, res.decode_plan.n_host_ops);
   if (s == OT_OK) {
     bs_ops o = ops_between(tr, r.at[r.profiled - 1], r.at[r.profiled]);
-    report(a, &c, wbytes, &r, &o, copy_ceiling(), json);
+    const bs_host h = host_split(tr, &r);
+    report(a, &c, wbytes, &r, &o, &h, copy_ceiling(), json);
   }
   bc_gpu_window_free(&r.win);
   ot_gen_result_free(&res);
