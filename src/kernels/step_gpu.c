@@ -435,7 +435,7 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
   } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
-    for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                                      \
+    OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
     if ((WT_) == OT_Q4B) { /* 4 lanes per block, 4 bytes (8 values) of its 16 each; the lanes of odd groups \
                               read their activations' upper float4 first (conflict-free phases, see ST_X8);  \
                               4 blocks of a lane in flight */                                                 \
@@ -454,7 +454,7 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
           xl[j] = (A_)[b * 256 + 64 * qc + j], xh[j] = (A_)[b * 256 + 64 * qc + 32 + j];                         \
           sl += xl[j], sh += xh[j];                                                                            \
         }                                                                                                      \
-        for (int r = 0; r < ST_Q4_ROWS; r++)                                                                   \
+        OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++)                                                         \
           if (r < (NR_)) {                                                                                      \
             const ot_q4k_block *qb_ = (const ot_q4k_block *)(W_) + ((N0_) + r) * rb + b;                         \
             const u128 q0 = ((const u128 *)qb_->qs)[2 * qc], q1 = ((const u128 *)qb_->qs)[2 * qc + 1];         \
@@ -476,7 +476,7 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
           }                                                                                                    \
       }                                                                                                        \
     }                                                                                                          \
-    for (int r = 0; r < ST_Q4_ROWS; r++) {                                                                     \
+    OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                           \
       float s_ = (acc)[r];                                                                                     \
       for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                           \
       (acc)[r] = s_;                                                                                           \
@@ -577,15 +577,15 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             if (g->swiglu) {
               float u4[ST_Q4_ROWS];
               ST_WARP_DOT_Q4(u4, g->m[1].w, g->m[1].wdt, g->m[1].ldw, n0, nr, a, K);
-              for (int r = 0; r < nr; r++)
-                if (lane == 0) {
+              OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) /* a constant trip count: s4, u4 stay in registers */
+                if (r < nr && lane == 0) {
                   g->m[1].c[n0 + r] = u4[r];
                   g->m[0].c[n0 + r] = s4[r] / (1.0f + expf(-s4[r])) * u4[r];
                 }
             } else {
               float *c = g->m[mi].c;
-              for (int r = 0; r < nr; r++)
-                if (lane == 0) c[n0 + r] = g->accumulate ? c[n0 + r] + s4[r] : s4[r];
+              OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++)
+                if (r < nr && lane == 0) c[n0 + r] = g->accumulate ? c[n0 + r] + s4[r] : s4[r];
             }
           }
         }
