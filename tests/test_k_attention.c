@@ -64,6 +64,8 @@ static void test_window(void **st) {
   run_w(5, 6, 3, 64, 61, 1, OT_BF16, OT_F32, 32);   /* itself only */
   run_w(3, 4, 4, 16, 0, 100, OT_F32, OT_F32, 33);   /* wider than every row's reach */
   run_w(4, 4, 2, 128, 200, 7, OT_BF16, OT_BF16, 34);
+  run_w(1, 8, 2, 128, 300, 100, OT_F16, OT_F32, 35); /* the GPU's warp kernel: f16 cache, window, ten tiles */
+  run_w(1, 8, 2, 128, 300, 100, OT_BF16, OT_F32, 36);
   const int64_t P = 150, W = 37, H = 4, KVH = 2, D = 32, max_seq = P + 4;
   const int dev = ot_test_dev();
   ot_tbuf Kc = ot_tbuf_rand(OT_F32, max_seq * KVH * D, 40, -1, 1), Vc = ot_tbuf_rand(OT_F32, max_seq * KVH * D, 41, -1, 1);
@@ -96,6 +98,8 @@ static void test_decode(void **st) {
   run(1, 4, 2, 8, 5, OT_F32, OT_F32, 2);
   run(1, 8, 1, 64, 130, OT_BF16, OT_F32, 3); /* MQA, three key tiles */
   run(1, 3, 3, 17, 64, OT_F16, OT_BF16, 4);
+  run(1, 8, 2, 128, 300, OT_BF16, OT_F32, 5); /* the GPU's warp kernel on 16-bit caches, ten key tiles */
+  run(1, 8, 2, 128, 300, OT_F16, OT_F32, 6);
 }
 
 static void test_prefill(void **st) {

@@ -4,7 +4,8 @@
  * encodes, with grouped-query attention, past 256 keys (more than one
  * round of the attention's key tiles), and under a budget whose uploads cut
  * the runs short (the trace holds the budget). Each case also checks that
- * the step kernel ran (its launch count grew) or did not (forced off).
+ * the step kernel ran (its launch count grew) or did not (forced off), and
+ * that 16-bit KV caches and sliding windows stay inside it.
  *
  * Skipped where the step kernel does not run (no NVIDIA GPU: CI; the
  * per-op kernels it replaces are tested everywhere by test_ops_table and
@@ -20,10 +21,15 @@
 
 enum { VOCAB = 1000, MAX_NEW = 12 };
 
+/* The KV caches' dtype and the sliding window of the next generations. */
+static ot_dtype kv_dt = OT_F32;
+static int64_t window = 0;
+
 static void config(ot_hf_config *c, int layers) {
   /* grouped-query attention: 4 query heads per KV head */
   ot_llama_synthetic_config(c, 512, 1376, 8, 2, VOCAB, layers);
   c->max_position_embeddings = 512;
+  c->sliding_window = window;
 }
 
 typedef struct gen_out {
@@ -60,6 +66,7 @@ static void generate(ot_dtype wt, int layers, int n_prompt, int n_new, uint64_t 
   ot_gen_opts o = ot_gen_opts_default();
   o.max_new_tokens = n_new;
   o.greedy = 1;
+  o.kv_dtype = kv_dt;
   o.trace = tr;
   o.on_logits = keep_logits;
   o.logits_user = g;
@@ -86,7 +93,7 @@ static void generate(ot_dtype wt, int layers, int n_prompt, int n_new, uint64_t 
 /* The step kernel's run against the per-op run: same tokens, logits equal
  * to a tolerance of f32 rounding (the arithmetic per output is the same;
  * only the compiler's contraction of a multiply-add may differ). */
-static void compare(ot_dtype wt, int layers, int n_prompt, int n_new, uint64_t budget) {
+static uint64_t compare(ot_dtype wt, int layers, int n_prompt, int n_new, uint64_t budget) {
   gen_out a = {0}, b = {0};
   a.logits = calloc((size_t)MAX_NEW * VOCAB, sizeof(float));
   b.logits = calloc((size_t)MAX_NEW * VOCAB, sizeof(float));
@@ -103,14 +110,16 @@ static void compare(ot_dtype wt, int layers, int n_prompt, int n_new, uint64_t b
     if (d > max_diff) max_diff = d;
     if (fabs((double)b.logits[i]) > max_abs) max_abs = fabs((double)b.logits[i]);
   }
-  printf("  %s, %d layers, prompt %d, budget %llu: %llu launches, %llu instructions; max |logit diff| %.3g of %.3g\n",
-         ot_dtype_name(wt), layers, n_prompt, (unsigned long long)budget, (unsigned long long)a.launches,
-         (unsigned long long)a.insns, max_diff, max_abs);
+  printf("  %s, %d layers, prompt %d, budget %llu, %s caches, window %lld: %llu launches, %llu instructions; max "
+         "|logit diff| %.3g of %.3g\n",
+         ot_dtype_name(wt), layers, n_prompt, (unsigned long long)budget, ot_dtype_name(kv_dt), (long long)window,
+         (unsigned long long)a.launches, (unsigned long long)a.insns, max_diff, max_abs);
   assert_true(max_abs > 0);
   assert_true(max_diff <= 1e-4 * max_abs);
   for (int i = 0; i < n_new; i++) assert_int_equal(a.tokens[i], b.tokens[i]);
   free(a.logits);
   free(b.logits);
+  return a.launches;
 }
 
 /* Whether the step kernel can run here when asked for (the test asks, over
@@ -137,6 +146,30 @@ static void test_long_context(void **state) {
   compare(OT_BF16, 2, 300, 6, 0); /* keys 300..305: two rounds of 8 warps x 32 keys */
 }
 
+/* 16-bit KV caches and a sliding window: attention stays in the step
+ * kernel (a decode step is as many launches as with f32 caches and no
+ * window; an attention the kernel declined would end the run at every
+ * layer), and its results are the per-op path's (whose warp kernel takes
+ * the same caches and windows). Prompt 100, window 40: every decode row
+ * sees its last 40 keys only. */
+static void test_kv_caches(void **state) {
+  (void)state;
+  if (!have_step()) skip();
+  const uint64_t f32 = compare(OT_BF16, 2, 100, 8, 0);
+  const ot_dtype dts[] = {OT_BF16, OT_F16};
+  for (int i = 0; i < 2; i++) {
+    kv_dt = dts[i];
+    assert_int_equal(compare(OT_BF16, 2, 100, 8, 0), f32);
+  }
+  kv_dt = OT_F32;
+  window = 40;
+  assert_int_equal(compare(OT_BF16, 2, 100, 8, 0), f32);
+  kv_dt = OT_BF16;
+  assert_int_equal(compare(OT_BF16, 2, 100, 8, 0), f32);
+  kv_dt = OT_F32;
+  window = 0;
+}
+
 static void test_under_budget(void **state) {
   (void)state;
   if (!have_step()) skip();
@@ -149,6 +182,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtypes_resident),
       cmocka_unit_test(test_long_context),
+      cmocka_unit_test(test_kv_caches),
       cmocka_unit_test(test_under_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -94,12 +94,11 @@ ot_status ot_k_attention_window(int dev, ot_kview out, ot_kview q, ot_kview k, o
   const int qdt = q.dt, kdt = k.dt, vdt = v.dt, odt = out.dt;
   const int64_t q0 = q.nb[0], q1 = q.nb[1], q2 = q.nb[2], o0 = out.nb[0], o1 = out.nb[1], o2 = out.nb[2];
   const int64_t k0 = k.nb[0], k1 = k.nb[1], k2 = k.nb[2], v0 = v.nb[0], v1 = v.nb[1], v2 = v.nb[2];
-  /* the warp kernel has no window: a windowed call takes the portable one */
-  if (ot_kfast_gpu(dev) && !window && q.dt == OT_F32 && k.dt == OT_F32 && v.dt == OT_F32 && out.dt == OT_F32 &&
-      q.nb[2] == 1 && k.nb[2] == 1 && v.nb[2] == 1 && out.nb[2] == 1 && D % OT_WARP_SIZE == 0 && D <= OT_KATTN_MAX_D &&
-      k.nb[0] % 4 == 0 && k.nb[1] % 4 == 0 && (uintptr_t)k.p % 16 == 0) {
+  /* the warp kernel: f32 queries and outputs, f32 / bf16 / f16 caches (one dtype), windows */
+  if (ot_kfast_gpu(dev) && q.dt == OT_F32 && out.dt == OT_F32 && v.dt == k.dt && q.nb[2] == 1 && k.nb[2] == 1 &&
+      v.nb[2] == 1 && out.nb[2] == 1 && ot_kattn_gpu_ok(k.dt, k.p, k.nb[0], k.nb[1], D)) {
     ot_kattn_gpu(dev, out.p, out.nb[0], out.nb[1], q.p, q.nb[0], q.nb[1], k.p, k.nb[0], k.nb[1], v.p, v.nb[0], v.nb[1],
-                 S, H, k.ne[1], D, pos);
+                 k.dt, S, H, k.ne[1], D, pos, window);
     return OT_OK;
   }
   const float scale = 1.0f / sqrtf((float)D);

@@ -186,9 +186,8 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
     return 0;
   if (window >= pos + 1) window = 0; /* as ot_k_attention_window: a window no row reaches past is none */
   /* the attention half as the per-op path's warp kernel takes it */
-  if (window || q.dt != OT_F32 || kc.dt != OT_F32 || vc.dt != OT_F32 || att.dt != OT_F32 || q.nb[2] != 1 ||
-      k.nb[2] != 1 || v.nb[2] != 1 || kc.nb[2] != 1 || vc.nb[2] != 1 || att.nb[2] != 1 || D % OT_WARP_SIZE ||
-      D > OT_KATTN_MAX_D || kc.nb[0] % 4 || kc.nb[1] % 4 || (uintptr_t)kc.p % 16)
+  if (q.dt != OT_F32 || vc.dt != kc.dt || att.dt != OT_F32 || q.nb[2] != 1 || k.nb[2] != 1 || v.nb[2] != 1 ||
+      kc.nb[2] != 1 || vc.nb[2] != 1 || att.nb[2] != 1 || !ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[0], kc.nb[1], D))
     return 0;
   memset(out, 0, 2 * sizeof *out);
   out[0].op = OT_KI_ROPE_APPEND;
@@ -196,8 +195,8 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
                                vc.nb[0], vc.nb[1], (int)q.dt, (int)k.dt, (int)v.dt, (int)kc.dt, (int)vc.dt,
                                ot_krope_resolve(rope, pos + 1, D)};
   out[1].op = OT_KI_ATTN;
-  out[1].u.attn = (ot_ki_attn){att.p, q.p, kc.p, vc.p, att.nb[1], q.nb[1], kc.nb[0], kc.nb[1], vc.nb[0], vc.nb[1],
-                               H, H / KV, D, pos, 1, NULL};
+  out[1].u.attn = (ot_ki_attn){att.p,     q.p, kc.p, vc.p, att.nb[1], q.nb[1], kc.nb[0], kc.nb[1], vc.nb[0],
+                               vc.nb[1], H,   H / KV, D, pos, window, (int)kc.dt, 1, NULL};
   return 2;
 }
 
@@ -338,10 +337,13 @@ typedef struct __attribute__((aligned(16))) f4 {
  * within ST_PART_FLOATS. 1: one block per head, ot_kattn_gpu's order. */
 #define ST_MAX_SPLIT 8
 #define ST_PART_FLOATS (1 << 18)
+/* The first key a row at pos sees under window (0: none). */
+#define ST_FIRST_KEY(pos, window) ((window) && (pos) + 1 > (window) ? (pos) + 1 - (window) : 0)
 static int attn_split(const ot_ki_attn *at, int64_t G) {
   int64_t s = at->H > 0 ? G / at->H : 1;
   if (s > ST_MAX_SPLIT) s = ST_MAX_SPLIT;
-  if (s > (at->pos + 1) / 32) s = (at->pos + 1) / 32;
+  const int64_t keys = at->pos + 1 - ST_FIRST_KEY(at->pos, at->window);
+  if (s > keys / 32) s = keys / 32;
   while (s > 1 && at->H * s * (at->D + 2) > ST_PART_FLOATS) s--;
   return s < 1 ? 1 : (int)s;
 }
@@ -671,9 +673,11 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
         const ot_ki_attn *at = &I->u.attn;
         const int dd = (int)at->D, per = dd / OT_WARP_SIZE, S = at->split;
         const float scale = 1.0f / sqrtf((float)at->D);
-        const int64_t nkeys = at->pos + 1, chunk = (nkeys + S - 1) / S;
+        const int64_t nkeys = at->pos + 1, first = ST_FIRST_KEY(at->pos, at->window),
+                      chunk = (nkeys - first + S - 1) / S;
+        const int kvdt = at->kvdt;
         for (int64_t un = blk; un < at->H * S; un += G) {
-          const int64_t h = un / S, kh = h / at->group, lo = (un % S) * chunk;
+          const int64_t h = un / S, kh = h / at->group, lo = first + (un % S) * chunk;
           const int64_t hi = lo + chunk < nkeys ? lo + chunk : nkeys;
           const float *qr = at->q + h * at->q1;
           for (int d = tid; d < dd; d += THREADS) qs[d] = qr[d] * scale;
@@ -685,13 +689,8 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             const int64_t j = j0 + lane;
             float sc = -INFINITY;
             if (j < hi) {
-              const f4 *kr = (const f4 *)(at->k + j * at->k0 + kh * at->k1);
-              const f4 *qv = (const f4 *)qs;
               float dot = 0.0f;
-              for (int d = 0; d < dd / 4; d++) {
-                const f4 x = kr[d], y = qv[d];
-                dot += x.x * y.x + x.y * y.y + x.z * y.z + x.w * y.w;
-              }
+              OT_KKV_DOT(dot, kvdt, at->k, j * at->k0 + kh * at->k1, qs, dd);
               sc = dot;
             }
             const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
@@ -703,9 +702,9 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             const int64_t nj = hi - j0 < OT_WARP_SIZE ? hi - j0 : OT_WARP_SIZE;
             for (int jj = 0; jj < nj; jj++) {
               const float pj = ot_warp_bcast(p, jj);
-              const float *vr = at->v + (j0 + jj) * at->v0 + kh * at->v1;
+              const int64_t vo = (j0 + jj) * at->v0 + kh * at->v1 + lane;
               OT_UNROLL for (int d = 0; d < OT_KATTN_MAX_D / OT_WARP_SIZE; d++)
-                if (d < per) acc[d] += pj * vr[lane + OT_WARP_SIZE * d];
+                if (d < per) acc[d] += pj * OT_KKV_LD(kvdt, at->v, vo + OT_WARP_SIZE * d);
             }
             mx = m2;
           }

@@ -68,10 +68,12 @@ typedef struct ot_ki_rope { /* one row: rotate q [H, d] and k [KV, d] in place, 
   ot_rope rope;
 } ot_ki_rope;
 
-typedef struct ot_ki_attn { /* one query row over keys [0, pos]: ot_kattn_gpu with S = 1 */
+typedef struct ot_ki_attn { /* one query row over keys [0, pos] (the last `window` of them if > 0): ot_kattn_gpu with S = 1 */
   float *out;
-  const float *q, *k, *v;
-  int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos;
+  const float *q;
+  const void *k, *v; /* caches of dtype kvdt: f32, bf16 or f16 */
+  int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos, window;
+  int kvdt;
   /* set by ot_kstep_run: the keys in `split` ranges, one block each (H
    * heads fill few of the GPU's blocks), their partial softmax sums in
    * part[H * split * (D + 2)] and combined after a grid barrier; 1: none */

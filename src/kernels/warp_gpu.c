@@ -86,36 +86,40 @@ int ot_knorm_gpu_ok(const void *y, int64_t ys, const void *x, int64_t xs, const 
  * the output and accumulate the tile's V rows, read coalesced. The 8 warps'
  * partial (max, sum, acc) are merged through shared memory at the end. */
 
-void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const float *k,
-                  int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
-                  int64_t D, int64_t pos) {
+int ot_kattn_gpu_ok(int kvdt, const void *k, int64_t k0, int64_t k1, int64_t D) {
+  if (D % OT_WARP_SIZE || D > OT_KATTN_MAX_D || (uintptr_t)k % 16) return 0;
+  if (kvdt == OT_F32) return k0 % 4 == 0 && k1 % 4 == 0;
+  return (kvdt == OT_BF16 || kvdt == OT_F16) && k0 % 8 == 0 && k1 % 8 == 0;
+}
+
+void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const void *k,
+                  int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S, int64_t H,
+                  int64_t KVH, int64_t D, int64_t pos, int64_t window) {
   const int64_t nrows = S * H, group = H / KVH;
   const int per = (int)(D / OT_WARP_SIZE); /* dims per lane, <= OT_KATTN_MAX_D / OT_WARP_SIZE */
   const int dd = (int)D;
   const float scale = 1.0f / sqrtf((float)D);
   OT_GPU_KERNEL(dev, nrows, 256,
-                OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, H, group, per, dd, scale, pos))
+                OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, kvdt, H, group, per, dd, scale, pos,
+                                                     window))
   {
     float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[WARPS], wl[WARPS], wacc[WARPS][OT_KATTN_MAX_D];
     OT_TEAM_SHARED(qs, wm, wl, wacc)
     const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int64_t t = OT_GPU_BLOCK_ID(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
+    const int64_t first = window && nkeys > window ? nkeys - window : 0; /* the oldest key the row sees */
     const float *qr = q + s * q0 + h * q1;
     for (int d = tid; d < dd; d += 256) qs[d] = qr[d] * scale;
     OT_GPU_BLOCK_SYNC();
     float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
-    for (int i = 0; i < per; i++) acc[i] = 0.0f;
-    for (int64_t j0 = (int64_t)warp * OT_WARP_SIZE; j0 < nkeys; j0 += WARPS * OT_WARP_SIZE) {
+    /* loops over acc unrolled to its full size (i < per inside): indexed at run time it goes to local memory */
+    OT_UNROLL for (int i = 0; i < OT_KATTN_MAX_D / OT_WARP_SIZE; i++) acc[i] = 0.0f;
+    for (int64_t j0 = first + (int64_t)warp * OT_WARP_SIZE; j0 < nkeys; j0 += WARPS * OT_WARP_SIZE) {
       const int64_t j = j0 + lane;
       float sc = -INFINITY;
-      if (j < nkeys) {
-        const f4 *kr = (const f4 *)(k + j * k0 + kh * k1); /* rows are 16-byte aligned: D % OT_WARP_SIZE == 0 */
-        const f4 *qv = (const f4 *)qs;
+      if (j < nkeys) { /* rows are 16-byte aligned: ot_kattn_gpu_ok */
         float dot = 0.0f;
-        for (int d = 0; d < dd / 4; d++) {
-          const f4 a = kr[d], b = qv[d];
-          dot += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
-        }
+        OT_KKV_DOT(dot, kvdt, k, j * k0 + kh * k1, qs, dd);
         sc = dot;
       }
       const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
@@ -123,12 +127,13 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       float ps = p;
       for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) ps += OT_WARP_SHFL_DOWN(ps, o);
       sum = sum * alpha + ot_warp_bcast(ps, 0);
-      for (int i = 0; i < per; i++) acc[i] *= alpha;
+      OT_UNROLL for (int i = 0; i < OT_KATTN_MAX_D / OT_WARP_SIZE; i++) acc[i] *= alpha;
       const int64_t nj = nkeys - j0 < OT_WARP_SIZE ? nkeys - j0 : OT_WARP_SIZE;
       for (int jj = 0; jj < nj; jj++) {
         const float pj = ot_warp_bcast(p, jj);
-        const float *vr = v + (j0 + jj) * v0 + kh * v1;
-        for (int i = 0; i < per; i++) acc[i] += pj * vr[lane + OT_WARP_SIZE * i];
+        const int64_t vo = (j0 + jj) * v0 + kh * v1 + lane;
+        OT_UNROLL for (int i = 0; i < OT_KATTN_MAX_D / OT_WARP_SIZE; i++)
+          if (i < per) acc[i] += pj * OT_KKV_LD(kvdt, v, vo + OT_WARP_SIZE * i);
       }
       mx = m2;
     }
@@ -137,7 +142,8 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       wm[warp] = mx;
       wl[warp] = sum;
     }
-    for (int i = 0; i < per; i++) wacc[warp][lane + OT_WARP_SIZE * i] = acc[i];
+    OT_UNROLL for (int i = 0; i < OT_KATTN_MAX_D / OT_WARP_SIZE; i++)
+      if (i < per) wacc[warp][lane + OT_WARP_SIZE * i] = acc[i];
     OT_GPU_BLOCK_SYNC();
     float M = -INFINITY;
     for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);

@@ -16,11 +16,37 @@ int ot_knorm_gpu_ok(const void *y, int64_t ys, const void *x, int64_t xs, const 
 void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int64_t xs, const float *w, const float *b,
                   int64_t rows, int64_t d, float eps);
 
-/* Causal GQA attention over caches k, v [max_seq, KVH, D] for q, out
- * [S, H, D] (strides given for dims 0 and 1; dim 2 is unit), D % OT_WARP_SIZE == 0. */
-void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const float *k,
-                  int64_t k0, int64_t k1, const float *v, int64_t v0, int64_t v1, int64_t S, int64_t H, int64_t KVH,
-                  int64_t D, int64_t pos);
+/* Causal GQA attention over caches k, v [max_seq, KVH, D] of dtype kvdt
+ * (f32, bf16 or f16: ot_kattn_gpu_ok) for q, out [S, H, D] f32 (strides
+ * given for dims 0 and 1; dim 2 is unit), D % OT_WARP_SIZE == 0; window > 0:
+ * a row sees its last `window` keys only (ot_k_attention_window). */
+void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const void *k,
+                  int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S, int64_t H,
+                  int64_t KVH, int64_t D, int64_t pos, int64_t window);
+/* Whether a cache (dtype, base, strides of dims 0 and 1 in elements) is
+ * one the warp attention reads: f32, bf16 or f16, every row 16-byte aligned. */
+int ot_kattn_gpu_ok(int kvdt, const void *k, int64_t k0, int64_t k1, int64_t D);
+
+/* The cache reads of the warp attention kernels (ot_kattn_gpu and the step
+ * kernel's), written once, as macros (docs/writing-a-kernel.md):
+ * OT_KKV_DOT adds to `dot` the cache row at element offset `off` of
+ * (kvdt, k) dotted with qs[0 .. dd) (floats, 16-byte aligned), 8 elements a
+ * load, in the f32 kernel's order (4 products summed, then added);
+ * OT_KKV_LD is element i of a cache as f32. */
+#define OT_KKV_DOT(dot, kvdt, k, off, qs, dd)                                                                 \
+  do {                                                                                                        \
+    for (int d_ = 0; d_ < (dd); d_ += OT_KV) {                                                                \
+      float kv_[OT_KV];                                                                                       \
+      if ((kvdt) == OT_F32) ot_kld8_f32((k), (off) + d_, kv_);                                                \
+      else if ((kvdt) == OT_BF16) ot_kld8_bf16((k), (off) + d_, kv_);                                         \
+      else ot_kld8_f16((k), (off) + d_, kv_);                                                                 \
+      const ot_kf32x4 qa_ = *(const ot_kf32x4 *)((qs) + d_), qb_ = *(const ot_kf32x4 *)((qs) + d_ + 4);      \
+      (dot) += kv_[0] * qa_.x + kv_[1] * qa_.y + kv_[2] * qa_.z + kv_[3] * qa_.w;                             \
+      (dot) += kv_[4] * qb_.x + kv_[5] * qb_.y + kv_[6] * qb_.z + kv_[7] * qb_.w;                             \
+    }                                                                                                         \
+  } while (0)
+#define OT_KKV_LD(kvdt, p, i)                                                                                 \
+  ((kvdt) == OT_F32 ? ot_ld_f32((p), (i)) : (kvdt) == OT_BF16 ? ot_ld_bf16((p), (i)) : ot_ld_f16((p), (i)))
 
 /* The row passes of the norm backward (norm_bwd.c): write_dx 0: dx = xhat;
  * 1: dx = the input gradient. Rows flattened as ot_krow_off over [4] strides. */
