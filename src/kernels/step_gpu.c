@@ -402,50 +402,29 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
  * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
  * note says why four rows share a lane's activations. */
 #define ST_Q4_ROWS 4
-/* NU blocks b, b + 8, ... of rows N0_ .. N0_ + NR_ of a q4b matrix, this
- * lane's 4 bytes of each: every load first, then the products */
-#define ST_Q4B_STEP(NU, acc, W_, rb, N0_, NR_, A_)                                                            \
-  do {                                                                                                        \
-    f4 lo_[NU], hi_[NU];                                                                                      \
-    uint32_t q_[NU][ST_Q4_ROWS];                                                                              \
-    float d_[NU][ST_Q4_ROWS];                                                                                 \
-    OT_UNROLL for (int uu_ = 0; uu_ < (NU); uu_++) {                                                          \
-      const float *xp_ = (A_) + (b + 8 * uu_) * 32 + 4 * sub_;                                                \
-      const f4 xa_ = *(const f4 *)(xp_ + 16 * odd_), xb_ = *(const f4 *)(xp_ + 16 * (odd_ ^ 1));              \
-      lo_[uu_] = odd_ ? xb_ : xa_;                                                                            \
-      hi_[uu_] = odd_ ? xa_ : xb_;                                                                            \
-      OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                        \
-        q_[uu_][r] = 0x88888888u; /* nibbles of 8: values of 0 in a row past the matrix */                    \
-        d_[uu_][r] = 0.0f;                                                                                    \
-        if (r < (NR_)) {                                                                                      \
-          const ot_q4b_block *qb_ = (const ot_q4b_block *)(W_) + ((N0_) + r) * (rb) + b + 8 * uu_;            \
-          const uint16_t *q16_ = (const uint16_t *)qb_->qs + 2 * sub_;                                        \
-          q_[uu_][r] = (uint32_t)q16_[0] | ((uint32_t)q16_[1] << 16);                                         \
-          d_[uu_][r] = ot_kf16_f32(qb_->d);                                                                   \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
-    OT_UNROLL for (int uu_ = 0; uu_ < (NU); uu_++)                                                            \
-      OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                        \
-        const uint32_t u_ = q_[uu_][r];                                                                       \
-        const f4 l_ = lo_[uu_], h_ = hi_[uu_];                                                                \
-        const float t = ST_U4F(u_, 0) * l_.x + ST_U4F(u_, 8) * l_.y + ST_U4F(u_, 16) * l_.z +                  \
-                        ST_U4F(u_, 24) * l_.w + ST_U4F(u_, 4) * h_.x + ST_U4F(u_, 12) * h_.y +                 \
-                        ST_U4F(u_, 20) * h_.z + ST_U4F(u_, 28) * h_.w;                                         \
-        (acc)[r] += d_[uu_][r] * t;                                                                           \
-      }                                                                                                       \
-  } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
-    if ((WT_) == OT_Q4B) { /* 4 lanes per block, 4 bytes (8 values) of its 16 each; the lanes of odd groups \
-                              read their activations' upper float4 first (conflict-free phases, see ST_X8);  \
-                              4 blocks of a lane in flight */                                                 \
-      const int64_t rb = (LDW_) / 32, nb4_ = (K_) / 32;                                                       \
-      const int sub_ = lane & 3, odd_ = (lane >> 2) & 1;                                                      \
-      int64_t b = lane >> 2;                                                                                  \
-      for (; b + 24 < nb4_; b += 32) ST_Q4B_STEP(4, acc, W_, rb, N0_, NR_, A_);                               \
-      for (; b < nb4_; b += 8) ST_Q4B_STEP(1, acc, W_, rb, N0_, NR_, A_);                                     \
+    if ((WT_) == OT_Q4B) { /* a lane per block, its 32 activations read once for the 4 rows (gemv1_q4's way; \
+                              89c8974's 4 lanes per block, conflict-free activations but 3 loads per 4 bytes \
+                              of a row, took the H100's q4b step kernel from 7.7 to 10.8 ms) */               \
+      const int64_t rb = (LDW_) / 32;                                                                           \
+      for (int64_t b = lane; b < (K_) / 32; b += OT_WARP_SIZE) {                                                \
+        float xv[32];                                                                                          \
+        OT_UNROLL for (int j = 0; j < 32; j++) xv[j] = (A_)[b * 32 + j];                                        \
+        OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++)                                                         \
+          if (r < (NR_)) {                                                                                      \
+            const ot_q4b_block *qb_ = (const ot_q4b_block *)(W_) + ((N0_) + r) * rb + b;                         \
+            const uint16_t *q = (const uint16_t *)qb_->qs;                                                     \
+            float t = 0.0f;                                                                                    \
+            OT_UNROLL for (int j = 0; j < 8; j++) {                                                            \
+              const uint32_t qu_ = q[j];                                                                       \
+              t += ST_U4F(qu_, 0) * xv[2 * j] + ST_U4F(qu_, 8) * xv[2 * j + 1] + ST_U4F(qu_, 4) * xv[2 * j + 16] +     \
+                   ST_U4F(qu_, 12) * xv[2 * j + 17];                                                           \
+            }                                                                                                  \
+            (acc)[r] += ot_kf16_f32(qb_->d) * t;                                                               \
+          }                                                                                                    \
+      }                                                                                                        \
     } else {                                                                                                   \
       const int64_t rb = (LDW_) / 256;                                                                          \
       const int qc = lane & 3;                                                                                 \
