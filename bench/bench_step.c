@@ -13,8 +13,14 @@
  * printed beside it (what recording added).
  *
  *   bench_step [--layers N] [--dtype bf16|f32|q8b|q4b|...] [--prompt N] [--steps N]
- *              [--top N] [--json FILE]
- * Without a GPU (no CUPTI) it prints the host side only. */
+ *              [--top N] [--json FILE] [--batch N]
+ * Without a GPU (no CUPTI) it prints the host side only.
+ *
+ * --batch N (issue 44's batching target: resident batch 32 >= 20x batch 1)
+ * instead decodes N prompts at once (ot_generate_batch, N slots, the same
+ * model resident) and then the first of them alone as one prompt runs
+ * (ot_generate), in the same process: the aggregate decode tokens/s of
+ * each, their ratio, and the step time. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -30,7 +36,7 @@
 #include "kernels/step_gpu.h"
 #include <omp.h>
 
-enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_UNROLL, O_HELP, MAX_STEPS = 256 };
+enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_UNROLL, O_BATCH, O_HELP, MAX_STEPS = 256 };
 
 static const ot_opt bs_optv[] = {
     {"layers", 0, "N", "decoder layers (default 32: Llama-2-7B; the widths are its own)", O_LAYERS},
@@ -41,11 +47,12 @@ static const ot_opt bs_optv[] = {
     {"json", 0, "FILE", "also write the numbers as one JSON line to FILE ('-': stdout)", O_JSON},
     {"step-unroll", 0, "N", "step kernel: 16-byte loads in flight per lane in a 16-bit row: 4, 8 (default) or 16",
      O_UNROLL},
+    {"batch", 0, "N", "decode N prompts at once against one alone: aggregate tokens/s, the ratio", O_BATCH},
     {"help", 'h', NULL, "show this help", O_HELP},
     {0}};
 
 typedef struct bs_opts {
-  long layers, prompt, steps, top, unroll;
+  long layers, prompt, steps, top, unroll, batch;
   ot_dtype dt;
   const char *json;
 } bs_opts;
@@ -64,6 +71,7 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
     OT_TRY(bc_parse_int("--step-unroll", v, 4, 16, &o->unroll));
     return ot_kstep_tune((int)o->unroll);
   }
+  case O_BATCH: return bc_parse_int("--batch", v, 1, 256, &o->batch);
   case O_HELP: bc_usage("bench_step", bs_optv);
   }
   return OT_OK;
@@ -284,6 +292,89 @@ static ot_status run(const bs_opts *a, FILE *json) {
   return s;
 }
 
+/* --batch: n prompts of a.prompt tokens (their own seeds) decoded a.steps
+ * tokens each in n slots; the result's aggregate decode tokens/s. */
+static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_gen_batch_result *r) {
+  ot_gen_seq *seqs = calloc((size_t)n, sizeof *seqs);
+  int32_t *ids = malloc((size_t)n * (size_t)a->prompt * sizeof *ids);
+  ot_status s = seqs && ids ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: %d prompts", n);
+  for (int i = 0; s == OT_OK && i < n; i++) {
+    uint64_t x = 0x9e3779b97f4a7c15ull + (uint64_t)i * 0x632be59bd9b4e019ull;
+    for (long j = 0; j < a->prompt; j++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      ids[i * a->prompt + j] = (int32_t)(x % (uint64_t)m->vocab);
+    }
+    seqs[i] = (ot_gen_seq){ids + i * a->prompt, (int)a->prompt, -1, (uint64_t)i};
+  }
+  if (s == OT_OK) {
+    ot_gen_opts g = ot_gen_opts_default();
+    g.max_new_tokens = (int)a->steps + 1;
+    g.greedy = 1;
+    g.n_eos = 0; /* every sequence makes all its tokens: the steps are full */
+    s = ot_generate_batch(m, seqs, n, n, &g, r);
+  }
+  free(seqs);
+  free(ids);
+  return s;
+}
+
+static ot_status run_batch(const bs_opts *a, FILE *json) {
+  ot_hf_config c;
+  config(a->layers, &c);
+  ot_ctx *ctx = NULL;
+  ot_lm *m = NULL;
+  ot_gen_batch_result rb = {0};
+  ot_gen_result r1 = {0};
+  ot_status s = ot_ctx_create(NULL, &ctx);
+  if (s == OT_OK) s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
+  if (s == OT_OK) {
+    printf("bench_step --batch on %s (device %d): synthetic Llama, %lld layers, %s weights (%.2f GB), prompt %ld, "
+           "%ld decode steps; step kernel %s\n",
+           bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, ot_dtype_name(a->dt),
+           (double)m->weight_bytes / 1e9, a->prompt, a->steps, ot_kstep_enabled(bc_device()) ? "on" : "off");
+    s = run_batch_of(m, a, (int)a->batch, &rb);
+  }
+  /* batch 1 the way one prompt runs (ot_generate: the step kernel's path), on the batch's first prompt */
+  int32_t *p1 = malloc((size_t)a->prompt * sizeof *p1);
+  if (s == OT_OK && !p1) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: the prompt");
+  if (s == OT_OK) {
+    uint64_t x = 0x9e3779b97f4a7c15ull;
+    for (long j = 0; j < a->prompt; j++) {
+      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+      p1[j] = (int32_t)(x % (uint64_t)m->vocab);
+    }
+    ot_gen_opts g = ot_gen_opts_default();
+    g.max_new_tokens = (int)a->steps + 1;
+    g.greedy = 1;
+    s = ot_generate(m, p1, (int)a->prompt, &g, &r1);
+  }
+  free(p1);
+  if (s == OT_OK) {
+    const double ratio = r1.decode_tokens_per_second > 0 ? rb.decode_tokens_per_second / r1.decode_tokens_per_second : 0;
+    const int st1 = r1.n_tokens - 1; /* decode steps: the first token is the prompt's */
+    printf("  batch %3d: %d decode steps in %.1f ms (%.3f ms a step), %lld tokens: %.1f tokens/s aggregate\n",
+           rb.n_slots, rb.decode_steps, rb.decode_ms, rb.decode_steps ? rb.decode_ms / rb.decode_steps : 0.0,
+           (long long)rb.decode_tokens, rb.decode_tokens_per_second);
+    printf("  batch   1 (ot_generate): %d decode steps in %.1f ms (%.3f ms a step): %.1f tokens/s\n", st1,
+           r1.decode_ms, st1 > 0 ? r1.decode_ms / st1 : 0.0, r1.decode_tokens_per_second);
+    printf("  batch %ld against batch 1: %.2fx aggregate tokens/s\n", a->batch, ratio);
+    if (json)
+      fprintf(json,
+              "{\"bench\":\"step_batch\",\"layers\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,\"prompt\":%ld,"
+              "\"batch\":%ld,\"batch_tokens_per_second\":%.3f,\"batch_step_ms\":%.4f,\"one_tokens_per_second\":%.3f,"
+              "\"one_step_ms\":%.4f,\"ratio\":%.4f,\"step_kernel\":%d}\n",
+              (long long)c.num_layers, ot_dtype_name(a->dt), (unsigned long long)m->weight_bytes, a->prompt, a->batch,
+              rb.decode_tokens_per_second, rb.decode_steps ? rb.decode_ms / rb.decode_steps : 0.0,
+              r1.decode_tokens_per_second, r1.n_tokens > 1 ? r1.decode_ms / (r1.n_tokens - 1) : 0.0, ratio,
+              ot_kstep_enabled(bc_device()));
+  }
+  ot_gen_batch_result_free(&rb);
+  ot_gen_result_free(&r1);
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+  return s;
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .unroll = 8, .dt = OT_BF16};
@@ -294,7 +385,7 @@ int main(int argc, char **argv) {
   }
   FILE *json = NULL;
   ot_status s = bc_open_out(a.json, &json);
-  if (s == OT_OK) s = run(&a, json);
+  if (s == OT_OK) s = a.batch ? run_batch(&a, json) : run(&a, json);
   if (json) bc_close_out(json);
   if (s != OT_OK) {
     fprintf(stderr, "bench_step: %s\n", ot_last_error());
