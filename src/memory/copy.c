@@ -47,6 +47,29 @@ ot_status ot_mem_copy(void *dst, int dst_dev, const void *src, int src_dev, size
   return OT_OK;
 }
 
+int ot_mem_copy_home(ot_mem_stream *s, int dev, const ot_mem_piece *p, size_t n, char *why, size_t why_len) {
+#ifdef OT_HAVE_CUDA
+  if (s) {
+    cudaStream_t st = (cudaStream_t)s;
+    cudaError_t e = cudaSuccess;
+    for (size_t i = 0; i < n && e == cudaSuccess; i++)
+      if (p[i].bytes) e = cudaMemcpyAsync(p[i].dst, p[i].src, p[i].bytes, cudaMemcpyDeviceToHost, st);
+    /* waited for even after a failed issue: nothing may still write home when this returns */
+    const cudaError_t w = cudaStreamSynchronize(st);
+    if (e == cudaSuccess && w == cudaSuccess) return 0;
+    cudaGetLastError();
+    snprintf(why, why_len, "%s returned %d (%s)", e != cudaSuccess ? "cudaMemcpyAsync" : "cudaStreamSynchronize",
+             (int)(e != cudaSuccess ? e : w), cudaGetErrorString(e != cudaSuccess ? e : w));
+    return -1;
+  }
+#else
+  (void)s;
+#endif
+  for (size_t i = 0; i < n; i++)
+    if (ot_mem_copy_raw(p[i].dst, OT_DEVICE_HOST, p[i].src, dev, p[i].bytes, why, why_len) != 0) return -1;
+  return 0;
+}
+
 /* An ot_mem_stream is the CUDA stream handle itself. */
 int ot_mem_stream_create(ot_mem_stream **out) {
   *out = NULL;

@@ -8,6 +8,7 @@
 #include "core/error.h"
 #include "core/fault.h"
 #include "memory/copy.h"
+#include "memory/device.h"
 #include "omptensor/context.h"
 #include "sched/disk.h"
 #include "sched/movement.h"
@@ -50,6 +51,7 @@ struct ot_movement {
   int verify;          /* OMPTENSOR_VERIFY level for this queue (0 unless kind is OT_MV_COPY) */
   char err[320];
   ot_mem_stream *stream; /* OT_MV_PREFETCH: the thread's own (memory/copy.h) */
+  ot_mem_stream *home_stream; /* OT_MV_COPY on a GPU of a CUDA build: write-backs in batches (run_home_batch) */
 };
 
 /* One blocking transfer (memory/copy.h); 0, or -1 with why[] naming the
@@ -161,6 +163,21 @@ static int transfer(ot_movement *m, const xfer *x, ot_status *st, char *why, siz
   return 0;
 }
 
+/* The queue's first failure (m->mu held): everything after it is suspect. */
+static void failed_locked(ot_movement *m, const xfer *x, ot_status st, const char *why) {
+  if (m->failed) return;
+  m->failed = 1;
+  m->fail_status = st;
+  char dir[48];
+  if (x->dir == XFER_UP || x->dir == XFER_UP_DISK) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
+  else snprintf(dir, sizeof dir, "device %d -> host", m->dev);
+  if (st == OT_ERR_INTEGRITY) snprintf(m->err, sizeof m->err, "%s", why);
+  else
+    snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
+             x->dir == XFER_UP || x->dir == XFER_UP_DISK ? "upload" : x->dir == XFER_DOWN ? "write-back" : x->dir == XFER_ADVISE ? "memory advice" : "discard",
+             x->name ? x->name : "?", x->bytes, dir, why);
+}
+
 static void run_one(ot_movement *m, xfer *x) {
   if (m->delay_us) {
     struct timespec ts = {(time_t)(m->delay_us / 1000000u), (long)(m->delay_us % 1000000u) * 1000L};
@@ -173,19 +190,55 @@ static void run_one(ot_movement *m, xfer *x) {
   uint64_t t1 = ot_now_ns();
   if (x->tr && x->ev != (size_t)-1) ot_trace_set_times(x->tr, x->ev, t0, t1);
   pthread_mutex_lock(&m->mu);
-  if (rc != 0 && !m->failed) {
-    m->failed = 1;
-    m->fail_status = st;
-    char dir[48];
-    if (x->dir == XFER_UP || x->dir == XFER_UP_DISK) snprintf(dir, sizeof dir, "host -> device %d", m->dev);
-    else snprintf(dir, sizeof dir, "device %d -> host", m->dev);
-    if (st == OT_ERR_INTEGRITY) snprintf(m->err, sizeof m->err, "%s", why);
-    else
-      snprintf(m->err, sizeof m->err, "%s of '%s' (%zu bytes, %s) failed: %s",
-               x->dir == XFER_UP || x->dir == XFER_UP_DISK ? "upload" : x->dir == XFER_DOWN ? "write-back" : x->dir == XFER_ADVISE ? "memory advice" : "discard",
-               x->name ? x->name : "?", x->bytes, dir, why);
-  }
+  if (rc != 0) failed_locked(m, x, st, why);
   m->done = x->ticket;
+  pthread_cond_broadcast(&m->done_cv);
+  pthread_mutex_unlock(&m->mu);
+}
+
+/* Write-backs that may share one wait (run_home_batch): plain copies of
+ * device memory home, without the checks of OMPTENSOR_VERIFY or a delay. */
+enum { HOME_BATCH_MAX = 256 };
+static int batchable(const ot_movement *m, const xfer *x) {
+  return m->home_stream && x->dir == XFER_DOWN && x->home_dev == OT_DEVICE_HOST && x->bytes && !m->delay_us &&
+         !(x->rec && m->verify);
+}
+
+/* xs[0 .. n): write-backs in queue order, issued together and waited for
+ * once (ot_mem_copy_home); each traced over the batch's time. An injected
+ * fault (OMPTENSOR_FAULT=transfer:N) fails its own entry, as run_one does,
+ * and the others are copied. */
+static void run_home_batch(ot_movement *m, xfer **xs, int n) {
+  size_t np = 0;
+  for (int i = 0; i < n; i++) np += xs[i]->rg ? xs[i]->n_rg : 1;
+  ot_mem_piece *pc = malloc((np ? np : 1) * sizeof *pc);
+  if (!pc) { /* one at a time, as before */
+    for (int i = 0; i < n; i++) run_one(m, xs[i]);
+    return;
+  }
+  int faulted = -1;
+  np = 0;
+  for (int i = 0; i < n; i++) {
+    const xfer *x = xs[i];
+    if (ot_fault_hit(OT_FAULT_TRANSFER)) {
+      if (faulted < 0) faulted = i;
+      continue;
+    }
+    if (!x->rg) pc[np++] = (ot_mem_piece){x->dst, x->src, x->bytes};
+    for (size_t r = 0; x->rg && r < x->n_rg; r++)
+      pc[np++] = (ot_mem_piece){(char *)x->dst + x->rg[2 * r], (const char *)x->src + x->rg[2 * r], x->rg[2 * r + 1]};
+  }
+  const uint64_t t0 = ot_now_ns();
+  char why[256];
+  const int rc = ot_mem_copy_home(m->home_stream, m->dev, pc, np, why, sizeof why);
+  const uint64_t t1 = ot_now_ns();
+  free(pc);
+  for (int i = 0; i < n; i++)
+    if (xs[i]->tr && xs[i]->ev != (size_t)-1) ot_trace_set_times(xs[i]->tr, xs[i]->ev, t0, t1);
+  pthread_mutex_lock(&m->mu);
+  if (faulted >= 0) failed_locked(m, xs[faulted], OT_ERR_DEVICE, "injected by OMPTENSOR_FAULT");
+  if (rc != 0) failed_locked(m, xs[0], OT_ERR_DEVICE, why);
+  m->done = xs[n - 1]->ticket;
   pthread_cond_broadcast(&m->done_cv);
   pthread_mutex_unlock(&m->mu);
 }
@@ -193,20 +246,36 @@ static void run_one(ot_movement *m, xfer *x) {
 static void *worker(void *arg) {
   ot_movement *m = arg;
   if (m->kind == OT_MV_PREFETCH) ot_mem_bind_thread(m->dev);
+  /* a stream of this thread's for batches of write-backs; none (NULL: one
+   * blocking copy each) without the CUDA runtime or where it gives none */
+  if (m->kind == OT_MV_COPY && ot_dev_is_gpu(m->dev)) {
+    ot_mem_bind_thread(m->dev);
+    if (ot_mem_stream_create(&m->home_stream) != 0) m->home_stream = NULL;
+  }
+  xfer *batch[HOME_BATCH_MAX];
   pthread_mutex_lock(&m->mu);
   for (;;) {
     while (!m->head && !m->stop) pthread_cond_wait(&m->work, &m->mu);
     if (!m->head) break;
-    xfer *x = m->head;
-    m->head = x->next;
-    if (!m->head) m->tail = NULL;
+    int n = 0;
+    do { /* the first entry, and the write-backs right behind it that can share its wait */
+      xfer *x = m->head;
+      m->head = x->next;
+      if (!m->head) m->tail = NULL;
+      batch[n++] = x;
+    } while (n < HOME_BATCH_MAX && batchable(m, batch[0]) && m->head && batchable(m, m->head));
     pthread_mutex_unlock(&m->mu);
-    run_one(m, x);
-    free(x->rg);
-    free(x);
+    if (n > 1) run_home_batch(m, batch, n);
+    else run_one(m, batch[0]);
+    for (int i = 0; i < n; i++) {
+      free(batch[i]->rg);
+      free(batch[i]);
+    }
     pthread_mutex_lock(&m->mu);
   }
   pthread_mutex_unlock(&m->mu);
+  ot_mem_stream_destroy(m->home_stream);
+  m->home_stream = NULL;
   return NULL;
 }
 
