@@ -45,13 +45,15 @@ struct ot_movement {
   pthread_cond_t work, done_cv;
   xfer *head, *tail;
   uint64_t issued, done;
+  uint64_t batched;    /* write-backs that went home in a batch of two or more (ot_movement_batched) */
   int stop;
   int failed;          /* a transfer failed: everything after it is suspect */
   ot_status fail_status; /* OT_ERR_DEVICE, or OT_ERR_INTEGRITY (verify.h) */
   int verify;          /* OMPTENSOR_VERIFY level for this queue (0 unless kind is OT_MV_COPY) */
   char err[320];
   ot_mem_stream *stream; /* OT_MV_PREFETCH: the thread's own (memory/copy.h) */
-  ot_mem_stream *home_stream; /* OT_MV_COPY on a GPU of a CUDA build: write-backs in batches (run_home_batch) */
+  ot_mem_stream *home_stream; /* OT_MV_COPY on a GPU of a CUDA build: the batches' stream (run_home_batch); NULL:
+                                 one blocking copy per piece */
 };
 
 /* One blocking transfer (memory/copy.h); 0, or -1 with why[] naming the
@@ -197,10 +199,13 @@ static void run_one(ot_movement *m, xfer *x) {
 }
 
 /* Write-backs that may share one wait (run_home_batch): plain copies of
- * device memory home, without the checks of OMPTENSOR_VERIFY or a delay. */
+ * device memory home, without the checks of OMPTENSOR_VERIFY or a delay.
+ * Batched on every build, so that the CPU builds' tests run the batching
+ * (their copies are one blocking copy per piece: ot_mem_copy_home with no
+ * stream); only a GPU of a CUDA build issues a batch on a stream. */
 enum { HOME_BATCH_MAX = 256 };
 static int batchable(const ot_movement *m, const xfer *x) {
-  return m->home_stream && x->dir == XFER_DOWN && x->home_dev == OT_DEVICE_HOST && x->bytes && !m->delay_us &&
+  return m->kind == OT_MV_COPY && x->dir == XFER_DOWN && x->home_dev == OT_DEVICE_HOST && x->bytes && !m->delay_us &&
          !(x->rec && m->verify);
 }
 
@@ -238,6 +243,7 @@ static void run_home_batch(ot_movement *m, xfer **xs, int n) {
   pthread_mutex_lock(&m->mu);
   if (faulted >= 0) failed_locked(m, xs[faulted], OT_ERR_DEVICE, "injected by OMPTENSOR_FAULT");
   if (rc != 0) failed_locked(m, xs[0], OT_ERR_DEVICE, why);
+  m->batched += (uint64_t)n;
   m->done = xs[n - 1]->ticket;
   pthread_cond_broadcast(&m->done_cv);
   pthread_mutex_unlock(&m->mu);
@@ -402,6 +408,13 @@ uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int 
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name) {
   if (m->kind != OT_MV_PREFETCH) return 0;
   return enqueue(m, XFER_DISCARD, NULL, home, bytes, name, NULL, NULL, (size_t)-1);
+}
+
+uint64_t ot_movement_batched(ot_movement *m) {
+  pthread_mutex_lock(&m->mu);
+  const uint64_t n = m->batched;
+  pthread_mutex_unlock(&m->mu);
+  return n;
 }
 
 int ot_movement_done(ot_movement *m, uint64_t t) {

@@ -83,6 +83,10 @@ uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void 
 uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name);
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name);
 
+/* Tests: the write-backs so far that went home in batches of two or more
+ * (queued one behind another: one wait for all). */
+uint64_t ot_movement_batched(ot_movement *m);
+
 /* Has ticket t completed? (never blocks) */
 int ot_movement_done(ot_movement *m, uint64_t t);
 /* Blocks until ticket t (0: nothing) has completed. OT_ERR_DEVICE (or
