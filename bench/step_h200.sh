@@ -5,10 +5,13 @@
 #   1. tests/test_step_gpu (the step kernel against the per-op path) and
 #      tests/test_gpu_helpers (the helper miscompile's reduction);
 #   2. bench_step on the 7 GB model (16 layers, bf16) with the step kernel
-#      off, and on with 4, 8 and 16 loads in flight per lane: busy fraction,
-#      tokens/s, share of the measured HBM ceiling; then q8b and q4b off and on
-#      (QUANT_KS="1": on only);
-#   3. the whole nvptx suite with OMPTENSOR_STEP_KERNEL=1 (SUITE=0 skips it).
+#      off and on (UNROLLS="4 8 16": also with 4, 8 and 16 loads in flight
+#      per lane; default 8 only): busy fraction, tokens/s, share of the
+#      measured HBM ceiling, where the host's time goes; then q8b and q4b
+#      off and on (QUANT_KS="1": on only); then --batch 32 (resident batch
+#      32 against batch 1; BATCH=0 skips it);
+#   3. the whole nvptx suite with OMPTENSOR_STEP_KERNEL=1 (SUITE=0 skips it;
+#      ~290 s on the H100: SUITE_LIMIT, default 300).
 # LAYERS=N changes the model's depth (a CPU smoke test of the script:
 #   mkdir -p build-gpu && ln -sf ../build/offload-host/tests/test_* ../build/offload-host/bench/bench_step build-gpu/
 #   LAYERS=1 SUITE=0 bash bench/step_h200.sh /tmp/st)
@@ -39,7 +42,7 @@ part 60 test_gpu_helpers build-gpu/test_gpu_helpers
 layers=${LAYERS:-16}
 part 45 bench_step-bf16-k0 env OMPTENSOR_STEP_KERNEL=0 build-gpu/bench_step --layers "$layers" --dtype bf16 \
   --top 12 --json "$out/logs/step-bf16-k0.json"
-for u in 4 8 16; do
+for u in ${UNROLLS:-8}; do
   part 45 "bench_step-bf16-k1-u$u" env OMPTENSOR_STEP_KERNEL=1 build-gpu/bench_step --layers "$layers" --dtype bf16 \
     --step-unroll $u --top 12 --json "$out/logs/step-bf16-k1-u$u.json"
 done
@@ -49,6 +52,10 @@ for d in q8b q4b; do
       --top 6 --json "$out/logs/step-$d-k$k.json"
   done
 done
+if [ "${BATCH:-1}" != 0 ]; then
+  part 90 bench_step-batch32 build-gpu/bench_step --layers "$layers" --steps 12 --batch 32 \
+    --json "$out/logs/step-batch32.json"
+fi
 cat "$out"/logs/*.json > "$out/steps.jsonl"
 if [ "${SUITE:-1}" != 0 ]; then
   say "=== suite (OMPTENSOR_STEP_KERNEL=1)"
