@@ -25,7 +25,15 @@
  * tests/test_step_gpu compares the two. */
 #define STEP_DEFAULT 1
 
-#define THREADS 256
+/* Threads per block, one block per multiprocessor. The kernel's register
+ * budget follows from it (ptxas fits 65536 / THREADS a thread: 255 at
+ * 256, 128 at 512): fewer threads keep more loads in flight per lane,
+ * more threads more warps to hide the memory's latency. OT_STEP_THREADS
+ * (256 or 512) picks at build time. */
+#ifndef OT_STEP_THREADS
+#define OT_STEP_THREADS 256
+#endif
+#define THREADS OT_STEP_THREADS
 #define WARPS (THREADS / OT_WARP_SIZE)
 
 /* ---- per device: the grid, the instruction buffer, the barrier ---------------------- */
@@ -263,6 +271,31 @@ typedef struct __attribute__((aligned(16))) f4 {
     (acc) += (sc) * (ST_I8F(b_, 0) * x_.x + ST_I8F(b_, 1) * x_.y + ST_I8F(b_, 2) * x_.z + ST_I8F(b_, 3) * x_.w); \
   } while (0)
 
+/* q8b: blocks of a lane in flight (8 lanes per block, a word each), 8, 16
+ * or 32 at build time. A lane's loads are 4 bytes (a block is 36), so it
+ * needs 4x bf16's loads in flight for the same bytes. */
+#ifndef ST_Q8_U
+#define ST_Q8_U 8
+#endif
+/* One pass over as many whole groups of NU blocks (4 blocks apart: a warp
+ * is 4 groups of 8 lanes) as the row has left, the products into the four
+ * accumulators in turn (NU 8 is the order the step kernel always had). */
+#define ST_Q8_PASS(NU, S0, S1, S2, S3, QW, SUB, QB, NB, A)                                                    \
+  for (; (QB) + 4 * ((NU)-1) < (NB); (QB) += 4 * (NU)) {                                                     \
+    uint32_t wv_[NU];                                                                                         \
+    float sc_[NU];                                                                                            \
+    OT_UNROLL for (int u_ = 0; u_ < (NU); u_++) {                                                             \
+      wv_[u_] = (QW)[9 * ((QB) + 4 * u_) + 1 + (SUB)];                                                        \
+      sc_[u_] = ot_kbits_f32((QW)[9 * ((QB) + 4 * u_)]);                                                      \
+    }                                                                                                         \
+    OT_UNROLL for (int u_ = 0; u_ < (NU); u_ += 4) {                                                          \
+      ST_Q8_WORD(S0, wv_[u_], sc_[u_], (A) + ((QB) + 4 * u_) * 32 + 4 * (SUB));                               \
+      ST_Q8_WORD(S1, wv_[u_ + 1], sc_[u_ + 1], (A) + ((QB) + 4 * (u_ + 1)) * 32 + 4 * (SUB));                 \
+      ST_Q8_WORD(S2, wv_[u_ + 2], sc_[u_ + 2], (A) + ((QB) + 4 * (u_ + 2)) * 32 + 4 * (SUB));                 \
+      ST_Q8_WORD(S3, wv_[u_ + 3], sc_[u_ + 3], (A) + ((QB) + 4 * (u_ + 3)) * 32 + 4 * (SUB));                 \
+    }                                                                                                         \
+  }
+
 /* A lane's part of one row: UNR (16, 8 or 4: ot_kstep_tune) 16-byte loads
  * in flight before the first product (a batch-1 GEMV is bound by the bytes
  * each SM has in flight, and the step kernel runs few warps per SM), the
@@ -302,28 +335,15 @@ typedef struct __attribute__((aligned(16))) f4 {
     else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K, 8);                               \
     else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K, 8);                                   \
     else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \
-              bytes (a lane per block read 128 bytes from its neighbour's: 32-way bank conflicts); 8 blocks  \
-              of a lane in flight */                                                                          \
+              bytes (a lane per block read 128 bytes from its neighbour's: 32-way bank conflicts); ST_Q8_U \
+              blocks of a lane in flight */                                                                   \
       const uint32_t *qw_ = (const uint32_t *)((const ot_q8b_block *)(w) + (n) * ((ldw) / 32));               \
       const int64_t nb_ = (K) / 32;                                                                           \
       const int sub_ = lane & 7;                                                                              \
       int64_t qb = lane >> 3;                                                                                 \
-      for (; qb + 28 < nb_; qb += 32) {                                                                       \
-        uint32_t wv_[8];                                                                                      \
-        float sc_[8];                                                                                         \
-        OT_UNROLL for (int u_ = 0; u_ < 8; u_++) {                                                            \
-          wv_[u_] = qw_[9 * (qb + 4 * u_) + 1 + sub_];                                                        \
-          sc_[u_] = ot_kbits_f32(qw_[9 * (qb + 4 * u_)]);                                                           \
-        }                                                                                                     \
-        ST_Q8_WORD(s0, wv_[0], sc_[0], (a) + qb * 32 + 4 * sub_);                                             \
-        ST_Q8_WORD(s1, wv_[1], sc_[1], (a) + (qb + 4) * 32 + 4 * sub_);                                       \
-        ST_Q8_WORD(s2, wv_[2], sc_[2], (a) + (qb + 8) * 32 + 4 * sub_);                                       \
-        ST_Q8_WORD(s3, wv_[3], sc_[3], (a) + (qb + 12) * 32 + 4 * sub_);                                      \
-        ST_Q8_WORD(s0, wv_[4], sc_[4], (a) + (qb + 16) * 32 + 4 * sub_);                                      \
-        ST_Q8_WORD(s1, wv_[5], sc_[5], (a) + (qb + 20) * 32 + 4 * sub_);                                      \
-        ST_Q8_WORD(s2, wv_[6], sc_[6], (a) + (qb + 24) * 32 + 4 * sub_);                                      \
-        ST_Q8_WORD(s3, wv_[7], sc_[7], (a) + (qb + 28) * 32 + 4 * sub_);                                      \
-      }                                                                                                       \
+      if (ST_Q8_U >= 32) ST_Q8_PASS(32, s0, s1, s2, s3, qw_, sub_, qb, nb_, a);                                \
+      if (ST_Q8_U >= 16) ST_Q8_PASS(16, s0, s1, s2, s3, qw_, sub_, qb, nb_, a);                                \
+      ST_Q8_PASS(8, s0, s1, s2, s3, qw_, sub_, qb, nb_, a);                                                   \
       for (; qb < nb_; qb += 4) ST_Q8_WORD(s0, qw_[9 * qb + 1 + sub_], ot_kbits_f32(qw_[9 * qb]), (a) + qb * 32 + 4 * sub_); \
     }                                                                                                         \
     float s_ = (s0 + s1) + (s2 + s3);                                                                         \
@@ -504,9 +524,14 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
   OT_GPU_KERNEL(dev, G, THREADS, OT_DEVPTR(prog, bar) firstprivate(ni, G, base, unr))
   {
     float red[WARPS], wm[WARPS], wl[WARPS];
-    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wacc[WARPS][OT_KATTN_MAX_D];
+    float qs[OT_KATTN_MAX_D] __attribute__((aligned(16)));
     float xsh[OT_KSTEP_MAX_K] __attribute__((aligned(16)));
-    OT_TEAM_SHARED(red, wm, wl, qs, wacc, xsh)
+    OT_TEAM_SHARED(red, wm, wl, qs, xsh)
+    /* attention's per-warp sums live in the GEMV's activation buffer: an
+     * instruction is one or the other, and the attention's last reads are
+     * followed by a block barrier (static shared memory stops at 48 KiB) */
+    _Static_assert(WARPS * OT_KATTN_MAX_D <= OT_KSTEP_MAX_K, "attention's sums fit the activations' buffer");
+    float(*wacc)[OT_KATTN_MAX_D] = (float(*)[OT_KATTN_MAX_D])xsh;
     const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
     const int hsw = (lane >> 2) & 1; /* ST_X8 */
     const int64_t blk = OT_GPU_BLOCK_ID();
