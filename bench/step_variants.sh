@@ -4,6 +4,8 @@
 #   OT_STEP_THREADS=512 with ptxas -maxrregcount=128 (16 warps per
 #   multiprocessor instead of 8, registers spilled where 128 do not do),
 #   ST_Q8_U=16 and 32 (q8b blocks a lane has in flight; default 8);
+#   ST_Q4_PAIRED=1 (q4b rows read as pairs of blocks, 9 aligned words);
+# each first through tests/test_step_gpu (TEST_VARIANTS, default all);
 # then Nsight Compute on the default build's q8b and q4b step kernel
 # (2 layers), and bench_step --batch 32.
 #
@@ -28,7 +30,7 @@ part() { # part SECONDS NAME LIBDIR COMMAND...
   say "=== $name"
   LD_LIBRARY_PATH=$lib${lib:+:}$base_ld timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
   local rc=$?
-  grep -E "step|tokens/s|busy|kernel|host" "$out/logs/$name.log" | head -n 14 | tee -a "$log"
+  grep -E "step|tokens/s|busy|kernel|host|OK|FAIL|diff" "$out/logs/$name.log" | head -n 16 | tee -a "$log"
   say "=== $name rc=$rc"
 }
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
@@ -37,10 +39,13 @@ for v in $vars; do
   mkdir -p "build-var/$v"
   xz -dc "gpu-carry-var/$v/libomptensor.so.0.1.xz" > "build-var/$v/libomptensor.so.0.1"
 done
+for v in ${TEST_VARIANTS-$vars}; do # the step kernel against the per-op path, every dtype
+  part 120 "$v-test_step_gpu" "$PWD/build-var/$v" build-gpu/test_step_gpu
+done
 for d in ${DTYPES:-bf16 q8b q4b}; do
   part 45 "default-$d" "" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 --json "$out/logs/default-$d.json"
   for v in $vars; do
-    case "$v:$d" in q8u*:bf16 | q8u*:q4b) continue ;; esac # the q8b knob changes q8b only
+    case "$v:$d" in q8u*:bf16 | q8u*:q4b | q4*:bf16 | q4*:q8b) continue ;; esac # a dtype's knob changes that dtype only
     part 45 "$v-$d" "$PWD/build-var/$v" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 \
       --json "$out/logs/$v-$d.json"
   done

@@ -422,10 +422,70 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
  * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
  * note says why four rows share a lane's activations. */
 #define ST_Q4_ROWS 4
+#ifndef ST_Q4_PAIRED /* 1: q4b rows as pairs of blocks (below); 0: a lane per block */
+#define ST_Q4_PAIRED 0
+#endif
+#ifndef ST_Q4_PAIRS
+#define ST_Q4_PAIRS 4
+#endif
+/* A q4b pair lane's activations: XL = a[64P + 32 hi_ + 4 t_ ..), XH 16
+ * further. Block 1's lanes read their XH first, so that the 8 lanes of a
+ * pair (one phase of a 16-byte shared load) hit 32 different banks. */
+#define ST_Q4_PAIR_X(XL, XH, A, P)                                                                            \
+  do {                                                                                                        \
+    const float *x_ = (A) + (P)*64 + 32 * hi_ + 4 * t_;                                                       \
+    const f4 f_ = *(const f4 *)(x_ + sh_), s_ = *(const f4 *)(x_ + 16 - sh_);                                 \
+    (XL) = hi_ ? s_ : f_;                                                                                     \
+    (XH) = hi_ ? f_ : s_;                                                                                     \
+  } while (0)
+/* ACC += 8 values of a q4b pair's lane times their activations: the lane's
+ * 4 bytes of a block (qs[4t .. 4t + 4): low nibbles values 4t.., high ones
+ * 16 + 4t..) from words A and B (block 0's straddle two words: the high
+ * half of A, the low of B), its block's f16 scale in C (low half for block
+ * 0, high for block 1); XL, XH the activations 4t.. and 16 + 4t.. . Uses
+ * the enclosing hi_ and sh_. */
+#define ST_Q4_PAIR_WORD(ACC, A, B, C, XL, XH)                                                                 \
+  do {                                                                                                        \
+    const uint32_t q_ = hi_ ? (B) : ((A) >> 16) | ((B) << 16);                                                \
+    const float d_ = ot_kf16_f32((uint16_t)((C) >> sh_));                                                     \
+    (ACC) += d_ * (ST_U4F(q_, 0) * (XL).x + ST_U4F(q_, 8) * (XL).y + ST_U4F(q_, 16) * (XL).z +                  \
+                   ST_U4F(q_, 24) * (XL).w + ST_U4F(q_, 4) * (XH).x + ST_U4F(q_, 12) * (XH).y +                \
+                   ST_U4F(q_, 20) * (XH).z + ST_U4F(q_, 28) * (XH).w);                                         \
+  } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
-    if ((WT_) == OT_Q4B) { /* a lane per block, its 32 activations read once for the 4 rows (gemv1_q4's way; \
+    if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0) {                                             \
+      /* a pair of blocks is 36 bytes, 9 aligned words (d0 and qs0[0..1], qs0[2..13], qs0[14..15] and d1,  \
+         qs1): 8 lanes a pair, 4 bytes (8 values) each, a block's activations read by 4 lanes as two      \
+         float4, ST_Q4_PAIRS pairs of the 4 rows in flight per lane */                                     \
+      const int sub_ = lane & 7, hi_ = sub_ >> 2, t_ = sub_ & 3;                                                \
+      const int ia_ = hi_ ? 4 : t_, ib_ = t_ + 1 + 4 * hi_, ic_ = 4 * hi_, sh_ = 16 * hi_;                      \
+      const int64_t np_ = (K_) / 64, rw_ = (LDW_) / 64 * 9;                                                     \
+      const uint32_t *w0_ = (const uint32_t *)(W_) + (N0_) * rw_;                                               \
+      int64_t p_ = lane >> 3;                                                                                   \
+      for (; p_ + 4 * (ST_Q4_PAIRS - 1) < np_; p_ += 4 * ST_Q4_PAIRS) {                                          \
+        uint32_t wa_[ST_Q4_PAIRS][ST_Q4_ROWS], wb_[ST_Q4_PAIRS][ST_Q4_ROWS], wc_[ST_Q4_PAIRS][ST_Q4_ROWS];       \
+        OT_UNROLL for (int u_ = 0; u_ < ST_Q4_PAIRS; u_++)                                                      \
+          OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                      \
+            const uint32_t *w_ = w0_ + (r < (NR_) ? r : 0) * rw_ + 9 * (p_ + 4 * u_);                            \
+            wa_[u_][r] = w_[ia_], wb_[u_][r] = w_[ib_], wc_[u_][r] = w_[ic_];                                    \
+          }                                                                                                    \
+        OT_UNROLL for (int u_ = 0; u_ < ST_Q4_PAIRS; u_++) {                                                    \
+          f4 xl_, xh_;                                                                                         \
+          ST_Q4_PAIR_X(xl_, xh_, (A_), p_ + 4 * u_);                                                            \
+          OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) ST_Q4_PAIR_WORD((acc)[r], wa_[u_][r], wb_[u_][r], wc_[u_][r], xl_, xh_); \
+        }                                                                                                      \
+      }                                                                                                        \
+      for (; p_ < np_; p_ += 4) {                                                                               \
+        f4 xl_, xh_;                                                                                           \
+        ST_Q4_PAIR_X(xl_, xh_, (A_), p_);                                                                       \
+        OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                        \
+          const uint32_t *w_ = w0_ + (r < (NR_) ? r : 0) * rw_ + 9 * p_;                                         \
+          ST_Q4_PAIR_WORD((acc)[r], w_[ia_], w_[ib_], w_[ic_], xl_, xh_);                                        \
+        }                                                                                                      \
+      }                                                                                                        \
+    } else if ((WT_) == OT_Q4B) { /* a lane per block, its 32 activations read once for the 4 rows (gemv1_q4's way; \
                               89c8974's 4 lanes per block, conflict-free activations but 3 loads per 4 bytes \
                               of a row, took the H100's q4b step kernel from 7.7 to 10.8 ms) */               \
       const int64_t rb = (LDW_) / 32;                                                                           \
