@@ -9,9 +9,9 @@
 # then Nsight Compute on the default build's q8b and q4b step kernel
 # (2 layers), and bench_step --batch 32.
 #
-# Each variant is libomptensor.so built with step_gpu.c compiled another
-# way (scripts/step_variant.sh NAME FLAGS), carried as
-# gpu-carry-var/NAME/libomptensor.so.0.1.xz beside the default build
+# Each variant is bench_step and test_step_gpu linked with step_gpu.c
+# compiled another way (scripts/step_variant.sh NAME FLAGS), carried as
+# gpu-carry-var/NAME/bin.tar.xz beside the default build
 # (scripts/gpu_suite.sh pack, carried as gpu-carry/) and the runtime bundle:
 #   . .gpu/prologue.sh && bash bench/step_variants.sh $OUT
 # VARIANTS (default: every one carried), DTYPES (default "bf16 q8b q4b"),
@@ -28,7 +28,10 @@ part() { # part SECONDS NAME LIBDIR COMMAND...
   local limit=$1 name=$2 lib=$3
   shift 3
   say "=== $name"
-  LD_LIBRARY_PATH=$lib${lib:+:}$base_ld timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
+  local bin=$1
+  shift
+  [ -n "$lib" ] && bin=$lib/$(basename "$bin") # the variant's own binary (they link libomptensor statically)
+  LD_LIBRARY_PATH=$base_ld timeout "$limit" "$bin" "$@" > "$out/logs/$name.log" 2>&1
   local rc=$?
   grep -E "step|tokens/s|busy|kernel|host|OK|FAIL|diff" "$out/logs/$name.log" | head -n 16 | tee -a "$log"
   say "=== $name rc=$rc"
@@ -37,7 +40,7 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 
 vars=${VARIANTS:-$(ls gpu-carry-var 2>/dev/null)}
 for v in $vars; do
   mkdir -p "build-var/$v"
-  xz -dc "gpu-carry-var/$v/libomptensor.so.0.1.xz" > "build-var/$v/libomptensor.so.0.1"
+  tar -C "build-var/$v" -xJf "gpu-carry-var/$v/bin.tar.xz"
 done
 for v in ${TEST_VARIANTS-$vars}; do # the step kernel against the per-op path, every dtype
   part 120 "$v-test_step_gpu" "$PWD/build-var/$v" build-gpu/test_step_gpu

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# step_variant.sh NAME "FLAGS" — libomptensor.so of build/nvptx with
-# src/kernels/step_gpu.c compiled with FLAGS added (its compile and link
-# commands taken from the build's own compile_commands.json and ninja), as
-# gpu-carry-var/NAME/libomptensor.so.0.1.xz for bench/step_variants.sh.
+# step_variant.sh NAME "FLAGS" — bench_step and test_step_gpu of
+# build/nvptx with src/kernels/step_gpu.c compiled with FLAGS added (compile
+# and link commands taken from the build's compile_commands.json and
+# ninja), as gpu-carry-var/NAME/bin.tar.xz for bench/step_variants.sh.
 #   scripts/step_variant.sh t512 "-DOT_STEP_THREADS=512 -Xcuda-ptxas -maxrregcount=128"
 #   scripts/step_variant.sh q8u16 -DST_Q8_U=16
 # Prints the step kernel's registers, stack and shared memory (nvlink -v).
@@ -21,13 +21,19 @@ for e in json.load(open('compile_commands.json')):
     if e['file'].endswith('src/kernels/step_gpu.c') and '$obj' in e['command']: print(e['command']); break")
 [ -n "$cc" ] || { echo "step_variant.sh: no compile command for step_gpu.c in $b" >&2; exit 2; }
 eval "${cc/-o $obj/$flags -o $tmp/step.o}"
-link=$(ninja -t commands libomptensor.so | grep -- '-o libomptensor.so.0.1.0 ')
-link=${link#: && }
-link=${link% && :}
-link=${link/$obj/$tmp/step.o}
-eval "${link/-o libomptensor.so.0.1.0 /-v -o $tmp/libomptensor.so.0.1 }" > "$tmp/link.log" 2>&1 ||
-  { tail -20 "$tmp/link.log" >&2; exit 1; }
-grep -A1 "kstep" "$tmp/link.log" | tail -n 1
-mkdir -p "$root/gpu-carry-var/$name"
-xz -T2 -c "$tmp/libomptensor.so.0.1" > "$root/gpu-carry-var/$name/libomptensor.so.0.1.xz"
+# the binaries link libomptensor.a: the archive with this step_gpu.c.o in
+# place of the build's, then bench_step and test_step_gpu linked against it
+mkdir -p "$tmp/m" "$root/gpu-carry-var/$name"
+cp libomptensor.a "$tmp/libomptensor.a"
+cp "$tmp/step.o" "$tmp/m/step_gpu.c.o"
+ar r "$tmp/libomptensor.a" "$tmp/m/step_gpu.c.o"
+for t in bench/bench_step tests/test_step_gpu; do
+  link=$(ninja -t commands "$t" | tail -n 1)
+  link=${link#: && }
+  link=${link% && :}
+  link=${link// libomptensor.a / $tmp/libomptensor.a }
+  eval "${link/-o $t /-v -o $tmp/$(basename "$t") }" > "$tmp/link.log" 2>&1 || { tail -20 "$tmp/link.log" >&2; exit 1; }
+  grep -A1 "kstep" "$tmp/link.log" | tail -n 1
+done
+tar -C "$tmp" -cJf "$root/gpu-carry-var/$name/bin.tar.xz" bench_step test_step_gpu
 echo "step_variant.sh: gpu-carry-var/$name ($flags)"

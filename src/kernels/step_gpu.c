@@ -26,10 +26,13 @@
 #define STEP_DEFAULT 1
 
 /* Threads per block, one block per multiprocessor. The kernel's register
- * budget follows from it (ptxas fits 65536 / THREADS a thread: 255 at
- * 256, 128 at 512): fewer threads keep more loads in flight per lane,
- * more threads more warps to hide the memory's latency. OT_STEP_THREADS
- * (256 or 512) picks at build time. */
+ * budget follows from it: 255 a thread at 256; 512 needs ptxas
+ * -maxrregcount=128 (clang 19 passes neither a bare kernel's block size
+ * nor launch_bounds' blocks per multiprocessor on to ptxas), which spills
+ * (696 bytes of stack). Measured on the H100, 2026-12-07
+ * (bench/step_variants.sh): 512 is slower for every dtype (bf16 kernel
+ * 3.98 -> 5.09 ms, q8b 3.87 -> 4.58, q4b 7.63 -> 8.68): the warps gained
+ * do not pay for the loads in flight and the spills lost. */
 #ifndef OT_STEP_THREADS
 #define OT_STEP_THREADS 256
 #endif
@@ -273,9 +276,11 @@ typedef struct __attribute__((aligned(16))) f4 {
 
 /* q8b: blocks of a lane in flight (8 lanes per block, a word each), 8, 16
  * or 32 at build time. A lane's loads are 4 bytes (a block is 36), so it
- * needs 4x bf16's loads in flight for the same bytes. */
+ * needs 4x bf16's loads in flight for the same bytes. H100, 2026-12-07
+ * (bench/step_variants.sh, 7 GB model): the q8b step kernel 3.87 ms at 8,
+ * 3.43 at 16, 3.41 at 32. */
 #ifndef ST_Q8_U
-#define ST_Q8_U 8
+#define ST_Q8_U 16
 #endif
 /* One pass over as many whole groups of NU blocks (4 blocks apart: a warp
  * is 4 groups of 8 lanes) as the row has left, the products into the four
@@ -422,8 +427,11 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
  * a 4-bit matrix with a (lane 0 holds them): gemv_gpu.c's gemv1_q4, whose
  * note says why four rows share a lane's activations. */
 #define ST_Q4_ROWS 4
-#ifndef ST_Q4_PAIRED /* 1: q4b rows as pairs of blocks (below); 0: a lane per block */
-#define ST_Q4_PAIRED 0
+/* 1: q4b rows as pairs of blocks (below); 0: a lane per block. H100,
+ * 2026-12-07 (bench/step_variants.sh, 2.16 GB q4b model): the q4b step
+ * kernel 7.63 ms a lane per block, 4.44-4.45 ms in pairs. */
+#ifndef ST_Q4_PAIRED
+#define ST_Q4_PAIRED 1
 #endif
 #ifndef ST_Q4_PAIRS
 #define ST_Q4_PAIRS 4
