@@ -158,10 +158,11 @@ static double step_ms(const bs_run *r, int k) { return (double)(r->at[k] - r->at
  * the profiled one left out, in ms. */
 typedef struct bs_host {
   double before, inside, between, after;
+  double after_wb; /* of `after`: until the last write-back of the step ended (its DOWNLOAD events) */
 } bs_host;
 
 static bs_host host_split(const ot_trace *tr, const bs_run *r) {
-  double v[4][MAX_STEPS];
+  double v[5][MAX_STEPS];
   int n = 0;
   const uint64_t origin = ot_trace_t0(tr);
   for (int k = 2; k < r->n; k++) {
@@ -176,6 +177,12 @@ static bs_host host_split(const ot_trace *tr, const bs_run *r) {
       in += e->end_ns - e->start_ns;
     }
     if (first == UINT64_MAX) continue;
+    uint64_t wb = last; /* the write-backs after the last op: the part of `after` spent waiting for them */
+    for (size_t i = 0; i < ot_trace_count(tr); i++) {
+      const ot_trace_event *e = ot_trace_event_at(tr, i);
+      if (e->kind == OT_TRACE_DOWNLOAD && e->end_ns > wb && e->end_ns <= t1) wb = e->end_ns;
+    }
+    v[4][n] = (double)(wb - last) / 1e6;
     v[0][n] = (double)(first - t0) / 1e6;
     v[1][n] = (double)in / 1e6;
     v[2][n] = (double)(last - first - in) / 1e6;
@@ -183,7 +190,8 @@ static bs_host host_split(const ot_trace *tr, const bs_run *r) {
     n++;
   }
   bs_host h = {0};
-  if (n) h = (bs_host){bc_median(v[0], n), bc_median(v[1], n), bc_median(v[2], n), bc_median(v[3], n)};
+  if (n)
+    h = (bs_host){bc_median(v[0], n), bc_median(v[1], n), bc_median(v[2], n), bc_median(v[3], n), bc_median(v[4], n)};
   return h;
 }
 
@@ -203,8 +211,9 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
          o->ops, o->host_ops, o->ops ? wall * 1e3 / o->ops : 0.0, o->ops ? o->in_ops_ns / 1e3 / o->ops : 0.0,
          o->ops ? (wall * 1e6 - o->in_ops_ns) / 1e3 / o->ops : 0.0);
   printf("  unprofiled steps (medians): %.3f ms before the first op, %.3f ms inside ops (launch, wait), %.3f ms "
-         "between ops (events, encoding), %.3f ms after the last op (logits, sampling)\n",
-         h->before, h->inside, h->between, h->after);
+         "between ops (events, encoding), %.3f ms after the last op (%.3f ms of it until its last write-back "
+         "ended, then the logits, sampling)\n",
+         h->before, h->inside, h->between, h->after, h->after_wb);
   const double gbs = (double)wbytes / (med * 1e-3) / 1e9;
   printf("  weights %.2f GB per step: %.0f GB/s at the median step (%.1f tokens/s)\n", (double)wbytes / 1e9, gbs,
          1e3 / med);
@@ -230,12 +239,12 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
             "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
             "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
             "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f,\"step_kernel\":%d,\"step_unroll\":%ld,"
-            "\"host_before_ms\":%.4f,\"host_inside_ms\":%.4f,\"host_between_ms\":%.4f,\"host_after_ms\":%.4f}\n",
+            "\"host_before_ms\":%.4f,\"host_inside_ms\":%.4f,\"host_between_ms\":%.4f,\"host_after_ms\":%.4f,\"host_after_writeback_ms\":%.4f}\n",
             (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
             a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
             w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
             wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling, ot_kstep_enabled(0), a->unroll, h->before,
-            h->inside, h->between, h->after);
+            h->inside, h->between, h->after, h->after_wb);
 }
 
 static ot_status run(const bs_opts *a, FILE *json) {
