@@ -463,7 +463,7 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
-    if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0) {                                             \
+    if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 && ((uintptr_t)(W_)&3) == 0) {                                             \
       /* a pair of blocks is 36 bytes, 9 aligned words (d0 and qs0[0..1], qs0[2..13], qs0[14..15] and d1,  \
          qs1): 8 lanes a pair, 4 bytes (8 values) each, a block's activations read by 4 lanes as two      \
          float4, ST_Q4_PAIRS pairs of the 4 rows in flight per lane */                                     \
