@@ -3,7 +3,8 @@
  * for all; on a GPU of a CUDA build, issued on the thread's own stream),
  * every byte in its place, whole copies and range lists alike, tickets
  * done in order; an injected transfer fault (OMPTENSOR_FAULT) inside a
- * batch fails the queue naming that write-back, and the others land.
+ * batch fails the queue naming that write-back, and the others land;
+ * write-backs queued under a plug wait for the unplug and go as one batch.
  *
  * The batch is made deterministic with the fault hook: it holds the
  * transfer thread inside the upload in front of the write-backs until they
@@ -16,6 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 
@@ -145,10 +147,44 @@ static void test_fault_in_batch(void **state) {
   rows_free(&x);
 }
 
+/* Plugged, the thread leaves queued write-backs alone (none done 20 ms
+ * after queuing, where an unplugged thread copies them in microseconds),
+ * and unplugging lets it take all of them as one batch; a wait on a held
+ * entry lifts the plug instead of waiting forever. */
+static void test_plug_one_batch(void **state) {
+  (void)state;
+  rows x;
+  rows_make(&x);
+  ot_movement *m = NULL;
+  OT_ASSERT_OK(ot_movement_create(OT_MV_COPY, x.dev, 0, &m));
+  uint64_t t[ROWS];
+  ot_movement_plug(m);
+  for (int r = 0; r < ROWS; r++)
+    t[r] = ot_movement_download(m, x.home + (size_t)r * ROW, x.drow[r], ROW, "row", NULL, NULL, (size_t)-1);
+  const struct timespec ms20 = {0, 20 * 1000 * 1000};
+  nanosleep(&ms20, NULL);
+  for (int r = 0; r < ROWS; r++) assert_false(ot_movement_done(m, t[r]));
+  check_row(&x, 0, 0);
+  ot_movement_unplug(m);
+  OT_ASSERT_OK(ot_movement_wait_all(m));
+  for (int r = 0; r < ROWS; r++) check_row(&x, r, 1);
+  assert_int_equal(ot_movement_batched(m), ROWS);
+  /* a wait lifts the plug */
+  memset(x.home, 0, ROW);
+  ot_movement_plug(m);
+  const uint64_t one = ot_movement_download(m, x.home, x.drow[0], ROW, "row", NULL, NULL, (size_t)-1);
+  OT_ASSERT_OK(ot_movement_wait(m, one));
+  check_row(&x, 0, 1);
+  ot_movement_unplug(m); /* already lifted: nothing to do */
+  ot_movement_destroy(m);
+  rows_free(&x);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_batch_lands),
       cmocka_unit_test(test_fault_in_batch),
+      cmocka_unit_test(test_plug_one_batch),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

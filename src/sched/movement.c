@@ -47,6 +47,7 @@ struct ot_movement {
   uint64_t issued, done;
   uint64_t batched;    /* write-backs that went home in a batch of two or more (ot_movement_batched) */
   int stop;
+  int plugged;         /* ot_movement_plug: entries queue but the thread leaves them until unplugged or waited on */
   int failed;          /* a transfer failed: everything after it is suspect */
   ot_status fail_status; /* OT_ERR_DEVICE, or OT_ERR_INTEGRITY (verify.h) */
   int verify;          /* OMPTENSOR_VERIFY level for this queue (0 unless kind is OT_MV_COPY) */
@@ -261,7 +262,7 @@ static void *worker(void *arg) {
   xfer *batch[HOME_BATCH_MAX];
   pthread_mutex_lock(&m->mu);
   for (;;) {
-    while (!m->head && !m->stop) pthread_cond_wait(&m->work, &m->mu);
+    while (!m->stop && (!m->head || m->plugged)) pthread_cond_wait(&m->work, &m->mu);
     if (!m->head) break;
     int n = 0;
     do { /* the first entry, and the write-backs right behind it that can share its wait */
@@ -327,6 +328,27 @@ void ot_movement_destroy(ot_movement *m) {
   free(m);
 }
 
+/* A wait must not wait on entries the plug holds back: it lifts the plug. */
+static void unplug_locked(ot_movement *m) {
+  if (!m->plugged) return;
+  m->plugged = 0;
+  pthread_cond_signal(&m->work);
+}
+
+void ot_movement_plug(ot_movement *m) {
+  if (!m || m->kind == OT_MV_NONE) return;
+  pthread_mutex_lock(&m->mu);
+  m->plugged = 1;
+  pthread_mutex_unlock(&m->mu);
+}
+
+void ot_movement_unplug(ot_movement *m) {
+  if (!m || m->kind == OT_MV_NONE) return;
+  pthread_mutex_lock(&m->mu);
+  unplug_locked(m);
+  pthread_mutex_unlock(&m->mu);
+}
+
 /* rg (may be NULL): ranges, owned by the entry from here on */
 static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *src, size_t bytes, const char *name,
                           ot_verify_rec *rec, ot_trace *tr, size_t ev, int advice, size_t *rg, size_t n_rg,
@@ -347,12 +369,13 @@ static uint64_t enqueue_x(ot_movement *m, xfer_dir dir, void *dst, const void *s
     if (m->tail) m->tail->next = x;
     else m->head = x;
     m->tail = x;
-    pthread_cond_signal(&m->work);
+    if (!m->plugged) pthread_cond_signal(&m->work);
     pthread_mutex_unlock(&m->mu);
     return ticket;
   }
   /* No memory for a queue entry: wait for the queue, then copy here (keeps
    * the order). */
+  unplug_locked(m);
   while (m->done + 1 < ticket) pthread_cond_wait(&m->done_cv, &m->mu);
   pthread_mutex_unlock(&m->mu);
   run_one(m, &local);
@@ -428,6 +451,7 @@ int ot_movement_done(ot_movement *m, uint64_t t) {
 ot_status ot_movement_wait(ot_movement *m, uint64_t t) {
   if (m->kind == OT_MV_NONE) return OT_OK;
   pthread_mutex_lock(&m->mu);
+  if (m->done < t) unplug_locked(m);
   while (m->done < t) pthread_cond_wait(&m->done_cv, &m->mu);
   int failed = m->failed;
   pthread_mutex_unlock(&m->mu);

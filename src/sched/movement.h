@@ -83,6 +83,15 @@ uint64_t ot_movement_download_ranges(ot_movement *m, void *home_dst, const void 
 uint64_t ot_movement_advise(ot_movement *m, const void *home, size_t bytes, int advice, const char *name);
 uint64_t ot_movement_discard(ot_movement *m, const void *home, size_t bytes, const char *name);
 
+/* Entries queued between plug and unplug wait for the unplug, so that
+ * the thread takes them as one batch: the executor queues a launch's held
+ * write-backs (one per KV row a decode step wrote) one call at a time, and
+ * a thread woken by the first copied them one blocking copy each while the
+ * rest were queued. A wait (ot_movement_wait, _wait_all) lifts the plug:
+ * it never waits on entries held back. No-ops for OT_MV_NONE or NULL. */
+void ot_movement_plug(ot_movement *m);
+void ot_movement_unplug(ot_movement *m);
+
 /* Tests: the write-backs so far that went home in batches of two or more
  * (queued one behind another: one wait for all). */
 uint64_t ot_movement_batched(ot_movement *m);
