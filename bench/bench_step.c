@@ -168,20 +168,17 @@ static bs_host host_split(const ot_trace *tr, const bs_run *r) {
   for (int k = 2; k < r->n; k++) {
     if (k == r->profiled || r->at[k - 1] < origin) continue;
     const uint64_t t0 = r->at[k - 1] - origin, t1 = r->at[k] - origin;
-    uint64_t first = UINT64_MAX, last = 0, in = 0;
+    uint64_t first = UINT64_MAX, last = 0, in = 0, wb = 0;
     for (size_t i = 0; i < ot_trace_count(tr); i++) {
       const ot_trace_event *e = ot_trace_event_at(tr, i);
+      if (e->kind == OT_TRACE_DOWNLOAD && e->end_ns <= t1 && e->end_ns > wb) wb = e->end_ns;
       if (e->kind != OT_TRACE_KERNEL || e->start_ns < t0 || e->end_ns > t1) continue;
       if (e->start_ns < first) first = e->start_ns;
       if (e->end_ns > last) last = e->end_ns;
       in += e->end_ns - e->start_ns;
     }
     if (first == UINT64_MAX) continue;
-    uint64_t wb = last; /* the write-backs after the last op: the part of `after` spent waiting for them */
-    for (size_t i = 0; i < ot_trace_count(tr); i++) {
-      const ot_trace_event *e = ot_trace_event_at(tr, i);
-      if (e->kind == OT_TRACE_DOWNLOAD && e->end_ns > wb && e->end_ns <= t1) wb = e->end_ns;
-    }
+    if (wb < last) wb = last; /* the write-backs after the last op: the part of `after` spent waiting for them */
     v[4][n] = (double)(wb - last) / 1e6;
     v[0][n] = (double)(first - t0) / 1e6;
     v[1][n] = (double)in / 1e6;

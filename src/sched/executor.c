@@ -567,6 +567,7 @@ static ot_status flush_batch(run_state *r) {
   }
   const int n_dl = r->b.n_dl;
   r->b.n_dl = 0;
+  if (!n_dl) return OT_OK;
   /* queued as one batch: unplugged, the transfer thread woke on the first
    * and copied them one blocking copy at a time while the others were
    * queued (bench_step on the H100: 0.2 to 0.9 ms after a step's launch) */
