@@ -300,7 +300,7 @@ static ot_status run(const bs_opts *a, FILE *json) {
 
 /* --batch: n prompts of a.prompt tokens (their own seeds) decoded a.steps
  * tokens each in n slots; the result's aggregate decode tokens/s. */
-static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_gen_batch_result *r) {
+static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_trace *tr, ot_gen_batch_result *r) {
   ot_gen_seq *seqs = calloc((size_t)n, sizeof *seqs);
   int32_t *ids = malloc((size_t)n * (size_t)a->prompt * sizeof *ids);
   ot_status s = seqs && ids ? OT_OK : ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: %d prompts", n);
@@ -317,11 +317,44 @@ static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_gen_batch_re
     g.max_new_tokens = (int)a->steps + 1;
     g.greedy = 1;
     g.n_eos = 0; /* every sequence makes all its tokens: the steps are full */
+    g.trace = tr;
     s = ot_generate_batch(m, seqs, n, n, &g, r);
   }
   free(seqs);
   free(ids);
   return s;
+}
+
+/* Where a batched decode step's time goes: from the trace, the decode
+ * phase's ops (the events after its "decode" mark), the host time inside
+ * them, its write-backs (count, bytes, the transfer thread's time); from
+ * CUPTI (the whole run, prompt included: a per-step kernel has layers x
+ * steps calls) the kernels, the most time first. */
+static void batch_split(const ot_trace *tr, const ot_gen_batch_result *rb, const bc_gpu_window *w, long top) {
+  uint64_t t0 = UINT64_MAX, t1 = 0, in = 0, dl_ns = 0, dl_bytes = 0, ul_bytes = 0;
+  int ops = 0, dl = 0, ul = 0;
+  for (size_t i = 0; i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    if (e->kind == OT_TRACE_MARK && e->name && !strcmp(e->name, "decode") && t0 == UINT64_MAX) t0 = e->start_ns;
+    if (t0 == UINT64_MAX || e->start_ns < t0) continue;
+    if (e->end_ns > t1) t1 = e->end_ns;
+    if (e->kind == OT_TRACE_KERNEL) ops++, in += e->end_ns - e->start_ns;
+    if (e->kind == OT_TRACE_DOWNLOAD) dl++, dl_ns += e->end_ns - e->start_ns, dl_bytes += e->bytes;
+    if (e->kind == OT_TRACE_UPLOAD) ul++, ul_bytes += e->bytes;
+  }
+  const int st = rb->decode_steps > 0 ? rb->decode_steps : 1;
+  if (t0 != UINT64_MAX)
+    printf("  decode, per step: %.1f ops, %.3f ms inside them (launch, wait) of %.3f ms; %.1f write-backs (%.1f KB, "
+           "%.3f ms of copies), %.1f uploads (%.1f KB)\n",
+           (double)ops / st, in / 1e6 / st, rb->decode_ms / st, (double)dl / st, dl_bytes / 1e3 / st, dl_ns / 1e6 / st,
+           (double)ul / st, ul_bytes / 1e3 / st);
+  if (!w) return;
+  printf("  GPU over the whole run (prompt too): %d kernels %.1f ms, %d copies %.1f ms, busy %.1f ms\n", w->kernels,
+         w->kernel_ns / 1e6, w->copies, w->copy_ns / 1e6, w->busy_ns / 1e6);
+  printf("\n  %-70s %6s %10s %8s %6s\n", "kernel", "calls", "total us", "us/call", "share");
+  for (int i = 0; i < w->n_names && i < top; i++)
+    printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
+           w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
 }
 
 static ot_status run_batch(const bs_opts *a, FILE *json) {
@@ -331,6 +364,9 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
   ot_lm *m = NULL;
   ot_gen_batch_result rb = {0};
   ot_gen_result r1 = {0};
+  ot_trace *tr = NULL;
+  bc_gpu_window win = {0};
+  int have_gpu = 0;
   ot_status s = ot_ctx_create(NULL, &ctx);
   if (s == OT_OK) s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
   if (s == OT_OK) {
@@ -338,8 +374,13 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
            "%ld decode steps; step kernel %s\n",
            bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, ot_dtype_name(a->dt),
            (double)m->weight_bytes / 1e9, a->prompt, a->steps, ot_kstep_enabled(bc_device()) ? "on" : "off");
-    s = run_batch_of(m, a, (int)a->batch, &rb);
+    ot_status gs = bc_gpu_activity_start(); /* the whole batch run: its prefill kernels are the calls / layers */
+    if (gs != OT_OK) fprintf(stderr, "bench_step: no GPU records: %s\n", ot_last_error());
+    s = ot_trace_create(&tr);
+    if (s == OT_OK) s = run_batch_of(m, a, (int)a->batch, tr, &rb);
+    if (gs == OT_OK && bc_gpu_activity_stop(&win) == OT_OK) have_gpu = 1;
   }
+  if (s == OT_OK) batch_split(tr, &rb, have_gpu ? &win : NULL, a->top);
   /* batch 1 the way one prompt runs (ot_generate: the step kernel's path), on the batch's first prompt */
   int32_t *p1 = malloc((size_t)a->prompt * sizeof *p1);
   if (s == OT_OK && !p1) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: the prompt");
@@ -376,6 +417,8 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
   }
   ot_gen_batch_result_free(&rb);
   ot_gen_result_free(&r1);
+  bc_gpu_window_free(&win);
+  ot_trace_destroy(tr);
   ot_lm_destroy(m);
   ot_ctx_destroy(ctx);
   return s;

@@ -212,6 +212,13 @@ static void held_set(const char *set) {
     if (next.prefill_handed_over_bytes < planned)
       fail_msg("%s call %d: the prompt's plan took over %llu bytes, the planned weights are %llu", set, k,
                (unsigned long long)next.prefill_handed_over_bytes, (unsigned long long)planned);
+    /* everything resident (a budget of twice the weights, strategy
+     * balanced, no experts crossing): the decode plan defers its KV rows
+     * (OT_DEFER_IF_RESIDENT), a replay writes home only the logits; with
+     * strategy none it does not defer (2 rows a layer) */
+    if (ot_ctx_backend(ctx) == OT_BACKEND_MAP && (k < 3 ? next.decode_plan.downloads != 1 : next.decode_plan.downloads <= 1))
+      fail_msg("%s call %d (strategy %s): a decode replay writes %d tensors home", set, k,
+               ot_strategy_name(g.sched.strategy), next.decode_plan.downloads);
     const ot_gen_result *got[2] = {&first, &next};
     for (int q = 0; q < 2; q++) {
       assert_int_equal(got[q]->n_tokens, plain.n_tokens);

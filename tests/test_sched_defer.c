@@ -89,7 +89,7 @@ static outcome run(ot_ctx *ctx, uint64_t seed, ot_strategy strat, uint64_t budge
 static void defer_matches_plain(void **state) {
   (void)state;
   ot_ctx *ctx = ot_test_ctx(ot_test_moving_backend());
-  int saw_stale = 0, saw_fewer = 0;
+  int saw_stale = 0, saw_fewer = 0, saw_resident_fewer = 0;
   for (size_t si = 0; si < sizeof seeds / sizeof *seeds; si++) {
     const uint64_t seed = seeds[si];
     ts_randprog *rp;
@@ -101,16 +101,19 @@ static void defer_matches_plain(void **state) {
     for (size_t bi = 0; bi < sizeof budgets / sizeof *budgets; bi++)
       for (int s = OT_STRATEGY_MINIMAL; s < OT_STRATEGY_COUNT; s++) {
         outcome plain = run(ctx, seed, (ot_strategy)s, budgets[bi], 0, BY_SYNC, NULL);
-        for (int how = BY_SYNC; how <= BY_INVALIDATE; how++) {
-          outcome d = run(ctx, seed, (ot_strategy)s, budgets[bi], 1, (finish)how, plain.v);
+        for (int k = 0; k < 2 * (BY_INVALIDATE + 1); k++) {
+          /* defer_writeback 1, then OT_DEFER_IF_RESIDENT (a decode step's):
+           * the same homes whichever it chooses */
+          const int how = k % (BY_INVALIDATE + 1), defer = k <= BY_INVALIDATE ? 1 : OT_DEFER_IF_RESIDENT;
+          outcome d = run(ctx, seed, (ot_strategy)s, budgets[bi], defer, (finish)how, plain.v);
           assert_int_equal(d.n, plain.n);
           if (memcmp(d.v, plain.v, (size_t)plain.n * sizeof(float))) {
-            int64_t k = 0;
-            while (d.v[k] == plain.v[k]) k++;
-            fail_msg("seed %llu %s budget %llu, deferred then %s: value %lld is %.9g, plain runs give %.9g",
+            int64_t at = 0;
+            while (d.v[at] == plain.v[at]) at++;
+            fail_msg("seed %llu %s budget %llu, defer %d then %s: value %lld is %.9g, plain runs give %.9g",
                      (unsigned long long)seed, ot_strategy_name((ot_strategy)s), (unsigned long long)budgets[bi],
-                     how == BY_SYNC ? "sync" : how == BY_DESTROY ? "destroy" : "invalidate", (long long)k, d.v[k],
-                     plain.v[k]);
+                     defer, how == BY_SYNC ? "sync" : how == BY_DESTROY ? "destroy" : "invalidate", (long long)at,
+                     d.v[at], plain.v[at]);
           }
           /* with room for everything a deferred copy is written home at most
            * once (at the finish); under a tight budget it can be evicted and
@@ -121,6 +124,7 @@ static void defer_matches_plain(void **state) {
                      (unsigned long long)d.to_host, (unsigned long long)plain.to_host);
           saw_stale |= d.stale;
           saw_fewer |= d.to_host < plain.to_host;
+          if (defer == OT_DEFER_IF_RESIDENT && budgets[bi] == UNLIMITED) saw_resident_fewer |= d.to_host < plain.to_host;
           free(d.v);
         }
         free(plain.v);
@@ -128,11 +132,13 @@ static void defer_matches_plain(void **state) {
   }
 #ifdef OT_OFFLOAD
   /* with real copies, some program must keep written state on the device */
-  if (!saw_stale || !saw_fewer)
-    fail_msg("no case deferred anything (stale homes seen: %d, fewer bytes home: %d)", saw_stale, saw_fewer);
+  if (!saw_stale || !saw_fewer || !saw_resident_fewer)
+    fail_msg("no case deferred anything (stale homes seen: %d, fewer bytes home: %d, OT_DEFER_IF_RESIDENT with "
+             "everything resident: %d)", saw_stale, saw_fewer, saw_resident_fewer);
 #else
   (void)saw_stale;
   (void)saw_fewer;
+  (void)saw_resident_fewer;
 #endif
   ot_ctx_destroy(ctx);
 }

@@ -226,7 +226,10 @@ typedef struct ot_sched_opts {
   int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
                             home after each run (see ot_sched_sync); strategies other than none
                             (ignored there); never an output; in a pipeline only the state one
-                            stage alone uses */
+                            stage alone uses. OT_DEFER_IF_RESIDENT: the same, but only where the
+                            plan keeps everything on the device (backend map, one device, no host
+                            ops, nothing but inputs uploaded by a replay); else 0 (a decode step:
+                            its KV rows stay on the device instead of 2 copies a layer a token) */
   unsigned transfer_delay_us; /* debugging: every transfer of the plan first waits this long (0, the
                             default: none). Results must not change: a kernel that ran before
                             its upload finished, or a block reused while a write-back still read
@@ -327,6 +330,9 @@ ot_status ot_sched_run_micro(ot_plan *plan, int n, ot_micro_fn fill, ot_micro_fn
  * writes the changed ones home (ot_sched_sync), so write homes only after a
  * sync: a home written before it would be overwritten. */
 void ot_sched_invalidate(ot_plan *plan);
+
+/* ot_sched_opts.defer_writeback: defer only where everything is resident. */
+#define OT_DEFER_IF_RESIDENT 2
 
 /* defer_writeback: a persistent tensor the plan keeps resident between runs
  * (weights being trained, optimizer moments, a KV cache) is then written home

@@ -167,7 +167,7 @@ static ot_status took_row(run *R, int k, const float *row, int64_t pos, const ch
  * with the prompt step it belonged to. */
 static ot_status plan_next(run *R, ot_lm_step *st, int decode, ot_plan **out) {
   *out = NULL;
-  ot_sched_opts so = ot_gen_sched(R->o);
+  ot_sched_opts so = decode ? ot_gen_decode_sched(R->o) : ot_gen_sched(R->o);
   if (decode && R->n_micro > 1) so.micro_batches = R->n_micro;
   ot_status s = R->plan ? ot_sched_plan_after(R->plan, st->prog, &so, out)
                         : ot_sched_plan(R->m->ctx, st->prog, &so, out);

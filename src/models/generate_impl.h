@@ -26,6 +26,9 @@ uint64_t ot_gen_budget(const ot_lm *m, const ot_gen_opts *o);
 /* The options' plan options, measuring the host kernel's rates
  * (ot_k_host_rates, once per process) if a plan weighs hybrid compute. */
 ot_sched_opts ot_gen_sched(const ot_gen_opts *o);
+/* The same for a decode step's plan: defer_writeback where everything is
+ * resident (OT_DEFER_IF_RESIDENT), unless the options set it. */
+ot_sched_opts ot_gen_decode_sched(const ot_gen_opts *o);
 /* The stream's held-back end (to on_text), then the whole text into r. */
 ot_status ot_gen_finish_text(const ot_gen_opts *o, ot_text_stream *ts, ot_gen_result *r);
 /* ot_generate drawing as `stream`. */

@@ -617,13 +617,18 @@ static ot_status start_state(run_state *r, const ot_schedule *sc) {
   if (sc == &plan->first) {
     for (int i = 0; i < p->n_st; i++) {
       plan->xs[i] = (ot_exec_storage){0, 0, 0, 0, 0, 0};
-      plan->dirty[i].known = 0; /* handed-over copies too: written home whole if at all */
+      plan->dirty[i].known = 0;
       plan->dirty[i].n = 0;
     }
     /* copies handed over by the previous plan (ot_sched_plan_after) are
-     * there; after a failure or an invalidate restore_start uploads them */
+     * there, and clean: it synced the previous plan first, and a plan that
+     * does not defer writes every copy home after its run. So only what
+     * this plan's ops write goes home (a deferred KV cache: the rows decode
+     * wrote, not the whole cache). After a failure or an invalidate
+     * restore_start uploads them (known again from the upload). */
     for (int k = 0; plan->inherited_live && k < sc->n_start; k++) {
       plan->xs[sc->start[k].st] = (ot_exec_storage){1, sc->start[k].off, 0, 0, 0, 0};
+      plan->dirty[sc->start[k].st].known = 1;
       r->used += p->st[sc->start[k].st].block;
     }
     return OT_OK;
@@ -819,6 +824,7 @@ ot_status ot_exec_run(ot_plan *plan, ot_trace *trace, int stage_of_run) {
   if (plan->vrec) /* inputs are rewritten between runs: verified only within one (verify.h) */
     for (int i = 0; i < plan->prog->n_st; i++)
       if (plan->prog->st[i].role & OT_ROLE_INPUT) plan->vrec[i].has = 0;
+  plan->synced = 0;
   ot_status s = run_schedule(&r, sc, stage_of_run >= 0 ? OT_TRACE_STAGE : 0);
   ot_status w = ot_movement_wait_all(plan->mv);
   if (s == OT_OK) s = w;
@@ -850,21 +856,37 @@ ot_status ot_sched_sync(ot_plan *plan) {
    * trained moments stayed on the last device, and a save read the homes) */
   for (int k = 0; k < plan->n_stages; k++) OT_TRY(ot_sched_sync(plan->stages[k].plan));
   /* usm on a GPU: managed homes are coherent; nothing is stale */
-  if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) != OT_MV_COPY) return OT_OK;
+  if (!plan->defer || !plan->runs || !plan->mv || mv_kind(plan) != OT_MV_COPY || plan->synced) return OT_OK;
   /* after any run the copies kept are the steady schedule's start set */
   run_state r = {0};
   r.plan = plan;
   r.kind = mv_kind(plan);
   const ot_schedule *sc = &plan->steady;
-  for (int k = 0; k < sc->n_start; k++) {
+  ot_status s = OT_OK;
+  for (int k = 0; k < sc->n_start && s == OT_OK; k++) {
     if (!sc->start[k].dirty) continue;
     const int st = sc->start[k].st;
     const ot_prog_storage *ps = &plan->prog->st[st];
-    if (!plan->xs[st].resident) continue;
-    if (!ps->st->home) return no_home(ps);
-    ot_movement_download(plan->mv, ps->st->home, dev_addr(&r, st), ps->bytes, ps->name, vrec_of(plan, st), NULL, 0);
+    /* only what the planner deferred: a kept scratch tensor is dirty too,
+     * but its home need not hold anything (a decode step's activations) */
+    if (!plan->xs[st].resident || !(ps->role & OT_ROLE_WRITEBACK)) continue;
+    if (!ps->st->home) {
+      s = no_home(ps);
+      break;
+    }
+    ot_exec_dirty *d = &plan->dirty[st];
+    if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote) since copy and home agreed */
+      if (d->n) ot_movement_download_ranges(plan->mv, ps->st->home, dev_addr(&r, st), d->rg, d->n, ps->bytes, ps->name,
+                                            NULL, 0);
+    } else {
+      ot_movement_download(plan->mv, ps->st->home, dev_addr(&r, st), ps->bytes, ps->name, vrec_of(plan, st), NULL, 0);
+    }
+    d->known = 1; /* copy and home agree once the wait below returns */
+    d->n = 0;
   }
-  ot_status w = ot_movement_wait_all(plan->mv);
+  ot_status w = ot_movement_wait_all(plan->mv); /* after a failure too: nothing may copy into a freed home */
+  if (s != OT_OK) return s;
+  plan->synced = w == OT_OK;
   return w == OT_OK ? OT_OK : ot_fail_context(w, "ot_sched_sync");
 }
 

@@ -154,6 +154,20 @@ static size_t capacity_of(uint64_t budget) {
   return cap > SIZE_MAX ? SIZE_MAX & ~(size_t)(OT_SCHED_ALIGN - 1) : (size_t)cap;
 }
 
+/* defer_writeback OT_DEFER_IF_RESIDENT: whether plan keeps everything on
+ * the device, so deferring costs nothing it needs: backend map, one device,
+ * no host ops (hybrid reads homes; it does not defer), and a steady replay
+ * that uploads nothing but the inputs the caller rewrites every run. */
+static int all_resident(const ot_plan *plan) {
+  if (plan->ctx->backend != OT_BACKEND_MAP || plan->n_stages || plan->n_host_ops ||
+      plan->strategy == OT_STRATEGY_NONE || plan->defer)
+    return 0;
+  const ot_schedule *sc = &plan->steady;
+  for (int k = 0; k < sc->n_ev; k++)
+    if (sc->ev[k].kind == OT_EV_UPLOAD && !(plan->prog->st[sc->ev[k].st].role & OT_ROLE_INPUT)) return 0;
+  return 1;
+}
+
 /* ot_sched_plan; with a handoff (ot_sched_plan_after) the first schedule
  * starts from those copies, and cap_limit (non-zero) caps the arena at the
  * memory the previous plan hands over. */
@@ -194,7 +208,7 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
   plan->usm = o.usm_placement;
   plan->version = prog->version;
   plan->strategy = o.strategy;
-  plan->defer = o.defer_writeback && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
+  plan->defer = o.defer_writeback == 1 && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
   plan->transfer_delay_us = o.transfer_delay_us;
   /* recomputation (README "Recomputation"): not for usm, whose copies are the homes' pages (a drop
    * discards them), nor strategy none, which evicts nothing; a pipeline's stages each plan their own */
@@ -229,6 +243,10 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
                                        "way); use --backend map, or --compute gpu");
   }
   ot_status s = ctx->backend == OT_BACKEND_USM ? ot_place_plan(plan) : ot_hybrid_plan(plan, &o);
+  if (s == OT_OK && o.defer_writeback == OT_DEFER_IF_RESIDENT && all_resident(plan)) {
+    plan->defer = 1; /* planned again, still with the handoff: now without the write-backs */
+    s = ot_plan_schedules(plan);
+  }
   plan->handoff = NULL; /* first.start holds its copy */
   plan->n_handoff = 0;
   if (s != OT_OK) {

@@ -183,6 +183,8 @@ struct ot_plan {
   double host_rate;       /* bytes/s the split was chosen with */
   ot_strategy strategy;
   int defer;          /* defer_writeback in effect (sched.h) */
+  int synced;         /* ot_sched_sync wrote the deferred copies home and no run came after: a later sync
+                         touches nothing (a held decode plan's caches may be gone by then) */
   int recompute;      /* ot_sched_opts.recompute in effect (not for usm, pipelines, strategy none;
                          the planner also skips it for hybrid plans) */
   double rc_pcie, rc_flops; /* its cost model's rates (bytes/s, flops/s) */
