@@ -35,6 +35,10 @@
 #include "models/decoder.h"
 #include "omptensor/weightset.h"
 
+/* A batched decode step's rows read as f32 by the GEMV kernel; more go to
+ * the vendor GEMM in the weights' dtype (see the step's activations). */
+#define DECODE_F32_ROWS 8
+
 typedef struct layer {
   ot_tensor *ln1, *wq, *wk, *wv, *wo, *ln2, *wg, *wu, *wd; /* MoE: wg, wu, wd are the shared expert's (or NULL) */
   ot_tensor *bq, *bk, *bv; /* qwen2: the q/k/v biases (NULL otherwise) */
@@ -96,8 +100,12 @@ static ot_status record(ot_lm *m, int T, int all_logits, int n_logits, ot_lm_ste
    * (decode's GEMV kernels read f32 rows, and CPUs gain nothing). */
   /* an MoE layer's input stays f32: the experts' kernels gather its rows (ops_moe.c) */
   /* a batched step where every row has its logits is decode (a token per
-   * sequence): f32 as one sequence's decode, whatever the number of rows */
-  const int act_rows = batched && n_logits == T ? 1 : T;
+   * sequence): f32 as one sequence's decode up to DECODE_F32_ROWS rows (the
+   * GEMV kernel reads each weight once for up to 8 rows, gemv_gpu.h); more
+   * rows go to tensor cores like a prompt (issue 44: batch 32 through the
+   * GEMV re-read every weight from L2 once per 8 rows: 98.7 ms a step of a
+   * 7 GB model on the H100, 1.55x batch 1's tokens/s) */
+  const int act_rows = batched && n_logits == T && T <= DECODE_F32_ROWS ? 1 : T;
   const ot_dtype adt = l->ex ? OT_F32 : ot_decoder_act_dtype(m, act_rows, ot_tensor_dtype(l->L[0].wq));
   OT_TRY(ot_lm_step_tensor(st, ctx, "x", adt, 2, sTD, &x));           /* normed [T, D] */
   OT_TRY(ot_lm_step_tensor(st, ctx, "q", OT_F32, 2, sTQ, &q));        /* [T, H*hd] */
