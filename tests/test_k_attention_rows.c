@@ -80,10 +80,13 @@ static void run(int64_t H, int64_t KV, int64_t D, int64_t window, ot_dtype cdt, 
   if (s != OT_OK) fail_msg("%s: %s", what, ot_last_error());
   ot_tcheck(what, &O, o, odt == OT_F32 ? 1e-5 : 1e-2);
 
-  /* each valid row bitwise the one-sequence kernel's on its slot where that
-   * takes the portable loop (every device but a GPU's warp path) */
-  ot_tbuf O1 = ot_tbuf_rand(odt, H * D, seed + 7, -1, 1);
-  float *got = malloc((size_t)O.bytes), *one = malloc((size_t)O1.bytes);
+  /* each valid row bitwise the one-sequence kernel's on its slot: the
+   * portable loop's (every device but an NVIDIA GPU), or on a GPU the warp
+   * kernel's, which both take there (its f32 output, rounded to out's dtype
+   * as the rows kernel stores it) */
+  ot_tbuf O1 = ot_tbuf_rand(odt, H * D, seed + 7, -1, 1), O1f = ot_tbuf_rand(OT_F32, H * D, seed + 8, -1, 1);
+  float *got = malloc((size_t)O.bytes), *one = malloc((size_t)O1f.bytes);
+  char *rounded = malloc((size_t)O1.bytes);
   ot_test_download(got, O.d, O.bytes);
   for (int t = 0; t < T; t++) {
     const int64_t pos = rows_tab[t][1];
@@ -93,8 +96,17 @@ static void run(int64_t H, int64_t KV, int64_t D, int64_t window, ot_dtype cdt, 
       continue;
     }
     const ot_kview kd = ot_tview_dev(slot_of(kc, rows_tab[t][0]), &Kc);
-    /* a GPU's one-sequence warp kernel (f32 output, a cache it reads) sums in its own order */
-    if (ot_kfast_gpu(dev) && odt == OT_F32 && ot_kattn_gpu_ok(kd.dt, kd.p, kd.nb[0], kd.nb[1], D)) continue;
+    if (ot_kfast_gpu(dev) && ot_kattn_gpu_ok(kd.dt, kd.p, kd.nb[0], kd.nb[1], D)) {
+      ot_kview o1 = ot_tview(&O1f, 0, 3, (int64_t[]){1, H, D}, NULL);
+      OT_ASSERT_OK(ot_k_attention_window(dev, ot_tview_dev(o1, &O1f), ot_tview_dev(row_of(q, t), &Q), kd,
+                                         ot_tview_dev(slot_of(vc, rows_tab[t][0]), &Vc), pos, window));
+      ot_test_download(one, O1f.d, O1f.bytes);
+      for (int64_t i = 0; i < H * D; i++) ot_kst(odt, rounded, i, one[i]);
+      if (memcmp((char *)got + ot_dtype_bytes(odt, t * H * D), rounded, (size_t)O1.bytes))
+        fail_msg("%s: row %d (slot %d, position %lld) is not bitwise the one-sequence warp kernel's", what, t,
+                 rows_tab[t][0], (long long)pos);
+      continue;
+    }
     ot_kview o1 = ot_tview(&O1, 0, 3, (int64_t[]){1, H, D}, NULL);
     OT_ASSERT_OK(ot_k_attention_window(dev, ot_tview_dev(o1, &O1), ot_tview_dev(row_of(q, t), &Q), kd,
                                        ot_tview_dev(slot_of(vc, rows_tab[t][0]), &Vc), pos, window));
@@ -105,7 +117,9 @@ static void run(int64_t H, int64_t KV, int64_t D, int64_t window, ot_dtype cdt, 
   }
   free(got);
   free(one);
+  free(rounded);
   ot_tbuf_free(&O1);
+  ot_tbuf_free(&O1f);
   ot_tbuf_free(&Kc); ot_tbuf_free(&Vc); ot_tbuf_free(&K); ot_tbuf_free(&V); ot_tbuf_free(&Q); ot_tbuf_free(&O);
   ot_tbuf_free(&R);
 }

@@ -92,21 +92,34 @@ int ot_kattn_gpu_ok(int kvdt, const void *k, int64_t k0, int64_t k1, int64_t D) 
   return (kvdt == OT_BF16 || kvdt == OT_F16) && k0 % 8 == 0 && k1 % 8 == 0;
 }
 
-void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const void *k,
-                  int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S, int64_t H,
-                  int64_t KVH, int64_t D, int64_t pos, int64_t window) {
+/* The kernel of ot_kattn_gpu and ot_kattn_rows_gpu. rows NULL: row s of q
+ * is position pos + s of the one cache. rows given: row s is (slot, position)
+ * rows[s * r0], rows[s * r0 + r1] of caches [NS, P, KVH, D] (slot strides
+ * ks, vs); a row outside them is padding, its output 0. out's dtype odt. */
+static void kattn(int dev, void *out, int odt, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1,
+                  const void *k, int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S,
+                  int64_t H, int64_t KVH, int64_t D, int64_t pos, int64_t window, const int32_t *rows, int64_t r0,
+                  int64_t r1, int64_t ks, int64_t vs, int64_t NS, int64_t P) {
   const int64_t nrows = S * H, group = H / KVH;
   const int per = (int)(D / OT_WARP_SIZE); /* dims per lane, <= OT_KATTN_MAX_D / OT_WARP_SIZE */
-  const int dd = (int)D;
+  const int dd = (int)D, by_row = rows != NULL;
   const float scale = 1.0f / sqrtf((float)D);
   OT_GPU_KERNEL(dev, nrows, 256,
-                OT_DEVPTR(out, q, k, v) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, kvdt, H, group, per, dd, scale, pos,
-                                                     window))
+                OT_DEVPTR(out, q, k, v, rows) firstprivate(o0, o1, q0, q1, k0, k1, v0, v1, kvdt, H, group, per, dd, scale,
+                                                           pos, window, odt, by_row, r0, r1, ks, vs, NS, P))
   {
     float qs[OT_KATTN_MAX_D] __attribute__((aligned(16))), wm[WARPS], wl[WARPS], wacc[WARPS][OT_KATTN_MAX_D];
     OT_TEAM_SHARED(qs, wm, wl, wacc)
     const int tid = (int)OT_GPU_THREAD_ID(), lane = OT_WARP_LANE(tid), warp = OT_WARP_INDEX(tid);
-    const int64_t t = OT_GPU_BLOCK_ID(), s = t / H, h = t % H, kh = h / group, nkeys = pos + s + 1;
+    const int64_t t = OT_GPU_BLOCK_ID(), s = t / H, h = t % H, kh = h / group;
+    int64_t nkeys = pos + s + 1, kb = kh * k1, vb = kh * v1;
+    if (by_row) { /* its own slot and position (attention_rows.c) */
+      const int64_t slot = rows[s * r0], p = rows[s * r0 + r1];
+      const int live = slot >= 0 && slot < NS && p >= 0 && p < P;
+      nkeys = live ? p + 1 : 0;
+      kb += live ? slot * ks : 0;
+      vb += live ? slot * vs : 0;
+    }
     const int64_t first = window && nkeys > window ? nkeys - window : 0; /* the oldest key the row sees */
     const float *qr = q + s * q0 + h * q1;
     for (int d = tid; d < dd; d += 256) qs[d] = qr[d] * scale;
@@ -119,7 +132,7 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       float sc = -INFINITY;
       if (j < nkeys) { /* rows are 16-byte aligned: ot_kattn_gpu_ok */
         float dot = 0.0f;
-        OT_KKV_DOT(dot, kvdt, k, j * k0 + kh * k1, qs, dd);
+        OT_KKV_DOT(dot, kvdt, k, j * k0 + kb, qs, dd);
         sc = dot;
       }
       const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
@@ -131,7 +144,7 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
       const int64_t nj = nkeys - j0 < OT_WARP_SIZE ? nkeys - j0 : OT_WARP_SIZE;
       for (int jj = 0; jj < nj; jj++) {
         const float pj = ot_warp_bcast(p, jj);
-        const int64_t vo = (j0 + jj) * v0 + kh * v1 + lane;
+        const int64_t vo = (j0 + jj) * v0 + vb + lane;
         OT_UNROLL for (int i = 0; i < OT_KATTN_MAX_D / OT_WARP_SIZE; i++)
           if (i < per) acc[i] += pj * OT_KKV_LD(kvdt, v, vo + OT_WARP_SIZE * i);
       }
@@ -149,11 +162,28 @@ void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, i
     for (int w = 0; w < WARPS; w++) M = fmaxf(M, wm[w]);
     float L = 0.0f;
     for (int w = 0; w < WARPS; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
-    float *orow = out + s * o0 + h * o1;
+    const int64_t ob = s * o0 + h * o1;
     for (int d = tid; d < dd; d += 256) {
       float a = 0.0f;
       for (int w = 0; w < WARPS; w++) a += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
-      orow[d] = a / L;
+      const float r = L > 0.0f ? a / L : 0.0f; /* L = 0: a padding row, no keys */
+      if (odt == OT_F32) ((float *)out)[ob + d] = r;
+      else ot_kst(odt, out, ob + d, r);
     }
   }
+}
+
+void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const void *k,
+                  int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S, int64_t H,
+                  int64_t KVH, int64_t D, int64_t pos, int64_t window) {
+  kattn(dev, out, OT_F32, o0, o1, q, q0, q1, k, k0, k1, v, v0, v1, kvdt, S, H, KVH, D, pos, window, NULL, 0, 0, 0, 0, 0,
+        0);
+}
+
+void ot_kattn_rows_gpu(int dev, void *out, int odt, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1,
+                       const void *k, int64_t ks, int64_t k0, int64_t k1, const void *v, int64_t vs, int64_t v0,
+                       int64_t v1, int kvdt, int64_t S, int64_t H, int64_t NS, int64_t P, int64_t KVH, int64_t D,
+                       const int32_t *rows, int64_t r0, int64_t r1, int64_t window) {
+  kattn(dev, out, odt, o0, o1, q, q0, q1, k, k0, k1, v, v0, v1, kvdt, S, H, KVH, D, 0, window, rows, r0, r1, ks, vs, NS,
+        P);
 }

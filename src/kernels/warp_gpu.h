@@ -23,6 +23,15 @@ void ot_knorm_gpu(int dev, int layer, float *y, int64_t ys, const float *x, int6
 void ot_kattn_gpu(int dev, float *out, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1, const void *k,
                   int64_t k0, int64_t k1, const void *v, int64_t v0, int64_t v1, int kvdt, int64_t S, int64_t H,
                   int64_t KVH, int64_t D, int64_t pos, int64_t window);
+/* The same for rows of several sequences (attention_rows.c): row s of q
+ * [S, H, D] is (slot, position) rows[s * r0], rows[s * r0 + r1] of caches
+ * [NS, P, KVH, D] (slot strides ks, vs; position and head strides k0, k1,
+ * v0, v1); a row outside them gives 0. out [S, H, D] of dtype odt (f32,
+ * bf16 or f16); the slot strides keep every cache row 16-byte aligned. */
+void ot_kattn_rows_gpu(int dev, void *out, int odt, int64_t o0, int64_t o1, const float *q, int64_t q0, int64_t q1,
+                       const void *k, int64_t ks, int64_t k0, int64_t k1, const void *v, int64_t vs, int64_t v0,
+                       int64_t v1, int kvdt, int64_t S, int64_t H, int64_t NS, int64_t P, int64_t KVH, int64_t D,
+                       const int32_t *rows, int64_t r0, int64_t r1, int64_t window);
 /* Whether a cache (dtype, base, strides of dims 0 and 1 in elements) is
  * one the warp attention reads: f32, bf16 or f16, every row 16-byte aligned. */
 int ot_kattn_gpu_ok(int kvdt, const void *k, int64_t k0, int64_t k1, int64_t D);
