@@ -345,6 +345,38 @@ static void batch_split(const ot_trace *tr, const ot_gen_batch_result *rb, const
     if (e->kind == OT_TRACE_UPLOAD) ul++, ul_bytes += e->bytes;
   }
   const int st = rb->decode_steps > 0 ? rb->decode_steps : 1;
+  /* the decode ops by kind (an op's name up to its '('): host time inside
+   * them, launch and wait included, a step */
+  enum { KINDS = 32 };
+  struct { char name[48]; double ns; int n; } kind[KINDS];
+  int nk = 0;
+  for (size_t i = 0; t0 != UINT64_MAX && i < ot_trace_count(tr); i++) {
+    const ot_trace_event *e = ot_trace_event_at(tr, i);
+    if (e->kind != OT_TRACE_KERNEL || e->start_ns < t0 || !e->name) continue;
+    const size_t len = strcspn(e->name, "(");
+    int k = 0;
+    while (k < nk && (strlen(kind[k].name) != len || strncmp(kind[k].name, e->name, len))) k++;
+    if (k == nk) {
+      if (nk == KINDS || len >= sizeof kind[0].name) continue;
+      memcpy(kind[k].name, e->name, len);
+      kind[k].name[len] = 0;
+      kind[k].ns = 0;
+      kind[k].n = 0;
+      nk++;
+    }
+    kind[k].ns += (double)(e->end_ns - e->start_ns);
+    kind[k].n++;
+  }
+  for (int a = 0; a < nk; a++) /* the most time first */
+    for (int b = a + 1; b < nk; b++)
+      if (kind[b].ns > kind[a].ns) {
+        __typeof__(kind[0]) x = kind[a];
+        kind[a] = kind[b];
+        kind[b] = x;
+      }
+  for (int k = 0; k < nk && k < top; k++)
+    printf("  decode op %-28s %5.1f a step, %8.3f ms a step (%.1f us each)\n", kind[k].name, (double)kind[k].n / st,
+           kind[k].ns / 1e6 / st, kind[k].ns / 1e3 / kind[k].n);
   if (t0 != UINT64_MAX)
     printf("  decode, per step: %.1f ops, %.3f ms inside them (launch, wait) of %.3f ms; %.1f write-backs (%.1f KB, "
            "%.3f ms of copies), %.1f uploads (%.1f KB)\n",
