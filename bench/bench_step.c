@@ -192,6 +192,14 @@ static bs_host host_split(const ot_trace *tr, const bs_run *r) {
   return h;
 }
 
+/* The window's kernels, the most time first, top of them. */
+static void print_kernels(const bc_gpu_window *w, long top) {
+  printf("\n  %-70s %6s %10s %8s %6s\n", "kernel", "calls", "total us", "us/call", "share");
+  for (int i = 0; i < w->n_names && i < top; i++)
+    printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
+           w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
+}
+
 static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, const bs_run *r, const bs_ops *o,
                    const bs_host *h, double ceiling, FILE *json) {
   const int k = r->profiled;
@@ -227,10 +235,7 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
            w->busy_ns / 1e6, wall, med > 0 ? 100.0 * w->busy_ns / 1e6 / med : 0.0);
     printf("  per kernel: %.1f us in the kernel, %.1f us of wall\n", w->kernels ? w->kernel_ns / 1e3 / w->kernels : 0.0,
            w->kernels ? wall * 1e3 / w->kernels : 0.0);
-    printf("\n  %-70s %6s %10s %8s %6s\n", "kernel", "calls", "total us", "us/call", "share");
-    for (int i = 0; i < w->n_names && i < a->top; i++)
-      printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
-             w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
+    print_kernels(w, a->top);
   }
   if (json)
     fprintf(json,
@@ -385,10 +390,7 @@ static void batch_split(const ot_trace *tr, const ot_gen_batch_result *rb, const
   if (!w) return;
   printf("  GPU over the whole run (prompt too): %d kernels %.1f ms, %d copies %.1f ms, busy %.1f ms\n", w->kernels,
          w->kernel_ns / 1e6, w->copies, w->copy_ns / 1e6, w->busy_ns / 1e6);
-  printf("\n  %-70s %6s %10s %8s %6s\n", "kernel", "calls", "total us", "us/call", "share");
-  for (int i = 0; i < w->n_names && i < top; i++)
-    printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
-           w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
+  print_kernels(w, top);
 }
 
 static ot_status run_batch(const bs_opts *a, FILE *json) {
