@@ -212,11 +212,10 @@ static void held_set(const char *set) {
     if (next.prefill_handed_over_bytes < planned)
       fail_msg("%s call %d: the prompt's plan took over %llu bytes, the planned weights are %llu", set, k,
                (unsigned long long)next.prefill_handed_over_bytes, (unsigned long long)planned);
-    /* everything resident (a budget of twice the weights, strategy
-     * balanced, no experts crossing): the decode plan defers its KV rows
-     * (OT_DEFER_IF_RESIDENT), a replay writes home only the logits; with
-     * strategy none it does not defer (2 rows a layer) */
-    if (ot_ctx_backend(ctx) == OT_BACKEND_MAP && (k < 3 ? next.decode_plan.downloads != 1 : next.decode_plan.downloads <= 1))
+    /* everything resident (a budget of twice the weights): the decode plan
+     * defers its KV rows (OT_DEFER_IF_RESIDENT), a replay writes home only
+     * the logits, under strategy balanced and none alike */
+    if (ot_ctx_backend(ctx) == OT_BACKEND_MAP && next.decode_plan.downloads != 1)
       fail_msg("%s call %d (strategy %s): a decode replay writes %d tensors home", set, k,
                ot_strategy_name(g.sched.strategy), next.decode_plan.downloads);
     const ot_gen_result *got[2] = {&first, &next};
@@ -230,6 +229,25 @@ static void held_set(const char *set) {
     ot_gen_result_free(&next);
   }
   OT_ASSERT_OK(ot_trace_check_budget(tr, g.sched.budget_bytes));
+  /* the negative control: a budget that streams the weights defers nothing
+   * (the rows go home every token), and gives the same tokens */
+  if (ot_ctx_backend(ctx) == OT_BACKEND_MAP && !m->experts) {
+    uint64_t floor_b;
+    OT_ASSERT_OK(ot_lm_min_budget(m, mf.n_prompt, 1, &floor_b));
+    ot_lm_release_device(m);
+    g.hold_device = 0;
+    g.trace = NULL;
+    g.sched.strategy = OT_STRATEGY_BALANCED;
+    g.sched.budget_bytes = floor_b > m->weight_bytes / 2 ? floor_b : m->weight_bytes / 2;
+    ot_gen_result streamed;
+    OT_ASSERT_OK(ot_generate(m, mf.prompt, mf.n_prompt, &g, &streamed));
+    if (streamed.decode_plan.downloads <= 1)
+      fail_msg("%s: under a budget of %llu bytes (weights %llu) a decode replay writes %d tensors home: it deferred "
+               "while streaming", set, (unsigned long long)g.sched.budget_bytes, (unsigned long long)m->weight_bytes,
+               streamed.decode_plan.downloads);
+    assert_memory_equal(streamed.tokens, mf.gen, (size_t)mf.n_gen * sizeof *mf.gen);
+    ot_gen_result_free(&streamed);
+  }
   ot_trace_destroy(tr);
   ot_lm_destroy(m); /* releases the held plan */
   ot_ctx_destroy(ctx);

@@ -224,8 +224,7 @@ typedef struct ot_sched_opts {
   int n_stages;          /* 0 or 1: one device; > 1: a pipeline over that many devices (see above);
                             OT_SCHED_ALL_DEVICES: as many as the context has from device_index on */
   int defer_writeback;   /* 1: persistent tensors kept on the device between runs are not written
-                            home after each run (see ot_sched_sync); strategies other than none
-                            (ignored there); never an output; in a pipeline only the state one
+                            home after each run (see ot_sched_sync); every strategy; never an output; in a pipeline only the state one
                             stage alone uses. OT_DEFER_IF_RESIDENT: the same, but only where the
                             plan keeps everything on the device (backend map, one device, no host
                             ops, nothing but inputs uploaded by a replay); else 0 (a decode step:

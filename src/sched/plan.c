@@ -157,11 +157,10 @@ static size_t capacity_of(uint64_t budget) {
 /* defer_writeback OT_DEFER_IF_RESIDENT: whether plan keeps everything on
  * the device, so deferring costs nothing it needs: backend map, one device,
  * no host ops (hybrid reads homes; it does not defer), and a steady replay
- * that uploads nothing but the inputs the caller rewrites every run. */
+ * that uploads nothing but the inputs the caller rewrites every run
+ * (strategy none always, where it fits at all). */
 static int all_resident(const ot_plan *plan) {
-  if (plan->ctx->backend != OT_BACKEND_MAP || plan->n_stages || plan->n_host_ops ||
-      plan->strategy == OT_STRATEGY_NONE || plan->defer)
-    return 0;
+  if (plan->ctx->backend != OT_BACKEND_MAP || plan->n_stages || plan->n_host_ops || plan->defer) return 0;
   const ot_schedule *sc = &plan->steady;
   for (int k = 0; k < sc->n_ev; k++)
     if (sc->ev[k].kind == OT_EV_UPLOAD && !(plan->prog->st[sc->ev[k].st].role & OT_ROLE_INPUT)) return 0;
@@ -208,7 +207,7 @@ static ot_status make_plan(ot_ctx *ctx, const ot_program *prog, const ot_sched_o
   plan->usm = o.usm_placement;
   plan->version = prog->version;
   plan->strategy = o.strategy;
-  plan->defer = o.defer_writeback == 1 && n_stages <= 1 && o.strategy != OT_STRATEGY_NONE;
+  plan->defer = o.defer_writeback == 1 && n_stages <= 1;
   plan->transfer_delay_us = o.transfer_delay_us;
   /* recomputation (README "Recomputation"): not for usm, whose copies are the homes' pages (a drop
    * discards them), nor strategy none, which evicts nothing; a pipeline's stages each plan their own */

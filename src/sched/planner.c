@@ -785,7 +785,11 @@ static ot_status build_none(ot_plan *plan) {
     if (!ps->block || !ps->n_uses) continue;
     const size_t off = at[i];
     int kept = (ps->role & OT_ROLE_KEEP) != 0;
-    if (kept) keep[n_keep++] = (ot_resident){i, off, 0};
+    /* defer_writeback: as in the other strategies' planner (below, after the
+     * kernel), a kept persistent copy stays dirty instead of going home */
+    const int deferred = kept && plan->defer && (ps->role & OT_ROLE_PERSIST) && !(ps->role & OT_ROLE_OUTPUT) &&
+                         (ps->role & OT_ROLE_WRITTEN);
+    if (kept) keep[n_keep++] = (ot_resident){i, off, deferred};
     int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
     ot_plan_event place = {0, ps->first_use, (unsigned char)(up ? OT_EV_UPLOAD : OT_EV_ALLOC), OT_WHY_ALL_RESIDENT,
                            0, i, off, ps->block, -1, -1, 0};
@@ -796,7 +800,7 @@ static ot_status build_none(ot_plan *plan) {
     for (int pass = 0; s == OT_OK && pass < 2; pass++) {
       ot_schedule *sc = pass ? &plan->steady : &plan->first;
       if (pass ? !kept : !handed[i]) s = ot_schedule_push(sc, place);
-      if (s == OT_OK && (ps->role & OT_ROLE_WRITEBACK)) s = ot_schedule_push(sc, wb);
+      if (s == OT_OK && (ps->role & OT_ROLE_WRITEBACK) && !deferred) s = ot_schedule_push(sc, wb);
       if (s == OT_OK && !kept) s = ot_schedule_push(sc, fr);
     }
   }
