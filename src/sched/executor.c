@@ -274,6 +274,30 @@ static ot_status cross_copy(run_state *r, const ot_plan_event *e, const ot_prog_
 
 static ot_status recompute(run_state *r, const ot_plan_event *e);
 
+/* Queues storage st's copy home (its home exists): only the ranges ops
+ * declared (ot_op_wrote) since copy and home last agreed, else whole
+ * (verify mode checksums whole homes); traced with flags and op where the
+ * run has a trace. Copy and home agree once the copy ran: the ticket. */
+static uint64_t write_home(run_state *r, int st, unsigned flags, int op) {
+  ot_plan *plan = r->plan;
+  const ot_prog_storage *ps = &plan->prog->st[st];
+  ot_exec_dirty *d = &plan->dirty[st];
+  uint64_t t;
+  if (d->known && !plan->vrec) {
+    size_t bytes = 0;
+    for (size_t q = 0; q < d->n; q++) bytes += d->rg[2 * q + 1];
+    size_t ev = record(r, OT_TRACE_DOWNLOAD, flags | OT_TRACE_PARTIAL, op, ps->name, bytes, 0);
+    t = ot_movement_download_ranges(plan->mv, ps->st->home, dev_addr(r, st), d->rg, d->n, ps->bytes, ps->name, r->tr,
+                                    ev);
+  } else {
+    size_t ev = record(r, OT_TRACE_DOWNLOAD, flags, op, ps->name, ps->bytes, 0);
+    t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, st), ps->bytes, ps->name, vrec_of(plan, st), r->tr, ev);
+  }
+  d->known = 1;
+  d->n = 0;
+  return t;
+}
+
 /* An upload that reads its storage from its checkpoint file: a file home
  * (memory/diskfile.h) the homes pass (homes.c) left without a host copy. */
 static int from_disk(const run_state *r, const ot_plan_event *e, const ot_prog_storage *ps) {
@@ -338,18 +362,11 @@ static ot_status do_event(run_state *r, const ot_plan_event *e) {
       size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PEER, e->op, ps->name, ps->bytes, 0);
       t = ot_movement_download_peer(plan->mv, ps->st->home, ps->st->home_on - 1, dev_addr(r, e->st), ps->bytes,
                                     ps->name, r->tr, ev);
-    } else if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote); verify mode checksums whole homes */
-      size_t bytes = 0;
-      for (size_t q = 0; q < d->n; q++) bytes += d->rg[2 * q + 1];
-      size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags | OT_TRACE_PARTIAL, e->op, ps->name, bytes, 0);
-      t = ot_movement_download_ranges(plan->mv, ps->st->home, dev_addr(r, e->st), d->rg, d->n, ps->bytes, ps->name,
-                                      r->tr, ev);
+      d->known = 1;
+      d->n = 0;
     } else {
-      size_t ev = record(r, OT_TRACE_DOWNLOAD, e->flags, e->op, ps->name, ps->bytes, 0);
-      t = ot_movement_download(plan->mv, ps->st->home, dev_addr(r, e->st), ps->bytes, ps->name, vrec_of(plan, e->st), r->tr, ev);
+      t = write_home(r, e->st, e->flags, e->op); /* later kernels wait for it: add_pending */
     }
-    d->known = 1; /* the home has it all once the copy ran (later kernels wait for it: add_pending) */
-    d->n = 0;
     x->home_ready = t; /* a host op reading the home waits for it */
     return t ? add_pending(r, x->off, e->block, t) : OT_OK;
   }
@@ -874,15 +891,7 @@ ot_status ot_sched_sync(ot_plan *plan) {
       s = no_home(ps);
       break;
     }
-    ot_exec_dirty *d = &plan->dirty[st];
-    if (d->known && !plan->vrec) { /* only what ops declared (ot_op_wrote) since copy and home agreed */
-      if (d->n) ot_movement_download_ranges(plan->mv, ps->st->home, dev_addr(&r, st), d->rg, d->n, ps->bytes, ps->name,
-                                            NULL, 0);
-    } else {
-      ot_movement_download(plan->mv, ps->st->home, dev_addr(&r, st), ps->bytes, ps->name, vrec_of(plan, st), NULL, 0);
-    }
-    d->known = 1; /* copy and home agree once the wait below returns */
-    d->n = 0;
+    if (!plan->dirty[st].known || plan->dirty[st].n || plan->vrec) write_home(&r, st, 0, -1); /* waited for below */
   }
   ot_status w = ot_movement_wait_all(plan->mv); /* after a failure too: nothing may copy into a freed home */
   if (s != OT_OK) return s;

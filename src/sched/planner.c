@@ -589,6 +589,15 @@ static ot_status sim_host_op(sim *m, int i) {
   return prefetch_ahead(m, i);
 }
 
+/* defer_writeback (on): whether storage ps's copy stays dirty on the device
+ * instead of going home after its last write. A persistent copy that may
+ * stay; not an output: its home must hold it after every run, for the
+ * caller or, in a pipeline stage, for the stages that read it from there
+ * (issue 43: a trained weight the last stage updates and the first reads). */
+static int defers(int defer, const ot_prog_storage *ps) {
+  return defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP) && !(ps->role & OT_ROLE_OUTPUT);
+}
+
 static ot_status sim_op(sim *m, int i, int *missing, int *need) {
   if (m->host && m->host[i]) return sim_host_op(m, i);
   const ot_program *p = m->p;
@@ -628,12 +637,8 @@ static ot_status sim_op(sim *m, int i, int *missing, int *need) {
       m->dirty[s] = 0;
     }
     /* defer_writeback: a persistent copy stays dirty; it is written home if
-     * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync.
-     * Not an output: its home must hold it after every run, for the caller or,
-     * in a pipeline stage, for the stages that read it from there (issue 43:
-     * a trained weight the last stage updates and the first reads) */
-    const int deferred = m->defer && (ps->role & OT_ROLE_PERSIST) && (ps->role & OT_ROLE_KEEP) &&
-                         !(ps->role & OT_ROLE_OUTPUT);
+     * evicted (evict), if not kept at the end (drop_to), or by ot_sched_sync */
+    const int deferred = defers(m->defer, ps);
     if (m->dirty[s] && (ps->role & OT_ROLE_WRITEBACK) && ps->last_write == i && !deferred) {
       OT_TRY(emit(m, i + 1, OT_EV_DOWNLOAD, OT_WHY_LAST_WRITE, 0, s));
       m->dirty[s] = 0;
@@ -785,10 +790,8 @@ static ot_status build_none(ot_plan *plan) {
     if (!ps->block || !ps->n_uses) continue;
     const size_t off = at[i];
     int kept = (ps->role & OT_ROLE_KEEP) != 0;
-    /* defer_writeback: as in the other strategies' planner (below, after the
-     * kernel), a kept persistent copy stays dirty instead of going home */
-    const int deferred = kept && plan->defer && (ps->role & OT_ROLE_PERSIST) && !(ps->role & OT_ROLE_OUTPUT) &&
-                         (ps->role & OT_ROLE_WRITTEN);
+    /* defer_writeback: a kept persistent copy it writes stays dirty instead of going home */
+    const int deferred = defers(plan->defer, ps) && (ps->role & OT_ROLE_WRITTEN);
     if (kept) keep[n_keep++] = (ot_resident){i, off, deferred};
     int up = (ps->role & OT_ROLE_NEEDS_HOME) != 0;
     ot_plan_event place = {0, ps->first_use, (unsigned char)(up ? OT_EV_UPLOAD : OT_EV_ALLOC), OT_WHY_ALL_RESIDENT,
