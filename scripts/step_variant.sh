@@ -5,6 +5,8 @@
 # ninja), as gpu-carry-var/NAME/bin.tar.xz for bench/step_variants.sh.
 #   scripts/step_variant.sh t512 "-DOT_STEP_THREADS=512 -Xcuda-ptxas -maxrregcount=128"
 #   scripts/step_variant.sh q8u16 -DST_Q8_U=16
+# SRC=FILE compiles FILE (beside step_gpu.c, e.g. a copy with a measurement
+# change: loads without their arithmetic) in its place.
 # Prints the step kernel's registers, stack and shared memory (nvlink -v).
 set -euo pipefail
 name=${1:?usage: scripts/step_variant.sh NAME FLAGS}
@@ -20,7 +22,9 @@ import json, sys
 for e in json.load(open('compile_commands.json')):
     if e['file'].endswith('src/kernels/step_gpu.c') and '$obj' in e['command']: print(e['command']); break")
 [ -n "$cc" ] || { echo "step_variant.sh: no compile command for step_gpu.c in $b" >&2; exit 2; }
-eval "${cc/-o $obj/$flags -o $tmp/step.o}"
+cc=${cc/-o $obj/$flags -o $tmp/step.o}
+[ -z "${SRC:-}" ] || cc=${cc/ -c $root\/src\/kernels\/step_gpu.c/ -c $(realpath "$SRC")}
+eval "$cc"
 # the binaries link libomptensor.a: the archive with this step_gpu.c.o in
 # place of the build's, then bench_step and test_step_gpu linked against it
 mkdir -p "$tmp/m" "$root/gpu-carry-var/$name"

@@ -21,10 +21,12 @@
  * On an NVIDIA GPU the attention takes the warp kernel of one sequence
  * (warp_gpu.c, ot_kattn_rows_gpu): a row gives what that kernel gives for
  * it alone. Known limits: one block per (row, head), no split over a long
- * cache; RoPE and the append stay one team per row. */
+ * cache. RoPE and the append take a thread per (row, head, pair) there,
+ * in the portable loop's arithmetic (ra_pair). */
 #include "kernels/attention_tile.h"
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
+#include "ot_gpu.h"
 
 static ot_status rows_check(const char *op, ot_kview rows, int64_t T) {
   OT_TRY(ot_kcheck(op, "rows", rows, 2, 2, OT_KM(OT_I32)));
@@ -70,46 +72,79 @@ static inline void ar_row(const void *rp, int64_t r0, int64_t r1, int64_t t, int
 }
 OT_DECLARE_TARGET_END
 
+/* What rope_append_rows' loop body reads: the tensors' device addresses,
+ * dtypes and strides, passed whole to either kernel. */
+typedef struct ra_args {
+  void *q, *k, *kc, *vc;
+  const void *v, *rows;
+  int qt, kt, vt, kct, vct;
+  int64_t H, NS, P, d, half;
+  int64_t q0, q1, q2, k0, k1, k2, v0, v1, v2, r0, r1, c0, c1, c2, c3, e0, e1, e2, e3;
+  ot_rope r;
+} ra_args;
+
+OT_DECLARE_TARGET_BEGIN
+/* Pair i of head h (a query head below H, else KV head h - H) of row s:
+ * rotated in place; a KV head's pair also goes to the caches at the row's
+ * slot and position. */
+static inline void ra_pair(const ra_args *a, int64_t s, int64_t h, int64_t i) {
+  int64_t slot, pos;
+  ar_row(a->rows, a->r0, a->r1, s, a->NS, a->P, &slot, &pos);
+  if (slot < 0) return;
+  const int64_t half = a->half;
+  const float ang = ot_krope_angle(pos, i, a->d, a->r), c = cosf(ang) * ot_krope_scale(a->r),
+              sn = sinf(ang) * ot_krope_scale(a->r);
+  if (h < a->H) {
+    const int64_t o1 = s * a->q0 + h * a->q1 + i * a->q2, o2 = o1 + half * a->q2;
+    const float x1 = ot_kld(a->qt, a->q, o1), x2 = ot_kld(a->qt, a->q, o2);
+    ot_kst(a->qt, a->q, o1, x1 * c - x2 * sn);
+    ot_kst(a->qt, a->q, o2, x2 * c + x1 * sn);
+    return;
+  }
+  const int64_t g = h - a->H, o1 = s * a->k0 + g * a->k1 + i * a->k2, o2 = o1 + half * a->k2;
+  const float x1 = ot_kld(a->kt, a->k, o1), x2 = ot_kld(a->kt, a->k, o2);
+  ot_kst(a->kt, a->k, o1, x1 * c - x2 * sn);
+  ot_kst(a->kt, a->k, o2, x2 * c + x1 * sn);
+  /* the cache gets what k now holds (rounded to k's dtype first) */
+  const int64_t co = slot * a->c0 + pos * a->c1 + g * a->c2;
+  ot_kst(a->kct, a->kc, co + i * a->c3, ot_kld(a->kt, a->k, o1));
+  ot_kst(a->kct, a->kc, co + (i + half) * a->c3, ot_kld(a->kt, a->k, o2));
+  const int64_t vo = s * a->v0 + g * a->v1, eo = slot * a->e0 + pos * a->e1 + g * a->e2;
+  ot_kst(a->vct, a->vc, eo + i * a->e3, ot_kld(a->vt, a->v, vo + i * a->v2));
+  ot_kst(a->vct, a->vc, eo + (i + half) * a->e3, ot_kld(a->vt, a->v, vo + (i + half) * a->v2));
+}
+OT_DECLARE_TARGET_END
+
+/* Threads a block of the GPU kernel below. */
+#define RA_T 128
+
 ot_status ot_k_rope_append_rows(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, ot_kview rows,
                                 ot_rope r) {
   OT_TRY(ra_rows_check(q, k, v, kc, vc, rows, r));
-  const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], d = q.ne[2], half = d / 2, NS = kc.ne[0], P = kc.ne[1];
-  if (T == 0 || d == 0 || H + KV == 0) return OT_OK;
-  void *qp = q.p, *kp = k.p, *kcp = kc.p, *vcp = vc.p;
-  const void *vp = v.p, *rp = rows.p;
-  const int qt = q.dt, kt = k.dt, vt = v.dt, kct = kc.dt, vct = vc.dt;
-  const int64_t q0 = q.nb[0], q1 = q.nb[1], q2 = q.nb[2], k0 = k.nb[0], k1 = k.nb[1], k2 = k.nb[2];
-  const int64_t v0 = v.nb[0], v1 = v.nb[1], v2 = v.nb[2], r0 = rows.nb[0], r1 = rows.nb[1];
-  const int64_t c0 = kc.nb[0], c1 = kc.nb[1], c2 = kc.nb[2], c3 = kc.nb[3];
-  const int64_t e0 = vc.nb[0], e1 = vc.nb[1], e2 = vc.nb[2], e3 = vc.nb[3], HK = H + KV;
-  OT_PARFOR3(dev, OT_DEVPTR(qp, kp, vp, kcp, vcp, rp) firstprivate(r))
+  const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], d = q.ne[2], half = d / 2, HK = H + KV;
+  if (T == 0 || d == 0 || HK == 0) return OT_OK;
+  const ra_args a = {q.p,      k.p,      kc.p,     vc.p,     v.p,      rows.p,   q.dt,     k.dt,     v.dt,
+                     kc.dt,    vc.dt,    H,        kc.ne[0], kc.ne[1], d,        half,     q.nb[0],  q.nb[1],
+                     q.nb[2],  k.nb[0],  k.nb[1],  k.nb[2],  v.nb[0],  v.nb[1],  v.nb[2],  rows.nb[0], rows.nb[1],
+                     kc.nb[0], kc.nb[1], kc.nb[2], kc.nb[3], vc.nb[0], vc.nb[1], vc.nb[2], vc.nb[3], r};
+  /* An NVIDIA GPU: a thread per (row, head, pair) in a bare kernel. The
+   * portable loop below took 84 us a layer for batch 32 of a 7B-shaped
+   * model on the H100 (bench/RESULTS.md), most of a decode step's non-GEMM
+   * time; the arithmetic is the same function. */
+  const int64_t per_row = HK * half, nb = (per_row + RA_T - 1) / RA_T;
+  if (ot_kfast_gpu(dev) && T * nb <= INT32_MAX) {
+    const int grid = (int)(T * nb);
+    OT_GPU_KERNEL(dev, grid, RA_T, firstprivate(a, nb, per_row))
+    {
+      const int64_t b = OT_GPU_BLOCK_ID(), s = b / nb, t = (b % nb) * RA_T + OT_GPU_THREAD_ID();
+      if (t < per_row) ra_pair(&a, s, t / a.half, t % a.half);
+    }
+    return OT_OK;
+  }
+  OT_PARFOR3(dev, firstprivate(a))
   for (int64_t s = 0; s < T; s++)
     for (int64_t h = 0; h < HK; h++)
-      for (int64_t i = 0; i < half; i++) {
-        int64_t slot, pos;
-        ar_row(rp, r0, r1, s, NS, P, &slot, &pos);
-        if (slot < 0) continue;
-        const float ang = ot_krope_angle(pos, i, d, r), c = cosf(ang) * ot_krope_scale(r),
-                    sn = sinf(ang) * ot_krope_scale(r);
-        if (h < H) {
-          const int64_t o1 = s * q0 + h * q1 + i * q2, o2 = o1 + half * q2;
-          const float x1 = ot_kld(qt, qp, o1), x2 = ot_kld(qt, qp, o2);
-          ot_kst(qt, qp, o1, x1 * c - x2 * sn);
-          ot_kst(qt, qp, o2, x2 * c + x1 * sn);
-        } else {
-          const int64_t g = h - H, o1 = s * k0 + g * k1 + i * k2, o2 = o1 + half * k2;
-          const float x1 = ot_kld(kt, kp, o1), x2 = ot_kld(kt, kp, o2);
-          ot_kst(kt, kp, o1, x1 * c - x2 * sn);
-          ot_kst(kt, kp, o2, x2 * c + x1 * sn);
-          /* the cache gets what k now holds (rounded to k's dtype first) */
-          const int64_t co = slot * c0 + pos * c1 + g * c2;
-          ot_kst(kct, kcp, co + i * c3, ot_kld(kt, kp, o1));
-          ot_kst(kct, kcp, co + (i + half) * c3, ot_kld(kt, kp, o2));
-          const int64_t vo = s * v0 + g * v1, eo = slot * e0 + pos * e1 + g * e2;
-          ot_kst(vct, vcp, eo + i * e3, ot_kld(vt, vp, vo + i * v2));
-          ot_kst(vct, vcp, eo + (i + half) * e3, ot_kld(vt, vp, vo + (i + half) * v2));
-        }
-      }
+      for (int64_t i = 0; i < half; i++) ra_pair(&a, s, h, i);
   return OT_OK;
 }
 
