@@ -198,6 +198,10 @@ static void print_kernels(const bc_gpu_window *w, long top) {
   for (int i = 0; i < w->n_names && i < top; i++)
     printf("  %-70.70s %6d %10.1f %8.2f %5.1f%%\n", w->names[i].name, w->names[i].count, w->names[i].ns / 1e3,
            w->names[i].ns / 1e3 / w->names[i].count, 100.0 * w->names[i].ns / (w->kernel_ns > 0 ? w->kernel_ns : 1));
+  if (w->n_apis) printf("\n  %-40s %6s %10s %8s   (host time in CUDA driver calls)\n", "driver call", "calls", "total us", "us/call");
+  for (int i = 0; i < w->n_apis && i < top; i++)
+    printf("  %-40.40s %6d %10.1f %8.2f\n", w->apis[i].name, w->apis[i].count, w->apis[i].ns / 1e3,
+           w->apis[i].ns / 1e3 / w->apis[i].count);
 }
 
 static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, const bs_run *r, const bs_ops *o,

@@ -37,7 +37,9 @@ static struct {
   CUptiResult (*next)(uint8_t *, size_t, CUpti_Activity **);
   CUptiResult (*version)(uint32_t *);
   CUptiResult (*errstr)(CUptiResult, const char **);
+  CUptiResult (*cbname)(CUpti_CallbackDomain, uint32_t, const char **);
   pthread_mutex_t mu;
+  bc_api_sum api[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* by callback id, since the window's start */
   span *v; /* records since the window's start */
   size_t n, cap;
   int oom;
@@ -90,6 +92,14 @@ static void CUPTIAPI buf_complete(CUcontext ctx, uint32_t stream, uint8_t *buf, 
       keep(m->start, m->end, NULL);
       break;
     }
+    case CUPTI_ACTIVITY_KIND_DRIVER: {
+      const CUpti_ActivityAPI *a = (const CUpti_ActivityAPI *)rec;
+      if (a->cbid < CUPTI_DRIVER_TRACE_CBID_SIZE) {
+        g.api[a->cbid].count++;
+        g.api[a->cbid].ns += (double)(a->end - a->start);
+      }
+      break;
+    }
     default: break;
     }
   }
@@ -121,6 +131,7 @@ static int load(void) {
   *(void **)&g.next = dlsym(h, "cuptiActivityGetNextRecord");
   *(void **)&g.version = dlsym(h, "cuptiGetVersion");
   *(void **)&g.errstr = dlsym(h, "cuptiGetResultString");
+  *(void **)&g.cbname = dlsym(h, "cuptiGetCallbackName");
   if (!g.reg || !g.enable || !g.disable || !g.flush || !g.next || !g.version) {
     snprintf(g.why, sizeof g.why, "libcupti lacks the activity API");
     return 0;
@@ -143,7 +154,7 @@ static int load(void) {
 }
 
 static const CUpti_ActivityKind kinds[] = {CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL, CUPTI_ACTIVITY_KIND_MEMCPY,
-                                           CUPTI_ACTIVITY_KIND_MEMSET};
+                                           CUPTI_ACTIVITY_KIND_MEMSET, CUPTI_ACTIVITY_KIND_DRIVER};
 enum { N_KINDS = (int)(sizeof kinds / sizeof kinds[0]) };
 
 ot_status bc_gpu_activity_start(void) {
@@ -151,6 +162,7 @@ ot_status bc_gpu_activity_start(void) {
   pthread_mutex_lock(&g.mu);
   g.n = 0;
   g.oom = 0;
+  memset(g.api, 0, sizeof g.api);
   pthread_mutex_unlock(&g.mu);
   for (int i = 0; i < N_KINDS; i++) {
     CUptiResult r = g.enable(kinds[i]);
@@ -167,6 +179,26 @@ static int by_start(const void *a, const void *b) {
 static int by_time(const void *a, const void *b) {
   const bc_kernel_sum *x = a, *y = b;
   return x->ns > y->ns ? -1 : x->ns < y->ns;
+}
+
+static int api_by_time(const void *a, const void *b) {
+  const bc_api_sum *x = a, *y = b;
+  return x->ns > y->ns ? -1 : x->ns < y->ns;
+}
+
+/* The driver functions called in the window, named by CUPTI. */
+static ot_status per_api(bc_gpu_window *w) {
+  w->apis = calloc(CUPTI_DRIVER_TRACE_CBID_SIZE, sizeof *w->apis);
+  if (!w->apis) return ot_set_error(OT_ERR_OUT_OF_MEMORY, "GPU activity: the driver calls' table");
+  for (uint32_t id = 0; id < CUPTI_DRIVER_TRACE_CBID_SIZE; id++) {
+    if (!g.api[id].count) continue;
+    const char *name = NULL;
+    if (!g.cbname || g.cbname(CUPTI_CB_DOMAIN_DRIVER_API, id, &name) != CUPTI_SUCCESS) name = NULL;
+    w->apis[w->n_apis] = g.api[id];
+    w->apis[w->n_apis++].name = name ? name : "?";
+  }
+  qsort(w->apis, (size_t)w->n_apis, sizeof *w->apis, api_by_time);
+  return OT_OK;
 }
 
 /* One row per kernel name (names are CUPTI's strings: the same pointer for
@@ -219,6 +251,7 @@ ot_status bc_gpu_activity_stop(bc_gpu_window *w) {
     w->span_ns = (double)(last - g.v[0].start);
   }
   if (st == OT_OK) st = per_name(w);
+  if (st == OT_OK) st = per_api(w);
   g.n = 0;
   pthread_mutex_unlock(&g.mu);
   return st;
@@ -229,5 +262,6 @@ ot_status bc_gpu_activity_stop(bc_gpu_window *w) {
 void bc_gpu_window_free(bc_gpu_window *w) {
   if (!w) return;
   free(w->names);
+  free(w->apis);
   memset(w, 0, sizeof *w);
 }

@@ -23,6 +23,14 @@ typedef struct bc_kernel_sum {
   double ns;        /* sum of its durations */
 } bc_kernel_sum;
 
+/* Calls into the CUDA driver on the host (cuLaunchKernel, cuStreamSynchronize,
+ * ...: OpenMP's launches and waits, cuBLAS's, the runtime's), by function. */
+typedef struct bc_api_sum {
+  const char *name;
+  int count;
+  double ns;        /* sum of the calls' host durations */
+} bc_api_sum;
+
 typedef struct bc_gpu_window {
   int kernels, copies;
   double kernel_ns;   /* sum of kernel durations */
@@ -31,6 +39,8 @@ typedef struct bc_gpu_window {
   double span_ns;     /* first start to last end */
   int n_names;
   bc_kernel_sum *names; /* one per kernel name, the most time first (malloc'd) */
+  int n_apis;
+  bc_api_sum *apis;     /* one per driver function called, the most time first (malloc'd) */
 } bc_gpu_window;
 
 /* Starts recording (loads CUPTI on first use). OT_ERR_UNSUPPORTED, with the
