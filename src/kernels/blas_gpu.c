@@ -30,6 +30,15 @@
 
 static int choice = -1; /* 0 portable, 1 vendor, 2 vendor required */
 
+/* ot_kblas_group_begin: -1 outside a group, else the group's device; queued:
+ * a GEMM of the group not waited for yet */
+static _Thread_local int group_dev = -1, queued;
+
+void ot_kblas_group_begin(int dev) {
+  group_dev = dev;
+  queued = 0;
+}
+
 static int gemm_choice(void) {
   if (choice < 0) choice = ot_env_choice("OMPTENSOR_GEMM", 1); /* portable | auto | cublas (core/env.h) */
   return choice;
@@ -100,12 +109,28 @@ ot_status ot_kblas_gemm(int dev, ot_kview c, ot_kview a, ot_kview b, int64_t bat
       cuda_type(a.dt), (int)ldy, (long long)as[0], &beta, c.p, cuda_type(c.dt), (int)cs[1], (long long)cs[0],
       (int)batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
   if (st != CUBLAS_STATUS_SUCCESS) return ot_fail(OT_ERR_DEVICE, "matmul: cuBLAS GEMM failed (status %d)", (int)st);
-  if (cudaStreamSynchronize(0) != cudaSuccess) return ot_fail(OT_ERR_DEVICE, "matmul: cuBLAS GEMM did not complete");
   *done = 1;
+  if (group_dev == dev) {
+    queued = 1;
+    return OT_OK;
+  }
+  if (cudaStreamSynchronize(0) != cudaSuccess) return ot_fail(OT_ERR_DEVICE, "matmul: cuBLAS GEMM did not complete");
   return OT_OK;
 #else
   (void)c, (void)a, (void)b, (void)batch, (void)M, (void)N, (void)K, (void)as, (void)bs, (void)cs, (void)accumulate;
   if (want == 2) return ot_fail(OT_ERR_UNSUPPORTED, "matmul: OMPTENSOR_GEMM=cublas but this build has no cuBLAS");
   return OT_OK;
 #endif
+}
+
+ot_status ot_kblas_group_end(int dev) {
+  const int wait = queued && group_dev == dev;
+  group_dev = -1;
+  queued = 0;
+  if (!wait) return OT_OK;
+#ifdef OT_HAVE_CUBLAS
+  if (cudaSetDevice(dev) != cudaSuccess || cudaStreamSynchronize(0) != cudaSuccess)
+    return ot_fail(OT_ERR_DEVICE, "matmul: the cuBLAS GEMMs of a group did not complete on device %d", dev);
+#endif
+  return OT_OK;
 }

@@ -9,6 +9,7 @@
  * Each fused kernel has a fast path (GPU, eligible layouts) and falls back to
  * the separate kernels, which define its semantics; the references compose
  * the separate references. */
+#include "kernels/blas_gpu.h"
 #include "kernels/gemv_gpu.h"
 #include "kernels/kcommon.h"
 
@@ -31,8 +32,12 @@ ot_status ot_k_matmul_multi(int dev, int n, const ot_kview *c, ot_kview a, const
     ot_kgemv_gpu_multi(dev, m, n, 0, a.p, a.nb[0], a.ne[0], a.ne[1], 0);
     return OT_OK;
   }
-  for (int i = 0; i < n; i++) OT_TRY(ot_k_matmul(dev, c[i], a, w[i], 1, 0));
-  return OT_OK;
+  /* the outputs are distinct and none is an input: one wait for the GEMMs */
+  ot_kblas_group_begin(dev);
+  ot_status st = OT_OK;
+  for (int i = 0; i < n && st == OT_OK; i++) st = ot_k_matmul(dev, c[i], a, w[i], 1, 0);
+  const ot_status end = ot_kblas_group_end(dev);
+  return st != OT_OK ? st : end;
 }
 
 ot_status ot_ref_matmul_multi(int n, const ot_kview *c, ot_kview a, const ot_kview *w) {
@@ -42,9 +47,13 @@ ot_status ot_ref_matmul_multi(int n, const ot_kview *c, ot_kview a, const ot_kvi
 }
 
 ot_status ot_k_matmul_swiglu(int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu) {
-  /* (the single-launch gate/up/SwiGLU GEMV is disabled: see gemv_gpu.c) */
-  OT_TRY(ot_k_matmul(dev, y, a, wg, 1, 0));
-  OT_TRY(ot_k_matmul(dev, up, a, wu, 1, 0));
+  /* (the single-launch gate/up/SwiGLU GEMV is disabled: see gemv_gpu.c);
+   * gate and up are one group of GEMMs (one wait), SwiGLU after both */
+  ot_kblas_group_begin(dev);
+  ot_status st = ot_k_matmul(dev, y, a, wg, 1, 0);
+  if (st == OT_OK) st = ot_k_matmul(dev, up, a, wu, 1, 0);
+  const ot_status end = ot_kblas_group_end(dev);
+  OT_TRY(st != OT_OK ? st : end);
   return ot_k_swiglu(dev, y, y, up);
 }
 
