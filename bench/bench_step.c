@@ -13,7 +13,7 @@
  * printed beside it (what recording added).
  *
  *   bench_step [--layers N] [--dtype bf16|f32|q8b|q4b|...] [--prompt N] [--steps N]
- *              [--top N] [--json FILE] [--batch N]
+ *              [--top N] [--json FILE] [--batch N] [--kv-dtype f32|bf16|f16]
  * Without a GPU (no CUPTI) it prints the host side only.
  *
  * --batch N (issue 44's batching target: resident batch 32 >= 20x batch 1)
@@ -36,7 +36,7 @@
 #include "kernels/step_gpu.h"
 #include <omp.h>
 
-enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_UNROLL, O_BATCH, O_HELP, MAX_STEPS = 256 };
+enum { O_LAYERS = 1, O_DTYPE, O_PROMPT, O_STEPS, O_TOP, O_JSON, O_UNROLL, O_BATCH, O_KV, O_HELP, MAX_STEPS = 256 };
 
 static const ot_opt bs_optv[] = {
     {"layers", 0, "N", "decoder layers (default 32: Llama-2-7B; the widths are its own)", O_LAYERS},
@@ -48,12 +48,13 @@ static const ot_opt bs_optv[] = {
     {"step-unroll", 0, "N", "step kernel: 16-byte loads in flight per lane in a 16-bit row: 4, 8 (default) or 16",
      O_UNROLL},
     {"batch", 0, "N", "decode N prompts at once against one alone: aggregate tokens/s, the ratio", O_BATCH},
+    {"kv-dtype", 0, "DTYPE", "the KV caches' dtype: f32 (default, the library's), bf16 or f16", O_KV},
     {"help", 'h', NULL, "show this help", O_HELP},
     {0}};
 
 typedef struct bs_opts {
   long layers, prompt, steps, top, unroll, batch;
-  ot_dtype dt;
+  ot_dtype dt, kv;
   const char *json;
 } bs_opts;
 
@@ -72,6 +73,11 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
     return ot_kstep_tune((int)o->unroll);
   }
   case O_BATCH: return bc_parse_int("--batch", v, 1, 256, &o->batch);
+  case O_KV:
+    OT_TRY(ot_dtype_parse(v, &o->kv));
+    if (o->kv != OT_F32 && o->kv != OT_BF16 && o->kv != OT_F16)
+      return ot_set_error(OT_ERR_INVALID_ARG, "--kv-dtype %s: the KV caches take f32, bf16 or f16", v);
+    return OT_OK;
   case O_HELP: bc_usage("bench_step", bs_optv);
   }
   return OT_OK;
@@ -243,12 +249,13 @@ static void report(const bs_opts *a, const ot_hf_config *c, uint64_t wbytes, con
   }
   if (json)
     fprintf(json,
-            "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,"
+            "{\"bench\":\"step\",\"layers\":%lld,\"hidden\":%lld,\"dtype\":\"%s\",\"kv_dtype\":\"%s\",\"weight_bytes\":%llu,"
             "\"prompt\":%ld,\"step\":%d,\"wall_ms\":%.4f,\"median_wall_ms\":%.4f,\"ops\":%d,\"host_ops\":%d,"
             "\"in_ops_ms\":%.4f,\"gpu\":%s,\"kernels\":%d,\"copies\":%d,\"kernel_ms\":%.4f,\"copy_ms\":%.4f,"
             "\"busy_ms\":%.4f,\"busy_fraction\":%.4f,\"copy_ceiling_gbs\":%.1f,\"step_kernel\":%d,\"step_unroll\":%ld,"
             "\"host_before_ms\":%.4f,\"host_inside_ms\":%.4f,\"host_between_ms\":%.4f,\"host_after_ms\":%.4f,\"host_after_writeback_ms\":%.4f,\"busy_of_median\":%.4f}\n",
-            (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), (unsigned long long)wbytes,
+            (long long)c->num_layers, (long long)c->hidden_size, ot_dtype_name(a->dt), ot_dtype_name(a->kv),
+            (unsigned long long)wbytes,
             a->prompt, k, wall, med, o->ops, o->host_ops, o->in_ops_ns / 1e6, r->have_gpu ? "true" : "false",
             w->kernels, w->copies, w->kernel_ns / 1e6, w->copy_ns / 1e6, w->busy_ns / 1e6,
             wall > 0 ? w->busy_ns / 1e6 / wall : 0.0, ceiling, ot_kstep_enabled(0), a->unroll, h->before,
@@ -283,6 +290,7 @@ static ot_status run(const bs_opts *a, FILE *json) {
   const uint64_t wbytes = m ? m->weight_bytes : 0;
   if (s == OT_OK) {
     ot_gen_opts g = ot_gen_opts_default();
+    g.kv_dtype = a->kv;
     g.max_new_tokens = (int)a->steps + 1;
     g.greedy = 1;
     g.trace = tr;
@@ -325,6 +333,7 @@ static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_trace *tr, o
   }
   if (s == OT_OK) {
     ot_gen_opts g = ot_gen_opts_default();
+    g.kv_dtype = a->kv;
     g.max_new_tokens = (int)a->steps + 1;
     g.greedy = 1;
     g.n_eos = 0; /* every sequence makes all its tokens: the steps are full */
@@ -411,9 +420,10 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
   if (s == OT_OK) s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
   if (s == OT_OK) {
     printf("bench_step --batch on %s (device %d): synthetic Llama, %lld layers, %s weights (%.2f GB), prompt %ld, "
-           "%ld decode steps; step kernel %s\n",
+           "%ld decode steps, %s KV caches; step kernel %s\n",
            bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, ot_dtype_name(a->dt),
-           (double)m->weight_bytes / 1e9, a->prompt, a->steps, ot_kstep_enabled(bc_device()) ? "on" : "off");
+           (double)m->weight_bytes / 1e9, a->prompt, a->steps, ot_dtype_name(a->kv),
+           ot_kstep_enabled(bc_device()) ? "on" : "off");
     ot_status gs = bc_gpu_activity_start(); /* the whole batch run: its prefill kernels are the calls / layers */
     if (gs != OT_OK) fprintf(stderr, "bench_step: no GPU records: %s\n", ot_last_error());
     s = ot_trace_create(&tr);
@@ -431,6 +441,7 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
       p1[j] = (int32_t)(x % (uint64_t)m->vocab);
     }
     ot_gen_opts g = ot_gen_opts_default();
+    g.kv_dtype = a->kv;
     g.max_new_tokens = (int)a->steps + 1;
     g.greedy = 1;
     s = ot_generate(m, p1, (int)a->prompt, &g, &r1);
@@ -466,7 +477,7 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .unroll = 8, .dt = OT_BF16};
+  bs_opts a = {.layers = 32, .prompt = 128, .steps = 9, .top = 12, .unroll = 8, .dt = OT_BF16, .kv = OT_F32};
   const ot_opt *tables[] = {bs_optv, NULL};
   if (ot_args_parse("bench_step", argc, argv, tables, on_opt, &a) != OT_OK) {
     fprintf(stderr, "%s\n", ot_last_error());
