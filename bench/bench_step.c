@@ -102,13 +102,17 @@ static ot_status on_token(void *user, int32_t id, int index) {
   if (index < MAX_STEPS) r->at[index] = ot_now_ns(), r->n = index + 1;
   /* token `index` ends decode step `index` (token 0 comes from the prompt) */
   if (index == r->profiled - 1) {
+    bc_gpu_range_push("bench_step_decode"); /* ncu --nvtx --nvtx-include "bench_step_decode/" */
     r->gpu_st = bc_gpu_activity_start();
     r->have_gpu = r->gpu_st == OT_OK;
     if (!r->have_gpu) fprintf(stderr, "bench_step: no GPU records: %s\n", ot_last_error());
     r->at[index] = ot_now_ns(); /* after CUPTI's start */
-  } else if (index == r->profiled && r->have_gpu) {
-    r->gpu_st = bc_gpu_activity_stop(&r->win);
-    if (r->gpu_st != OT_OK) r->have_gpu = 0;
+  } else if (index == r->profiled) {
+    bc_gpu_range_pop();
+    if (r->have_gpu) {
+      r->gpu_st = bc_gpu_activity_stop(&r->win);
+      if (r->gpu_st != OT_OK) r->have_gpu = 0;
+    }
   }
   return OT_OK;
 }

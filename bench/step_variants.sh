@@ -57,9 +57,12 @@ if [ "${NCU:-1}" != 0 ]; then
   ncu=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
   for d in q8b q4b; do
     say "=== ncu-$d"
-    # the 16-layer model's fourth step-kernel launch: a decode step (the
-    # 2-layer model's third was an 8.9 us launch, not a step)
-    LD_LIBRARY_PATH=$base_ld timeout 150 "$ncu" --target-processes all -k regex:kstep --launch-skip 3 --launch-count 1 \
+    # the step kernel's launch inside bench_step's profiled decode step (its
+    # NVTX range): counted launches (--launch-skip 3) landed on a quantized
+    # model's prompt, whose f32 norms run as one-instruction launches (8.5-10.7
+    # us each; its GEMMs take the portable kernel), never on a decode step
+    LD_LIBRARY_PATH=$base_ld timeout 150 "$ncu" --target-processes all --nvtx --nvtx-include "bench_step_decode/" \
+      -k regex:kstep --launch-count 1 \
       --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
       --section LaunchStats --section Occupancy --section ComputeWorkloadAnalysis --section SourceCounters \
       build-gpu/bench_step --layers 16 --steps 5 --prompt 128 --top 0 --dtype "$d" > "$out/logs/ncu-$d.txt" 2>&1

@@ -53,4 +53,12 @@ ot_status bc_gpu_activity_stop(bc_gpu_window *w);
 
 void bc_gpu_window_free(bc_gpu_window *w);
 
+/* An NVTX range around host work (push, then pop on the same thread), for
+ * Nsight Compute's --nvtx --nvtx-include "NAME/": it then profiles only the
+ * kernels launched inside it (a prompt's short step-kernel launches come
+ * first in the launch order, so --launch-skip counted wrong: 2026-12-07).
+ * No-ops in builds without the CUDA toolkit's headers. */
+void bc_gpu_range_push(const char *name);
+void bc_gpu_range_pop(void);
+
 #endif
