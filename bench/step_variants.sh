@@ -15,7 +15,10 @@
 # (scripts/gpu_suite.sh pack, carried as gpu-carry/) and the runtime bundle:
 #   . .gpu/prologue.sh && bash bench/step_variants.sh $OUT
 # VARIANTS (default: every one carried), DTYPES (default "bf16 q8b q4b"),
-# NCU=0 and BATCH=0 skip parts.
+# NCU=0 and BATCH=0 skip parts. A variant named DTYPE-NAME (bf16-ld, made
+# by bench/step_loadonly.py: the loads without their arithmetic, wrong
+# results) runs for that dtype only; leave such variants out of
+# TEST_VARIANTS.
 set -u
 out=${1:?usage: bench/step_variants.sh OUT}
 mkdir -p "$out/logs" build-gpu
@@ -49,6 +52,7 @@ for d in ${DTYPES:-bf16 q8b q4b}; do
   part 45 "default-$d" "" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 --json "$out/logs/default-$d.json"
   for v in $vars; do
     case "$v:$d" in q8u*:bf16 | q8u*:q4b | q4*:bf16 | q4*:q8b) continue ;; esac # a dtype's knob changes that dtype only
+    case "$v" in bf16-* | q8b-* | q4b-*) [ "${v%%-*}" = "$d" ] || continue ;; esac # DTYPE-NAME: that dtype only
     part 45 "$v-$d" "$PWD/build-var/$v" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 \
       --json "$out/logs/$v-$d.json"
   done
