@@ -9,7 +9,7 @@
 #      per lane; default 8 only): busy fraction, tokens/s, share of the
 #      measured HBM ceiling, where the host's time goes; then q8b and q4b
 #      off and on (QUANT_KS="1": on only); then --batch 32 (resident batch
-#      32 against batch 1; BATCH=0 skips it);
+#      32 against batch 1, f32 and bf16 KV caches: BATCH_KV; BATCH=0 skips it);
 #   3. the whole nvptx suite with OMPTENSOR_STEP_KERNEL=1 (SUITE=0 skips it;
 #      ~290 s on the H100: SUITE_LIMIT, default 300).
 # LAYERS=N changes the model's depth (a CPU smoke test of the script:
@@ -53,8 +53,10 @@ for d in q8b q4b; do
   done
 done
 if [ "${BATCH:-1}" != 0 ]; then
-  part 90 bench_step-batch32 build-gpu/bench_step --layers "$layers" --steps 12 --batch 32 \
-    --json "$out/logs/step-batch32.json"
+  for kv in ${BATCH_KV:-f32 bf16}; do # the library's default KV dtype, and transformers' for a bf16 model
+    part 90 "bench_step-batch32-kv$kv" build-gpu/bench_step --layers "$layers" --steps 12 --batch 32 --kv-dtype "$kv" \
+      --json "$out/logs/step-batch32-kv$kv.json"
+  done
 fi
 cat "$out"/logs/*.json > "$out/steps.jsonl"
 if [ "${SUITE:-1}" != 0 ]; then
