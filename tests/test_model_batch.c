@@ -199,6 +199,20 @@ static double tol_kv(ot_ctx *ctx, ot_backend b, ot_dtype kv) {
 
 static const int lens7[7] = {13, 5, 9, 1, 11, 3, 13}, new7[7] = {16, 6, 10, 4, 16, 8, 16};
 
+/* A batch run against the same sequences alone: its decode-token count, then
+ * compare()'s tokens and logits; frees the batch's result and capture. */
+static void check_against_alone(const char *what, ot_gen_batch_result *r, capture *got, const capture *alone,
+                                const job *j, double tol) {
+  int64_t toks = 0;
+  for (int i = 0; i < j->n; i++) toks += r->seqs[i].n_tokens - 1;
+  assert_int_equal(r->decode_tokens, toks);
+  assert_true(r->decode_tokens_per_second > 0);
+  const int64_t differ = compare(what, got, alone, j->n, tol);
+  if (differ) printf("%s: %lld logits not bitwise those of one sequence (within %.0e)\n", what, (long long)differ, tol);
+  ot_gen_batch_result_free(r);
+  capture_free(got);
+}
+
 static const int lens12[12] = {13, 5, 9, 1, 11, 3, 13, 7, 2, 12, 6, 10},
                  new12[12] = {16, 6, 10, 4, 16, 8, 16, 12, 5, 9, 14, 7};
 
@@ -228,10 +242,7 @@ static void wide_batch_matches_single(void **state) {
     /* 1e-5 on every device: on host threads too, a packed prompt of ~80 rows
      * takes the tiled host GEMM, whose sums for a row depend on the rows
      * around it (measured: 6.1e-6 in a row of magnitude 5.6) */
-    const int64_t differ = compare(what, &got, &alone, j.n, 1e-5);
-    if (differ) printf("%s: %lld logits not bitwise those of one sequence (within 1e-5)\n", what, (long long)differ);
-    ot_gen_batch_result_free(&r);
-    capture_free(&got);
+    check_against_alone(what, &r, &got, &alone, &j, 1e-5);
     capture_free(&alone);
     ot_lm_destroy(m);
     ot_ctx_destroy(ctx);
@@ -266,14 +277,7 @@ static void batch_matches_single(void **state) {
         run_batch(m, &g, &j, slots, &got, &r);
         assert_int_equal(r.n_slots, slots);
         assert_true(r.prefill_steps >= (slots == 1 ? 7 : 3)); /* refilled: more sequences than slots */
-        int64_t toks = 0;
-        for (int i = 0; i < j.n; i++) toks += r.seqs[i].n_tokens - 1;
-        assert_int_equal(r.decode_tokens, toks);
-        assert_true(r.decode_tokens_per_second > 0);
-        const int64_t differ = compare(what, &got, &alone, j.n, tol_on(ctx, bk[b]));
-        if (differ) printf("%s: %lld logits not bitwise those of one sequence (within 1e-5)\n", what, (long long)differ);
-        ot_gen_batch_result_free(&r);
-        capture_free(&got);
+        check_against_alone(what, &r, &got, &alone, &j, tol_on(ctx, bk[b]));
       }
       capture_free(&alone);
       ot_lm_destroy(m);
