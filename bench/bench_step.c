@@ -86,6 +86,15 @@ static ot_status on_opt(void *user, const ot_opt *opt, const char *v) {
 /* Llama-2-7B's widths, `layers` deep. */
 static void config(long layers, ot_hf_config *c) { ot_llama_synthetic_config(c, 4096, 11008, 32, 32, 32000, layers); }
 
+/* Every generation here: greedy, the --steps decode steps, --kv-dtype caches. */
+static ot_gen_opts gen_opts(const bs_opts *a) {
+  ot_gen_opts g = ot_gen_opts_default();
+  g.kv_dtype = a->kv;
+  g.max_new_tokens = (int)a->steps + 1;
+  g.greedy = 1;
+  return g;
+}
+
 /* The tokens' callback: wall time per step, CUPTI around the profiled one. */
 typedef struct bs_run {
   int profiled;          /* decode step index profiled (token index profiled + 1 ends it) */
@@ -293,10 +302,7 @@ static ot_status run(const bs_opts *a, FILE *json) {
   }
   const uint64_t wbytes = m ? m->weight_bytes : 0;
   if (s == OT_OK) {
-    ot_gen_opts g = ot_gen_opts_default();
-    g.kv_dtype = a->kv;
-    g.max_new_tokens = (int)a->steps + 1;
-    g.greedy = 1;
+    ot_gen_opts g = gen_opts(a);
     g.trace = tr;
     g.on_token = on_token;
     g.token_user = &r;
@@ -336,10 +342,7 @@ static ot_status run_batch_of(ot_lm *m, const bs_opts *a, int n, ot_trace *tr, o
     seqs[i] = (ot_gen_seq){ids + i * a->prompt, (int)a->prompt, -1, (uint64_t)i};
   }
   if (s == OT_OK) {
-    ot_gen_opts g = ot_gen_opts_default();
-    g.kv_dtype = a->kv;
-    g.max_new_tokens = (int)a->steps + 1;
-    g.greedy = 1;
+    ot_gen_opts g = gen_opts(a);
     g.n_eos = 0; /* every sequence makes all its tokens: the steps are full */
     g.trace = tr;
     s = ot_generate_batch(m, seqs, n, n, &g, r);
@@ -444,10 +447,7 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
       x ^= x << 13, x ^= x >> 7, x ^= x << 17;
       p1[j] = (int32_t)(x % (uint64_t)m->vocab);
     }
-    ot_gen_opts g = ot_gen_opts_default();
-    g.kv_dtype = a->kv;
-    g.max_new_tokens = (int)a->steps + 1;
-    g.greedy = 1;
+    ot_gen_opts g = gen_opts(a);
     s = ot_generate(m, p1, (int)a->prompt, &g, &r1);
   }
   free(p1);

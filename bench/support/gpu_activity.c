@@ -43,7 +43,7 @@ static struct {
   CUptiResult (*errstr)(CUptiResult, const char **);
   CUptiResult (*cbname)(CUpti_CallbackDomain, uint32_t, const char **);
   pthread_mutex_t mu;
-  bc_api_sum api[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* by callback id, since the window's start */
+  bc_named_sum api[CUPTI_DRIVER_TRACE_CBID_SIZE]; /* by callback id, since the window's start */
   span *v; /* records since the window's start */
   size_t n, cap;
   int oom;
@@ -181,12 +181,7 @@ static int by_start(const void *a, const void *b) {
 }
 
 static int by_time(const void *a, const void *b) {
-  const bc_kernel_sum *x = a, *y = b;
-  return x->ns > y->ns ? -1 : x->ns < y->ns;
-}
-
-static int api_by_time(const void *a, const void *b) {
-  const bc_api_sum *x = a, *y = b;
+  const bc_named_sum *x = a, *y = b;
   return x->ns > y->ns ? -1 : x->ns < y->ns;
 }
 
@@ -201,7 +196,7 @@ static ot_status per_api(bc_gpu_window *w) {
     w->apis[w->n_apis] = g.api[id];
     w->apis[w->n_apis++].name = name ? name : "?";
   }
-  qsort(w->apis, (size_t)w->n_apis, sizeof *w->apis, api_by_time);
+  qsort(w->apis, (size_t)w->n_apis, sizeof *w->apis, by_time);
   return OT_OK;
 }
 

@@ -17,19 +17,16 @@
 
 #include "omptensor/status.h"
 
-typedef struct bc_kernel_sum {
-  const char *name; /* CUPTI's (mangled OpenMP name: __omp_offloading_<id>_<function>_l<line>) */
-  int count;
-  double ns;        /* sum of its durations */
-} bc_kernel_sum;
-
-/* Calls into the CUDA driver on the host (cuLaunchKernel, cuStreamSynchronize,
- * ...: OpenMP's launches and waits, cuBLAS's, the runtime's), by function. */
-typedef struct bc_api_sum {
+/* A named total: a kernel (its name is CUPTI's, the mangled OpenMP name
+ * __omp_offloading_<id>_<function>_l<line>; ns the sum of its durations on
+ * the GPU) or a CUDA driver function called on the host (cuLaunchKernel,
+ * cuStreamSynchronize, ...: OpenMP's launches and waits, cuBLAS's, the
+ * runtime's; ns the sum of the calls' host durations). */
+typedef struct bc_named_sum {
   const char *name;
   int count;
-  double ns;        /* sum of the calls' host durations */
-} bc_api_sum;
+  double ns;
+} bc_named_sum;
 
 typedef struct bc_gpu_window {
   int kernels, copies;
@@ -38,9 +35,9 @@ typedef struct bc_gpu_window {
   double busy_ns;     /* the union of kernel and copy intervals: time the GPU was doing something */
   double span_ns;     /* first start to last end */
   int n_names;
-  bc_kernel_sum *names; /* one per kernel name, the most time first (malloc'd) */
+  bc_named_sum *names; /* one per kernel name, the most time first (malloc'd) */
   int n_apis;
-  bc_api_sum *apis;     /* one per driver function called, the most time first (malloc'd) */
+  bc_named_sum *apis;  /* one per driver function called, the most time first (malloc'd) */
 } bc_gpu_window;
 
 /* Starts recording (loads CUPTI on first use). OT_ERR_UNSUPPORTED, with the
