@@ -7,6 +7,9 @@ one per weight kind, for bench/step_variants.sh:
                     (no activation reads from shared memory either)
     DIR/q8b-ld.c    q8b: a block word times its scale, one multiply-add
     DIR/q4b-ld.c    q4b pairs: the three words XORed, one multiply-add
+    DIR/q8b-ld16.c, DIR/q4b-ld16.c
+                    the same bytes as 16-byte loads, a lane per 16 bytes (as
+                    bf16 rows): what a layout with aligned quants could reach
 
 If a load-only kernel takes about as long as the real one, the loads bound
 it (bytes in flight, access pattern); if it is much faster, the arithmetic
@@ -14,7 +17,7 @@ does. The results are wrong: build them with scripts/step_variant.sh and run
 them without their test (TEST_VARIANTS=):
 
     python3 bench/step_loadonly.py /tmp/ld
-    for d in bf16 q8b q4b; do SRC=/tmp/ld/$d-ld.c scripts/step_variant.sh $d-ld -DOT_STEP_LOADONLY; done
+    for v in bf16-ld q8b-ld q4b-ld q8b-ld16 q4b-ld16; do SRC=/tmp/ld/$v.c scripts/step_variant.sh $v -DOT_STEP_LOADONLY; done
     # GPU machine: TEST_VARIANTS= bash bench/step_variants.sh $OUT
 
 Each replacement is checked to match exactly once, so a change to the
@@ -49,7 +52,38 @@ PATCHES = {
 """,
         """    (ACC) += ot_kbits_f32(((A) ^ (B) ^ (C)) & 0x3fffffffu) * (XL).x;                                          \\
 """),
+    # The same bytes read as 16-byte loads, a lane per 16 bytes of the row as
+    # bf16 rows are read: what a quantized layout with 16-byte aligned quants
+    # could reach at best (the loads of the bf16 kernel over fewer bytes).
+    "q8b-ld16": (
+        """    else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \\
+""",
+        """    else if (1) { /* load-only: the row's q8b bytes (36 per 32 values) as 16-byte loads */                  \\
+      const u128 *row = (const u128 *)((const unsigned char *)(w) + (n) * ((ldw) / 32) * 36);                 \\
+      const int64_t nv = (K) / 32 * 36 / 16;                                                                  \\
+      int64_t v = lane;                                                                                       \\
+      ST_ROW_PASS(16, ST_DOT_LD16, 0, a)                                                                      \\
+      for (; v < nv; v += OT_WARP_SIZE) ST_DOT_LD16(s0, row[v], a);                                           \\
+    } else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \\
+"""),
+    "q4b-ld16": (
+        """    if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 && ((uintptr_t)(W_)&3) == 0) {""",
+        """    if ((WT_) == OT_Q4B) { /* load-only: each of the 4 rows' q4b bytes (18 per 32 values) as 16-byte loads */ \\
+      OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                         \\
+        const u128 *row = (const u128 *)((const unsigned char *)(W_) + ((N0_) + (r < (NR_) ? r : 0)) * ((LDW_) / 32) * 18); \\
+        const int64_t nv = (K_) / 32 * 18 / 16;                                                                \\
+        float s0 = 0.0f, s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;                                                      \\
+        int64_t v = lane;                                                                                      \\
+        ST_ROW_PASS(8, ST_DOT_LD16, 0, A_)                                                                     \\
+        for (; v < nv; v += OT_WARP_SIZE) ST_DOT_LD16(s0, row[v], A_);                                         \\
+        (acc)[r] += (s0 + s1) + (s2 + s3);                                                                     \\
+      }                                                                                                        \\
+    } else if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 && ((uintptr_t)(W_)&3) == 0) {"""),
 }
+# the load-only products of the 16-byte variants (no activations read)
+LD16 = """#define ST_DOT_LD16(acc, q, xp) ((acc) += ot_kbits_f32(((q).x ^ (q).y ^ (q).z ^ (q).w) & 0x3fffffffu))
+"""
+LD16_AT = "#define ST_ROW(T, ELEMS, DOT, W, LDW, NROW, A, K, MAXU)"
 
 
 def main():
@@ -65,8 +99,11 @@ def main():
             sys.exit(f"step_loadonly.py: {name}: the text to replace occurs {n} times in {SRC} "
                      "(the kernel changed: update the patch)")
         path = os.path.join(out, name + ".c")
+        text = src.replace(old, new)
+        if name.endswith("-ld16"):
+            text = text.replace(LD16_AT, LD16 + LD16_AT, 1)
         with open(path, "w") as f:
-            f.write(src.replace(old, new))
+            f.write(text)
         print(path)
 
 
