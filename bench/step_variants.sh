@@ -5,6 +5,8 @@
 #   multiprocessor instead of 8, registers spilled where 128 do not do),
 #   ST_Q8_U=16 and 32 (q8b blocks a lane has in flight; default 8);
 #   ST_Q4_PAIRED=1 (q4b rows read as pairs of blocks, 9 aligned words);
+#   ST_QG=1 (q8b and q4b rows read 16 bytes a lane in 144-byte groups,
+#   kernels/qgroup.h: scripts/step_variant.sh qg -DST_QG=1);
 # each first through tests/test_step_gpu (TEST_VARIANTS, default all);
 # then Nsight Compute on the default build's q8b and q4b step kernel
 # (2 layers), and bench_step --batch 32.
@@ -51,7 +53,7 @@ done
 for d in ${DTYPES:-bf16 q8b q4b}; do
   part 45 "default-$d" "" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 --json "$out/logs/default-$d.json"
   for v in $vars; do
-    case "$v:$d" in q8u*:bf16 | q8u*:q4b | q4*:bf16 | q4*:q8b) continue ;; esac # a dtype's knob changes that dtype only
+    case "$v:$d" in q8u*:bf16 | q8u*:q4b | q4*:bf16 | q4*:q8b | qg*:bf16) continue ;; esac # a dtype's knob changes that dtype only
     case "$v" in bf16-* | q8b-* | q4b-*) [ "${v%%-*}" = "$d" ] || continue ;; esac # DTYPE-NAME: that dtype only
     part 45 "$v-$d" "$PWD/build-var/$v" build-gpu/bench_step --layers 16 --dtype "$d" --top 4 \
       --json "$out/logs/$v-$d.json"

@@ -1,0 +1,177 @@
+/* qgroup.h (internal to src/kernels) — q8b and q4b rows read 16 bytes a
+ * lane, in the layout they have.
+ *
+ * A q8b block is 36 bytes and a q4b block 18, so a lane that takes whole
+ * blocks or aligned words of them loads 4 bytes at a time (step_gpu.c's
+ * ST_Q8_PASS and ST_Q4_PAIR_WORD): four times the load instructions of a
+ * bf16 row for the same bytes, and a quarter of the bytes in flight per
+ * load. But 4 q8b blocks (4 x 36) and 8 q4b blocks (8 x 18) are both 144
+ * bytes, nine aligned 16-byte words: a "group" of 128 (q8b) or 256 (q4b)
+ * values. Nine lanes read a group, lane j its word j, so a warp's 27 lanes
+ * read three groups (432 contiguous bytes) per load instruction, the other
+ * 5 lanes idle; the row must hold whole groups and start 16-byte aligned.
+ *
+ * What a lane's word holds depends on j only, so it is worked out once per
+ * row (ot_qg_lane_init): which of its 4-byte (q8b) or 2-byte (q4b) pieces
+ * is a block's scale and which are quants, at which activation each piece
+ * starts, and which of the two blocks a word can touch (block A, the one
+ * it starts in, or B) each piece belongs to. A lane sums its pieces per
+ * block, then scales the two sums. Each scale lies in exactly one lane's
+ * word (q8b: block b's in word 2b, q4b: block b's in word b, at piece b),
+ * which offers it (ot_qg_offer) to the lanes of its group through a warp
+ * shuffle: src_a and src_b are the lanes to read.
+ *
+ * The sums are the blocks' dot products in another order than gemv1's, so
+ * the results match the per-op path to f32 rounding, not bit for bit.
+ * tests/test_qgroup.c runs the lanes of a warp on the host (the shuffles
+ * as array reads) against a plain dot product of the dequantized row.
+ *
+ * always_inline, as docs/writing-a-kernel.md prescribes for helpers of bare
+ * kernels. */
+#ifndef OT_KERNELS_QGROUP_H
+#define OT_KERNELS_QGROUP_H
+
+#include <stdint.h>
+
+#include "kernels/kcommon.h"
+#include "ot_pragmas.h"
+
+#define OT_QG_BYTES 144 /* a group: 4 q8b or 8 q4b blocks */
+#define OT_QG_WORDS 9   /* its 16-byte words, a lane each */
+#define OT_QG_GROUPS 3  /* groups a warp reads at once (27 of its 32 lanes) */
+#define OT_QG_VALUES(q8) ((q8) ? 128 : 256)
+
+/* Quantized values as exact floats without I2F (a quarter-rate
+ * instruction on the SMs, enough of them to bound a quantized GEMV): an
+ * unsigned field put in the mantissa of 2^23, 2^23 plus its bias taken off.
+ * OT_QG_I8F: byte k of a word whose bytes were biased by 0x80 (int8 + 128);
+ * OT_QG_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
+#define OT_QG_I8F(u, k) (ot_kbits_f32(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
+#define OT_QG_U4F(u, sh) (ot_kbits_f32(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
+
+OT_DECLARE_TARGET_BEGIN
+
+/* A lane's constants, packed into four registers: the step kernel works
+ * them out once per instruction and keeps them across its rows, beside 255
+ * registers of everything else. */
+typedef struct ot_qg_lane {
+  uint32_t off[2]; /* piece k's first activation in the group, byte k % 4 of off[k / 4] (q4b: of its low
+                      nibbles; the high ones are 16 further) */
+  uint32_t where;  /* bits 0-3 j: the lane's word of its group, 0..8 (9: an idle lane); 4-5: its group
+                      among the warp's three; 8-12 src_a, 16-20 src_b: the warp lanes that offer block A's and
+                      block B's scale; 24-27: 1 + the piece of its word that is a scale (0: none) */
+  uint32_t kind;   /* bit k: piece k holds quants (else it is a scale); bit 8 + k: piece k is block B's */
+} ot_qg_lane;
+#define OT_QG_J(L) ((int)((L).where & 15u))
+#define OT_QG_G(L) ((int)(((L).where >> 4) & 3u))
+#define OT_QG_SRC_A(L) ((int)(((L).where >> 8) & 31u))
+#define OT_QG_SRC_B(L) ((int)(((L).where >> 16) & 31u))
+#define OT_QG_OFFER(L) ((int)(((L).where >> 24) & 15u) - 1)
+#define OT_QG_OFF(L, k) ((int)(((L).off[(k) >> 2] >> (8 * ((k)&3))) & 255u))
+#define OT_QG_QUANT(L, k) (((L).kind >> (k)) & 1u)
+#define OT_QG_IN_B(L, k) (((L).kind >> (8 + (k))) & 1u)
+
+/* Lane `lane`'s constants for q8b (q8 = 1: four 4-byte pieces, each 4
+ * int8 of one block) or q4b (q8 = 0: eight 2-byte pieces, each 2 bytes of
+ * one block's qs, 4 nibbles). */
+static inline __attribute__((always_inline)) ot_qg_lane ot_qg_lane_init(int q8, int lane) {
+  ot_qg_lane L = {{0, 0}, 0, 0};
+  const int busy = lane < OT_QG_GROUPS * OT_QG_WORDS;
+  const int j = busy ? lane % OT_QG_WORDS : OT_QG_WORDS, g = busy ? lane / OT_QG_WORDS : 0;
+  const int pieces = q8 ? 4 : 8; /* a block is 9 pieces: its scale, then 8 of quants */
+  const int first = pieces * (busy ? j : 0), ba = first / 9;
+  int bb = ba, offer = -1;
+  for (int k = 0; k < pieces && busy; k++) {
+    const int h = first + k, b = h / 9, p = h % 9;
+    if (p == 0) {
+      offer = k;
+    } else {
+      L.kind |= 1u << k;
+      L.off[k >> 2] |= (uint32_t)(32 * b + (q8 ? 4 : 2) * (p - 1)) << (8 * (k & 3));
+    }
+    if (b != ba) L.kind |= 1u << (8 + k), bb = b;
+  }
+  /* block b's scale is in word (9b) / pieces: q8b 2b, q4b b */
+  const int base = OT_QG_WORDS * g;
+  const int sa = busy ? base + (q8 ? 2 * ba : ba) : lane, sb = busy ? base + (q8 ? 2 * bb : bb) : lane;
+  L.where = (uint32_t)j | (uint32_t)g << 4 | (uint32_t)sa << 8 | (uint32_t)sb << 16 | (uint32_t)(offer + 1) << 24;
+  return L;
+}
+
+/* The scale the lane's word (x, y, z, w) offers its group, 0 if none. */
+static inline __attribute__((always_inline)) float ot_qg_offer(int q8, const ot_qg_lane L, uint32_t x, uint32_t y,
+                                                               uint32_t z, uint32_t w) {
+  const int k = OT_QG_OFFER(L);
+  if (k < 0) return 0.0f;
+  const int wi = q8 ? k : k >> 1;
+  const uint32_t u = wi == 0 ? x : wi == 1 ? y : wi == 2 ? z : w;
+  return q8 ? ot_kbits_f32(u) : ot_kf16_f32((uint16_t)(u >> (16 * (k & 1))));
+}
+
+typedef struct __attribute__((aligned(16))) ot_qg_f4 {
+  float x, y, z, w;
+} ot_qg_f4;
+typedef struct __attribute__((aligned(8))) ot_qg_f2 {
+  float x, y;
+} ot_qg_f2;
+
+/* q8b piece k (word u) dotted with its 4 activations, into *ta or *tb */
+#define OT_QG_PIECE8(L, k, u, XP, ta, tb)                                                                      \
+  do {                                                                                                        \
+    const ot_qg_f4 qgx_ = *(const ot_qg_f4 *)((XP) + OT_QG_OFF(L, k));                                               \
+    const uint32_t qgb_ = (u) ^ 0x80808080u;                                                                    \
+    const float qgt_ = OT_QG_I8F(qgb_, 0) * qgx_.x + OT_QG_I8F(qgb_, 1) * qgx_.y + OT_QG_I8F(qgb_, 2) * qgx_.z +            \
+                     OT_QG_I8F(qgb_, 3) * qgx_.w;                                                                 \
+    const float qgm_ = OT_QG_QUANT(L, k) ? qgt_ : 0.0f;                                                    \
+    if (OT_QG_IN_B(L, k)) (tb) += qgm_;                                                                  \
+    else (ta) += qgm_;                                                                                          \
+  } while (0)
+
+/* *ta, *tb += the lane's q8b word (x, y, z, w) dotted with its group's
+ * activations xg (128 floats, 16-byte aligned), per block */
+static inline __attribute__((always_inline)) void ot_qg_dot8(const ot_qg_lane L, uint32_t x, uint32_t y, uint32_t z,
+                                                             uint32_t w, const float *xg, float *ta, float *tb) {
+  float a = 0.0f, b = 0.0f;
+  OT_QG_PIECE8(L, 0, x, xg, a, b);
+  OT_QG_PIECE8(L, 1, y, xg, a, b);
+  OT_QG_PIECE8(L, 2, z, xg, a, b);
+  OT_QG_PIECE8(L, 3, w, xg, a, b);
+  *ta += a, *tb += b;
+}
+
+/* q4b piece k of R rows: the half SH (0 or 16) of word U[r] of each row r
+ * < R, 2 bytes of qs whose low nibbles are values off, off + 1 and high
+ * ones off + 16, off + 17; the activations read once for the R rows */
+#define OT_QG_PIECE4(L, k, U, SH, XP, R, ta, tb)                                                               \
+  do {                                                                                                        \
+    const ot_qg_f2 qglo_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k));                                              \
+    const ot_qg_f2 qghi_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k) + 16);                                         \
+    const int qgq_ = OT_QG_QUANT(L, k), qgb_ = OT_QG_IN_B(L, k);                                    \
+    OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                              \
+      const uint32_t qgu_ = (U)[qgr_];                                                                            \
+      const float qgt_ = OT_QG_U4F(qgu_, (SH)) * qglo_.x + OT_QG_U4F(qgu_, (SH) + 8) * qglo_.y +                        \
+                       OT_QG_U4F(qgu_, (SH) + 4) * qghi_.x + OT_QG_U4F(qgu_, (SH) + 12) * qghi_.y;                    \
+      const float qgm_ = qgq_ ? qgt_ : 0.0f;                                                                        \
+      if (qgb_) (tb)[qgr_] += qgm_;                                                                                 \
+      else (ta)[qgr_] += qgm_;                                                                                    \
+    }                                                                                                         \
+  } while (0)
+
+/* ta[r], tb[r] += rows r < R's q4b words (wx[r], wy[r], wz[r], ww[r])
+ * dotted with the group's activations xg (256 floats, 8-byte aligned), per
+ * block */
+#define OT_QG_DOT4(L, R, wx, wy, wz, ww, XG, ta, tb)                                                          \
+  do {                                                                                                        \
+    OT_QG_PIECE4(L, 0, wx, 0, XG, R, ta, tb);                                                                 \
+    OT_QG_PIECE4(L, 1, wx, 16, XG, R, ta, tb);                                                                \
+    OT_QG_PIECE4(L, 2, wy, 0, XG, R, ta, tb);                                                                 \
+    OT_QG_PIECE4(L, 3, wy, 16, XG, R, ta, tb);                                                                \
+    OT_QG_PIECE4(L, 4, wz, 0, XG, R, ta, tb);                                                                 \
+    OT_QG_PIECE4(L, 5, wz, 16, XG, R, ta, tb);                                                                \
+    OT_QG_PIECE4(L, 6, ww, 0, XG, R, ta, tb);                                                                 \
+    OT_QG_PIECE4(L, 7, ww, 16, XG, R, ta, tb);                                                                \
+  } while (0)
+
+OT_DECLARE_TARGET_END
+
+#endif
