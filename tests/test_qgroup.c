@@ -1,12 +1,17 @@
 /* test_qgroup.c — q8b and q4b rows read 16 bytes a lane (kernels/qgroup.h),
- * the lanes of a warp run on the host: each lane's word loaded from its
- * group, its scale offered, the shuffles as reads of the offers, the
- * per-block sums scaled, the lanes' parts added. Against a plain dot
- * product of the dequantized row (ot_convert), for rows of 1 to 43 groups
- * (a warp pass takes three: partial passes included) and, for q4b, four
- * rows at once with the row count cut at 1..4 as the step kernel's last
- * rows are. A piece read at the wrong activation, a scale taken from the
- * wrong lane or a scale piece counted as quants breaks the match. */
+ * the lanes of a warp run on the host, two ways:
+ *   - the lane functions step by step (each lane's word loaded from its
+ *     group, its scale offered, the shuffles as reads of the offers, the
+ *     per-block sums scaled, the lanes' parts added);
+ *   - the GPU kernels' loops themselves (OT_QG_ROW8, OT_QG_ROWS4) run by
+ *     32 threads, one a lane, whose shuffle (OT_QG_BCAST) is a slot per
+ *     lane between two barriers.
+ * Against a plain dot product of the dequantized row (ot_convert), for
+ * rows of 1 to 86 groups (a warp pass takes three: partial passes
+ * included) and, for q4b, four rows at once with the row count cut at 1..4
+ * as the step kernel's last rows are. A piece read at the wrong
+ * activation, a scale taken from the wrong lane or a scale piece counted as
+ * quants breaks the match. */
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -17,6 +22,11 @@
 
 #include <cmocka.h>
 
+#include <pthread.h>
+
+/* the warp shuffle of the threads that play the lanes (below) */
+static float lane_bcast(float v, int src);
+#define OT_QG_BCAST(v, src) lane_bcast((v), (src))
 #include "kernels/qgroup.h"
 #include "omptensor/dtype.h"
 #include "ot_test.h"
@@ -110,6 +120,61 @@ static void warp_q4(const uint8_t *rows, size_t row_bytes, int R, const float *x
   }
 }
 
+/* ---- the kernels' loops, a thread a lane ---------------------------------------------- */
+
+static pthread_barrier_t lanes_met;
+static float slot[LANES];
+static _Thread_local int my_lane;
+
+static float lane_bcast(float v, int src) {
+  slot[my_lane] = v;
+  pthread_barrier_wait(&lanes_met);
+  const float r = slot[src];
+  pthread_barrier_wait(&lanes_met); /* everyone has read before the next shuffle writes */
+  return r;
+}
+
+typedef struct loop_job {
+  int q8, lane, R;
+  const uint8_t *w;
+  int64_t ldw, K;
+  const float *x;
+  float out[4]; /* the lane's sums: q8b out[0], q4b one per row */
+} loop_job;
+
+static void *lane_main(void *arg) {
+  loop_job *j = arg;
+  my_lane = j->lane;
+  const ot_qg_lane L = ot_qg_lane_init(j->q8, j->lane);
+  if (j->q8) {
+    float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+    OT_QG_ROW8(L, 8, s0, s1, s2, s3, j->w, j->ldw, 0, j->x, j->K);
+    j->out[0] = (s0 + s1) + (s2 + s3);
+  } else {
+    float acc[4] = {0, 0, 0, 0};
+    OT_QG_ROWS4(L, 2, 4, acc, j->w, j->ldw, 0, j->R, j->x, j->K);
+    memcpy(j->out, acc, sizeof acc);
+  }
+  return NULL;
+}
+
+/* the warp's sums (q8b: out[0]; q4b: out[r] for r < R) */
+static void warp_loops(int q8, const uint8_t *w, int64_t K, int R, const float *x, double out[4]) {
+  loop_job jobs[LANES];
+  pthread_t th[LANES];
+  assert_int_equal(pthread_barrier_init(&lanes_met, NULL, LANES), 0);
+  for (int l = 0; l < LANES; l++) {
+    jobs[l] = (loop_job){q8, l, R, w, K, K, x, {0, 0, 0, 0}};
+    assert_int_equal(pthread_create(&th[l], NULL, lane_main, &jobs[l]), 0);
+  }
+  for (int r = 0; r < 4; r++) out[r] = 0;
+  for (int l = 0; l < LANES; l++) {
+    assert_int_equal(pthread_join(th[l], NULL), 0);
+    for (int r = 0; r < 4; r++) out[r] += jobs[l].out[r];
+  }
+  pthread_barrier_destroy(&lanes_met);
+}
+
 static float *make_x(int64_t K, uint64_t *seed) {
   float *x = aligned_alloc(16, (size_t)K * sizeof *x);
   assert_non_null(x);
@@ -133,6 +198,9 @@ static void test_q8b_rows(void **st) {
     double mag;
     const double want = ref_dot(OT_Q8B, q, x, K, &mag);
     check(warp_q8(q, x, K), want, mag, "q8b", K);
+    double loops[4];
+    warp_loops(1, q, K, 1, x, loops);
+    check(loops[0], want, mag, "q8b, OT_QG_ROW8", K);
     free(q);
     free(x);
   }
@@ -148,13 +216,14 @@ static void test_q4b_rows(void **st) {
     uint8_t *q = make_rows(OT_Q4B, 4, K, &seed, &rb);
     float *x = make_x(K, &seed);
     for (int R = 1; R <= 4; R++) {
-      double got[4];
+      double got[4], loops[4];
       warp_q4(q, rb, R, x, K, got);
-      for (int r = 0; r < 4; r++) {
+      warp_loops(0, q, K, R, x, loops);
+      for (int r = 0; r < R; r++) {
         double mag;
-        const double want = r < R ? ref_dot(OT_Q4B, q + (size_t)r * rb, x, K, &mag) : 0;
-        if (r >= R) mag = 0;
+        const double want = ref_dot(OT_Q4B, q + (size_t)r * rb, x, K, &mag);
         check(got[r], want, mag, "q4b", K);
+        check(loops[r], want, mag, "q4b, OT_QG_ROWS4", K);
       }
     }
     free(q);

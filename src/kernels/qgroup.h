@@ -34,6 +34,7 @@
 #include <stdint.h>
 
 #include "kernels/kcommon.h"
+#include "kernels/warp_ops.h"
 #include "ot_pragmas.h"
 
 #define OT_QG_BYTES 144 /* a group: 4 q8b or 8 q4b blocks */
@@ -148,9 +149,9 @@ static inline __attribute__((always_inline)) void ot_qg_dot8(const ot_qg_lane L,
     const ot_qg_f2 qghi_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k) + 16);                                         \
     const int qgq_ = OT_QG_QUANT(L, k), qgb_ = OT_QG_IN_B(L, k);                                    \
     OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                              \
-      const uint32_t qgu_ = (U)[qgr_];                                                                            \
-      const float qgt_ = OT_QG_U4F(qgu_, (SH)) * qglo_.x + OT_QG_U4F(qgu_, (SH) + 8) * qglo_.y +                        \
-                       OT_QG_U4F(qgu_, (SH) + 4) * qghi_.x + OT_QG_U4F(qgu_, (SH) + 12) * qghi_.y;                    \
+      const uint32_t qgwd_ = (U)[qgr_];                                                                            \
+      const float qgt_ = OT_QG_U4F(qgwd_, (SH)) * qglo_.x + OT_QG_U4F(qgwd_, (SH) + 8) * qglo_.y +                        \
+                       OT_QG_U4F(qgwd_, (SH) + 4) * qghi_.x + OT_QG_U4F(qgwd_, (SH) + 12) * qghi_.y;                    \
       const float qgm_ = qgq_ ? qgt_ : 0.0f;                                                                        \
       if (qgb_) (tb)[qgr_] += qgm_;                                                                                 \
       else (ta)[qgr_] += qgm_;                                                                                    \
@@ -170,6 +171,87 @@ static inline __attribute__((always_inline)) void ot_qg_dot8(const ot_qg_lane L,
     OT_QG_PIECE4(L, 5, wz, 16, XG, R, ta, tb);                                                                \
     OT_QG_PIECE4(L, 6, ww, 0, XG, R, ta, tb);                                                                 \
     OT_QG_PIECE4(L, 7, ww, 16, XG, R, ta, tb);                                                                \
+  } while (0)
+
+/* A lane's value to the lane that asks (a test replaces it with threads). */
+#ifndef OT_QG_BCAST
+#define OT_QG_BCAST(v, src) ot_warp_bcast((v), (src))
+#endif
+
+/* A 16-byte word as a lane loads it. */
+typedef struct __attribute__((aligned(16))) ot_qg_word {
+  uint32_t x, y, z, w;
+} ot_qg_word;
+
+/* The GPU kernels' loops (macros, as docs/writing-a-kernel.md prescribes
+ * for bare kernels). Every lane runs every pass, the shuffles need the
+ * whole warp: a lane past the row's groups, or idle, loads nothing and adds
+ * 0. L is the lane's ot_qg_lane, worked out once outside the loop; U the
+ * passes (3 groups each) whose 16-byte loads a lane has in flight.
+ *
+ * S0..S3 += the lane's part of q8b row NROW of W (row stride LDW values)
+ * against activations A (K floats, 16-byte aligned), the passes' sums into
+ * the four accumulators in turn. */
+#define OT_QG_ROW8(L, U, S0, S1, S2, S3, W, LDW, NROW, A, K)                                                  \
+  do {                                                                                                        \
+    const ot_qg_word *qgrow_ = (const ot_qg_word *)((const unsigned char *)(W) + (NROW) * ((LDW) / 32) * 36); \
+    const int64_t qgng_ = (K) / 128;                                                                          \
+    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                           \
+    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                              \
+      ot_qg_word qgq_[U];                                                                                     \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
+        qgq_[qgu_] = qgj_ < OT_QG_WORDS && qgi_ < qgng_ ? qgrow_[OT_QG_WORDS * qgi_ + qgj_] : (ot_qg_word){0, 0, 0, 0}; \
+      }                                                                                                       \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
+        const ot_qg_word qgv_ = qgq_[qgu_];                                                                     \
+        const float qgof_ = ot_qg_offer(1, L, qgv_.x, qgv_.y, qgv_.z, qgv_.w);                                        \
+        const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L)); \
+        float qgta_ = 0.0f, qgtb_ = 0.0f;                                                                     \
+        ot_qg_dot8(L, qgv_.x, qgv_.y, qgv_.z, qgv_.w, (A) + 128 * (qgok_ ? qgi_ : 0), &qgta_, &qgtb_);                \
+        const float qgd_ = qgok_ ? qgsa_ * qgta_ + qgsb_ * qgtb_ : 0.0f;                                      \
+        if (qgu_ % 4 == 0) (S0) += qgd_;                                                                      \
+        else if (qgu_ % 4 == 1) (S1) += qgd_;                                                                 \
+        else if (qgu_ % 4 == 2) (S2) += qgd_;                                                                 \
+        else (S3) += qgd_;                                                                                    \
+      }                                                                                                       \
+    }                                                                                                         \
+  } while (0)
+
+/* ACC[r] += the lane's part of q4b rows N0 + r of W (r < R; rows past NR
+ * read row N0, their sums unused) against activations A (K floats, 8-byte
+ * aligned); each piece's activations are read once for the R rows. */
+#define OT_QG_ROWS4(L, U, R, ACC, W, LDW, N0, NR, A, K)                                                       \
+  do {                                                                                                        \
+    const int64_t qgrb_ = (LDW) / 32 * 18, qgng_ = (K) / 256;                                                 \
+    const unsigned char *qgw0_ = (const unsigned char *)(W) + (N0)*qgrb_;                                     \
+    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                           \
+    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                              \
+      uint32_t qgx_[U][R], qgy_[U][R], qgz_[U][R], qgw_[U][R];                                                \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
+        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                    \
+          const ot_qg_word qgv_ =                                                                             \
+              qgok_ ? ((const ot_qg_word *)(qgw0_ + (qgr_ < (NR) ? qgr_ : 0) * qgrb_))[OT_QG_WORDS * qgi_ + qgj_] \
+                    : (ot_qg_word){0, 0, 0, 0};                                                               \
+          qgx_[qgu_][qgr_] = qgv_.x, qgy_[qgu_][qgr_] = qgv_.y, qgz_[qgu_][qgr_] = qgv_.z, qgw_[qgu_][qgr_] = qgv_.w; \
+        }                                                                                                     \
+      }                                                                                                       \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
+        float qgta_[R] = {0}, qgtb_[R] = {0};                                                                 \
+        OT_QG_DOT4(L, R, qgx_[qgu_], qgy_[qgu_], qgz_[qgu_], qgw_[qgu_], (A) + 256 * (qgok_ ? qgi_ : 0), qgta_, qgtb_); \
+        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                    \
+          const float qgof_ = ot_qg_offer(0, L, qgx_[qgu_][qgr_], qgy_[qgu_][qgr_], qgz_[qgu_][qgr_], qgw_[qgu_][qgr_]); \
+          const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L)); \
+          (ACC)[qgr_] += qgok_ ? qgsa_ * qgta_[qgr_] + qgsb_ * qgtb_[qgr_] : 0.0f;                            \
+        }                                                                                                     \
+      }                                                                                                       \
+    }                                                                                                         \
   } while (0)
 
 OT_DECLARE_TARGET_END

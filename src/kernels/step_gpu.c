@@ -312,37 +312,6 @@ typedef struct __attribute__((aligned(16))) f4 {
 #ifndef ST_QG4_U
 #define ST_QG4_U 2
 #endif
-/* The lane's part of q8b row NROW through qgroup.h, into s0..s3, with the
- * enclosing qg8 (ot_qg_lane_init(1, lane), worked out once per
- * instruction). Every lane runs every pass (the shuffles need the whole
- * warp): a lane past the row's groups or idle loads nothing and adds 0. */
-#define ST_QG8_ROW(W, LDW, NROW, A, K)                                                                        \
-  do {                                                                                                        \
-    const u128 *row_ = (const u128 *)((const unsigned char *)(W) + (NROW) * ((LDW) / 32) * 36);               \
-    const int64_t ng_ = (K) / 128;                                                                            \
-    const int j_ = OT_QG_J(qg8);                                                                             \
-    for (int64_t g0_ = OT_QG_G(qg8); g0_ - OT_QG_G(qg8) < ng_; g0_ += OT_QG_GROUPS * ST_QG8_U) {            \
-      u128 q_[ST_QG8_U];                                                                                      \
-      OT_UNROLL for (int u_ = 0; u_ < ST_QG8_U; u_++) {                                                       \
-        const int64_t gi_ = g0_ + OT_QG_GROUPS * u_;                                                          \
-        q_[u_] = j_ < OT_QG_WORDS && gi_ < ng_ ? row_[OT_QG_WORDS * gi_ + j_] : (u128){0, 0, 0, 0};           \
-      }                                                                                                       \
-      OT_UNROLL for (int u_ = 0; u_ < ST_QG8_U; u_++) {                                                       \
-        const int64_t gi_ = g0_ + OT_QG_GROUPS * u_;                                                          \
-        const int ok_ = j_ < OT_QG_WORDS && gi_ < ng_;                                                        \
-        const float of_ = ot_qg_offer(1, qg8, q_[u_].x, q_[u_].y, q_[u_].z, q_[u_].w);                       \
-        const float sa_ = ot_warp_bcast(of_, OT_QG_SRC_A(qg8)), sb_ = ot_warp_bcast(of_, OT_QG_SRC_B(qg8)); \
-        float ta_ = 0.0f, tb_ = 0.0f;                                                                         \
-        ot_qg_dot8(qg8, q_[u_].x, q_[u_].y, q_[u_].z, q_[u_].w, (A) + 128 * (ok_ ? gi_ : 0), &ta_, &tb_);    \
-        const float d_ = ok_ ? sa_ * ta_ + sb_ * tb_ : 0.0f;                                                  \
-        if (u_ % 4 == 0) s0 += d_;                                                                            \
-        else if (u_ % 4 == 1) s1 += d_;                                                                       \
-        else if (u_ % 4 == 2) s2 += d_;                                                                       \
-        else s3 += d_;                                                                                        \
-      }                                                                                                       \
-    }                                                                                                         \
-  } while (0)
-
 /* A lane's part of one row: UNR (16, 8 or 4: ot_kstep_tune) 16-byte loads
  * in flight before the first product (a batch-1 GEMV is bound by the bytes
  * each SM has in flight, and the step kernel runs few warps per SM), the
@@ -382,7 +351,7 @@ typedef struct __attribute__((aligned(16))) f4 {
     else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K, 8);                               \
     else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K, 8);                                   \
     else if (ST_QG && (K) % 128 == 0 && (ldw) % 128 == 0 && ((uintptr_t)(w)&15) == 0)                          \
-      ST_QG8_ROW(w, ldw, n, a, K);                                                                            \
+      OT_QG_ROW8(qg8, ST_QG8_U, s0, s1, s2, s3, w, ldw, n, a, K);                                             \
     else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \
               bytes (a lane per block read 128 bytes from its neighbour's: 32-way bank conflicts); ST_Q8_U \
               blocks of a lane in flight */                                                                   \
@@ -504,45 +473,11 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
                    OT_QG_U4F(q_, 24) * (XL).w + OT_QG_U4F(q_, 4) * (XH).x + OT_QG_U4F(q_, 12) * (XH).y +                \
                    OT_QG_U4F(q_, 20) * (XH).z + OT_QG_U4F(q_, 28) * (XH).w);                                         \
   } while (0)
-/* acc[r] += the lane's part of rows N0_ + r (r < ST_Q4_ROWS; rows past NR_
- * read row N0_, their sums unused) of a q4b matrix through qgroup.h, with
- * the enclosing qg4 (ot_qg_lane_init(0, lane)); each piece's activations
- * are read once for the 4 rows. */
-#define ST_QG4_ROWS(acc, W_, LDW_, N0_, NR_, A_, K_)                                                          \
-  do {                                                                                                        \
-    const int64_t rb_ = (LDW_) / 32 * 18, ng_ = (K_) / 256;                                                   \
-    const unsigned char *w0_ = (const unsigned char *)(W_) + (N0_)*rb_;                                       \
-    const int j_ = OT_QG_J(qg4);                                                                             \
-    for (int64_t g0_ = OT_QG_G(qg4); g0_ - OT_QG_G(qg4) < ng_; g0_ += OT_QG_GROUPS * ST_QG4_U) {            \
-      uint32_t wx_[ST_QG4_U][ST_Q4_ROWS], wy_[ST_QG4_U][ST_Q4_ROWS], wz_[ST_QG4_U][ST_Q4_ROWS],                \
-          ww_[ST_QG4_U][ST_Q4_ROWS];                                                                          \
-      OT_UNROLL for (int u_ = 0; u_ < ST_QG4_U; u_++) {                                                       \
-        const int64_t gi_ = g0_ + OT_QG_GROUPS * u_;                                                          \
-        const int ok_ = j_ < OT_QG_WORDS && gi_ < ng_;                                                        \
-        OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                      \
-          const u128 v_ = ok_ ? ((const u128 *)(w0_ + (r < (NR_) ? r : 0) * rb_))[OT_QG_WORDS * gi_ + j_]     \
-                              : (u128){0, 0, 0, 0};                                                           \
-          wx_[u_][r] = v_.x, wy_[u_][r] = v_.y, wz_[u_][r] = v_.z, ww_[u_][r] = v_.w;                         \
-        }                                                                                                     \
-      }                                                                                                       \
-      OT_UNROLL for (int u_ = 0; u_ < ST_QG4_U; u_++) {                                                       \
-        const int64_t gi_ = g0_ + OT_QG_GROUPS * u_;                                                          \
-        const int ok_ = j_ < OT_QG_WORDS && gi_ < ng_;                                                        \
-        float ta_[ST_Q4_ROWS] = {0}, tb_[ST_Q4_ROWS] = {0};                                                   \
-        OT_QG_DOT4(qg4, ST_Q4_ROWS, wx_[u_], wy_[u_], wz_[u_], ww_[u_], (A_) + 256 * (ok_ ? gi_ : 0), ta_, tb_); \
-        OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                      \
-          const float of_ = ot_qg_offer(0, qg4, wx_[u_][r], wy_[u_][r], wz_[u_][r], ww_[u_][r]);             \
-          const float sa_ = ot_warp_bcast(of_, OT_QG_SRC_A(qg4)), sb_ = ot_warp_bcast(of_, OT_QG_SRC_B(qg4)); \
-          (acc)[r] += ok_ ? sa_ * ta_[r] + sb_ * tb_[r] : 0.0f;                                               \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
-  } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
     if (ST_QG && (WT_) == OT_Q4B && (K_) % 256 == 0 && (LDW_) % 256 == 0 && ((uintptr_t)(W_)&15) == 0) {       \
-      ST_QG4_ROWS(acc, W_, LDW_, N0_, NR_, A_, K_);                                                          \
+      OT_QG_ROWS4(qg4, ST_QG4_U, ST_Q4_ROWS, acc, W_, LDW_, N0_, NR_, A_, K_);                               \
     } else if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 && ((uintptr_t)(W_)&3) == 0) {                                             \
       /* a pair of blocks is 36 bytes, 9 aligned words (d0 and qs0[0..1], qs0[2..13], qs0[14..15] and d1,  \
          qs1): 8 lanes a pair, 4 bytes (8 values) each, a block's activations read by 4 lanes as two      \
@@ -720,7 +655,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
         const int64_t K = g->K, N0 = g->m[0].N, N1 = g->n_mats > 1 ? g->m[1].N : 0, N2 = g->n_mats > 2 ? g->m[2].N : 0;
         const int q4 = g->m[0].wdt == OT_Q4B || g->m[0].wdt == OT_Q4K;
         if (q4) { /* units of ST_Q4_ROWS rows of one matrix */
-          const ot_qg_lane qg4 = ot_qg_lane_init(0, lane); /* ST_QG4_ROWS */
+          const ot_qg_lane qg4 = ot_qg_lane_init(0, lane); /* OT_QG_ROWS4 */
           (void)qg4;
           const int64_t u0 = (N0 + 3) / 4, u1 = (N1 + 3) / 4, u2 = (N2 + 3) / 4;
           const int64_t units = g->swiglu ? u0 : u0 + u1 + u2;
@@ -746,7 +681,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
           }
         }
         const int64_t rows = q4 ? 0 : g->swiglu ? N0 : N0 + N1 + N2;
-        const ot_qg_lane qg8 = ot_qg_lane_init(1, lane); /* ST_QG8_ROW */
+        const ot_qg_lane qg8 = ot_qg_lane_init(1, lane); /* OT_QG_ROW8 */
         (void)qg8;
         for (int64_t r = blk * WARPS + warp; r < rows; r += G * WARPS) {
           const int mi = r < N0 ? 0 : r < N0 + N1 ? 1 : 2;
