@@ -96,6 +96,20 @@ ot_status bc_fill(int dev, void *p, ot_dtype dt, int64_t n, uint64_t seed, float
     }
     return OT_OK;
   }
+  case OT_Q4B: { /* random nibbles, one f16 scale (GGUF Q4_0's layout: dtype.h) */
+    if (n % OT_Q4B_BLOCK)
+      return ot_fail(OT_ERR_SHAPE, "bench fill: %lld q4b elements is not a multiple of %d", (long long)n,
+                     OT_Q4B_BLOCK);
+    ot_q4b_block *b = p;
+    const int64_t nb = n / OT_Q4B_BLOCK;
+    const uint16_t d = ot_kf32_f16(amp / 8.0f);
+    OT_PARFOR(dev, OT_DEVPTR(b))
+    for (int64_t i = 0; i < nb; i++) {
+      b[i].d = d;
+      for (int l = 0; l < OT_Q4B_BLOCK / 2; l++) b[i].qs[l] = (uint8_t)(bc_mix(s ^ (uint64_t)(i * OT_Q4B_BLOCK + l)) & 0xff);
+    }
+    return OT_OK;
+  }
   default: return ot_fail(OT_ERR_DTYPE, "bench fill: dtype %s is not supported", ot_dtype_name(dt));
   }
 }

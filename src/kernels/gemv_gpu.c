@@ -23,6 +23,7 @@
 #include "core/env.h"
 #include "kernels/kcommon.h"
 #include "kernels/gemv_gpu.h"
+#include "kernels/qgroup.h"
 #include "ot_gpu.h"
 
 #define WARPS 8 /* rows per block of 256 threads */
@@ -102,7 +103,8 @@ int ot_kgemv_gpu_ok(const void *w, ot_dtype wdt, int64_t K, int64_t w_row_stride
 /* Debugging knobs for measuring the decode GEMV on a GPU (read once):
  * OMPTENSOR_GEMV_GRID=B caps the grid at B blocks, each block's warps then
  * stride over the rows (0, the default: one row per warp);
- * OMPTENSOR_GEMV_M1=0 sends M = 1 to the M-row kernel (the one before). */
+ * OMPTENSOR_GEMV_M1=0 sends M = 1 to the M-row kernel (the one before);
+ * OMPTENSOR_GEMV_QG=1 sends q8b and q4b rows of whole groups to gemv1_qg. */
 
 /* M = 1 (a decode step): the accumulator in a register (the M-row kernel
  * keeps acc[] in local memory: its row count is a run-time value), and four
@@ -226,10 +228,54 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
   }
 }
 
+/* M = 1, q8b or q4b rows read 16 bytes a lane in 144-byte groups
+ * (qgroup.h: 27 lanes a warp, three groups per load) instead of gemv1's
+ * 36-byte block per lane (4-byte loads) and gemv1_q4's 2-byte ones; q4b
+ * rows in fours, sharing each piece's activations as gemv1_q4 does. Off
+ * until measured on a GPU: OMPTENSOR_GEMV_QG=1 turns it on (the step
+ * kernel's counterpart is its ST_QG build). */
+#define QG_Q4_ROWS 4
+static int qg_ok(ot_dtype wdt, const void *w, const float *a, int64_t K, int64_t ldw) {
+  const int64_t per = wdt == OT_Q8B ? OT_QG_VALUES(1) : wdt == OT_Q4B ? OT_QG_VALUES(0) : 0;
+  return per && K % per == 0 && ldw % per == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)a % 16 == 0;
+}
+static void gemv1_qg(int dev, float *c, const float *a, const void *w, int q8, int64_t ldw, int64_t N, int64_t K,
+                     int acc_in) {
+  const int rows = q8 ? 1 : QG_Q4_ROWS;
+  const int64_t nteams = (N + WARPS * rows - 1) / (WARPS * rows);
+  OT_GPU_KERNEL(dev, nteams, WARPS * OT_WARP_SIZE, OT_DEVPTR(c, a, w) firstprivate(ldw, N, K, q8, rows, acc_in))
+  {
+    const int lane = OT_WARP_LANE(OT_GPU_THREAD_ID()), warp = OT_WARP_INDEX(OT_GPU_THREAD_ID());
+    const int64_t n0 = ((int64_t)OT_GPU_BLOCK_ID() * WARPS + warp) * rows;
+    if (n0 < N) { /* the whole warp or none of it: the loops shuffle */
+      const int nr = N - n0 < rows ? (int)(N - n0) : rows;
+      const ot_qg_lane L = ot_qg_lane_init(q8, lane);
+      float acc[QG_Q4_ROWS] = {0.0f, 0.0f, 0.0f, 0.0f};
+      if (q8) {
+        float s1 = 0.0f, s2 = 0.0f, s3 = 0.0f;
+        OT_QG_ROW8(L, 8, acc[0], s1, s2, s3, w, ldw, n0, a, K);
+        acc[0] = (acc[0] + s1) + (s2 + s3);
+      } else {
+        OT_QG_ROWS4(L, 2, QG_Q4_ROWS, acc, w, ldw, n0, nr, a, K);
+      }
+      OT_UNROLL for (int r = 0; r < QG_Q4_ROWS; r++) {
+        float s = acc[r];
+        for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s += OT_WARP_SHFL_DOWN(s, o);
+        if (r < nr && lane == 0) c[n0 + r] = acc_in ? c[n0 + r] + s : s;
+      }
+    }
+  }
+}
+
 void ot_kgemv_gpu(int dev, float *c, int64_t ldc, const float *a, int64_t lda, const void *w, ot_dtype wdt,
                   int64_t ldw, int64_t M, int64_t N, int64_t K, int accumulate) {
-  static int64_t m1 = -1;
+  static int64_t m1 = -1, qg = -1;
   if (m1 < 0) m1 = ot_env_choice("OMPTENSOR_GEMV_M1", 1);
+  if (qg < 0) qg = ot_env_choice("OMPTENSOR_GEMV_QG", 0);
+  if (M == 1 && qg && qg_ok(wdt, w, a, K, ldw)) {
+    gemv1_qg(dev, c, a, w, wdt == OT_Q8B, ldw, N, K, accumulate);
+    return;
+  }
   if (M == 1 && (wdt == OT_Q4B || wdt == OT_Q4K)) { /* (the M-row kernel has no 4-bit path) */
     gemv1_q4(dev, c, a, w, (int)wdt, ldw, N, K, accumulate);
     return;
