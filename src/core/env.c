@@ -30,6 +30,8 @@ static const env_var vars[] = {
     {"OMPTENSOR_GEMM", CHOICE, {"portable", "auto", "cublas"}, 0, 0, "auto (the default), portable or cublas"},
     {"OMPTENSOR_GEMV_GRID", INT, {NULL}, 0, INT32_MAX, "a number of blocks, 0 (the default) for one row per warp"},
     {"OMPTENSOR_GEMV_M1", CHOICE, {"0", "1"}, 0, 0, "1 (the default: the decode GEMV's own kernel) or 0"},
+    {"OMPTENSOR_GEMV_QG", CHOICE, {"0", "1"}, 0, 0,
+     "0 (the default) or 1 (q8b and q4b decode GEMVs read 16 bytes a lane, kernels/qgroup.h: for measuring)"},
     {"OMPTENSOR_STEP_KERNEL", CHOICE, {"0", "1", "nofuse"}, 0, 0,
      "1 (the default: runs of decode ops in one launch on a GPU, kernels/step_gpu.h), 0 (one launch per op) or "
      "nofuse (one launch, no norm fused into the GEMV after it: for measuring)"},
