@@ -18,13 +18,8 @@ ptxas=${PTXAS:-$(command -v ptxas || echo /usr/local/cuda/bin/ptxas)}
 src=$(realpath "${SRC:-$root/src/kernels/step_gpu.c}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
-cc=$(cd "$b" && python3 -c "
-import json
-for e in json.load(open('compile_commands.json')):
-    if e['file'].endswith('src/kernels/step_gpu.c'): print(e['command']); break")
-[ -n "$cc" ] || { echo "step_regs.sh: no compile command for step_gpu.c in $b (configure the nvptx preset)" >&2; exit 2; }
-obj=CMakeFiles/ot_kernels.dir/src/kernels/step_gpu.c.o
-cc=${cc/-o $obj/$* -o $tmp/step.s}
-cc=${cc/ -c $root\/src\/kernels\/step_gpu.c/ --offload-device-only -S -c $src}
+. "$root/scripts/step_cc.sh"
+cc=$(step_cc "$b" "$tmp/step.s" "$* --offload-device-only -S" "$src") ||
+  { echo "step_regs.sh: no compile command for step_gpu.c in $b (configure the nvptx preset)" >&2; exit 2; }
 (cd "$b" && eval "$cc") 2> "$tmp/cc.log" || { tail -20 "$tmp/cc.log" >&2; exit 1; }
 "$ptxas" -c -v -arch=sm_90 -O3 "$tmp/step.s" -o "$tmp/step.o" 2>&1 | grep -A2 "properties for .*kstep_run" | tail -2

@@ -16,14 +16,9 @@ b=$root/build/nvptx
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 cd "$b"
-obj=CMakeFiles/ot_kernels.dir/src/kernels/step_gpu.c.o
-cc=$(python3 -c "
-import json, sys
-for e in json.load(open('compile_commands.json')):
-    if e['file'].endswith('src/kernels/step_gpu.c') and '$obj' in e['command']: print(e['command']); break")
-[ -n "$cc" ] || { echo "step_variant.sh: no compile command for step_gpu.c in $b" >&2; exit 2; }
-cc=${cc/-o $obj/$flags -o $tmp/step.o}
-[ -z "${SRC:-}" ] || cc=${cc/ -c $root\/src\/kernels\/step_gpu.c/ -c $(realpath "$SRC")}
+. "$root/scripts/step_cc.sh"
+cc=$(step_cc "$b" "$tmp/step.o" "$flags" "$(realpath "${SRC:-$root/src/kernels/step_gpu.c}")") ||
+  { echo "step_variant.sh: no compile command for step_gpu.c in $b" >&2; exit 2; }
 eval "$cc"
 # the binaries link libomptensor.a: the archive with this step_gpu.c.o in
 # place of the build's, then bench_step and test_step_gpu linked against it
