@@ -22,7 +22,11 @@
  * (warp_gpu.c, ot_kattn_rows_gpu): a row gives what that kernel gives for
  * it alone. Known limits: one block per (row, head), no split over a long
  * cache. RoPE and the append take a thread per (row, head, pair) there,
- * in the portable loop's arithmetic (ra_pair). */
+ * in the portable loop's arithmetic (ra_pair).
+ *
+ * The one-sequence RoPE + append (ot_k_rope_append: rows [pos, pos + T) of
+ * caches [max_seq, KV, hd]) is here too, at the end: both forms run one
+ * loop body, ra_rotate. */
 #include "kernels/attention_tile.h"
 #include "kernels/kcommon.h"
 #include "kernels/warp_gpu.h"
@@ -84,13 +88,11 @@ typedef struct ra_args {
 } ra_args;
 
 OT_DECLARE_TARGET_BEGIN
-/* Pair i of head h (a query head below H, else KV head h - H) of row s:
- * rotated in place; a KV head's pair also goes to the caches at the row's
- * slot and position. */
-static inline void ra_pair(const ra_args *a, int64_t s, int64_t h, int64_t i) {
-  int64_t slot, pos;
-  ar_row(a->rows, a->r0, a->r1, s, a->NS, a->P, &slot, &pos);
-  if (slot < 0) return;
+/* Pair i of head h (a query head below H, else KV head h - H) of row s,
+ * which goes to cache slot `slot` at position pos: rotated in place; a KV
+ * head's pair also goes to the caches. The one loop body of both forms
+ * (the one-sequence caches have no slot dimension: c0 = e0 = 0). */
+static inline void ra_rotate(const ra_args *a, int64_t s, int64_t h, int64_t i, int64_t slot, int64_t pos) {
   const int64_t half = a->half;
   const float ang = ot_krope_angle(pos, i, a->d, a->r), c = cosf(ang) * ot_krope_scale(a->r),
               sn = sinf(ang) * ot_krope_scale(a->r);
@@ -112,6 +114,12 @@ static inline void ra_pair(const ra_args *a, int64_t s, int64_t h, int64_t i) {
   const int64_t vo = s * a->v0 + g * a->v1, eo = slot * a->e0 + pos * a->e1 + g * a->e2;
   ot_kst(a->vct, a->vc, eo + i * a->e3, ot_kld(a->vt, a->v, vo + i * a->v2));
   ot_kst(a->vct, a->vc, eo + (i + half) * a->e3, ot_kld(a->vt, a->v, vo + (i + half) * a->v2));
+}
+/* Row s of a batch: its slot and position from the rows tensor; a padding row changes nothing. */
+static inline void ra_pair(const ra_args *a, int64_t s, int64_t h, int64_t i) {
+  int64_t slot, pos;
+  ar_row(a->rows, a->r0, a->r1, s, a->NS, a->P, &slot, &pos);
+  if (slot >= 0) ra_rotate(a, s, h, i, slot, pos);
 }
 OT_DECLARE_TARGET_END
 
@@ -306,4 +314,54 @@ ot_status ot_ref_attention_rows(ot_kview out, ot_kview q, ot_kview kc, ot_kview 
       for (int64_t d = 0; d < o.ne[2]; d++) ot_kst(o.dt, o.p, h * o.nb[1] + d * o.nb[2], 0.0f);
   }
   return OT_OK;
+}
+
+/* ---- one sequence: rows [pos, pos + T) of caches [max_seq, KV, hd] ---------------- */
+
+static ot_status ra_check(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos) {
+  static const char *op = "rope_append";
+  OT_TRY(ot_kcheck(op, "q", q, 3, 3, OT_KM_FLOAT));
+  OT_TRY(ot_kcheck(op, "k", k, 3, 3, OT_KM_FLOAT));
+  OT_TRY(ot_kcheck(op, "v", v, 3, 3, OT_KM_FLOAT));
+  OT_TRY(ot_kcheck(op, "k_cache", kc, 3, 3, OT_KM_FLOAT));
+  OT_TRY(ot_kcheck(op, "v_cache", vc, 3, 3, OT_KM_FLOAT));
+  if (q.ne[0] != k.ne[0] || q.ne[2] != k.ne[2] || q.ne[2] % 2 || k.ne[0] != v.ne[0] || k.ne[1] != v.ne[1] ||
+      k.ne[2] != v.ne[2] || kc.ne[1] != k.ne[1] || kc.ne[2] != k.ne[2] || vc.ne[0] != kc.ne[0] || vc.ne[1] != kc.ne[1] ||
+      vc.ne[2] != kc.ne[2])
+    return ot_fail(OT_ERR_SHAPE, "rope_append: q %s, k %s, v %s, caches %s / %s disagree (need [T, H, hd], "
+                   "[T, KV, hd] with an even hd and caches [max_seq, KV, hd])",
+                   ot_kshape_str(q), ot_kshape_str(k), ot_kshape_str(v), ot_kshape_str(kc), ot_kshape_str(vc));
+  if (pos < 0 || pos + k.ne[0] > kc.ne[0])
+    return ot_fail(OT_ERR_SHAPE, "rope_append: rows [%lld, %lld) do not fit the cache %s", (long long)pos,
+                   (long long)(pos + k.ne[0]), ot_kshape_str(kc));
+  return OT_OK;
+}
+
+/* Rotates q and k in place (as ot_k_rope), then appends the rotated k and v
+ * at rows [pos, pos+T) of the caches (as ot_k_kv_append), in one launch over
+ * (row, head of q or k, pair). */
+ot_status ot_k_rope_append(int dev, ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos,
+                           ot_rope r) {
+  OT_TRY(ra_check(q, k, v, kc, vc, pos));
+  const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], d = q.ne[2], half = d / 2, HK = H + KV;
+  r = ot_krope_resolve(r, pos + T, d);
+  if (T == 0 || d == 0) return OT_OK;
+  /* the batched form's arguments, with no slot dimension and no rows tensor */
+  const ra_args a = {q.p,     k.p,      kc.p,     vc.p,     v.p,      NULL,     q.dt,     k.dt,    v.dt,
+                     kc.dt,   vc.dt,    H,        1,        kc.ne[0], d,        half,     q.nb[0], q.nb[1],
+                     q.nb[2], k.nb[0],  k.nb[1],  k.nb[2],  v.nb[0],  v.nb[1],  v.nb[2],  0,       0,
+                     0,       kc.nb[0], kc.nb[1], kc.nb[2], 0,        vc.nb[0], vc.nb[1], vc.nb[2], r};
+  OT_PARFOR3(dev, firstprivate(a, pos))
+  for (int64_t s = 0; s < T; s++)
+    for (int64_t h = 0; h < HK; h++)
+      for (int64_t i = 0; i < half; i++) ra_rotate(&a, s, h, i, 0, pos + s);
+  return OT_OK;
+}
+
+ot_status ot_ref_rope_append(ot_kview q, ot_kview k, ot_kview v, ot_kview kc, ot_kview vc, int64_t pos, ot_rope r) {
+  OT_TRY(ra_check(q, k, v, kc, vc, pos));
+  OT_TRY(ot_ref_rope(q, pos, r));
+  OT_TRY(ot_ref_rope(k, pos, r));
+  OT_TRY(ot_ref_kv_append(kc, k, pos));
+  return ot_ref_kv_append(vc, v, pos);
 }
