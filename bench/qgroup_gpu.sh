@@ -26,16 +26,8 @@ mkdir -p "$out/logs" build-gpu
 export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 log=$out/qgroup_gpu.log
-say() { echo "$@" | tee -a "$log"; }
-part() { # part SECONDS NAME COMMAND...: its output to the log, the tail to stdout
-  local limit=$1 name=$2
-  shift 2
-  say "=== $name"
-  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
-  local rc=$?
-  tail -n 12 "$out/logs/$name.log" | tee -a "$log"
-  say "=== $name rc=$rc"
-}
+PART_TAIL=12
+. "$(dirname "$0")/parts.sh"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 for t in test_k_matmul test_model_quant test_model_gguf test_step_gpu; do
   part 120 "gemv_qg-$t" env OMPTENSOR_GEMV_QG=1 "build-gpu/$t"

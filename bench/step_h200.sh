@@ -26,16 +26,7 @@ export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
 export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 mkdir -p "$out/logs"
 log=$out/step_h200.log
-say() { echo "$@" | tee -a "$log"; }
-part() { # part SECONDS NAME COMMAND...: runs it, its output to the log and the tail to stdout
-  local limit=$1 name=$2
-  shift 2
-  say "=== $name"
-  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
-  local rc=$?
-  tail -n 25 "$out/logs/$name.log" | tee -a "$log"
-  say "=== $name rc=$rc"
-}
+. "$(dirname "$0")/parts.sh"
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 part 90 test_step_gpu build-gpu/test_step_gpu
 part 60 test_gpu_helpers build-gpu/test_gpu_helpers

@@ -1,0 +1,17 @@
+# parts.sh — sourced by bench/step_h200.sh and bench/qgroup_gpu.sh once they
+# have set `out` (with out/logs made) and `log`:
+#   say TEXT...              to stdout and the log
+#   part SECONDS NAME CMD... CMD under a time limit, its output to
+#                            out/logs/NAME.log, its last PART_TAIL lines
+#                            (default 25) and its exit status to stdout and
+#                            the log (a call cut short keeps what ran)
+say() { echo "$@" | tee -a "$log"; }
+part() {
+  local limit=$1 name=$2
+  shift 2
+  say "=== $name"
+  timeout "$limit" "$@" > "$out/logs/$name.log" 2>&1
+  local rc=$?
+  tail -n "${PART_TAIL:-25}" "$out/logs/$name.log" | tee -a "$log"
+  say "=== $name rc=$rc"
+}
