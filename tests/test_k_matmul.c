@@ -68,6 +68,8 @@ static void run_case(mm_case k, uint64_t seed) { run_case_tol(k, seed, 0); }
  * 64 (batched decode): the GPU's GEMV issues four 16-byte loads per lane per step for M = 1
  * and finishes the rest one at a time (K / 8 = 129, 257, 512 vectors of bf16
  * cover an unrolled step, a remainder, none), so both parts are checked.
+ * q8b and q4b at K = 4096 are whole 144-byte groups, which the GPU reads 16
+ * bytes a lane with OMPTENSOR_GEMV_QG=1 (37 rows: a last q4b unit of one).
  * fp32 accumulation over K ~ 4096 against double: 1e-4. */
 static void test_long_rows(void **st) {
   (void)st;
@@ -76,12 +78,13 @@ static void test_long_rows(void **st) {
    * sequences decoding): one chunk, one and a remainder, two and a
    * remainder, eight full ones */
   static const int64_t ms[] = {1, 2, 9, 20, 64};
-  static const ot_dtype wt[] = {OT_BF16, OT_F16, OT_F32, OT_Q8B};
+  static const ot_dtype wt[] = {OT_BF16, OT_F16, OT_F32, OT_Q8B, OT_Q4B};
   uint64_t seed = 900;
-  for (int w = 0; w < 4; w++)
+  for (int w = 0; w < 5; w++)
     for (int i = 0; i < 4; i++) {
       int64_t K = ks[i];
-      if (wt[w] == OT_Q8B) K = (K + 31) / 32 * 32;
+      if (wt[w] == OT_Q8B || wt[w] == OT_Q4B) K = (K + 31) / 32 * 32; /* whole blocks; 4096 is whole q8b/q4b groups
+                                                                         (kernels/qgroup.h) */
       else if (wt[w] != OT_F32 && K % 8) continue;
       for (size_t im = 0; im < sizeof ms / sizeof *ms; im++)
         for (int acc = 0; acc < 2; acc++)
