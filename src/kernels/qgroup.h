@@ -11,8 +11,8 @@
  * read three groups (432 contiguous bytes) per load instruction, the other
  * 5 lanes idle; the row must hold whole groups and start 16-byte aligned.
  *
- * What a lane's word holds depends on j only, so it is worked out once per
- * row (ot_qg_lane_init): which of its 4-byte (q8b) or 2-byte (q4b) pieces
+ * What a lane's word holds depends on j only, so it is worked out once
+ * (ot_qg_lane_init; the kernels do it once per instruction): which of its 4-byte (q8b) or 2-byte (q4b) pieces
  * is a block's scale and which are quants, at which activation each piece
  * starts, and which of the two blocks a word can touch (block A, the one
  * it starts in, or B) each piece belongs to. A lane sums its pieces per
@@ -23,8 +23,10 @@
  *
  * The sums are the blocks' dot products in another order than gemv1's, so
  * the results match the per-op path to f32 rounding, not bit for bit.
- * tests/test_qgroup.c runs the lanes of a warp on the host (the shuffles
- * as array reads) against a plain dot product of the dequantized row.
+ * tests/test_qgroup.c runs the lanes of a warp on the host against a
+ * plain dot product of the dequantized row: the lane functions with the
+ * shuffles as array reads, and the kernels' loops (OT_QG_ROW8,
+ * OT_QG_ROWS4, below) with 32 threads as the lanes.
  *
  * always_inline, as docs/writing-a-kernel.md prescribes for helpers of bare
  * kernels. */
@@ -53,8 +55,8 @@
 OT_DECLARE_TARGET_BEGIN
 
 /* A lane's constants, packed into four registers: the step kernel works
- * them out once per instruction and keeps them across its rows, beside 255
- * registers of everything else. */
+ * them out once per instruction and keeps them across its rows, in a kernel
+ * that already uses all 255 registers a thread may have. */
 typedef struct ot_qg_lane {
   uint32_t off[2]; /* piece k's first activation in the group, byte k % 4 of off[k / 4] (q4b: of its low
                       nibbles; the high ones are 16 further) */
