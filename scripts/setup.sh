@@ -8,7 +8,7 @@
 #                             (readelf) for scripts/check_install.sh; Open MPI
 #                             (libopenmpi-dev, openmpi-bin) for the OT_MPI=ON
 #                             build that scripts/test.sh makes of offload-host
-#   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink and libdevice
+#   scripts/setup.sh --gpu    also fetch CUDA 11.8's ptxas, nvlink, nvdisasm and libdevice
 #                             into toolchain/cuda-11.8 (see docs/gpu.md:
 #                             LLVM 19 cannot load cubins from CUDA 13's ptxas)
 #   scripts/setup.sh --amdgcn also install ROCm's device libraries (Debian
@@ -82,8 +82,8 @@ fi
 
 # --- CUDA 11.8 device tools from Debian non-free, without its dependencies ---
 tc="$here/toolchain/cuda-11.8"
-if [ -x "$tc/bin/ptxas" ] && [ -x "$tc/bin/nvlink" ] && [ -f "$tc/nvvm/libdevice/libdevice.10.bc" ] \
-   && [ -f "$tc/include/cuda.h" ]; then
+if [ -x "$tc/bin/ptxas" ] && [ -x "$tc/bin/nvlink" ] && [ -x "$tc/bin/nvdisasm" ] \
+   && [ -f "$tc/nvvm/libdevice/libdevice.10.bc" ] && [ -f "$tc/include/cuda.h" ]; then
   echo "setup.sh: $tc already complete"
   exit 0
 fi
@@ -102,9 +102,11 @@ trap 'rm -rf "$work"' EXIT
 deb=$(ls "$work"/nvidia-cuda-toolkit_*.deb)
 dpkg -x "$deb" "$work/x"
 mkdir -p "$tc/bin" "$tc/nvvm/libdevice" "$tc/include"
-cp "$work/x/usr/bin/ptxas" "$work/x/usr/bin/nvlink" "$tc/bin/"
+# nvdisasm: SASS on the CPU machine (scripts/step_sass.sh); it reads the
+# cubins of this ptxas, not CUDA 13's
+cp "$work/x/usr/bin/ptxas" "$work/x/usr/bin/nvlink" "$work/x/usr/bin/nvdisasm" "$tc/bin/"
 cp "$work/x/usr/lib/nvidia-cuda-toolkit/libdevice/libdevice.10.bc" "$tc/nvvm/libdevice/"
 # clang reads the CUDA version from include/cuda.h; without it clang emits a
 # PTX version that ptxas 11.8 rejects.
 echo '#define CUDA_VERSION 11080' > "$tc/include/cuda.h"
-echo "setup.sh: CUDA 11.8 ptxas/nvlink/libdevice in $tc ($(basename "$deb"))"
+echo "setup.sh: CUDA 11.8 ptxas/nvlink/nvdisasm/libdevice in $tc ($(basename "$deb"))"
