@@ -51,8 +51,28 @@
  * OT_QG_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
 #define OT_QG_I8F(u, k) (ot_kbits_f32(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
 #define OT_QG_U4F(u, sh) (ot_kbits_f32(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
+/* OT_QG_B4F: byte k of a word of nibbles already masked to 0..15 (u &
+ * 0x0F0F0F0F, or (u >> 4) & 0x0F0F0F0F), minus 8: OT_QG_U4F's value with
+ * one byte permute (ot_qg_prmt) where OT_QG_U4F takes a shift, a mask and
+ * an or (written portably, LLVM folds the masks back into the shifts) */
+#define OT_QG_B4F(v, k) (ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k))) - 8388616.0f)
 
 OT_DECLARE_TARGET_BEGIN
+
+/* PTX prmt.b32 in its default mode: byte i of the result is byte
+ * (sel >> 4i) & 7 of the 8 bytes {b:a} (a's bytes 0-3, b's 4-7). The
+ * instruction on NVIDIA GPUs; the same bytes by shifts elsewhere (the host
+ * tests run this form). */
+static inline __attribute__((always_inline)) uint32_t ot_qg_prmt(uint32_t a, uint32_t b, uint32_t sel) {
+#if defined(__NVPTX__)
+  return __nvvm_prmt(a, b, sel);
+#else
+  const uint64_t ab = (uint64_t)b << 32 | a;
+  uint32_t r = 0;
+  for (int i = 0; i < 4; i++) r |= (uint32_t)((ab >> (8 * ((sel >> (4 * i)) & 7))) & 0xffu) << (8 * i);
+  return r;
+#endif
+}
 
 /* A lane's constants, packed into four registers: the step kernel works
  * them out once per instruction and keeps them across its rows, in a kernel
@@ -70,9 +90,16 @@ typedef struct ot_qg_lane {
 #define OT_QG_SRC_A(L) ((int)(((L).where >> 8) & 31u))
 #define OT_QG_SRC_B(L) ((int)(((L).where >> 16) & 31u))
 #define OT_QG_OFFER(L) ((int)(((L).where >> 24) & 15u) - 1)
-#define OT_QG_OFF(L, k) ((int)(((L).off[(k) >> 2] >> (8 * ((k)&3))) & 255u))
+#define OT_QG_OFF(L, k) ((((L).off[(k) >> 2] >> (8 * ((k)&3))) & 255u))
 #define OT_QG_QUANT(L, k) (((L).kind >> (k)) & 1u)
 #define OT_QG_IN_B(L, k) (((L).kind >> (8 + (k))) & 1u)
+/* 1.0f where piece k holds quants of block A (OT_QG_FA) or B (OT_QG_FB), else
+ * 0.0f: a piece's product goes into both sums times these (s + 0 t is s
+ * exactly, contracted or not), so the sums are those of a select, without a branch on a value
+ * that differs between lanes (a select compiled to one: BSSY/BSYNC in the
+ * SASS) */
+#define OT_QG_FA(L, k) (OT_QG_QUANT(L, k) && !OT_QG_IN_B(L, k) ? 1.0f : 0.0f)
+#define OT_QG_FB(L, k) (OT_QG_QUANT(L, k) && OT_QG_IN_B(L, k) ? 1.0f : 0.0f)
 
 /* Lane `lane`'s constants for q8b (q8 = 1: four 4-byte pieces, each 4
  * int8 of one block) or q4b (q8 = 0: eight 2-byte pieces, each 2 bytes of
@@ -118,16 +145,15 @@ typedef struct __attribute__((aligned(8))) ot_qg_f2 {
   float x, y;
 } ot_qg_f2;
 
-/* q8b piece k (word u) dotted with its 4 activations, into *ta or *tb */
+/* q8b piece k (word u) dotted with its 4 activations, into ta or tb */
 #define OT_QG_PIECE8(L, k, u, XP, ta, tb)                                                                      \
   do {                                                                                                        \
     const ot_qg_f4 qgx_ = *(const ot_qg_f4 *)((XP) + OT_QG_OFF(L, k));                                               \
     const uint32_t qgb_ = (u) ^ 0x80808080u;                                                                    \
     const float qgt_ = OT_QG_I8F(qgb_, 0) * qgx_.x + OT_QG_I8F(qgb_, 1) * qgx_.y + OT_QG_I8F(qgb_, 2) * qgx_.z +            \
                      OT_QG_I8F(qgb_, 3) * qgx_.w;                                                                 \
-    const float qgm_ = OT_QG_QUANT(L, k) ? qgt_ : 0.0f;                                                    \
-    if (OT_QG_IN_B(L, k)) (tb) += qgm_;                                                                  \
-    else (ta) += qgm_;                                                                                          \
+    (ta) += OT_QG_FA(L, k) * qgt_;                                                                  \
+    (tb) += OT_QG_FB(L, k) * qgt_;                                                                  \
   } while (0)
 
 /* *ta, *tb += the lane's q8b word (x, y, z, w) dotted with its group's
@@ -149,14 +175,14 @@ static inline __attribute__((always_inline)) void ot_qg_dot8(const ot_qg_lane L,
   do {                                                                                                        \
     const ot_qg_f2 qglo_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k));                                              \
     const ot_qg_f2 qghi_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k) + 16);                                         \
-    const int qgq_ = OT_QG_QUANT(L, k), qgb_ = OT_QG_IN_B(L, k);                                    \
+    const float qgfa_ = OT_QG_FA(L, k), qgfb_ = OT_QG_FB(L, k);                                               \
     OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                              \
-      const uint32_t qgwd_ = (U)[qgr_];                                                                            \
-      const float qgt_ = OT_QG_U4F(qgwd_, (SH)) * qglo_.x + OT_QG_U4F(qgwd_, (SH) + 8) * qglo_.y +                        \
-                       OT_QG_U4F(qgwd_, (SH) + 4) * qghi_.x + OT_QG_U4F(qgwd_, (SH) + 12) * qghi_.y;                    \
-      const float qgm_ = qgq_ ? qgt_ : 0.0f;                                                                        \
-      if (qgb_) (tb)[qgr_] += qgm_;                                                                                 \
-      else (ta)[qgr_] += qgm_;                                                                                    \
+      /* the word's low and high nibbles as bytes: each value is then one byte (PRMT), not a shift and a mask */ \
+      const uint32_t qgnl_ = (U)[qgr_] & 0x0F0F0F0Fu, qgnh_ = ((U)[qgr_] >> 4) & 0x0F0F0F0Fu;                  \
+      const float qgt_ = OT_QG_B4F(qgnl_, (SH) / 8) * qglo_.x + OT_QG_B4F(qgnl_, (SH) / 8 + 1) * qglo_.y +       \
+                         OT_QG_B4F(qgnh_, (SH) / 8) * qghi_.x + OT_QG_B4F(qgnh_, (SH) / 8 + 1) * qghi_.y;       \
+      (ta)[qgr_] += qgfa_ * qgt_;                                                             \
+      (tb)[qgr_] += qgfb_ * qgt_;                                                             \
     }                                                                                                         \
   } while (0)
 
