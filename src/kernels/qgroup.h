@@ -56,6 +56,9 @@
  * one byte permute (ot_qg_prmt) where OT_QG_U4F takes a shift, a mask and
  * an or (written portably, LLVM folds the masks back into the shifts) */
 #define OT_QG_B4F(v, k) (ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k))) - 8388616.0f)
+/* OT_QG_B8F: OT_QG_I8F's value (byte k of a word of int8 biased by 0x80)
+ * by the same byte permute */
+#define OT_QG_B8F(v, k) (ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k))) - 8388736.0f)
 
 OT_DECLARE_TARGET_BEGIN
 
@@ -150,8 +153,8 @@ typedef struct __attribute__((aligned(8))) ot_qg_f2 {
   do {                                                                                                        \
     const ot_qg_f4 qgx_ = *(const ot_qg_f4 *)((XP) + OT_QG_OFF(L, k));                                               \
     const uint32_t qgb_ = (u) ^ 0x80808080u;                                                                    \
-    const float qgt_ = OT_QG_I8F(qgb_, 0) * qgx_.x + OT_QG_I8F(qgb_, 1) * qgx_.y + OT_QG_I8F(qgb_, 2) * qgx_.z +            \
-                     OT_QG_I8F(qgb_, 3) * qgx_.w;                                                                 \
+    const float qgt_ = OT_QG_B8F(qgb_, 0) * qgx_.x + OT_QG_B8F(qgb_, 1) * qgx_.y + OT_QG_B8F(qgb_, 2) * qgx_.z + \
+                       OT_QG_B8F(qgb_, 3) * qgx_.w;                                                           \
     (ta) += OT_QG_FA(L, k) * qgt_;                                                                  \
     (tb) += OT_QG_FB(L, k) * qgt_;                                                                  \
   } while (0)
@@ -213,9 +216,11 @@ typedef struct __attribute__((aligned(16))) ot_qg_word {
 
 /* The GPU kernels' loops (macros, as docs/writing-a-kernel.md prescribes
  * for bare kernels). Every lane runs every pass, the shuffles need the
- * whole warp: a lane past the row's groups, or idle, loads nothing and adds
- * 0. L is the lane's ot_qg_lane, worked out once outside the loop; U the
- * passes (3 groups each) whose 16-byte loads a lane has in flight.
+ * whole warp: a lane past the row's groups, or idle, loads nothing and
+ * adds 0. (Loading the row's first word instead, to have no branch around
+ * the load, made the q8b loop longer: 896 -> 920 SASS instructions.) L is
+ * the lane's ot_qg_lane, worked out once outside the loop; U the passes (3
+ * groups each) whose 16-byte loads a lane has in flight.
  *
  * S0..S3 += the lane's part of q8b row NROW of W (row stride LDW values)
  * against activations A (K floats, 16-byte aligned), the passes' sums into
