@@ -39,16 +39,17 @@ PATCHES = {
     "q8b-ld": (
         """    const f4 x_ = *(const f4 *)(XP);                                                                          \\
     const uint32_t b_ = (wv) ^ 0x80808080u;                                                                   \\
-    (acc) += (sc) * (OT_QG_I8F(b_, 0) * x_.x + OT_QG_I8F(b_, 1) * x_.y + OT_QG_I8F(b_, 2) * x_.z + OT_QG_I8F(b_, 3) * x_.w); \\
+    (acc) += (sc) * (OT_QG_I8F(b_, 0) * x_.x + OT_QG_I8F(b_, 1) * x_.y + OT_QG_I8F(b_, 2) * x_.z +                 \\
+                     OT_QG_I8F(b_, 3) * x_.w);                                                                \\
 """,
         """    (acc) += (sc) * ot_kbits_f32((wv) & 0x3fffffffu);                                                          \\
 """),
     "q4b-ld": (
         """    const uint32_t q_ = hi_ ? (B) : ((A) >> 16) | ((B) << 16);                                                \\
     const float d_ = ot_kf16_f32((uint16_t)((C) >> sh_));                                                     \\
-    (ACC) += d_ * (OT_QG_U4F(q_, 0) * (XL).x + OT_QG_U4F(q_, 8) * (XL).y + OT_QG_U4F(q_, 16) * (XL).z +                  \\
-                   OT_QG_U4F(q_, 24) * (XL).w + OT_QG_U4F(q_, 4) * (XH).x + OT_QG_U4F(q_, 12) * (XH).y +                \\
-                   OT_QG_U4F(q_, 20) * (XH).z + OT_QG_U4F(q_, 28) * (XH).w);                                         \\
+    (ACC) += d_ * (OT_QG_U4F(q_, 0) * (XL).x + OT_QG_U4F(q_, 8) * (XL).y + OT_QG_U4F(q_, 16) * (XL).z +         \\
+                   OT_QG_U4F(q_, 24) * (XL).w + OT_QG_U4F(q_, 4) * (XH).x + OT_QG_U4F(q_, 12) * (XH).y +       \\
+                   OT_QG_U4F(q_, 20) * (XH).z + OT_QG_U4F(q_, 28) * (XH).w);                                \\
 """,
         """    (ACC) += ot_kbits_f32(((A) ^ (B) ^ (C)) & 0x3fffffffu) * (XL).x;                                          \\
 """),
@@ -67,7 +68,7 @@ PATCHES = {
     } else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \\
 """),
     "q4b-ld16": (
-        """    if (ST_QG && (WT_) == OT_Q4B && (K_) % 256 == 0 && (LDW_) % 256 == 0 && ((uintptr_t)(W_)&15) == 0) {""",
+        """    if (ST_QG && (WT_) == OT_Q4B && OT_QG_ROWS_OK(0, W_, K_, LDW_)) {""",
         """    if ((WT_) == OT_Q4B) { /* load-only: each of the 4 rows' q4b bytes (18 per 32 values) as 16-byte loads */ \\
       OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) {                                                         \\
         const u128 *row = (const u128 *)((const unsigned char *)(W_) + ((N0_) + (r < (NR_) ? r : 0)) * ((LDW_) / 32) * 18); \\
@@ -78,7 +79,7 @@ PATCHES = {
         for (; v < nv; v += OT_WARP_SIZE) ST_DOT_LD16(s0, row[v], A_);                                         \\
         (acc)[r] += (s0 + s1) + (s2 + s3);                                                                     \\
       }                                                                                                        \\
-    } else if (ST_QG && (WT_) == OT_Q4B && (K_) % 256 == 0 && (LDW_) % 256 == 0 && ((uintptr_t)(W_)&15) == 0) {"""),
+    } else if (ST_QG && (WT_) == OT_Q4B && OT_QG_ROWS_OK(0, W_, K_, LDW_)) {"""),
 }
 # the load-only products of the 16-byte variants (no activations read)
 LD16 = """#define ST_DOT_LD16(acc, q, xp) ((acc) += ot_kbits_f32(((q).x ^ (q).y ^ (q).z ^ (q).w) & 0x3fffffffu))

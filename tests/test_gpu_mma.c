@@ -35,8 +35,7 @@ enum { M = 16, N = 64, K = 96, TILE = 16, WARPS = N / TILE };
 #ifdef OT_HAVE_CUDA
 /* one warp per 16 columns: acc = sum over k-steps of x[:, k..k+16) @ W[n..n+16, k..k+16)^T */
 static void run_mma(int dev, float *y, const uint16_t *x, const uint16_t *w) {
-  OT_GPU_KERNEL(dev, 1, WARPS * OT_WARP_SIZE, OT_DEVPTR(y, x, w))
-  {
+  OT_GPU_KERNEL(dev, 1, WARPS * OT_WARP_SIZE, OT_DEVPTR(y, x, w)) {
 #if defined(__NVPTX__)
     const int warp = OT_WARP_INDEX(OT_GPU_THREAD_ID()), n0 = warp * TILE;
     float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};

@@ -115,7 +115,8 @@ static void warp_q4(const uint8_t *rows, size_t row_bytes, int R, const float *x
       const ot_qg_lane Lp = L[l];
       const float *xg = x + OT_QG_VALUES(0) * gi[l];
       OT_QG_DOT4(Lp, 4, wx, wy, wz, ww, xg, ta, tb);
-      for (int r = 0; r < R; r++) out[r] += (double)(offer[OT_QG_SRC_A(L[l])][r] * ta[r] + offer[OT_QG_SRC_B(L[l])][r] * tb[r]);
+      for (int r = 0; r < R; r++)
+        out[r] += (double)(offer[OT_QG_SRC_A(L[l])][r] * ta[r] + offer[OT_QG_SRC_B(L[l])][r] * tb[r]);
     }
   }
 }

@@ -236,8 +236,7 @@ static void gemv1_q4(int dev, float *c, const float *a, const void *w, int wt, i
  * kernel's counterpart is its ST_QG build). */
 #define QG_Q4_ROWS 4
 static int qg_ok(ot_dtype wdt, const void *w, const float *a, int64_t K, int64_t ldw) {
-  const int64_t per = wdt == OT_Q8B ? OT_QG_VALUES(1) : wdt == OT_Q4B ? OT_QG_VALUES(0) : 0;
-  return per && K % per == 0 && ldw % per == 0 && (uintptr_t)w % 16 == 0 && (uintptr_t)a % 16 == 0;
+  return (wdt == OT_Q8B || wdt == OT_Q4B) && OT_QG_ROWS_OK(wdt == OT_Q8B, w, K, ldw) && (uintptr_t)a % 16 == 0;
 }
 static void gemv1_qg(int dev, float *c, const float *a, const void *w, int q8, int64_t ldw, int64_t N, int64_t K,
                      int acc_in) {

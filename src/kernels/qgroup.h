@@ -51,14 +51,15 @@
  * OT_QG_U4F: the nibble at bit `sh`, minus 8 (q4b's offset). */
 #define OT_QG_I8F(u, k) (ot_kbits_f32(0x4B000000u | (((u) >> (8 * (k))) & 0xffu)) - 8388736.0f)
 #define OT_QG_U4F(u, sh) (ot_kbits_f32(0x4B000000u | (((u) >> (sh)) & 15u)) - 8388616.0f)
-/* OT_QG_B4F: byte k of a word of nibbles already masked to 0..15 (u &
- * 0x0F0F0F0F, or (u >> 4) & 0x0F0F0F0F), minus 8: OT_QG_U4F's value with
- * one byte permute (ot_qg_prmt) where OT_QG_U4F takes a shift, a mask and
- * an or (written portably, LLVM folds the masks back into the shifts) */
-#define OT_QG_B4F(v, k) (ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k))) - 8388616.0f)
-/* OT_QG_B8F: OT_QG_I8F's value (byte k of a word of int8 biased by 0x80)
- * by the same byte permute */
-#define OT_QG_B8F(v, k) (ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k))) - 8388736.0f)
+/* The same values with one byte permute each (ot_qg_prmt) where the forms
+ * above take a shift, a mask and an or (written portably, LLVM folds the
+ * masks back into the shifts): OT_QG_BYTE_2P23 is 2^23 + byte k of v.
+ * OT_QG_B4F: byte k of a word of nibbles already masked to 0..15 (u &
+ * 0x0F0F0F0F, or (u >> 4) & 0x0F0F0F0F), minus 8: OT_QG_U4F's value.
+ * OT_QG_B8F: OT_QG_I8F's value (byte k of a word of int8 biased by 0x80). */
+#define OT_QG_BYTE_2P23(v, k) ot_kbits_f32(ot_qg_prmt((v), 0x4B000000u, 0x7440u | (k)))
+#define OT_QG_B4F(v, k) (OT_QG_BYTE_2P23(v, k) - 8388616.0f)
+#define OT_QG_B8F(v, k) (OT_QG_BYTE_2P23(v, k) - 8388736.0f)
 
 OT_DECLARE_TARGET_BEGIN
 
@@ -93,7 +94,7 @@ typedef struct ot_qg_lane {
 #define OT_QG_SRC_A(L) ((int)(((L).where >> 8) & 31u))
 #define OT_QG_SRC_B(L) ((int)(((L).where >> 16) & 31u))
 #define OT_QG_OFFER(L) ((int)(((L).where >> 24) & 15u) - 1)
-#define OT_QG_OFF(L, k) ((((L).off[(k) >> 2] >> (8 * ((k)&3))) & 255u))
+#define OT_QG_OFF(L, k) ((((L).off[(k) >> 2] >> (8 * ((k) & 3))) & 255u))
 #define OT_QG_QUANT(L, k) (((L).kind >> (k)) & 1u)
 #define OT_QG_IN_B(L, k) (((L).kind >> (8 + (k))) & 1u)
 /* 1.0f where piece k holds quants of block A (OT_QG_FA) or B (OT_QG_FB), else
@@ -131,6 +132,14 @@ static inline __attribute__((always_inline)) ot_qg_lane ot_qg_lane_init(int q8, 
   return L;
 }
 
+/* Whether rows of W (q8b: q8 = 1, else q4b) of K values, LDW apart, can be
+ * read in groups: whole groups, 16-byte aligned. The kernels' one test
+ * (the activations' alignment is theirs to check). A macro: written as an
+ * inline function it changed the step kernel's register allocation (ptxas
+ * 11.8, -DST_QG=1: spills 208/368 -> 236/416 bytes). */
+#define OT_QG_ROWS_OK(q8, w, K, ldw) \
+  ((K) % OT_QG_VALUES(q8) == 0 && (ldw) % OT_QG_VALUES(q8) == 0 && ((uintptr_t)(w) & 15) == 0)
+
 /* The scale the lane's word (x, y, z, w) offers its group, 0 if none. */
 static inline __attribute__((always_inline)) float ot_qg_offer(int q8, const ot_qg_lane L, uint32_t x, uint32_t y,
                                                                uint32_t z, uint32_t w) {
@@ -149,14 +158,14 @@ typedef struct __attribute__((aligned(8))) ot_qg_f2 {
 } ot_qg_f2;
 
 /* q8b piece k (word u) dotted with its 4 activations, into ta or tb */
-#define OT_QG_PIECE8(L, k, u, XP, ta, tb)                                                                      \
-  do {                                                                                                        \
-    const ot_qg_f4 qgx_ = *(const ot_qg_f4 *)((XP) + OT_QG_OFF(L, k));                                               \
-    const uint32_t qgb_ = (u) ^ 0x80808080u;                                                                    \
+#define OT_QG_PIECE8(L, k, u, XP, ta, tb)                                                                        \
+  do {                                                                                                           \
+    const ot_qg_f4 qgx_ = *(const ot_qg_f4 *)((XP) + OT_QG_OFF(L, k));                                           \
+    const uint32_t qgb_ = (u) ^ 0x80808080u;                                                                     \
     const float qgt_ = OT_QG_B8F(qgb_, 0) * qgx_.x + OT_QG_B8F(qgb_, 1) * qgx_.y + OT_QG_B8F(qgb_, 2) * qgx_.z + \
-                       OT_QG_B8F(qgb_, 3) * qgx_.w;                                                           \
-    (ta) += OT_QG_FA(L, k) * qgt_;                                                                  \
-    (tb) += OT_QG_FB(L, k) * qgt_;                                                                  \
+                       OT_QG_B8F(qgb_, 3) * qgx_.w;                                                              \
+    (ta) += OT_QG_FA(L, k) * qgt_;                                                                               \
+    (tb) += OT_QG_FB(L, k) * qgt_;                                                                               \
   } while (0)
 
 /* *ta, *tb += the lane's q8b word (x, y, z, w) dotted with its group's
@@ -174,34 +183,34 @@ static inline __attribute__((always_inline)) void ot_qg_dot8(const ot_qg_lane L,
 /* q4b piece k of R rows: the half SH (0 or 16) of word U[r] of each row r
  * < R, 2 bytes of qs whose low nibbles are values off, off + 1 and high
  * ones off + 16, off + 17; the activations read once for the R rows */
-#define OT_QG_PIECE4(L, k, U, SH, XP, R, ta, tb)                                                               \
-  do {                                                                                                        \
-    const ot_qg_f2 qglo_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k));                                              \
-    const ot_qg_f2 qghi_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k) + 16);                                         \
-    const float qgfa_ = OT_QG_FA(L, k), qgfb_ = OT_QG_FB(L, k);                                               \
-    OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                              \
+#define OT_QG_PIECE4(L, k, U, SH, XP, R, ta, tb)                                                                 \
+  do {                                                                                                           \
+    const ot_qg_f2 qglo_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k));                                          \
+    const ot_qg_f2 qghi_ = *(const ot_qg_f2 *)((XP) + OT_QG_OFF(L, k) + 16);                                     \
+    const float qgfa_ = OT_QG_FA(L, k), qgfb_ = OT_QG_FB(L, k);                                                  \
+    OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                           \
       /* the word's low and high nibbles as bytes: each value is then one byte (PRMT), not a shift and a mask */ \
-      const uint32_t qgnl_ = (U)[qgr_] & 0x0F0F0F0Fu, qgnh_ = ((U)[qgr_] >> 4) & 0x0F0F0F0Fu;                  \
+      const uint32_t qgnl_ = (U)[qgr_] & 0x0F0F0F0Fu, qgnh_ = ((U)[qgr_] >> 4) & 0x0F0F0F0Fu;                    \
       const float qgt_ = OT_QG_B4F(qgnl_, (SH) / 8) * qglo_.x + OT_QG_B4F(qgnl_, (SH) / 8 + 1) * qglo_.y +       \
-                         OT_QG_B4F(qgnh_, (SH) / 8) * qghi_.x + OT_QG_B4F(qgnh_, (SH) / 8 + 1) * qghi_.y;       \
-      (ta)[qgr_] += qgfa_ * qgt_;                                                             \
-      (tb)[qgr_] += qgfb_ * qgt_;                                                             \
-    }                                                                                                         \
+                         OT_QG_B4F(qgnh_, (SH) / 8) * qghi_.x + OT_QG_B4F(qgnh_, (SH) / 8 + 1) * qghi_.y;        \
+      (ta)[qgr_] += qgfa_ * qgt_;                                                                                \
+      (tb)[qgr_] += qgfb_ * qgt_;                                                                                \
+    }                                                                                                            \
   } while (0)
 
 /* ta[r], tb[r] += rows r < R's q4b words (wx[r], wy[r], wz[r], ww[r])
  * dotted with the group's activations xg (256 floats, 8-byte aligned), per
  * block */
-#define OT_QG_DOT4(L, R, wx, wy, wz, ww, XG, ta, tb)                                                          \
-  do {                                                                                                        \
-    OT_QG_PIECE4(L, 0, wx, 0, XG, R, ta, tb);                                                                 \
-    OT_QG_PIECE4(L, 1, wx, 16, XG, R, ta, tb);                                                                \
-    OT_QG_PIECE4(L, 2, wy, 0, XG, R, ta, tb);                                                                 \
-    OT_QG_PIECE4(L, 3, wy, 16, XG, R, ta, tb);                                                                \
-    OT_QG_PIECE4(L, 4, wz, 0, XG, R, ta, tb);                                                                 \
-    OT_QG_PIECE4(L, 5, wz, 16, XG, R, ta, tb);                                                                \
-    OT_QG_PIECE4(L, 6, ww, 0, XG, R, ta, tb);                                                                 \
-    OT_QG_PIECE4(L, 7, ww, 16, XG, R, ta, tb);                                                                \
+#define OT_QG_DOT4(L, R, wx, wy, wz, ww, XG, ta, tb) \
+  do {                                               \
+    OT_QG_PIECE4(L, 0, wx, 0, XG, R, ta, tb);        \
+    OT_QG_PIECE4(L, 1, wx, 16, XG, R, ta, tb);       \
+    OT_QG_PIECE4(L, 2, wy, 0, XG, R, ta, tb);        \
+    OT_QG_PIECE4(L, 3, wy, 16, XG, R, ta, tb);       \
+    OT_QG_PIECE4(L, 4, wz, 0, XG, R, ta, tb);        \
+    OT_QG_PIECE4(L, 5, wz, 16, XG, R, ta, tb);       \
+    OT_QG_PIECE4(L, 6, ww, 0, XG, R, ta, tb);        \
+    OT_QG_PIECE4(L, 7, ww, 16, XG, R, ta, tb);       \
   } while (0)
 
 /* A lane's value to the lane that asks (a test replaces it with threads). */
@@ -225,66 +234,69 @@ typedef struct __attribute__((aligned(16))) ot_qg_word {
  * S0..S3 += the lane's part of q8b row NROW of W (row stride LDW values)
  * against activations A (K floats, 16-byte aligned), the passes' sums into
  * the four accumulators in turn. */
-#define OT_QG_ROW8(L, U, S0, S1, S2, S3, W, LDW, NROW, A, K)                                                  \
-  do {                                                                                                        \
-    const ot_qg_word *qgrow_ = (const ot_qg_word *)((const unsigned char *)(W) + (NROW) * ((LDW) / 32) * 36); \
-    const int64_t qgng_ = (K) / 128;                                                                          \
-    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                           \
-    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                              \
-      ot_qg_word qgq_[U];                                                                                     \
-      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
-        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
-        qgq_[qgu_] = qgj_ < OT_QG_WORDS && qgi_ < qgng_ ? qgrow_[OT_QG_WORDS * qgi_ + qgj_] : (ot_qg_word){0, 0, 0, 0}; \
-      }                                                                                                       \
-      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
-        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
-        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
-        const ot_qg_word qgv_ = qgq_[qgu_];                                                                     \
-        const float qgof_ = ot_qg_offer(1, L, qgv_.x, qgv_.y, qgv_.z, qgv_.w);                                        \
-        const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L)); \
-        float qgta_ = 0.0f, qgtb_ = 0.0f;                                                                     \
-        ot_qg_dot8(L, qgv_.x, qgv_.y, qgv_.z, qgv_.w, (A) + 128 * (qgok_ ? qgi_ : 0), &qgta_, &qgtb_);                \
-        const float qgd_ = qgok_ ? qgsa_ * qgta_ + qgsb_ * qgtb_ : 0.0f;                                      \
-        if (qgu_ % 4 == 0) (S0) += qgd_;                                                                      \
-        else if (qgu_ % 4 == 1) (S1) += qgd_;                                                                 \
-        else if (qgu_ % 4 == 2) (S2) += qgd_;                                                                 \
-        else (S3) += qgd_;                                                                                    \
-      }                                                                                                       \
-    }                                                                                                         \
+#define OT_QG_ROW8(L, U, S0, S1, S2, S3, W, LDW, NROW, A, K)                                                   \
+  do {                                                                                                         \
+    const ot_qg_word *qgrow_ = (const ot_qg_word *)((const unsigned char *)(W) + (NROW) * ((LDW) / 32) * 36);  \
+    const int64_t qgng_ = (K) / 128;                                                                           \
+    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                            \
+    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                               \
+      ot_qg_word qgq_[U];                                                                                      \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                       \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                       \
+        qgq_[qgu_] =                                                                                           \
+            qgj_ < OT_QG_WORDS && qgi_ < qgng_ ? qgrow_[OT_QG_WORDS * qgi_ + qgj_] : (ot_qg_word){0, 0, 0, 0}; \
+      }                                                                                                        \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                       \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                       \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                  \
+        const ot_qg_word qgv_ = qgq_[qgu_];                                                                    \
+        const float qgof_ = ot_qg_offer(1, L, qgv_.x, qgv_.y, qgv_.z, qgv_.w);                                 \
+        const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L));    \
+        float qgta_ = 0.0f, qgtb_ = 0.0f;                                                                      \
+        ot_qg_dot8(L, qgv_.x, qgv_.y, qgv_.z, qgv_.w, (A) + 128 * (qgok_ ? qgi_ : 0), &qgta_, &qgtb_);         \
+        const float qgd_ = qgok_ ? qgsa_ * qgta_ + qgsb_ * qgtb_ : 0.0f;                                       \
+        if (qgu_ % 4 == 0) (S0) += qgd_;                                                                       \
+        else if (qgu_ % 4 == 1) (S1) += qgd_;                                                                  \
+        else if (qgu_ % 4 == 2) (S2) += qgd_;                                                                  \
+        else (S3) += qgd_;                                                                                     \
+      }                                                                                                        \
+    }                                                                                                          \
   } while (0)
 
 /* ACC[r] += the lane's part of q4b rows N0 + r of W (r < R; rows past NR
  * read row N0, their sums unused) against activations A (K floats, 8-byte
  * aligned); each piece's activations are read once for the R rows. */
-#define OT_QG_ROWS4(L, U, R, ACC, W, LDW, N0, NR, A, K)                                                       \
-  do {                                                                                                        \
-    const int64_t qgrb_ = (LDW) / 32 * 18, qgng_ = (K) / 256;                                                 \
-    const unsigned char *qgw0_ = (const unsigned char *)(W) + (N0)*qgrb_;                                     \
-    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                           \
-    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                              \
-      uint32_t qgx_[U][R], qgy_[U][R], qgz_[U][R], qgw_[U][R];                                                \
-      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
-        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
-        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
-        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                    \
-          const ot_qg_word qgv_ =                                                                             \
-              qgok_ ? ((const ot_qg_word *)(qgw0_ + (qgr_ < (NR) ? qgr_ : 0) * qgrb_))[OT_QG_WORDS * qgi_ + qgj_] \
-                    : (ot_qg_word){0, 0, 0, 0};                                                               \
+#define OT_QG_ROWS4(L, U, R, ACC, W, LDW, N0, NR, A, K)                                                               \
+  do {                                                                                                                \
+    const int64_t qgrb_ = (LDW) / 32 * 18, qgng_ = (K) / 256;                                                         \
+    const unsigned char *qgw0_ = (const unsigned char *)(W) + (N0) * qgrb_;                                           \
+    const int qgj_ = OT_QG_J(L), qgg_ = OT_QG_G(L);                                                                   \
+    for (int64_t qg0_ = qgg_; qg0_ - qgg_ < qgng_; qg0_ += OT_QG_GROUPS * (U)) {                                      \
+      uint32_t qgx_[U][R], qgy_[U][R], qgz_[U][R], qgw_[U][R];                                                        \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                              \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                              \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                         \
+        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                            \
+          const ot_qg_word qgv_ =                                                                                     \
+              qgok_ ? ((const ot_qg_word *)(qgw0_ + (qgr_ < (NR) ? qgr_ : 0) * qgrb_))[OT_QG_WORDS * qgi_ + qgj_]     \
+                    : (ot_qg_word){0, 0, 0, 0};                                                                       \
           qgx_[qgu_][qgr_] = qgv_.x, qgy_[qgu_][qgr_] = qgv_.y, qgz_[qgu_][qgr_] = qgv_.z, qgw_[qgu_][qgr_] = qgv_.w; \
-        }                                                                                                     \
-      }                                                                                                       \
-      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                      \
-        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                      \
-        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                 \
-        float qgta_[R] = {0}, qgtb_[R] = {0};                                                                 \
-        OT_QG_DOT4(L, R, qgx_[qgu_], qgy_[qgu_], qgz_[qgu_], qgw_[qgu_], (A) + 256 * (qgok_ ? qgi_ : 0), qgta_, qgtb_); \
-        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                    \
-          const float qgof_ = ot_qg_offer(0, L, qgx_[qgu_][qgr_], qgy_[qgu_][qgr_], qgz_[qgu_][qgr_], qgw_[qgu_][qgr_]); \
-          const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L)); \
-          (ACC)[qgr_] += qgok_ ? qgsa_ * qgta_[qgr_] + qgsb_ * qgtb_[qgr_] : 0.0f;                            \
-        }                                                                                                     \
-      }                                                                                                       \
-    }                                                                                                         \
+        }                                                                                                             \
+      }                                                                                                               \
+      OT_UNROLL for (int qgu_ = 0; qgu_ < (U); qgu_++) {                                                              \
+        const int64_t qgi_ = qg0_ + OT_QG_GROUPS * qgu_;                                                              \
+        const int qgok_ = qgj_ < OT_QG_WORDS && qgi_ < qgng_;                                                         \
+        float qgta_[R] = {0}, qgtb_[R] = {0};                                                                         \
+        OT_QG_DOT4(L, R, qgx_[qgu_], qgy_[qgu_], qgz_[qgu_], qgw_[qgu_], (A) + 256 * (qgok_ ? qgi_ : 0), qgta_,       \
+                   qgtb_);                                                                                            \
+        OT_UNROLL for (int qgr_ = 0; qgr_ < (R); qgr_++) {                                                            \
+          const float qgof_ =                                                                                         \
+              ot_qg_offer(0, L, qgx_[qgu_][qgr_], qgy_[qgu_][qgr_], qgz_[qgu_][qgr_], qgw_[qgu_][qgr_]);              \
+          const float qgsa_ = OT_QG_BCAST(qgof_, OT_QG_SRC_A(L)), qgsb_ = OT_QG_BCAST(qgof_, OT_QG_SRC_B(L));         \
+          (ACC)[qgr_] += qgok_ ? qgsa_ * qgta_[qgr_] + qgsb_ * qgtb_[qgr_] : 0.0f;                                    \
+        }                                                                                                             \
+      }                                                                                                               \
+    }                                                                                                                 \
   } while (0)
 
 OT_DECLARE_TARGET_END

@@ -265,7 +265,8 @@ typedef struct __attribute__((aligned(16))) f4 {
   do {                                                                                                        \
     const f4 x_ = *(const f4 *)(XP);                                                                          \
     const uint32_t b_ = (wv) ^ 0x80808080u;                                                                   \
-    (acc) += (sc) * (OT_QG_I8F(b_, 0) * x_.x + OT_QG_I8F(b_, 1) * x_.y + OT_QG_I8F(b_, 2) * x_.z + OT_QG_I8F(b_, 3) * x_.w); \
+    (acc) += (sc) * (OT_QG_I8F(b_, 0) * x_.x + OT_QG_I8F(b_, 1) * x_.y + OT_QG_I8F(b_, 2) * x_.z +                 \
+                     OT_QG_I8F(b_, 3) * x_.w);                                                                \
   } while (0)
 
 /* q8b: blocks of a lane in flight (8 lanes per block, a word each), 8, 16
@@ -350,7 +351,7 @@ typedef struct __attribute__((aligned(16))) f4 {
     if ((wt) == OT_BF16) ST_ROW(uint16_t, 8, ST_DOT8_BF, w, ldw, n, a, K, 16);                                    \
     else if ((wt) == OT_F16) ST_ROW(uint16_t, 8, ST_DOT8_F16, w, ldw, n, a, K, 8);                               \
     else if ((wt) == OT_F32) ST_ROW(float, 4, ST_DOT4_32, w, ldw, n, a, K, 8);                                   \
-    else if (ST_QG && (K) % 128 == 0 && (ldw) % 128 == 0 && ((uintptr_t)(w)&15) == 0)                          \
+    else if (ST_QG && OT_QG_ROWS_OK(1, w, K, ldw))                                                           \
       OT_QG_ROW8(qg8, ST_QG8_U, s0, s1, s2, s3, w, ldw, n, a, K);                                             \
     else { /* q8b: 8 lanes per block, a word (4 values) each, so that a phase's activations are 128 contiguous \
               bytes (a lane per block read 128 bytes from its neighbour's: 32-way bank conflicts); ST_Q8_U \
@@ -469,16 +470,17 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
   do {                                                                                                        \
     const uint32_t q_ = hi_ ? (B) : ((A) >> 16) | ((B) << 16);                                                \
     const float d_ = ot_kf16_f32((uint16_t)((C) >> sh_));                                                     \
-    (ACC) += d_ * (OT_QG_U4F(q_, 0) * (XL).x + OT_QG_U4F(q_, 8) * (XL).y + OT_QG_U4F(q_, 16) * (XL).z +                  \
-                   OT_QG_U4F(q_, 24) * (XL).w + OT_QG_U4F(q_, 4) * (XH).x + OT_QG_U4F(q_, 12) * (XH).y +                \
-                   OT_QG_U4F(q_, 20) * (XH).z + OT_QG_U4F(q_, 28) * (XH).w);                                         \
+    (ACC) += d_ * (OT_QG_U4F(q_, 0) * (XL).x + OT_QG_U4F(q_, 8) * (XL).y + OT_QG_U4F(q_, 16) * (XL).z +         \
+                   OT_QG_U4F(q_, 24) * (XL).w + OT_QG_U4F(q_, 4) * (XH).x + OT_QG_U4F(q_, 12) * (XH).y +       \
+                   OT_QG_U4F(q_, 20) * (XH).z + OT_QG_U4F(q_, 28) * (XH).w);                                \
   } while (0)
 #define ST_WARP_DOT_Q4(acc, W_, WT_, LDW_, N0_, NR_, A_, K_)                                                          \
   do {                                                                                                         \
     OT_UNROLL for (int r = 0; r < ST_Q4_ROWS; r++) (acc)[r] = 0.0f;                                            \
-    if (ST_QG && (WT_) == OT_Q4B && (K_) % 256 == 0 && (LDW_) % 256 == 0 && ((uintptr_t)(W_)&15) == 0) {       \
+    if (ST_QG && (WT_) == OT_Q4B && OT_QG_ROWS_OK(0, W_, K_, LDW_)) {                                          \
       OT_QG_ROWS4(qg4, ST_QG4_U, ST_Q4_ROWS, acc, W_, LDW_, N0_, NR_, A_, K_);                               \
-    } else if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 && ((uintptr_t)(W_)&3) == 0) {                                             \
+    } else if (ST_Q4_PAIRED && (WT_) == OT_Q4B && (K_) % 64 == 0 && (LDW_) % 64 == 0 &&                     \
+               ((uintptr_t)(W_)&3) == 0) {                                                                     \
       /* a pair of blocks is 36 bytes, 9 aligned words (d0 and qs0[0..1], qs0[2..13], qs0[14..15] and d1,  \
          qs1): 8 lanes a pair, 4 bytes (8 values) each, a block's activations read by 4 lanes as two      \
          float4, ST_Q4_PAIRS pairs of the 4 rows in flight per lane */                                     \
@@ -522,8 +524,8 @@ static int64_t fuse(ot_kinsn *v, int n, int64_t G, float *part) {
             float t = 0.0f;                                                                                    \
             OT_UNROLL for (int j = 0; j < 8; j++) {                                                            \
               const uint32_t qu_ = q[j];                                                                       \
-              t += OT_QG_U4F(qu_, 0) * xv[2 * j] + OT_QG_U4F(qu_, 8) * xv[2 * j + 1] + OT_QG_U4F(qu_, 4) * xv[2 * j + 16] +     \
-                   OT_QG_U4F(qu_, 12) * xv[2 * j + 17];                                                           \
+              t += OT_QG_U4F(qu_, 0) * xv[2 * j] + OT_QG_U4F(qu_, 8) * xv[2 * j + 1] +                          \
+                   OT_QG_U4F(qu_, 4) * xv[2 * j + 16] + OT_QG_U4F(qu_, 12) * xv[2 * j + 17];                      \
             }                                                                                                  \
             (acc)[r] += ot_kf16_f32(qb_->d) * t;                                                               \
           }                                                                                                    \
