@@ -1,5 +1,9 @@
 # parts.sh — sourced by bench/step_h200.sh and bench/qgroup_gpu.sh once they
-# have set `out` (with out/logs made) and `log`:
+# have set `out` and `log`:
+#   parts_setup BIN          out/logs made, the build unpacked into build-gpu/
+#                            (scripts/gpu_suite.sh pack, carried as gpu-carry/)
+#                            unless build-gpu/BIN is there, and the
+#                            environment every part runs in
 #   say TEXT...              to stdout and the log
 #   part SECONDS NAME CMD... CMD under a time limit, its output to
 #                            out/logs/NAME.log, its last PART_TAIL lines
@@ -14,4 +18,10 @@ part() {
   local rc=$?
   tail -n "${PART_TAIL:-25}" "$out/logs/$name.log" | tee -a "$log"
   say "=== $name rc=$rc"
+}
+parts_setup() {
+  mkdir -p "$out/logs" build-gpu
+  [ -x "build-gpu/$1" ] || tar -C build-gpu -xJf gpu-carry/nvptx.tar.xz
+  export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
+  export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 }

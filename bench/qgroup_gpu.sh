@@ -21,13 +21,10 @@
 #   . .gpu/prologue.sh && bash bench/qgroup_gpu.sh $OUT
 set -u
 out=${1:?usage: bench/qgroup_gpu.sh OUT}
-mkdir -p "$out/logs" build-gpu
-[ -x build-gpu/bench_kernels ] || tar -C build-gpu -xJf gpu-carry/nvptx.tar.xz
-export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
-export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 log=$out/qgroup_gpu.log
 PART_TAIL=12
 . "$(dirname "$0")/parts.sh"
+parts_setup bench_kernels
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 for t in test_k_matmul test_model_quant test_model_gguf test_step_gpu; do
   part 120 "gemv_qg-$t" env OMPTENSOR_GEMV_QG=1 "build-gpu/$t"

@@ -20,13 +20,9 @@
 #   . .gpu/prologue.sh && bash bench/step_h200.sh $OUT
 set -u
 out=${1:?usage: bench/step_h200.sh OUT}
-mkdir -p "$out" build-gpu
-[ -x build-gpu/bench_step ] || tar -C build-gpu -xJf gpu-carry/nvptx.tar.xz
-export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
-export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
-mkdir -p "$out/logs"
 log=$out/step_h200.log
 . "$(dirname "$0")/parts.sh"
+parts_setup bench_step
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 part 90 test_step_gpu build-gpu/test_step_gpu
 part 60 test_gpu_helpers build-gpu/test_gpu_helpers

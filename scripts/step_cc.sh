@@ -1,4 +1,5 @@
-# step_cc.sh — sourced by scripts/step_regs.sh and scripts/step_variant.sh:
+# step_cc.sh — sourced by scripts/step_regs.sh, scripts/step_sass.sh and
+# scripts/step_variant.sh:
 #   step_cc BUILD OUT "FLAGS" SRC
 # prints BUILD's compile command of src/kernels/step_gpu.c (from its
 # compile_commands.json) with FLAGS added, its output OUT and its source
@@ -16,4 +17,14 @@ for e in json.load(open('compile_commands.json')):
   cc=${cc/-o $obj/$flags -o $out}
   cc=${cc/ -c $root\/src\/kernels\/step_gpu.c/ -c $src}
   printf '%s\n' "$cc"
+}
+
+# step_ptx NAME BUILD OUT "FLAGS" SRC — SRC compiled to PTX at OUT as
+# step_cc gives it (FLAGS added to the device-only compile); on failure the
+# compiler's last lines and an exit, messages under NAME (the caller).
+step_ptx() {
+  local name=$1 b=$2 out=$3 flags=$4 src=$5 cc
+  cc=$(step_cc "$b" "$out" "$flags --offload-device-only -S" "$src") ||
+    { echo "$name: no compile command for step_gpu.c in $b (configure the nvptx preset)" >&2; exit 2; }
+  (cd "$b" && eval "$cc") 2> "$out.log" || { tail -20 "$out.log" >&2; exit 1; }
 }

@@ -8,8 +8,8 @@
 #   SRC=/tmp/v.c scripts/step_regs.sh          # a changed copy
 # 2026-12-07, main: 255 registers, 384 bytes stack frame, 160 bytes spill
 # stores, 268 spill loads; with the q4 and q8b GEMV paths cut out still 255
-# and 132 / 216 (static counts: which of them run in a decode step needs
-# the SASS, on the GPU machine).
+# and 132 / 216. These are static totals; which loops the spills are in:
+# scripts/step_sass.sh (the build's own ptxas 11.8 reports 136 / 220).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 b=$root/build/nvptx
@@ -19,7 +19,5 @@ src=$(realpath "${SRC:-$root/src/kernels/step_gpu.c}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$root/scripts/step_cc.sh"
-cc=$(step_cc "$b" "$tmp/step.s" "$* --offload-device-only -S" "$src") ||
-  { echo "step_regs.sh: no compile command for step_gpu.c in $b (configure the nvptx preset)" >&2; exit 2; }
-(cd "$b" && eval "$cc") 2> "$tmp/cc.log" || { tail -20 "$tmp/cc.log" >&2; exit 1; }
+step_ptx step_regs.sh "$b" "$tmp/step.s" "$*" "$src"
 "$ptxas" -c -v -arch=sm_90 -O3 "$tmp/step.s" -o "$tmp/step.o" 2>&1 | grep -A2 "properties for .*kstep_run" | tail -2

@@ -18,9 +18,7 @@ src=$(realpath "${SRC:-$root/src/kernels/step_gpu.c}")
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 . "$root/scripts/step_cc.sh"
-cc=$(step_cc "$b" "$tmp/step.s" "$* -gline-tables-only --offload-device-only -S" "$src") ||
-  { echo "step_sass.sh: no compile command for step_gpu.c in $b (configure the nvptx preset)" >&2; exit 2; }
-(cd "$b" && eval "$cc") 2> "$tmp/cc.log" || { tail -20 "$tmp/cc.log" >&2; exit 1; }
+step_ptx step_sass.sh "$b" "$tmp/step.s" "$* -gline-tables-only" "$src"
 "$tc/ptxas" -c -arch=sm_90 -O3 -lineinfo -v "$tmp/step.s" -o "$tmp/step.cubin" 2>&1 | grep -A2 "properties for .*kstep_run" | tail -2
 "$tc/nvdisasm" -g -c "$tmp/step.cubin" > "$tmp/step.sass"
 [ -z "${KEEP:-}" ] || cp "$tmp/step.sass" "$KEEP"
