@@ -35,6 +35,9 @@ static const env_var vars[] = {
     {"OMPTENSOR_STEP_KERNEL", CHOICE, {"0", "1", "nofuse"}, 0, 0,
      "1 (the default: runs of decode ops in one launch on a GPU, kernels/step_gpu.h), 0 (one launch per op) or "
      "nofuse (one launch, no norm fused into the GEMV after it: for measuring)"},
+    {"OMPTENSOR_STEP_MMA", CHOICE, {"0", "1"}, 0, 0,
+     "0 (the default until measured on a GPU) or 1: a batched decode step's GEMMs of 9 to 32 bf16 rows on tensor "
+     "cores inside the step kernel (kernels/mma_gpu.h) instead of one cuBLAS call and wait each"},
     {"OMPTENSOR_VERIFY", CHOICE, {"0", "1", "2"}, 0, 0,
      "0 (off, the default), 1 (checksums) or 2 (also read device copies back)"},
     {"OMPTENSOR_PREFILL_DTYPE", READER, {NULL}, 0, 0, NULL}, /* refused by name where generation starts */

@@ -7,6 +7,7 @@
 #include "core/env.h"
 #include "kernels/gemv_gpu.h"
 #include "kernels/kcommon.h"
+#include "kernels/mma_gpu.h"
 #include "kernels/qgroup.h"
 #include "kernels/step_gpu.h"
 #include "kernels/warp_gpu.h"
@@ -85,11 +86,12 @@ static step_dev *dev_state(int dev) {
   return s;
 }
 
-static _Atomic int forced = -1;
+static _Atomic int forced = -1, forced_mma = -1;
 static _Atomic int unroll = 8; /* ot_kstep_tune */
 static _Atomic uint64_t n_launches, n_insns;
 
 void ot_kstep_force(int on) { forced = on < 0 ? -1 : on != 0; }
+void ot_kstep_force_mma(int on) { forced_mma = on < 0 ? -1 : on != 0; }
 
 ot_status ot_kstep_tune(int unroll_loads) {
   if (unroll_loads != 4 && unroll_loads != 8 && unroll_loads != 16)
@@ -110,6 +112,17 @@ static int step_env(void) {
   return env;
 }
 
+/* OMPTENSOR_STEP_MMA: a batched step's GEMM rows on tensor cores inside the
+ * step kernel (OT_KI_MMA). Off by default until measured on a GPU. */
+#define STEP_MMA_DEFAULT 0
+static int mma_on(void) {
+  static _Atomic int env = -1;
+  const int f = forced_mma;
+  if (f >= 0) return f;
+  if (env < 0) env = ot_env_choice("OMPTENSOR_STEP_MMA", STEP_MMA_DEFAULT);
+  return env;
+}
+
 int ot_kstep_enabled(int dev) {
   const int f = forced;
   if (!(f >= 0 ? f : step_env()) || !ot_kfast_gpu(dev)) return 0;
@@ -124,14 +137,15 @@ static int f32_row(ot_kview v, int64_t n) { return v.dt == OT_F32 && v.ndim == 2
 int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps) {
   if (!ot_kstep_enabled(dev) || x.ndim != 2 || y.ndim != 2 || x.ne[0] != y.ne[0] || x.ne[1] != y.ne[1]) return 0;
   const int64_t d = x.ne[1];
-  if (x.dt != OT_F32 || y.dt != OT_F32 || x.nb[1] != 1 || y.nb[1] != 1 || w.dt != OT_F32 || w.ndim != 1 ||
-      w.ne[0] != d || w.nb[0] != 1)
+  /* a bf16 output is a batched step's GEMM input (OT_KI_MMA's) */
+  if (x.dt != OT_F32 || (y.dt != OT_F32 && (y.dt != OT_BF16 || !mma_on())) || x.nb[1] != 1 || y.nb[1] != 1 ||
+      w.dt != OT_F32 || w.ndim != 1 || w.ne[0] != d || w.nb[0] != 1)
     return 0;
   if (layer && (b.dt != OT_F32 || b.ndim != 1 || b.ne[0] != d || b.nb[0] != 1)) return 0;
   if (!ot_knorm_gpu_ok(y.p, y.nb[0], x.p, x.nb[0], w.p, layer ? b.p : NULL, d)) return 0;
   memset(out, 0, sizeof *out);
   out->op = OT_KI_NORM;
-  out->u.norm = (ot_ki_norm){x.p, w.p, layer ? b.p : w.p, y.p, x.ne[0], d, x.nb[0], y.nb[0], eps, layer};
+  out->u.norm = (ot_ki_norm){x.p, w.p, layer ? b.p : w.p, y.p, x.ne[0], d, x.nb[0], y.nb[0], eps, layer, (int)y.dt};
   return 1;
 }
 
@@ -163,7 +177,43 @@ static int gemv_start(ot_kinsn *out, int dev, ot_kview a) {
   return 1;
 }
 
+/* Tensor-core rows (OT_KI_MMA): 2 to OT_KSTEP_MMA_MAX_M rows of bf16
+ * activations a [M, K] and bf16 weights, as mma_gpu.h reads them. */
+static int mma_start(ot_kinsn *out, int dev, ot_kview a) {
+  if (!ot_kstep_enabled(dev) || !mma_on() || a.dt != OT_BF16 || a.ndim != 2 || a.ne[0] < 2 ||
+      a.ne[0] > OT_KSTEP_MMA_MAX_M || a.nb[1] != 1)
+    return 0;
+  memset(out, 0, sizeof *out);
+  out->op = OT_KI_MMA;
+  out->u.mma.a = a.p;
+  out->u.mma.M = a.ne[0];
+  out->u.mma.K = a.ne[1];
+  out->u.mma.lda = a.nb[0];
+  return 1;
+}
+
+/* Matrix i of an MMA instruction: c [M, N] (f32 or bf16) = a @ w^T, w [N, K] bf16 row-major. */
+static int mma_mat(ot_ki_mma *g, int i, ot_kview c, ot_kview w) {
+  if (w.dt != OT_BF16 || w.ndim != 2 || w.ne[1] != g->K || w.nb[1] != 1 || c.ndim != 2 || c.ne[0] != g->M ||
+      c.ne[1] != w.ne[0] || c.nb[1] != 1 || (c.dt != OT_F32 && c.dt != OT_BF16) ||
+      !ot_mma_rows_ok(g->a, g->lda, w.p, w.nb[0], g->K))
+    return 0;
+  g->m[i].w = w.p;
+  g->m[i].c = c.p;
+  g->m[i].ldw = w.nb[0];
+  g->m[i].ldc = c.nb[0];
+  g->m[i].N = w.ne[0];
+  g->m[i].cdt = (int)c.dt;
+  return 1;
+}
+
 int ot_kstep_matmul(ot_kinsn *out, int dev, ot_kview c, ot_kview a, ot_kview w, int trans_b, int accumulate) {
+  if (trans_b && a.ndim == 2 && a.ne[0] > 1) {
+    if (!mma_start(out, dev, a) || !mma_mat(&out->u.mma, 0, c, w)) return 0;
+    out->u.mma.n_mats = 1;
+    out->u.mma.accumulate = accumulate != 0;
+    return 1;
+  }
   if (!trans_b || !gemv_start(out, dev, a) || !gemv_mat(&out->u.gemv, 0, c, w)) return 0;
   out->u.gemv.n_mats = 1;
   out->u.gemv.accumulate = accumulate != 0;
@@ -171,7 +221,15 @@ int ot_kstep_matmul(ot_kinsn *out, int dev, ot_kview c, ot_kview a, ot_kview w, 
 }
 
 int ot_kstep_matmul_multi(ot_kinsn *out, int dev, int n, const ot_kview *c, ot_kview a, const ot_kview *w) {
-  if (n < 1 || n > 3 || !gemv_start(out, dev, a)) return 0;
+  if (n < 1 || n > 3) return 0;
+  if (a.ndim == 2 && a.ne[0] > 1) {
+    if (!mma_start(out, dev, a)) return 0;
+    for (int i = 0; i < n; i++)
+      if (!mma_mat(&out->u.mma, i, c[i], w[i])) return 0;
+    out->u.mma.n_mats = n;
+    return 1;
+  }
+  if (!gemv_start(out, dev, a)) return 0;
   for (int i = 0; i < n; i++)
     if (!gemv_mat(&out->u.gemv, i, c[i], w[i])) return 0;
   out->u.gemv.n_mats = n;
@@ -179,6 +237,14 @@ int ot_kstep_matmul_multi(ot_kinsn *out, int dev, int n, const ot_kview *c, ot_k
 }
 
 int ot_kstep_matmul_swiglu(ot_kinsn *out, int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu) {
+  if (a.ndim == 2 && a.ne[0] > 1) {
+    if (!mma_start(out, dev, a) || !mma_mat(&out->u.mma, 0, y, wg) || !mma_mat(&out->u.mma, 1, up, wu) ||
+        out->u.mma.m[0].N != out->u.mma.m[1].N)
+      return 0;
+    out->u.mma.n_mats = 2;
+    out->u.mma.swiglu = 1;
+    return 1;
+  }
   if (!gemv_start(out, dev, a) || !gemv_mat(&out->u.gemv, 0, y, wg) || !gemv_mat(&out->u.gemv, 1, up, wu)) return 0;
   if (out->u.gemv.m[0].N != out->u.gemv.m[1].N) return 0;
   out->u.gemv.n_mats = 2;
@@ -369,6 +435,19 @@ typedef struct __attribute__((aligned(16))) f4 {
     for (int o = OT_WARP_SIZE / 2; o > 0; o >>= 1) s_ += OT_WARP_SHFL_DOWN(s_, o);                            \
     (out) = ot_warp_bcast(s_, 0);                                                                             \
   } while (0)
+
+/* Tensor-core rows (OT_KI_MMA): chunks of k each warp has in flight (each
+ * 16 bytes of 4 weight rows and of up to 4 activation rows a lane). */
+#ifndef ST_MMA_U
+#define ST_MMA_U 2
+#endif
+/* v as a matrix of dtype dt holds it: rounded to bf16 or kept */
+#define ST_ROUND(dt, v) ((dt) == OT_BF16 ? ot_kbf16_f32(ot_kf32_bf16(v)) : (v))
+/* A unit's 32 x 32 sums per warp fill the activations' buffer, and the
+ * block's threads reduce them 4 outputs each. */
+_Static_assert(WARPS * 32 * OT_MMA_UNIT_N <= OT_KSTEP_MAX_K && THREADS * 4 == 32 * OT_MMA_UNIT_N &&
+                   16 * OT_MMA_TILES_M == OT_KSTEP_MMA_MAX_M,
+               "the tensor-core units' partial sums fit the shared buffer, 4 outputs a thread");
 
 /* Key ranges per head for attention over pos + 1 keys: enough to give
  * every block one (H heads alone leave most of the G blocks idle), at most
@@ -702,6 +781,60 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             c[nr] = g->accumulate ? c[nr] + s : s;
           }
         }
+      } else if (op == OT_KI_MMA) {
+        /* a block per unit of 32 columns of one matrix (swiglu: of gate and
+         * then up), its 8 warps over the chunks of k in turn (mma_gpu.h),
+         * their sums added in shared memory in warp order */
+        const ot_ki_mma *g = &I->u.mma;
+        const int gq = lane >> 2, tq = lane & 3;
+        const int64_t M = g->M, nch = g->K / OT_MMA_CHUNK_K;
+        const int64_t u0 = (g->m[0].N + OT_MMA_UNIT_N - 1) / OT_MMA_UNIT_N;
+        const int64_t u1 = g->n_mats > 1 && !g->swiglu ? (g->m[1].N + OT_MMA_UNIT_N - 1) / OT_MMA_UNIT_N : 0;
+        const int64_t u2 = g->n_mats > 2 ? (g->m[2].N + OT_MMA_UNIT_N - 1) / OT_MMA_UNIT_N : 0;
+        for (int64_t un = blk; un < u0 + u1 + u2; un += G) {
+          const int mi = un < u0 ? 0 : un < u0 + u1 ? 1 : 2;
+          const int64_t n0 = OT_MMA_UNIT_N * (un - (mi == 0 ? 0 : mi == 1 ? u0 : u0 + u1));
+          float gate[4] = {0.0f, 0.0f, 0.0f, 0.0f}; /* swiglu: this thread's rounded gate outputs */
+          for (int part = 0; part < 1 + g->swiglu; part++) {
+            const int wi = g->swiglu ? part : mi;
+            const int64_t N = g->m[wi].N;
+            float d[OT_MMA_TILES_M][OT_MMA_TILES_N][4];
+            OT_UNROLL for (int a_ = 0; a_ < OT_MMA_TILES_M; a_++)
+              OT_UNROLL for (int b_ = 0; b_ < OT_MMA_TILES_N; b_++)
+                OT_UNROLL for (int e = 0; e < 4; e++) d[a_][b_][e] = 0.0f;
+            const uint16_t *A = g->a, *W = g->m[wi].w;
+            const int64_t lda = g->lda, ldw = g->m[wi].ldw, ch0 = warp;
+            OT_MMA_SPAN(OT_MMA_16816, ST_MMA_U, d, A, lda, M, W, ldw, N, n0, ch0, (int64_t)WARPS, nch, gq, tq);
+            float *pw = xsh + warp * (32 * OT_MMA_UNIT_N);
+            OT_UNROLL for (int a_ = 0; a_ < OT_MMA_TILES_M; a_++)
+              OT_UNROLL for (int b_ = 0; b_ < OT_MMA_TILES_N; b_++)
+                OT_UNROLL for (int e = 0; e < 4; e++)
+                  pw[OT_MMA_ROW(a_, e, gq) * OT_MMA_UNIT_N + OT_MMA_COL(b_, e, tq)] = d[a_][b_][e];
+            OT_GPU_BLOCK_SYNC();
+            float sum[4];
+            OT_UNROLL for (int r = 0; r < 4; r++) {
+              sum[r] = 0.0f;
+              for (int w = 0; w < WARPS; w++) sum[r] += xsh[w * (32 * OT_MMA_UNIT_N) + tid + THREADS * r];
+            }
+            OT_GPU_BLOCK_SYNC(); /* xsh is the next part's or unit's */
+            OT_UNROLL for (int r = 0; r < 4; r++) {
+              const int o = tid + THREADS * r, row = o / OT_MMA_UNIT_N;
+              const int64_t col = n0 + o % OT_MMA_UNIT_N;
+              if (row >= M || col >= N) continue;
+              if (!g->swiglu) {
+                void *c = g->m[mi].c;
+                const int64_t off = row * g->m[mi].ldc + col;
+                ot_kst(g->m[mi].cdt, c, off, g->accumulate ? ot_kld(g->m[mi].cdt, c, off) + sum[r] : sum[r]);
+              } else if (part == 0) {
+                gate[r] = ST_ROUND(g->m[0].cdt, sum[r]);
+              } else { /* y = silu(g) * u, up = u: ot_k_swiglu's formula on the rounded outputs */
+                const float u = ST_ROUND(g->m[1].cdt, sum[r]);
+                ot_kst(g->m[1].cdt, g->m[1].c, row * g->m[1].ldc + col, u);
+                ot_kst(g->m[0].cdt, g->m[0].c, row * g->m[0].ldc + col, gate[r] / (1.0f + expf(-gate[r])) * u);
+              }
+            }
+          }
+        }
       } else if (op == OT_KI_NORM) { /* ot_knorm_gpu's body, a block per row */
         const ot_ki_norm *nm = &I->u.norm;
         const int64_t nvec = nm->d / 4;
@@ -727,14 +860,20 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
           }
           float rs;
           ST_BLOCK_RS(rs, v, nvec, mean, nm->d, nm->eps);
-          f4 *yr = (f4 *)(nm->y + r * nm->ys);
           const f4 *wv = (const f4 *)nm->w, *bv = (const f4 *)nm->b;
           for (int j = 0; j < 8; j++) {
             const int64_t c = tid + THREADS * j;
             if (c < nvec) {
               const f4 gw = wv[c], bb = nm->layer ? bv[c] : (f4){0, 0, 0, 0};
-              yr[c] = (f4){(v[j].x - mean) * rs * gw.x + bb.x, (v[j].y - mean) * rs * gw.y + bb.y,
-                           (v[j].z - mean) * rs * gw.z + bb.z, (v[j].w - mean) * rs * gw.w + bb.w};
+              const f4 o = {(v[j].x - mean) * rs * gw.x + bb.x, (v[j].y - mean) * rs * gw.y + bb.y,
+                            (v[j].z - mean) * rs * gw.z + bb.z, (v[j].w - mean) * rs * gw.w + bb.w};
+              if (nm->ydt == OT_BF16) { /* 4 values, 8 bytes (ys is a multiple of 4) */
+                uint32_t *yb = (uint32_t *)((uint16_t *)nm->y + r * nm->ys) + 2 * c;
+                yb[0] = ot_kf32_bf16(o.x) | (uint32_t)ot_kf32_bf16(o.y) << 16;
+                yb[1] = ot_kf32_bf16(o.z) | (uint32_t)ot_kf32_bf16(o.w) << 16;
+              } else {
+                ((f4 *)((float *)nm->y + r * nm->ys))[c] = o;
+              }
             }
           }
         }

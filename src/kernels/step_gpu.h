@@ -31,14 +31,15 @@
 /* Instructions one op may emit (rope + attention: 2). */
 #define OT_KSTEP_MAX_PER_OP 2
 
-enum { OT_KI_NORM = 1, OT_KI_GEMV, OT_KI_ROPE_APPEND, OT_KI_ATTN };
+enum { OT_KI_NORM = 1, OT_KI_GEMV, OT_KI_ROPE_APPEND, OT_KI_ATTN, OT_KI_MMA };
 
 typedef struct ot_ki_norm { /* rows of d f32, y = norm(x) * w (+ b): ot_knorm_gpu */
   const float *x, *w, *b;
-  float *y;
+  void *y;
   int64_t rows, d, xs, ys;
   float eps;
   int layer;
+  int ydt; /* f32, or bf16: a batched step's GEMM input (llama.c rounds it to the weights' dtype) */
 } ot_ki_norm;
 
 typedef struct ot_ki_gemv { /* c_i[n] (+)= a . W_i[n, :] for one row a of K f32 (M = 1) */
@@ -81,6 +82,29 @@ typedef struct ot_ki_attn { /* one query row over keys [0, pos] (the last `windo
   float *part;
 } ot_ki_attn;
 
+/* c_i [M, N_i] (+)= a [M, K] @ W_i [N_i, K]^T for a batched decode step's
+ * rows (2 <= M <= OT_KSTEP_MMA_MAX_M) of bf16 activations and bf16
+ * weights, on tensor cores with f32 sums (kernels/mma_gpu.h): the GEMMs
+ * the per-op path hands cuBLAS for such rows (ot_kblas_gemm), in another
+ * order of the sums. c is f32 or bf16 (rounded once, as cuBLAS rounds its
+ * output); swiglu: c0 = silu(g) * u and c1 = u of the rounded g and u, as
+ * ot_k_matmul_swiglu's GEMMs then ot_k_swiglu. */
+typedef struct ot_ki_mma {
+  const uint16_t *a;
+  int64_t M, K, lda;
+  int n_mats, accumulate, swiglu;
+  struct {
+    const uint16_t *w;
+    void *c;
+    int64_t ldw, ldc, N;
+    int cdt;
+  } m[3];
+} ot_ki_mma;
+
+/* Rows a tensor-core instruction takes: two 16-row tiles (more rows run op
+ * by op). */
+#define OT_KSTEP_MMA_MAX_M 32
+
 /* Activations of up to this many floats go to a block's shared memory. */
 #define OT_KSTEP_MAX_K 8192
 
@@ -92,6 +116,7 @@ typedef struct ot_kinsn {
     ot_ki_gemv gemv;
     ot_ki_rope rope;
     ot_ki_attn attn;
+    ot_ki_mma mma;
   } u;
 } ot_kinsn;
 
@@ -100,7 +125,9 @@ typedef struct ot_kinsn {
 int ot_kstep_enabled(int dev);
 
 int ot_kstep_norm(ot_kinsn *out, int dev, int layer, ot_kview y, ot_kview x, ot_kview w, ot_kview b, float eps);
-/* c = a @ w^T (+ c): ot_k_matmul with trans_b, one row of a */
+/* c = a @ w^T (+ c): ot_k_matmul with trans_b, one row of a (a GEMV) or,
+ * on tensor cores, 2 to OT_KSTEP_MMA_MAX_M bf16 rows of a batched step;
+ * the same for the multi and SwiGLU forms */
 int ot_kstep_matmul(ot_kinsn *out, int dev, ot_kview c, ot_kview a, ot_kview w, int trans_b, int accumulate);
 int ot_kstep_matmul_multi(ot_kinsn *out, int dev, int n, const ot_kview *c, ot_kview a, const ot_kview *w);
 int ot_kstep_matmul_swiglu(ot_kinsn *out, int dev, ot_kview y, ot_kview up, ot_kview a, ot_kview wg, ot_kview wu);
@@ -112,6 +139,8 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
  * device from now on (over OMPTENSOR_STEP_KERNEL), -1 goes back to the
  * environment's choice; and the launches and instructions run so far. */
 void ot_kstep_force(int on);
+/* The same for the tensor-core rows (OT_KI_MMA) over OMPTENSOR_STEP_MMA. */
+void ot_kstep_force_mma(int on);
 /* Benchmarks: 16-byte loads each lane has in flight in a bf16/f16/f32 row
  * (4, 8 or 16; default 8). */
 ot_status ot_kstep_tune(int unroll_loads);
