@@ -5,7 +5,8 @@
  * round of the attention's key tiles), and under a budget whose uploads cut
  * the runs short (the trace holds the budget). Each case also checks that
  * the step kernel ran (its launch count grew) or did not (forced off), and
- * that 16-bit KV caches and sliding windows stay inside it.
+ * that 16-bit KV caches and sliding windows stay inside it. A batched
+ * step's GEMM rows on tensor cores (OT_KI_MMA) against cuBLAS's.
  *
  * Skipped where the step kernel does not run (no NVIDIA GPU: CI; the
  * per-op kernels it replaces are tested everywhere by test_ops_table and
@@ -178,12 +179,115 @@ static void test_under_budget(void **state) {
   compare(OT_BF16, 4, 10, MAX_NEW, 12ull << 20);
 }
 
+/* ---- a batched step's GEMM rows on tensor cores (OT_KI_MMA) ----------------------- */
+
+enum { BSEQ = 24, BNEW = 6 };
+
+typedef struct batch_out {
+  int32_t tokens[BSEQ][BNEW];
+  int n_tokens[BSEQ];
+  float *logits; /* [BSEQ][BNEW][VOCAB] */
+  uint64_t launches;
+  int decode_steps;
+} batch_out;
+
+static ot_status keep_batch_logits(void *user, int seq, int index, const float *row, int64_t vocab) {
+  batch_out *b = user;
+  if (seq >= 0 && seq < BSEQ && index >= 0 && index < BNEW && vocab == VOCAB)
+    memcpy(b->logits + ((size_t)seq * BNEW + (size_t)index) * VOCAB, row, VOCAB * sizeof *row);
+  return OT_OK;
+}
+
+/* BSEQ prompts of 3-9 tokens on `slots` slots of a resident bf16 model, the
+ * step kernel and its tensor-core rows forced on or off. */
+static void generate_batch(int slots, int step, int mma, batch_out *b) {
+  ot_ctx_opts co = ot_ctx_opts_default();
+  co.backend = OT_BACKEND_MAP;
+  ot_ctx *ctx = NULL;
+  OT_ASSERT_OK(ot_ctx_create(&co, &ctx));
+  ot_hf_config cfg;
+  config(&cfg, 2);
+  ot_lm *m = NULL;
+  OT_ASSERT_OK(ot_llama_synthetic(ctx, &cfg, OT_BF16, 11, NULL, NULL, &m));
+  int32_t prompts[BSEQ][9];
+  ot_gen_seq seqs[BSEQ];
+  uint64_t x = 7;
+  for (int i = 0; i < BSEQ; i++) {
+    for (int j = 0; j < 9; j++) prompts[i][j] = (int32_t)(ot_test_rand_u64(&x) % VOCAB);
+    seqs[i] = (ot_gen_seq){prompts[i], 3 + i % 7, BNEW, (uint64_t)i};
+  }
+  ot_gen_opts o = ot_gen_opts_default();
+  o.greedy = 1;
+  o.on_logits = keep_batch_logits;
+  o.logits_user = b;
+  ot_gen_batch_result r;
+  uint64_t l0, l1;
+  ot_kstep_force(step);
+  ot_kstep_force_mma(mma);
+  ot_kstep_counts(&l0, NULL);
+  const ot_status st = ot_generate_batch(m, seqs, BSEQ, slots, &o, &r);
+  ot_kstep_counts(&l1, NULL);
+  ot_kstep_force(-1);
+  ot_kstep_force_mma(-1);
+  OT_ASSERT_OK(st);
+  b->launches = l1 - l0;
+  b->decode_steps = r.decode_steps;
+  for (int i = 0; i < BSEQ; i++) {
+    b->n_tokens[i] = r.seqs[i].n_tokens;
+    assert_int_equal(b->n_tokens[i], BNEW);
+    memcpy(b->tokens[i], r.seqs[i].tokens, BNEW * sizeof(int32_t));
+  }
+  ot_gen_batch_result_free(&r);
+  ot_lm_destroy(m);
+  ot_ctx_destroy(ctx);
+}
+
+/* Decode steps of 24 and of 12 rows: with the tensor-core rows the norms
+ * and GEMMs of a layer run in step-kernel launches (their count grows with
+ * the decode steps; without them no batched op enters the kernel), and the
+ * tokens and logits are the per-op path's (cuBLAS on the same bf16 rows:
+ * the sums in another order, so a bf16 rounding of an activation may fall
+ * the other way; the logits agree to 1e-2 of the largest). */
+static void test_batch_mma(void **state) {
+  (void)state;
+  if (!have_step()) skip();
+  const int slot_counts[] = {24, 12};
+  for (int c = 0; c < 2; c++) {
+    batch_out on = {0}, off = {0};
+    on.logits = calloc((size_t)BSEQ * BNEW * VOCAB, sizeof(float));
+    off.logits = calloc((size_t)BSEQ * BNEW * VOCAB, sizeof(float));
+    assert_true(on.logits && off.logits);
+    generate_batch(slot_counts[c], 1, 1, &on);
+    generate_batch(slot_counts[c], 1, 0, &off);
+    double max_diff = 0, max_abs = 0;
+    int differ = 0;
+    for (size_t i = 0; i < (size_t)BSEQ * BNEW * VOCAB; i++) {
+      const double d = fabs((double)on.logits[i] - (double)off.logits[i]);
+      if (d > max_diff) max_diff = d;
+      if (fabs((double)off.logits[i]) > max_abs) max_abs = fabs((double)off.logits[i]);
+    }
+    for (int i = 0; i < BSEQ; i++)
+      for (int j = 0; j < BNEW; j++) differ += on.tokens[i][j] != off.tokens[i][j];
+    printf("  %d slots: %d decode steps, %llu launches with tensor-core rows, %llu without; max |logit diff| %.3g of "
+           "%.3g; %d of %d tokens differ\n",
+           slot_counts[c], on.decode_steps, (unsigned long long)on.launches, (unsigned long long)off.launches,
+           max_diff, max_abs, differ, BSEQ * BNEW);
+    assert_true(on.launches >= (uint64_t)on.decode_steps);
+    assert_true(max_abs > 0);
+    assert_true(max_diff <= 1e-2 * max_abs);
+    assert_int_equal(differ, 0);
+    free(on.logits);
+    free(off.logits);
+  }
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_dtypes_resident),
       cmocka_unit_test(test_long_context),
       cmocka_unit_test(test_kv_caches),
       cmocka_unit_test(test_under_budget),
+      cmocka_unit_test(test_batch_mma),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }
