@@ -273,8 +273,43 @@ int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot
                                vc.nb[0], vc.nb[1], (int)q.dt, (int)k.dt, (int)v.dt, (int)kc.dt, (int)vc.dt,
                                ot_krope_resolve(rope, pos + 1, D)};
   out[1].op = OT_KI_ATTN;
-  out[1].u.attn = (ot_ki_attn){att.p,     q.p, kc.p, vc.p, att.nb[1], q.nb[1], kc.nb[0], kc.nb[1], vc.nb[0],
-                               vc.nb[1], H,   H / KV, D, pos, window, (int)kc.dt, 1, NULL};
+  out[1].u.attn = (ot_ki_attn){.out = att.p, .q = q.p, .k = kc.p, .v = vc.p, .o1 = att.nb[1], .q1 = q.nb[1],
+                               .k0 = kc.nb[0], .k1 = kc.nb[1], .v0 = vc.nb[0], .v1 = vc.nb[1], .H = H,
+                               .group = H / KV, .D = D, .pos = pos, .window = window, .kvdt = (int)kc.dt,
+                               .split = 1, .odt = OT_F32};
+  return 2;
+}
+
+int ot_kstep_rope_attention_rows(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot_kview k, ot_kview v,
+                                 ot_kview kc, ot_kview vc, ot_kview rows, ot_rope rope, int64_t window) {
+  if (!ot_kstep_enabled(dev) || !mma_on() || q.ndim != 3 || k.ndim != 3 || v.ndim != 3 || kc.ndim != 4 ||
+      vc.ndim != 4 || att.ndim != 3 || rows.ndim != 2 || rows.dt != OT_I32 || rope.type == OT_ROPE_DYNAMIC)
+    return 0;
+  const int64_t T = q.ne[0], H = q.ne[1], KV = k.ne[1], D = q.ne[2];
+  if (T < 1 || D % 2 || KV < 1 || H % KV || k.ne[0] != T || v.ne[0] != T || v.ne[1] != KV || k.ne[2] != D ||
+      v.ne[2] != D || kc.ne[2] != KV || kc.ne[3] != D || vc.ne[0] != kc.ne[0] || vc.ne[1] != kc.ne[1] ||
+      vc.ne[2] != KV || vc.ne[3] != D || rows.ne[0] != T || rows.ne[1] != 2 || att.ne[0] != T || att.ne[1] != H ||
+      att.ne[2] != D)
+    return 0;
+  /* the attention as ot_k_attention_rows hands it to the warp kernel */
+  if (q.dt != OT_F32 || vc.dt != kc.dt || q.nb[2] != 1 || att.nb[2] != 1 || kc.nb[3] != 1 || vc.nb[3] != 1 ||
+      (att.dt != OT_F32 && att.dt != OT_BF16 && att.dt != OT_F16) ||
+      !ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[1], kc.nb[2], D) || !ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[1], vc.nb[2], D) ||
+      !ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[0], kc.nb[0], D) || !ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[0], vc.nb[0], D))
+    return 0;
+  memset(out, 0, 2 * sizeof *out);
+  out[0].op = OT_KI_ROPE_ROWS;
+  out[0].u.rrows.a = ot_kra_args(q, k, v, kc, vc, rows, rope);
+  out[0].u.rrows.T = T;
+  out[0].u.rrows.KV = KV;
+  out[1].op = OT_KI_ATTN;
+  ot_ki_attn *at = &out[1].u.attn;
+  *at = (ot_ki_attn){.out = att.p,     .q = q.p,          .k = kc.p,         .v = vc.p,        .o1 = att.nb[1],
+                     .q1 = q.nb[1],    .k0 = kc.nb[1],    .k1 = kc.nb[2],    .v0 = vc.nb[1],   .v1 = vc.nb[2],
+                     .H = H,           .group = H / KV,   .D = D,            .window = window, .kvdt = (int)kc.dt,
+                     .split = 1,       .rows = rows.p,    .T = T,            .r0 = rows.nb[0], .r1 = rows.nb[1],
+                     .ks = kc.nb[0],   .vs = vc.nb[0],    .NS = kc.ne[0],    .P = kc.ne[1],    .q0 = q.nb[0],
+                     .o0 = att.nb[0],  .odt = (int)att.dt};
   return 2;
 }
 
@@ -458,6 +493,7 @@ _Static_assert(WARPS * 32 * OT_MMA_UNIT_N <= OT_KSTEP_MAX_K && THREADS * 4 == 32
 /* The first key a row at pos sees under window (0: none). */
 #define ST_FIRST_KEY(pos, window) ((window) && (pos) + 1 > (window) ? (pos) + 1 - (window) : 0)
 static int attn_split(const ot_ki_attn *at, int64_t G) {
+  if (at->rows) return 1; /* T x H (row, head) pairs fill the blocks */
   int64_t s = at->H > 0 ? G / at->H : 1;
   if (s > ST_MAX_SPLIT) s = ST_MAX_SPLIT;
   const int64_t keys = at->pos + 1 - ST_FIRST_KEY(at->pos, at->window);
@@ -901,17 +937,33 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             ot_kst(rp->vct, rp->vc, eo + j + half, ot_kld(rp->vt, rp->v, vo + j + half));
           }
         }
+      } else if (op == OT_KI_ROPE_ROWS) { /* ot_k_rope_append_rows: a thread per (row, head, pair) */
+        const ra_args *ra = &I->u.rrows.a;
+        const int64_t hk = ra->H + I->u.rrows.KV, total = I->u.rrows.T * hk * ra->half;
+        for (int64_t t = blk * THREADS + tid; t < total; t += G * THREADS) {
+          const int64_t srow = t / (hk * ra->half), rem = t % (hk * ra->half);
+          ra_pair(ra, srow, rem / ra->half, rem % ra->half);
+        }
       } else if (op == OT_KI_ATTN) { /* ot_kattn_gpu's body, a block per (head, key range) */
         const ot_ki_attn *at = &I->u.attn;
         const int dd = (int)at->D, per = dd / OT_WARP_SIZE, S = at->split;
         const float scale = 1.0f / sqrtf((float)at->D);
-        const int64_t nkeys = at->pos + 1, first = ST_FIRST_KEY(at->pos, at->window),
-                      chunk = (nkeys - first + S - 1) / S;
         const int kvdt = at->kvdt;
-        for (int64_t un = blk; un < at->H * S; un += G) {
-          const int64_t h = un / S, kh = h / at->group, lo = first + (un % S) * chunk;
+        const int64_t nrow = at->rows ? at->T : 1;
+        for (int64_t un = blk; un < nrow * at->H * S; un += G) {
+          const int64_t srow = un / (at->H * S), hu = un % (at->H * S), h = hu / S, kh = h / at->group;
+          int64_t nkeys = at->pos + 1, kb = kh * at->k1, vb = kh * at->v1;
+          if (at->rows) { /* its own slot and position; padding: no keys, output 0 (ot_kattn_rows_gpu) */
+            const int64_t slot = at->rows[srow * at->r0], p = at->rows[srow * at->r0 + at->r1];
+            const int live = slot >= 0 && slot < at->NS && p >= 0 && p < at->P;
+            nkeys = live ? p + 1 : 0;
+            kb += live ? slot * at->ks : 0;
+            vb += live ? slot * at->vs : 0;
+          }
+          const int64_t first = at->window && nkeys > at->window ? nkeys - at->window : 0; /* ST_FIRST_KEY */
+          const int64_t chunk = (nkeys - first + S - 1) / S, lo = first + (hu % S) * chunk;
           const int64_t hi = lo + chunk < nkeys ? lo + chunk : nkeys;
-          const float *qr = at->q + h * at->q1;
+          const float *qr = at->q + srow * at->q0 + h * at->q1;
           for (int d = tid; d < dd; d += THREADS) qs[d] = qr[d] * scale;
           OT_GPU_BLOCK_SYNC();
           float acc[OT_KATTN_MAX_D / OT_WARP_SIZE], mx = -INFINITY, sum = 0.0f;
@@ -922,7 +974,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             float sc = -INFINITY;
             if (j < hi) {
               float dot = 0.0f;
-              OT_KKV_DOT(dot, kvdt, at->k, j * at->k0 + kh * at->k1, qs, dd);
+              OT_KKV_DOT(dot, kvdt, at->k, j * at->k0 + kb, qs, dd);
               sc = dot;
             }
             const float m2 = fmaxf(mx, ot_warp_max(sc)), alpha = expf(mx - m2);
@@ -934,7 +986,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             const int64_t nj = hi - j0 < OT_WARP_SIZE ? hi - j0 : OT_WARP_SIZE;
             for (int jj = 0; jj < nj; jj++) {
               const float pj = ot_warp_bcast(p, jj);
-              const int64_t vo = (j0 + jj) * at->v0 + kh * at->v1 + lane;
+              const int64_t vo = (j0 + jj) * at->v0 + vb + lane;
               OT_UNROLL for (int d = 0; d < OT_KATTN_MAX_D / OT_WARP_SIZE; d++)
                 if (d < per) acc[d] += pj * OT_KKV_LD(kvdt, at->v, vo + OT_WARP_SIZE * d);
             }
@@ -952,11 +1004,18 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
           float L = 0.0f;
           for (int w = 0; w < WARPS; w++) L += wm[w] == -INFINITY ? 0.0f : wl[w] * expf(wm[w] - M);
           /* one range: the output; several: this range's max, sum and unnormalized output */
-          float *orow = S == 1 ? at->out + h * at->o1 : at->part + un * (dd + 2) + 2;
+          float *orow = at->part + un * (dd + 2) + 2;
+          const int64_t ob = srow * at->o0 + h * at->o1;
           for (int d = tid; d < dd; d += THREADS) {
             float s = 0.0f;
             for (int w = 0; w < WARPS; w++) s += wm[w] == -INFINITY ? 0.0f : wacc[w][d] * expf(wm[w] - M);
-            orow[d] = S == 1 ? s / L : s;
+            if (S > 1) {
+              orow[d] = s;
+            } else {
+              const float r = L > 0.0f ? s / L : 0.0f; /* L = 0: a padding row */
+              if (at->odt == OT_F32) ((float *)at->out)[ob + d] = r;
+              else ot_kst(at->odt, at->out, ob + d, r);
+            }
           }
           if (S > 1 && tid == 0) orow[-2] = M, orow[-1] = L;
           OT_GPU_BLOCK_SYNC(); /* qs, wm, wl, wacc are reused by the next head */
@@ -977,7 +1036,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
               L += pr[c * (dd + 2) + 1] * e;
               o += pr[c * (dd + 2) + 2 + d] * e;
             }
-            at->out[h * at->o1 + d] = o / L;
+            ((float *)at->out)[h * at->o1 + d] = o / L;
           }
         }
       }

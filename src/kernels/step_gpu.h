@@ -27,11 +27,12 @@
 #define OT_KERNELS_STEP_GPU_H
 
 #include "kernels/kernels.h"
+#include "kernels/rope_rows.h"
 
 /* Instructions one op may emit (rope + attention: 2). */
 #define OT_KSTEP_MAX_PER_OP 2
 
-enum { OT_KI_NORM = 1, OT_KI_GEMV, OT_KI_ROPE_APPEND, OT_KI_ATTN, OT_KI_MMA };
+enum { OT_KI_NORM = 1, OT_KI_GEMV, OT_KI_ROPE_APPEND, OT_KI_ATTN, OT_KI_MMA, OT_KI_ROPE_ROWS };
 
 typedef struct ot_ki_norm { /* rows of d f32, y = norm(x) * w (+ b): ot_knorm_gpu */
   const float *x, *w, *b;
@@ -69,8 +70,12 @@ typedef struct ot_ki_rope { /* one row: rotate q [H, d] and k [KV, d] in place, 
   ot_rope rope;
 } ot_ki_rope;
 
-typedef struct ot_ki_attn { /* one query row over keys [0, pos] (the last `window` of them if > 0): ot_kattn_gpu with S = 1 */
-  float *out;
+/* Query rows over keys [0, pos] (the last `window` of them if > 0):
+ * ot_kattn_gpu with S = 1; or, rows given, T rows each on its own cache
+ * slot and position (rows[t * r0], rows[t * r0 + r1] of caches
+ * [NS, P, KV, D], slot strides ks, vs): ot_kattn_rows_gpu. */
+typedef struct ot_ki_attn {
+  void *out; /* of dtype odt (f32 for one row) */
   const float *q;
   const void *k, *v; /* caches of dtype kvdt: f32, bf16 or f16 */
   int64_t o1, q1, k0, k1, v0, v1, H, group, D, pos, window;
@@ -80,7 +85,17 @@ typedef struct ot_ki_attn { /* one query row over keys [0, pos] (the last `windo
    * part[H * split * (D + 2)] and combined after a grid barrier; 1: none */
   int split;
   float *part;
+  const int32_t *rows;
+  int64_t T, r0, r1, ks, vs, NS, P, q0, o0;
+  int odt;
 } ot_ki_attn;
+
+/* ot_k_rope_append_rows: T rows' RoPE and cache append, a thread per
+ * (row, head, pair) over the grid (rope_rows.h's body). */
+typedef struct ot_ki_rope_rows {
+  ra_args a;
+  int64_t T, KV;
+} ot_ki_rope_rows;
 
 /* c_i [M, N_i] (+)= a [M, K] @ W_i [N_i, K]^T for a batched decode step's
  * rows (2 <= M <= OT_KSTEP_MMA_MAX_M) of bf16 activations and bf16
@@ -117,6 +132,7 @@ typedef struct ot_kinsn {
     ot_ki_rope rope;
     ot_ki_attn attn;
     ot_ki_mma mma;
+    ot_ki_rope_rows rrows;
   } u;
 } ot_kinsn;
 
@@ -134,6 +150,11 @@ int ot_kstep_matmul_swiglu(ot_kinsn *out, int dev, ot_kview y, ot_kview up, ot_k
 /* ot_k_rope_append then ot_k_attention_window (window 0) for one row: 2 instructions */
 int ot_kstep_rope_attention(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot_kview k, ot_kview v, ot_kview kc,
                             ot_kview vc, int64_t pos, ot_rope rope, int64_t window);
+/* ot_k_rope_append_rows then ot_k_attention_rows for the T rows of a
+ * batched step (2 instructions; with the tensor-core rows, whose GEMMs
+ * surround it: OMPTENSOR_STEP_MMA) */
+int ot_kstep_rope_attention_rows(ot_kinsn *out, int dev, ot_kview att, ot_kview q, ot_kview k, ot_kview v,
+                                 ot_kview kc, ot_kview vc, ot_kview rows, ot_rope rope, int64_t window);
 
 /* Tests and benchmarks: 1 / 0 turns the step kernel on / off for every
  * device from now on (over OMPTENSOR_STEP_KERNEL), -1 goes back to the

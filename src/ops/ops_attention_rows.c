@@ -2,6 +2,7 @@
  * (batched generation, issue 19): every row brings its own KV cache slot
  * and position in an i32 [T, 2] tensor that the program takes as an input,
  * so the step is planned once and replayed with new rows each time. */
+#include "kernels/step_gpu.h"
 #include "ops/ops_impl.h"
 
 typedef struct rows_params {
@@ -41,6 +42,18 @@ static ot_status run_rope_attention_rows(const ot_op_exec *e) {
   return ot_k_attention_rows(e->device, ot_ops_view(e->out_t[2], e->out[2]), q, kc, vc, rows, p->window);
 }
 
+/* The step kernel's encoder (kernels/step_gpu.h): run's views and its
+ * declared cache rows. */
+static int emit_rope_attention_rows(const ot_op_exec *e, void *insns) {
+  const rows_params *p = e->params;
+  ot_kview q = ot_ops_view(e->out_t[0], e->out[0]), k = ot_ops_view(e->out_t[1], e->out[1]);
+  ot_kview kc = ot_ops_view(e->out_t[3], e->out[3]), vc = ot_ops_view(e->out_t[4], e->out[4]);
+  const int n = ot_kstep_rope_attention_rows(insns, e->device, ot_ops_view(e->out_t[2], e->out[2]), q, k,
+                                             ot_ops_view(e->in_t[2], e->in[2]), kc, vc,
+                                             ot_ops_view(e->in_t[5], e->in[5]), p->rope, p->window);
+  return n && declare_rows(e, kc, vc) == OT_OK ? n : 0;
+}
+
 ot_status ot_op_rope_attention_rows(ot_program *p, ot_tensor *out, ot_tensor *q, ot_tensor *k, ot_tensor *v,
                                     ot_tensor *k_cache, ot_tensor *v_cache, ot_tensor *rows, ot_rope rope,
                                     int64_t window) {
@@ -71,7 +84,11 @@ ot_status ot_op_rope_attention_rows(ot_program *p, ot_tensor *out, ot_tensor *q,
   const char *why = ot_rope_problem(rope);
   if (why) return ot_fail(OT_ERR_INVALID_ARG, "%s: RoPE %s: %s", op, ot_rope_type_name(rope.type), why);
   rows_params prm = {rope, window};
-  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache, rows}, .n_in = 6, .out = {q, k, out, k_cache, v_cache}, .n_out = 5};
+  ot_ops_args a = {.in = {q, k, v, k_cache, v_cache, rows},
+                   .n_in = 6,
+                   .out = {q, k, out, k_cache, v_cache},
+                   .n_out = 5,
+                   .emit = emit_rope_attention_rows};
   /* each row reads at most its own slot's positions */
   double flops = 4.0 * (double)ot_tensor_numel(q) * (double)ot_tensor_dim(k_cache, 1);
   return ot_ops_record(p, window ? "rope_attention_rows_window" : "rope_attention_rows", k_cache,
