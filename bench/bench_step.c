@@ -423,21 +423,29 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
   ot_trace *tr = NULL;
   bc_gpu_window win = {0};
   int have_gpu = 0;
+  uint64_t l0 = 0, i0 = 0, l1 = 0, i1 = 0; /* step-kernel launches and instructions around the batch run */
   ot_status s = ot_ctx_create(NULL, &ctx);
   if (s == OT_OK) s = ot_llama_synthetic(ctx, &c, a->dt, 1, NULL, NULL, &m);
   if (s == OT_OK) {
     printf("bench_step --batch on %s (device %d): synthetic Llama, %lld layers, %s weights (%.2f GB), prompt %ld, "
-           "%ld decode steps, %s KV caches; step kernel %s\n",
+           "%ld decode steps, %s KV caches; step kernel %s, its tensor-core rows %s (OMPTENSOR_STEP_MMA)\n",
            bc_device_kind(bc_device()), bc_device(), (long long)c.num_layers, ot_dtype_name(a->dt),
            (double)m->weight_bytes / 1e9, a->prompt, a->steps, ot_dtype_name(a->kv),
-           ot_kstep_enabled(bc_device()) ? "on" : "off");
+           ot_kstep_enabled(bc_device()) ? "on" : "off", ot_kstep_mma_on() ? "on" : "off");
     ot_status gs = bc_gpu_activity_start(); /* the whole batch run: its prefill kernels are the calls / layers */
     if (gs != OT_OK) fprintf(stderr, "bench_step: no GPU records: %s\n", ot_last_error());
     s = ot_trace_create(&tr);
+    ot_kstep_counts(&l0, &i0);
     if (s == OT_OK) s = run_batch_of(m, a, (int)a->batch, tr, &rb);
+    ot_kstep_counts(&l1, &i1);
     if (gs == OT_OK && bc_gpu_activity_stop(&win) == OT_OK) have_gpu = 1;
   }
-  if (s == OT_OK) batch_split(tr, &rb, have_gpu ? &win : NULL, a->top);
+  if (s == OT_OK) {
+    printf("  step kernel over the batch run (prompt steps too): %llu launches, %llu instructions (%d prompt + %d "
+           "decode steps)\n",
+           (unsigned long long)(l1 - l0), (unsigned long long)(i1 - i0), rb.prefill_steps, rb.decode_steps);
+    batch_split(tr, &rb, have_gpu ? &win : NULL, a->top);
+  }
   /* batch 1 the way one prompt runs (ot_generate: the step kernel's path), on the batch's first prompt */
   int32_t *p1 = malloc((size_t)a->prompt * sizeof *p1);
   if (s == OT_OK && !p1) s = ot_set_error(OT_ERR_OUT_OF_MEMORY, "bench_step: the prompt");
@@ -464,11 +472,11 @@ static ot_status run_batch(const bs_opts *a, FILE *json) {
       fprintf(json,
               "{\"bench\":\"step_batch\",\"layers\":%lld,\"dtype\":\"%s\",\"weight_bytes\":%llu,\"prompt\":%ld,"
               "\"batch\":%ld,\"batch_tokens_per_second\":%.3f,\"batch_step_ms\":%.4f,\"one_tokens_per_second\":%.3f,"
-              "\"one_step_ms\":%.4f,\"ratio\":%.4f,\"step_kernel\":%d}\n",
+              "\"one_step_ms\":%.4f,\"ratio\":%.4f,\"step_kernel\":%d,\"step_mma\":%d,\"step_launches\":%llu}\n",
               (long long)c.num_layers, ot_dtype_name(a->dt), (unsigned long long)m->weight_bytes, a->prompt, a->batch,
               rb.decode_tokens_per_second, rb.decode_steps ? rb.decode_ms / rb.decode_steps : 0.0,
               r1.decode_tokens_per_second, r1.n_tokens > 1 ? r1.decode_ms / (r1.n_tokens - 1) : 0.0, ratio,
-              ot_kstep_enabled(bc_device()));
+              ot_kstep_enabled(bc_device()), ot_kstep_mma_on(), (unsigned long long)(l1 - l0));
   }
   ot_gen_batch_result_free(&rb);
   ot_gen_result_free(&r1);

@@ -123,6 +123,8 @@ static int mma_on(void) {
   return env;
 }
 
+int ot_kstep_mma_on(void) { return mma_on(); }
+
 int ot_kstep_enabled(int dev) {
   const int f = forced;
   if (!(f >= 0 ? f : step_env()) || !ot_kfast_gpu(dev)) return 0;

@@ -160,8 +160,10 @@ int ot_kstep_rope_attention_rows(ot_kinsn *out, int dev, ot_kview att, ot_kview 
  * device from now on (over OMPTENSOR_STEP_KERNEL), -1 goes back to the
  * environment's choice; and the launches and instructions run so far. */
 void ot_kstep_force(int on);
-/* The same for the tensor-core rows (OT_KI_MMA) over OMPTENSOR_STEP_MMA. */
+/* The same for the tensor-core rows (OT_KI_MMA) over OMPTENSOR_STEP_MMA;
+ * and whether they are on now. */
 void ot_kstep_force_mma(int on);
+int ot_kstep_mma_on(void);
 /* Benchmarks: 16-byte loads each lane has in flight in a bf16/f16/f32 row
  * (4, 8 or 16; default 8). */
 ot_status ot_kstep_tune(int unroll_loads);
