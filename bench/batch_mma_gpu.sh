@@ -7,8 +7,9 @@
 #      rows against the per-op path, cuBLAS);
 #   2. bench_step --batch 32 with OMPTENSOR_STEP_MMA=1: batch 32 against
 #      batch 1 in the same process (issue 44's >= 20x);
-#   3. the whole nvptx suite (default settings);
-#   4. bench_step --batch 32 as the default runs it (op by op, cuBLAS).
+#   3. bench_step --batch 32 as the default runs it (op by op, cuBLAS);
+#   4. the whole nvptx suite (default settings), SUITE_S seconds at most
+#      (default 300).
 # On the CPU machine first: cmake --build build/nvptx && scripts/gpu_suite.sh pack
 # then, carrying .gpu and gpu-carry:
 #   . .gpu/prologue.sh && bash bench/batch_mma_gpu.sh $OUT
@@ -21,6 +22,6 @@ nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 
 B="--layers 16 --steps 12 --batch 32 --kv-dtype bf16 --top 8"
 part 70 test_step_gpu build-gpu/test_step_gpu
 part 110 batch32-mma env OMPTENSOR_STEP_MMA=1 build-gpu/bench_step $B --json "$out/logs/batch32-mma.json"
-PART_TAIL=4 part 300 suite bash scripts/gpu_suite.sh run "$out/suite"
 part 90 batch32-default build-gpu/bench_step $B --json "$out/logs/batch32-default.json"
+PART_TAIL=6 part "${SUITE_S:-300}" suite bash scripts/gpu_suite.sh run "$out/suite"
 cat "$out"/logs/*.json > "$out/batch.jsonl" 2>/dev/null
