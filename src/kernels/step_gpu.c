@@ -479,6 +479,12 @@ typedef struct __attribute__((aligned(16))) f4 {
 #ifndef ST_MMA_U
 #define ST_MMA_U 2
 #endif
+/* Where a unit's sum (row, col) of a warp lies in its 32 x 32 floats of
+ * shared memory: the column XOR-ed with 4 (row % 8), so that a warp's
+ * stores of one result register (rows g, columns 2t + c: 16 banks in
+ * 32 lanes at best) are 2-way instead of 8-way conflicts (row % 8 = g);
+ * a row stays in its 32 floats, read whole by a warp in the reduction. */
+#define ST_MMA_AT(row, col) ((row)*OT_MMA_UNIT_N + ((col) ^ (((row)&7) << 2)))
 /* v as a matrix of dtype dt holds it: rounded to bf16 or kept */
 #define ST_ROUND(dt, v) ((dt) == OT_BF16 ? ot_kbf16_f32(ot_kf32_bf16(v)) : (v))
 /* A unit's 32 x 32 sums per warp fill the activations' buffer, and the
@@ -848,12 +854,13 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             OT_UNROLL for (int a_ = 0; a_ < OT_MMA_TILES_M; a_++)
               OT_UNROLL for (int b_ = 0; b_ < OT_MMA_TILES_N; b_++)
                 OT_UNROLL for (int e = 0; e < 4; e++)
-                  pw[OT_MMA_ROW(a_, e, gq) * OT_MMA_UNIT_N + OT_MMA_COL(b_, e, tq)] = d[a_][b_][e];
+                  pw[ST_MMA_AT(OT_MMA_ROW(a_, e, gq), OT_MMA_COL(b_, e, tq))] = d[a_][b_][e];
             OT_GPU_BLOCK_SYNC();
             float sum[4];
             OT_UNROLL for (int r = 0; r < 4; r++) {
+              const int o = tid + THREADS * r, at = ST_MMA_AT(o / OT_MMA_UNIT_N, o % OT_MMA_UNIT_N);
               sum[r] = 0.0f;
-              for (int w = 0; w < WARPS; w++) sum[r] += xsh[w * (32 * OT_MMA_UNIT_N) + tid + THREADS * r];
+              for (int w = 0; w < WARPS; w++) sum[r] += xsh[w * (32 * OT_MMA_UNIT_N) + at];
             }
             OT_GPU_BLOCK_SYNC(); /* xsh is the next part's or unit's */
             OT_UNROLL for (int r = 0; r < 4; r++) {
