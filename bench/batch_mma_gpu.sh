@@ -21,7 +21,7 @@ parts_setup bench_step
 nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 B="--layers 16 --steps 12 --batch 32 --kv-dtype bf16 --top 8"
 part 70 test_step_gpu build-gpu/test_step_gpu
-part 110 batch32-mma env OMPTENSOR_STEP_MMA=1 build-gpu/bench_step $B --json "$out/logs/batch32-mma.json"
+part 110 batch32-mma env OMPTENSOR_STEP_KERNEL=1 OMPTENSOR_STEP_MMA=1 build-gpu/bench_step $B --json "$out/logs/batch32-mma.json"
 part 90 batch32-default build-gpu/bench_step $B --json "$out/logs/batch32-default.json"
 PART_TAIL=6 part "${SUITE_S:-300}" suite bash scripts/gpu_suite.sh run "$out/suite"
 cat "$out"/logs/*.json > "$out/batch.jsonl" 2>/dev/null

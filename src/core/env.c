@@ -33,11 +33,13 @@ static const env_var vars[] = {
     {"OMPTENSOR_GEMV_QG", CHOICE, {"0", "1"}, 0, 0,
      "0 (the default) or 1 (q8b and q4b decode GEMVs read 16 bytes a lane, kernels/qgroup.h: for measuring)"},
     {"OMPTENSOR_STEP_KERNEL", CHOICE, {"0", "1", "nofuse"}, 0, 0,
-     "1 (the default: runs of decode ops in one launch on a GPU, kernels/step_gpu.h), 0 (one launch per op) or "
-     "nofuse (one launch, no norm fused into the GEMV after it: for measuring)"},
+     "0 (the default until a wrong result on the GPU is found: one launch per op), 1 (runs of decode ops in one "
+     "launch on a GPU, kernels/step_gpu.h) or nofuse (one launch, no norm fused into the GEMV after it: for "
+     "measuring)"},
     {"OMPTENSOR_STEP_MMA", CHOICE, {"0", "1"}, 0, 0,
      "0 (the default until measured on a GPU) or 1: a batched decode step's GEMMs of 9 to 32 bf16 rows on tensor "
-     "cores inside the step kernel (kernels/mma_gpu.h) instead of one cuBLAS call and wait each"},
+     "cores inside the step kernel (kernels/mma_gpu.h; with OMPTENSOR_STEP_KERNEL=1) instead of one cuBLAS call "
+     "and wait each"},
     {"OMPTENSOR_VERIFY", CHOICE, {"0", "1", "2"}, 0, 0,
      "0 (off, the default), 1 (checksums) or 2 (also read device copies back)"},
     {"OMPTENSOR_PREFILL_DTYPE", READER, {NULL}, 0, 0, NULL}, /* refused by name where generation starts */

@@ -21,11 +21,18 @@
 #include <cuda_runtime_api.h>
 #endif
 
-/* On by default since it ran on a GPU (H100, 2026-12-07: the whole nvptx
- * suite with it on; a resident 7 GB decode step 6.4-6.6 ms against 8.2 ms
- * op by op, bench/RESULTS.md): OMPTENSOR_STEP_KERNEL=0 turns it off,
+/* Off by default again since 2026-12-08. It was on since it ran on a GPU
+ * (H100, 2026-12-07, build 9cdb461: the whole nvptx suite with it on; a
+ * resident 7 GB decode step 4.3-4.7 ms against 8.2 ms op by op,
+ * bench/RESULTS.md). On the H100 on 2026-12-08 the build of bff0d7c..
+ * 90491e7 gave wrong logits with it on (test_step_gpu: every dtype
+ * against the per-op path), a batch-1 step of the 7 GB model in 0.59 ms
+ * (less than its weights take to read: the kernel skips work), a wrong
+ * greedy token in test_cli and a launch failure under a budget; the
+ * commit that broke it, somewhere after 9cdb461, is not found yet (the
+ * session's device time ran out). OMPTENSOR_STEP_KERNEL=1 turns it on,
  * tests/test_step_gpu compares the two. */
-#define STEP_DEFAULT 1
+#define STEP_DEFAULT 0
 
 /* Threads per block, one block per multiprocessor. The kernel's register
  * budget follows from it: 255 a thread at 256; 512 needs ptxas
