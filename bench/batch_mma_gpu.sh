@@ -18,7 +18,6 @@ out=${1:?usage: bench/batch_mma_gpu.sh OUT}
 log=$out/batch_mma_gpu.log
 . "$(dirname "$0")/parts.sh"
 parts_setup bench_step
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 B="--layers 16 --steps 12 --batch 32 --kv-dtype bf16 --top 8"
 part 70 test_step_gpu build-gpu/test_step_gpu
 part 110 batch32-mma env OMPTENSOR_STEP_KERNEL=1 OMPTENSOR_STEP_MMA=1 build-gpu/bench_step $B --json "$out/logs/batch32-mma.json"

@@ -2,8 +2,9 @@
 # have set `out` and `log`:
 #   parts_setup BIN          out/logs made, the build unpacked into build-gpu/
 #                            (scripts/gpu_suite.sh pack, carried as gpu-carry/)
-#                            unless build-gpu/BIN is there, and the
-#                            environment every part runs in
+#                            unless build-gpu/BIN is there, the
+#                            environment every part runs in, and the GPU
+#                            (name, memory in use) to stdout and the log
 #   say TEXT...              to stdout and the log
 #   part SECONDS NAME CMD... CMD under a time limit, its output to
 #                            out/logs/NAME.log, its last PART_TAIL lines
@@ -24,4 +25,5 @@ parts_setup() {
   [ -x "build-gpu/$1" ] || tar -C build-gpu -xJf gpu-carry/nvptx.tar.xz
   export OMP_TARGET_OFFLOAD=MANDATORY OT_TEST_DATA=$PWD/tests/data
   export LD_LIBRARY_PATH=$PWD/build-gpu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+  nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 }

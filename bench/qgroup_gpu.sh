@@ -25,7 +25,6 @@ log=$out/qgroup_gpu.log
 PART_TAIL=12
 . "$(dirname "$0")/parts.sh"
 parts_setup bench_kernels
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 for t in test_k_matmul test_model_quant test_model_gguf test_step_gpu; do
   part 120 "gemv_qg-$t" env OMPTENSOR_GEMV_QG=1 "build-gpu/$t"
 done

@@ -23,7 +23,6 @@ out=${1:?usage: bench/step_h200.sh OUT}
 log=$out/step_h200.log
 . "$(dirname "$0")/parts.sh"
 parts_setup bench_step
-nvidia-smi --query-gpu=name,memory.used,memory.total --format=csv,noheader 2>&1 | tee -a "$log"
 part 90 test_step_gpu build-gpu/test_step_gpu
 part 60 test_gpu_helpers build-gpu/test_gpu_helpers
 layers=${LAYERS:-16}
