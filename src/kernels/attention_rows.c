@@ -163,6 +163,14 @@ static ot_status at_rows_check(ot_kview out, ot_kview q, ot_kview kc, ot_kview v
   return OT_OK;
 }
 
+int ot_kattn_rows_gpu_ok(ot_kview out, ot_kview q, ot_kview kc, ot_kview vc) {
+  const int64_t D = q.ne[2];
+  return q.dt == OT_F32 && vc.dt == kc.dt && q.nb[2] == 1 && out.nb[2] == 1 && kc.nb[3] == 1 && vc.nb[3] == 1 &&
+         (out.dt == OT_F32 || out.dt == OT_BF16 || out.dt == OT_F16) &&
+         ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[1], kc.nb[2], D) && ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[1], vc.nb[2], D) &&
+         ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[0], kc.nb[0], D) && ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[0], vc.nb[0], D);
+}
+
 ot_status ot_k_attention_rows(int dev, ot_kview out, ot_kview q, ot_kview kc, ot_kview vc, ot_kview rows,
                               int64_t window) {
   OT_TRY(at_rows_check(out, q, kc, vc, rows, window));
@@ -179,10 +187,7 @@ ot_status ot_k_attention_rows(int dev, ot_kview out, ot_kview q, ot_kview kc, ot
    * own slot and position (batch 32 of a 7B-shaped model on the H100: this
    * loop took 82 % of a step's kernel time). f32 queries, one cache dtype,
    * 16-byte aligned cache rows and slots. */
-  if (ot_kfast_gpu(dev) && q.dt == OT_F32 && vc.dt == kc.dt && q.nb[2] == 1 && out.nb[2] == 1 && kc.nb[3] == 1 &&
-      vc.nb[3] == 1 && (out.dt == OT_F32 || out.dt == OT_BF16 || out.dt == OT_F16) &&
-      ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[1], kc.nb[2], D) && ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[1], vc.nb[2], D) &&
-      ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[0], kc.nb[0], D) && ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[0], vc.nb[0], D)) {
+  if (ot_kfast_gpu(dev) && ot_kattn_rows_gpu_ok(out, q, kc, vc)) {
     ot_kattn_rows_gpu(dev, out.p, out.dt, out.nb[0], out.nb[1], q.p, q.nb[0], q.nb[1], kc.p, kc.nb[0], kc.nb[1],
                       kc.nb[2], vc.p, vc.nb[0], vc.nb[1], vc.nb[2], kc.dt, S, H, NS, P, kc.ne[2], D, rows.p, r0, r1,
                       window);

@@ -301,12 +301,7 @@ int ot_kstep_rope_attention_rows(ot_kinsn *out, int dev, ot_kview att, ot_kview 
       att.ne[2] != D)
     return 0;
   /* the attention as ot_k_attention_rows hands it to the warp kernel */
-  if (q.dt != OT_F32 || !ot_kfloat_bytes(k.dt) || !ot_kfloat_bytes(v.dt) || vc.dt != kc.dt || q.nb[2] != 1 ||
-      att.nb[2] != 1 || kc.nb[3] != 1 || vc.nb[3] != 1 ||
-      (att.dt != OT_F32 && att.dt != OT_BF16 && att.dt != OT_F16) ||
-      !ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[1], kc.nb[2], D) || !ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[1], vc.nb[2], D) ||
-      !ot_kattn_gpu_ok(kc.dt, kc.p, kc.nb[0], kc.nb[0], D) || !ot_kattn_gpu_ok(vc.dt, vc.p, vc.nb[0], vc.nb[0], D))
-    return 0;
+  if (!ot_kfloat_bytes(k.dt) || !ot_kfloat_bytes(v.dt) || !ot_kattn_rows_gpu_ok(att, q, kc, vc)) return 0;
   memset(out, 0, 2 * sizeof *out);
   out[0].op = OT_KI_ROPE_ROWS;
   out[0].u.rrows.a = ot_kra_args(q, k, v, kc, vc, rows, rope);

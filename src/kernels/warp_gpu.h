@@ -6,6 +6,8 @@
 
 #include <stdint.h>
 
+#include "kernels/kernels.h"
+
 #define OT_KATTN_MAX_D 256
 
 /* Whether ot_knorm_gpu takes these rows (16-byte aligned, d % 4 == 0, d <= 8192). */
@@ -35,6 +37,10 @@ void ot_kattn_rows_gpu(int dev, void *out, int odt, int64_t o0, int64_t o1, cons
 /* Whether a cache (dtype, base, strides of dims 0 and 1 in elements) is
  * one the warp attention reads: f32, bf16 or f16, every row 16-byte aligned. */
 int ot_kattn_gpu_ok(int kvdt, const void *k, int64_t k0, int64_t k1, int64_t D);
+/* Whether ot_kattn_rows_gpu takes out, q [S, H, D] and caches [NS, P, KV, D]
+ * (attention_rows.c): f32 queries, one cache dtype, a 32/16-bit output,
+ * unit inner strides, 16-byte aligned cache rows and slots. */
+int ot_kattn_rows_gpu_ok(ot_kview out, ot_kview q, ot_kview kc, ot_kview vc);
 
 /* The cache reads of the warp attention kernels (ot_kattn_gpu and the step
  * kernel's), written once, as macros (docs/writing-a-kernel.md):
