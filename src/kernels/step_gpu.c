@@ -972,7 +972,7 @@ ot_status ot_kstep_run(int dev, void *insns_v, int n) {
             kb += live ? slot * at->ks : 0;
             vb += live ? slot * at->vs : 0;
           }
-          const int64_t first = at->window && nkeys > at->window ? nkeys - at->window : 0; /* ST_FIRST_KEY */
+          const int64_t first = ST_FIRST_KEY(nkeys - 1, at->window);
           const int64_t chunk = (nkeys - first + S - 1) / S, lo = first + (hu % S) * chunk;
           const int64_t hi = lo + chunk < nkeys ? lo + chunk : nkeys;
           const float *qr = at->q + srow * at->q0 + h * at->q1;
